@@ -1,0 +1,148 @@
+// Opens libllama through bun:ffi: the functions we call directly, plus the
+// by-value shim (shim.c) compiled by Bun's TinyCC and linked to the same library.
+import { cc, dlopen, type Pointer } from "bun:ffi";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import shimSourcePath from "./shim.c" with { type: "file" };
+import { ABI_PROBE_SLOTS, abiMismatches, LlamaAbiError } from "./abi.ts";
+import { locateLibrary, type LibraryLocation } from "./locate.ts";
+import { cacheDir } from "../src/paths.ts";
+
+const llamaSymbols = {
+  llama_backend_init: { args: [], returns: "void" },
+  llama_model_free: { args: ["ptr"], returns: "void" },
+  llama_free: { args: ["ptr"], returns: "void" },
+  llama_model_get_vocab: { args: ["ptr"], returns: "ptr" },
+  llama_model_n_embd: { args: ["ptr"], returns: "i32" },
+  llama_model_n_ctx_train: { args: ["ptr"], returns: "i32" },
+  llama_model_chat_template: { args: ["ptr", "ptr"], returns: "ptr" },
+  llama_n_ctx: { args: ["ptr"], returns: "u32" },
+  llama_n_ctx_seq: { args: ["ptr"], returns: "u32" },
+  llama_n_batch: { args: ["ptr"], returns: "u32" },
+  llama_n_ubatch: { args: ["ptr"], returns: "u32" },
+  llama_n_seq_max: { args: ["ptr"], returns: "u32" },
+  llama_set_n_threads: { args: ["ptr", "i32", "i32"], returns: "void" },
+  llama_get_memory: { args: ["ptr"], returns: "ptr" },
+  llama_memory_clear: { args: ["ptr", "bool"], returns: "void" },
+  llama_memory_seq_rm: { args: ["ptr", "i32", "i32", "i32"], returns: "bool" },
+  llama_memory_seq_cp: { args: ["ptr", "i32", "i32", "i32", "i32"], returns: "void" },
+  llama_memory_seq_pos_max: { args: ["ptr", "i32"], returns: "i32" },
+  llama_get_logits_ith: { args: ["ptr", "i32"], returns: "ptr" },
+  llama_get_embeddings_seq: { args: ["ptr", "i32"], returns: "ptr" },
+  llama_state_seq_get_size: { args: ["ptr", "i32"], returns: "u64" },
+  llama_state_seq_get_data: { args: ["ptr", "ptr", "u64", "i32"], returns: "u64" },
+  llama_state_seq_set_data: { args: ["ptr", "ptr", "u64", "i32"], returns: "u64" },
+  llama_vocab_n_tokens: { args: ["ptr"], returns: "i32" },
+  llama_vocab_bos: { args: ["ptr"], returns: "i32" },
+  llama_vocab_eos: { args: ["ptr"], returns: "i32" },
+  llama_vocab_eot: { args: ["ptr"], returns: "i32" },
+  llama_vocab_is_eog: { args: ["ptr", "i32"], returns: "bool" },
+  llama_vocab_get_add_bos: { args: ["ptr"], returns: "bool" },
+  llama_vocab_get_attr: { args: ["ptr", "i32"], returns: "i32" },
+  llama_tokenize: { args: ["ptr", "ptr", "i32", "ptr", "i32", "bool", "bool"], returns: "i32" },
+  llama_token_to_piece: { args: ["ptr", "i32", "ptr", "i32", "i32", "bool"], returns: "i32" },
+  llama_sampler_chain_add: { args: ["ptr", "ptr"], returns: "void" },
+  llama_sampler_init_greedy: { args: [], returns: "ptr" },
+  llama_sampler_init_dist: { args: ["u32"], returns: "ptr" },
+  llama_sampler_init_top_k: { args: ["i32"], returns: "ptr" },
+  llama_sampler_init_top_p: { args: ["f32", "u64"], returns: "ptr" },
+  llama_sampler_init_min_p: { args: ["f32", "u64"], returns: "ptr" },
+  llama_sampler_init_temp: { args: ["f32"], returns: "ptr" },
+  llama_sampler_init_penalties: { args: ["i32", "i32", "f32", "f32", "f32"], returns: "ptr" },
+  llama_sampler_init_logit_bias: { args: ["i32", "i32", "ptr"], returns: "ptr" },
+  llama_sampler_init_grammar: { args: ["ptr", "ptr", "ptr"], returns: "ptr" },
+  llama_sampler_sample: { args: ["ptr", "ptr", "i32"], returns: "i32" },
+  llama_sampler_accept: { args: ["ptr", "i32"], returns: "void" },
+  llama_sampler_apply: { args: ["ptr", "ptr"], returns: "void" },
+  llama_sampler_reset: { args: ["ptr"], returns: "void" },
+  llama_sampler_free: { args: ["ptr"], returns: "void" },
+} as const;
+
+const shimSymbols = {
+  sf_abi_probe: { args: ["ptr"], returns: "void" },
+  sf_log_quiet: { args: [], returns: "void" },
+  sf_model_load: { args: ["ptr", "i32", "bool"], returns: "ptr" },
+  sf_context_new: {
+    args: ["ptr", "u32", "u32", "u32", "u32", "i32", "bool", "i32", "bool"],
+    returns: "ptr",
+  },
+  sf_sampler_chain_new: { args: [], returns: "ptr" },
+  sf_batch_new: { args: ["i32"], returns: "ptr" },
+  sf_batch_free: { args: ["ptr"], returns: "void" },
+  sf_decode: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
+  sf_argmax: { args: ["ptr", "i32", "i32"], returns: "i32" },
+} as const;
+
+const ggmlSymbols = {
+  ggml_backend_load_all_from_path: { args: ["ptr"], returns: "void" },
+} as const;
+
+function openLlama(path: string) {
+  return dlopen(path, llamaSymbols).symbols;
+}
+function compileShim(loc: LibraryLocation) {
+  // TinyCC cannot read files embedded in a compiled binary ($bunfs), so the
+  // source is always written to a real folder first (keyed by its hash).
+  const source = readFileSync(shimSourcePath);
+  const hash = createHash("sha256").update(source).digest("hex").slice(0, 16);
+  const dir = join(cacheDir(), "shim");
+  const file = join(dir, `shim-${hash}.c`);
+  if (!existsSync(file)) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(file, source);
+  }
+  const libName = basename(loc.llama).replace(/^lib/, "").replace(/\.(so|dylib|dll)$/, "");
+  return cc({
+    source: file,
+    library: [libName],
+    flags: [`-L${loc.dir}`],
+    symbols: shimSymbols,
+  }).symbols;
+}
+
+export type LlamaApi = ReturnType<typeof openLlama>;
+export type LlamaShim = ReturnType<typeof compileShim>;
+
+export interface Llama {
+  api: LlamaApi;
+  shim: LlamaShim;
+  location: LibraryLocation;
+}
+
+let opened: Llama | undefined;
+
+/** C string for bun:ffi: a NUL-terminated UTF-8 buffer (keep it referenced while the call runs). */
+export function cstr(text: string): Buffer {
+  return Buffer.from(`${text}\0`, "utf8");
+}
+
+/**
+ * Opens libllama once per process: locates it, opens its functions (a missing
+ * function is refused by name), compiles the shim, checks the struct layouts,
+ * silences llama.cpp's logging unless SUPERFLUID_LLAMA_LOG=1, and loads the
+ * ggml backends that sit beside it.
+ */
+export function loadLlama(env = process.env): Llama {
+  if (opened) return opened;
+  const location = locateLibrary(env);
+  let api: LlamaApi;
+  try {
+    api = openLlama(location.llama);
+  } catch (err) {
+    throw new LlamaAbiError(location.llama, `a function superfluid calls is missing (${(err as Error).message})`);
+  }
+  const shim = compileShim(location);
+  const probe = new Float64Array(ABI_PROBE_SLOTS);
+  shim.sf_abi_probe(probe);
+  const mismatches = abiMismatches(probe);
+  if (mismatches.length > 0) throw new LlamaAbiError(location.llama, `struct layout differs at ${mismatches.join(", ")}`);
+  if (env.SUPERFLUID_LLAMA_LOG !== "1") shim.sf_log_quiet();
+  const ggml = dlopen(location.ggml, ggmlSymbols).symbols;
+  ggml.ggml_backend_load_all_from_path(cstr(location.dir));
+  api.llama_backend_init();
+  opened = { api, shim, location };
+  return opened;
+}
+
+export type { Pointer };

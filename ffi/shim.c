@@ -1,0 +1,230 @@
+// The by-value bridge to libllama.
+//
+// bun:ffi cannot pass or return C structs by value, and a handful of libllama
+// calls do exactly that (model/context/sampler-chain params, llama_batch).
+// This file is compiled at run time by Bun's built-in TinyCC (bun:ffi `cc`) and
+// linked against the libllama we located, so it needs no headers: the struct
+// layouts below are written from llama.h of the pinned llama.cpp release
+// (node-llama-cpp 3.21.1, llama.cpp release v0.4.0). ffi/abi.ts checks at load,
+// through sf_abi_probe, that the library really has these layouts, and refuses
+// it by name when it does not.
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int32_t llama_token;
+typedef int32_t llama_pos;
+typedef int32_t llama_seq_id;
+
+struct llama_model;
+struct llama_context;
+struct llama_sampler;
+
+struct llama_model_params {
+    void *devices;
+    const void *tensor_buft_overrides;
+    int32_t n_gpu_layers;
+    int32_t split_mode;
+    int32_t load_mode;
+    int32_t lazy_mode;
+    int32_t main_gpu;
+    const float *tensor_split;
+    void *progress_callback;
+    void *progress_callback_user_data;
+    const void *kv_overrides;
+    bool vocab_only;
+    bool check_tensors;
+    bool use_extra_bufts;
+    bool no_host;
+    bool no_alloc;
+    bool load_mtp;
+};
+
+struct llama_context_params {
+    uint32_t n_ctx;
+    uint32_t n_batch;
+    uint32_t n_ubatch;
+    uint32_t n_seq_max;
+    uint32_t n_rs_seq;
+    uint32_t n_outputs_max;
+    uint32_t n_outputs_max_per_seq;
+    int32_t n_threads;
+    int32_t n_threads_batch;
+    int32_t ctx_type;
+    int32_t rope_scaling_type;
+    int32_t pooling_type;
+    int32_t attention_type;
+    int32_t flash_attn_type;
+    float rope_freq_base;
+    float rope_freq_scale;
+    float yarn_ext_factor;
+    float yarn_attn_factor;
+    float yarn_beta_fast;
+    float yarn_beta_slow;
+    uint32_t yarn_orig_ctx;
+    float defrag_thold;
+    void *cb_eval;
+    void *cb_eval_user_data;
+    int32_t type_k;
+    int32_t type_v;
+    void *abort_callback;
+    void *abort_callback_data;
+    bool embeddings;
+    bool offload_kqv;
+    bool no_perf;
+    bool op_offload;
+    bool swa_full;
+    bool kv_unified;
+    void *samplers;
+    size_t n_samplers;
+    struct llama_context *ctx_other;
+};
+
+struct llama_sampler_chain_params {
+    bool no_perf;
+};
+
+typedef struct llama_batch {
+    int32_t n_tokens;
+    llama_token *token;
+    float *embd;
+    llama_pos *pos;
+    int32_t *n_seq_id;
+    llama_seq_id **seq_id;
+    int8_t *logits;
+} llama_batch;
+
+struct llama_model_params llama_model_default_params(void);
+struct llama_context_params llama_context_default_params(void);
+struct llama_sampler_chain_params llama_sampler_chain_default_params(void);
+struct llama_model *llama_model_load_from_file(const char *path, struct llama_model_params params);
+struct llama_context *llama_init_from_model(struct llama_model *model, struct llama_context_params params);
+struct llama_sampler *llama_sampler_chain_init(struct llama_sampler_chain_params params);
+llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max);
+void llama_batch_free(llama_batch batch);
+int32_t llama_decode(struct llama_context *ctx, llama_batch batch);
+float *llama_get_logits_ith(struct llama_context *ctx, int32_t i);
+void llama_log_set(void (*callback)(int level, const char *text, void *user_data), void *user_data);
+
+// Writes the library's default parameter values, read through our layouts, into
+// `out` (32 doubles). ffi/abi.ts compares them with the values this release is
+// known to return: a field that moved shows up as a wrong value.
+void sf_abi_probe(double *out) {
+    struct llama_model_params m = llama_model_default_params();
+    struct llama_context_params c = llama_context_default_params();
+    out[0] = m.n_gpu_layers;
+    out[1] = m.split_mode;
+    out[2] = m.main_gpu;
+    out[3] = m.tensor_split == NULL;
+    out[4] = m.kv_overrides == NULL;
+    out[5] = m.vocab_only;
+    out[6] = m.use_extra_bufts;
+    out[7] = m.load_mtp;
+    out[8] = c.n_ctx;
+    out[9] = c.n_batch;
+    out[10] = c.n_ubatch;
+    out[11] = c.n_seq_max;
+    out[12] = c.n_outputs_max_per_seq;
+    out[13] = c.yarn_ext_factor;
+    out[14] = c.defrag_thold;
+    out[15] = c.type_k;
+    out[16] = c.type_v;
+    out[17] = c.cb_eval == NULL;
+    out[18] = c.embeddings;
+    out[19] = c.offload_kqv;
+    out[20] = c.no_perf;
+    out[21] = c.op_offload;
+    out[22] = c.swa_full;
+    out[23] = c.kv_unified;
+    out[24] = (double)c.n_samplers;
+    out[25] = c.ctx_other == NULL;
+    out[26] = c.flash_attn_type;
+}
+
+static void sf_log_discard(int level, const char *text, void *user_data) {
+    (void)level; (void)text; (void)user_data;
+}
+
+void sf_log_quiet(void) {
+    llama_log_set(sf_log_discard, NULL);
+}
+
+struct llama_model *sf_model_load(const char *path, int32_t n_gpu_layers, bool vocab_only) {
+    struct llama_model_params p = llama_model_default_params();
+    p.n_gpu_layers = n_gpu_layers;
+    p.vocab_only = vocab_only;
+    return llama_model_load_from_file(path, p);
+}
+
+// n_seq_max sequences, each with its own KV buffer (kv_unified = false) unless
+// `unified` is asked for: see features.md 2.1 (one buffer per sequence).
+struct llama_context *sf_context_new(struct llama_model *model, uint32_t n_ctx, uint32_t n_batch,
+                                     uint32_t n_ubatch, uint32_t n_seq_max, int32_t n_threads,
+                                     bool embeddings, int32_t pooling_type, bool unified) {
+    struct llama_context_params p = llama_context_default_params();
+    p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
+    p.n_ubatch = n_ubatch;
+    p.n_seq_max = n_seq_max;
+    p.n_threads = n_threads;
+    p.n_threads_batch = n_threads;
+    p.embeddings = embeddings;
+    p.pooling_type = pooling_type;
+    p.kv_unified = unified;
+    p.no_perf = true;
+    return llama_init_from_model(model, p);
+}
+
+struct llama_sampler *sf_sampler_chain_new(void) {
+    struct llama_sampler_chain_params p = llama_sampler_chain_default_params();
+    p.no_perf = true;
+    return llama_sampler_chain_init(p);
+}
+
+// A batch lives on the heap so JavaScript holds one pointer to it.
+llama_batch *sf_batch_new(int32_t capacity) {
+    llama_batch *b = malloc(sizeof(llama_batch));
+    if (!b) return NULL;
+    *b = llama_batch_init(capacity, 0, 1);
+    return b;
+}
+
+void sf_batch_free(llama_batch *b) {
+    if (!b) return;
+    llama_batch_free(*b);
+    free(b);
+}
+
+// Fills the batch from flat arrays (one sequence id per token) and decodes it.
+// Returns llama_decode's status.
+int32_t sf_decode(struct llama_context *ctx, llama_batch *b, int32_t n, const llama_token *tokens,
+                  const llama_pos *pos, const llama_seq_id *seq, const int8_t *logits) {
+    for (int32_t i = 0; i < n; i++) {
+        b->token[i] = tokens[i];
+        b->pos[i] = pos[i];
+        b->n_seq_id[i] = 1;
+        b->seq_id[i][0] = seq[i];
+        b->logits[i] = logits[i];
+    }
+    b->n_tokens = n;
+    return llama_decode(ctx, *b);
+}
+
+// Greedy pick over one logits row: the highest logit, the lowest id on ties,
+// exactly as llama.cpp's greedy sampler chooses, without building its
+// vocabulary-wide candidate array (1.8 MB per token on a 150k vocabulary).
+int32_t sf_argmax(struct llama_context *ctx, int32_t i, int32_t n_vocab) {
+    const float *logits = llama_get_logits_ith(ctx, i);
+    if (!logits) return -1;
+    int32_t best = 0;
+    float top = logits[0];
+    for (int32_t t = 1; t < n_vocab; t++) {
+        if (logits[t] > top) {
+            top = logits[t];
+            best = t;
+        }
+    }
+    return best;
+}

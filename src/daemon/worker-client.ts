@@ -1,0 +1,252 @@
+// The daemon's side of a worker: spawn it, wait for its handshake, send it
+// requests and cancels, route each tick's events to the right generation, and
+// survive its death: every in-flight generation fails with WorkerCrashedError,
+// a new worker is started, and the next request works.
+import type { Subprocess } from "bun";
+import { randomUUID } from "node:crypto";
+import type { FinishEvent, FinishReason } from "../engine/engine.ts";
+import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import type { SamplingSpec } from "../engine/sampling.ts";
+import { Channel } from "./channel.ts";
+import { selfCommand } from "./self-command.ts";
+
+export interface WorkerOptions {
+  model: string;
+  maxBatch?: number;
+  maxContext?: number;
+  threads?: number;
+  prefillBudget?: number;
+  /** How long a worker may take to load its model and answer. */
+  startTimeoutMs?: number;
+}
+
+export interface GenerateRequest {
+  prompt: number[];
+  sampling: SamplingSpec;
+  maxTokens: number;
+  ignoreEos?: boolean;
+}
+
+export type GenerationEvent =
+  | { type: "admitted"; cachedTokens: number }
+  | { type: "tokens"; tokens: number[] }
+  | { type: "finished"; reason: FinishReason; promptTokens: number; cachedTokens: number; completionTokens: number; error?: string };
+
+export interface GenerationResult {
+  tokens: number[];
+  reason: FinishReason;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  error?: string;
+}
+
+/** The worker died (or was killed) while this request was in flight. */
+export class WorkerCrashedError extends Error {
+  readonly code = "worker_crashed";
+  constructor(readonly detail: string) {
+    super(`the engine worker stopped while generating (${detail}); it has been restarted`);
+    this.name = "WorkerCrashedError";
+  }
+}
+
+/** The worker could not be started (bad model, bad library, ...). */
+export class WorkerStartError extends Error {
+  readonly code = "worker_start_failed";
+  constructor(message: string) {
+    super(message);
+    this.name = "WorkerStartError";
+  }
+}
+
+export class Generation implements AsyncIterable<GenerationEvent> {
+  readonly events = new Channel<GenerationEvent>();
+
+  constructor(
+    readonly id: string,
+    private readonly onCancel: (id: string) => void,
+  ) {}
+
+  /** Stops generation at the next tick; the stream ends with reason "cancelled". */
+  cancel(): void {
+    if (!this.events.closed) this.onCancel(this.id);
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<GenerationEvent> {
+    return this.events[Symbol.asyncIterator]();
+  }
+
+  /** Reads the whole generation. */
+  async result(): Promise<GenerationResult> {
+    const tokens: number[] = [];
+    for await (const event of this) {
+      if (event.type === "tokens") tokens.push(...event.tokens);
+      else if (event.type === "finished") {
+        const { type: _, ...finish } = event;
+        return { tokens, ...finish };
+      }
+    }
+    throw new WorkerCrashedError("stream ended without a finish");
+  }
+}
+
+/** Respawns in a row with no successful tick before we stop retrying until the next request (features.md 1.5). */
+const MAX_IDLE_RESPAWNS = 3;
+
+export class WorkerClient {
+  info!: WorkerInfo;
+  /** Times a dead worker has been replaced (superfluid_worker_respawns_total). */
+  respawns = 0;
+  private proc?: Subprocess;
+  private ready?: Promise<void>;
+  private readonly inflight = new Map<string, Generation>();
+  private closing = false;
+  private respawnsSinceTick = 0;
+
+  private constructor(readonly opts: WorkerOptions) {}
+
+  static async start(opts: WorkerOptions): Promise<WorkerClient> {
+    const client = new WorkerClient(opts);
+    try {
+      await client.spawn();
+    } catch (err) {
+      client.closing = true; // no respawns for a worker that never started
+      client.proc?.kill("SIGKILL");
+      throw err;
+    }
+    return client;
+  }
+
+  get pid(): number | undefined {
+    return this.proc?.pid;
+  }
+
+  get inflightCount(): number {
+    return this.inflight.size;
+  }
+
+  generate(req: GenerateRequest): Generation {
+    const id = randomUUID();
+    const generation = new Generation(id, (gid) => this.sendWhenReady({ type: "cancel", id: gid }));
+    this.inflight.set(id, generation);
+    this.sendWhenReady({
+      type: "generate",
+      id,
+      prompt: req.prompt,
+      sampling: req.sampling,
+      maxTokens: req.maxTokens,
+      ignoreEos: req.ignoreEos ?? false,
+    });
+    return generation;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null) return;
+    try {
+      proc.send({ type: "shutdown" } satisfies DaemonToWorker);
+    } catch {
+      // already gone
+    }
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 3000);
+    await proc.exited;
+    clearTimeout(timer);
+  }
+
+  private sendWhenReady(message: DaemonToWorker): void {
+    if (!this.ready) this.ready = this.spawn(); // stopped retrying earlier; a new request tries again
+    this.ready
+      .then(() => this.proc!.send(message))
+      .catch((err: Error) => {
+        if (message.type === "generate") this.failOne(message.id, err);
+      });
+  }
+
+  private spawn(): Promise<void> {
+    const o = this.opts;
+    const args = ["worker", "--model", o.model];
+    if (o.maxBatch) args.push("--max-batch", String(o.maxBatch));
+    if (o.maxContext) args.push("--max-context", String(o.maxContext));
+    if (o.threads) args.push("--threads", String(o.threads));
+    if (o.prefillBudget) args.push("--prefill-budget", String(o.prefillBudget));
+    let settle!: { resolve: () => void; reject: (e: Error) => void };
+    const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+    const timer = setTimeout(
+      () => settle.reject(new WorkerStartError(`worker for ${o.model} did not become ready within ${o.startTimeoutMs ?? 120000} ms`)),
+      o.startTimeoutMs ?? 120000,
+    );
+    const proc = Bun.spawn(selfCommand(...args), {
+      stdio: ["ignore", "inherit", "inherit"],
+      serialization: "json",
+      ipc: (message: WorkerToDaemon) => {
+        if (message.type === "ready") {
+          if (message.info.protocol !== PROTOCOL_VERSION) {
+            settle.reject(new WorkerStartError(`worker speaks protocol ${message.info.protocol}, daemon ${PROTOCOL_VERSION}`));
+            proc.kill("SIGKILL");
+            return;
+          }
+          this.info = message.info;
+          settle.resolve();
+        } else if (message.type === "fatal") {
+          settle.reject(new WorkerStartError(`worker for ${o.model} failed: ${message.message}`));
+        } else if (message.type === "tick") {
+          this.onTick(message);
+        }
+      },
+    });
+    this.proc = proc;
+    proc.exited.then((code) => {
+      clearTimeout(timer);
+      settle.reject(new WorkerStartError(`worker for ${o.model} exited with code ${code} before it was ready`));
+      if (this.proc === proc) this.onExit(proc, code);
+    });
+    this.ready = started.finally(() => clearTimeout(timer));
+    return this.ready;
+  }
+
+  private onTick(events: Extract<WorkerToDaemon, { type: "tick" }>): void {
+    this.respawnsSinceTick = 0;
+    for (const a of events.admitted) this.inflight.get(a.id)?.events.push({ type: "admitted", cachedTokens: a.cachedTokens });
+    // Group this tick's tokens per request, keeping order.
+    const perRequest = new Map<string, number[]>();
+    for (const [id, token] of events.tokens) {
+      const list = perRequest.get(id);
+      if (list) list.push(token);
+      else perRequest.set(id, [token]);
+    }
+    for (const [id, tokens] of perRequest) this.inflight.get(id)?.events.push({ type: "tokens", tokens });
+    for (const f of events.finished) this.finishOne(f);
+  }
+
+  private finishOne(f: FinishEvent): void {
+    const generation = this.inflight.get(f.id);
+    if (!generation) return;
+    this.inflight.delete(f.id);
+    const { id: _, ...rest } = f;
+    generation.events.push({ type: "finished", ...rest });
+    generation.events.close();
+  }
+
+  private failOne(id: string, error: Error): void {
+    const generation = this.inflight.get(id);
+    if (!generation) return;
+    this.inflight.delete(id);
+    generation.events.fail(error);
+  }
+
+  private onExit(proc: Subprocess, code: number | null): void {
+    if (this.closing) return;
+    const detail = proc.signalCode ? `killed by ${proc.signalCode}` : `exit code ${code}`;
+    for (const id of [...this.inflight.keys()]) this.failOne(id, new WorkerCrashedError(detail));
+    this.respawns++;
+    this.respawnsSinceTick++;
+    if (this.respawnsSinceTick > MAX_IDLE_RESPAWNS) {
+      this.ready = undefined; // the next request starts a worker again
+      return;
+    }
+    this.spawn().catch(() => {
+      // A failed restart is retried by onExit or by the next request.
+    });
+  }
+}

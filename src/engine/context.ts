@@ -1,0 +1,127 @@
+// A libllama context sized for the lanes: `sequences` KV buffers of
+// `cellsPerSequence` cells each, and one reusable batch. Everything here is a
+// thin, synchronous wrapper: the policy lives in engine.ts.
+import type { Pointer } from "bun:ffi";
+import type { LlamaModel } from "./model.ts";
+import { floatView } from "./model.ts";
+
+export interface ContextOptions {
+  sequences: number;
+  cellsPerSequence: number;
+  /** Largest batch one decode call takes (llama.cpp n_batch). */
+  batchSize: number;
+  /** Physical micro-batch (llama.cpp n_ubatch). */
+  microBatchSize: number;
+  threads: number;
+}
+
+export class DecodeError extends Error {
+  constructor(readonly status: number) {
+    super(`llama_decode failed with status ${status}`);
+    this.name = "DecodeError";
+  }
+}
+
+export class LlamaContext {
+  readonly handle: Pointer;
+  readonly memory: Pointer;
+  readonly sequences: number;
+  readonly cellsPerSequence: number;
+  readonly batchSize: number;
+  private readonly batch: Pointer;
+  // Flat per-token arrays handed to sf_decode; reused every tick.
+  private readonly tokens: Int32Array;
+  private readonly positions: Int32Array;
+  private readonly seqIds: Int32Array;
+  private readonly wantLogits: Int8Array;
+  private freed = false;
+
+  constructor(
+    readonly model: LlamaModel,
+    opts: ContextOptions,
+  ) {
+    const { api, shim } = model.llama;
+    const handle = shim.sf_context_new(
+      model.handle,
+      opts.sequences * opts.cellsPerSequence,
+      opts.batchSize,
+      opts.microBatchSize,
+      opts.sequences,
+      opts.threads,
+      false,
+      -1,
+      false,
+    );
+    if (!handle) throw new Error(`libllama could not create a context of ${opts.sequences} x ${opts.cellsPerSequence} cells`);
+    this.handle = handle;
+    const memory = api.llama_get_memory(handle);
+    if (!memory) throw new Error("libllama context has no memory");
+    this.memory = memory;
+    this.sequences = api.llama_n_seq_max(handle);
+    this.cellsPerSequence = api.llama_n_ctx_seq(handle);
+    this.batchSize = api.llama_n_batch(handle);
+    const batch = shim.sf_batch_new(this.batchSize);
+    if (!batch) throw new Error("out of memory allocating a batch");
+    this.batch = batch;
+    this.tokens = new Int32Array(this.batchSize);
+    this.positions = new Int32Array(this.batchSize);
+    this.seqIds = new Int32Array(this.batchSize);
+    this.wantLogits = new Int8Array(this.batchSize);
+  }
+
+  /** Decodes `n` tokens staged with stage(); throws DecodeError on failure. */
+  decode(n: number): void {
+    const status = this.model.llama.shim.sf_decode(
+      this.handle,
+      this.batch,
+      n,
+      this.tokens,
+      this.positions,
+      this.seqIds,
+      this.wantLogits,
+    );
+    if (status !== 0) throw new DecodeError(status);
+  }
+
+  /** Puts one token at batch index i. */
+  stage(i: number, token: number, pos: number, seq: number, logits: boolean): void {
+    this.tokens[i] = token;
+    this.positions[i] = pos;
+    this.seqIds[i] = seq;
+    this.wantLogits[i] = logits ? 1 : 0;
+  }
+
+  /** The logits row of batch index i from the last decode (a view, valid until the next decode). */
+  logits(i: number): Float32Array {
+    const p = this.model.llama.api.llama_get_logits_ith(this.handle, i);
+    if (!p) throw new Error(`no logits for batch index ${i}`);
+    return floatView(p, this.model.vocabInfo.size);
+  }
+
+  /** Drops a sequence's cells from position `from` on. */
+  truncate(seq: number, from: number): void {
+    this.model.llama.api.llama_memory_seq_rm(this.memory, seq, from, -1);
+  }
+
+  /**
+   * Makes `dst` hold positions [0, length) of `src`. Sequences live in separate
+   * KV buffers, and llama.cpp copies across buffers only whole (the data moves
+   * at the next decode), so copy all of it and cut the tail.
+   */
+  copyPrefix(src: number, dst: number, length: number): void {
+    const api = this.model.llama.api;
+    api.llama_memory_seq_cp(this.memory, src, dst, -1, -1);
+    api.llama_memory_seq_rm(this.memory, dst, length, -1);
+  }
+
+  setThreads(n: number): void {
+    this.model.llama.api.llama_set_n_threads(this.handle, n, n);
+  }
+
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.model.llama.shim.sf_batch_free(this.batch);
+    this.model.llama.api.llama_free(this.handle);
+  }
+}

@@ -1,0 +1,317 @@
+// The continuous-batching executor: lanes over KV sequences, one llama_decode
+// per tick carrying every decoding lane's next token plus a budgeted chunk of
+// pending prompt, then one sample per lane from its own sampler chain.
+//
+// KV layout (features.md 2.1): lanes + 2 sequences, each its own buffer of
+// max-context cells. A sequence keeps the tokens of its last request after the
+// lane retires, so a later prompt that shares a prefix reuses those cells in
+// place, or copies them (llama_memory_seq_cp) from a sequence a live lane holds.
+import { LlamaContext } from "./context.ts";
+import type { LlamaModel } from "./model.ts";
+import { SamplerChain, type SamplingSpec } from "./sampling.ts";
+
+export interface GenerateJob {
+  id: string;
+  prompt: number[];
+  sampling: SamplingSpec;
+  /** Most tokens to generate; the context window caps it further. */
+  maxTokens: number;
+  /** Decode to maxTokens even past end-of-generation tokens. */
+  ignoreEos: boolean;
+}
+
+export type FinishReason = "stop" | "length" | "cancelled" | "error";
+
+export interface FinishEvent {
+  id: string;
+  reason: FinishReason;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  error?: string;
+}
+
+export interface TickEvents {
+  /** Requests that got a lane this tick, with how many prompt tokens their KV already held. */
+  admitted: { id: string; cachedTokens: number }[];
+  /** [request id, token] in generation order. */
+  tokens: [string, number][];
+  finished: FinishEvent[];
+}
+
+export interface EngineOptions {
+  lanes: number;
+  cellsPerSequence: number;
+  threads: number;
+  /** Prompt tokens per tick across lanes. */
+  prefillBudget: number;
+  batchSize?: number;
+  microBatchSize?: number;
+}
+
+interface KvSequence {
+  index: number;
+  /** The tokens whose KV this sequence holds, in position order. */
+  tokens: number[];
+  lane?: Lane;
+  lastUsed: number;
+}
+
+interface Lane {
+  job: GenerateJob;
+  seq: KvSequence;
+  chain: SamplerChain;
+  cachedTokens: number;
+  generated: number;
+  limit: number;
+  /** Next token to feed while decoding; undefined while the prompt is still prefilling. */
+  next?: number;
+  cancelled: boolean;
+}
+
+/** Sequence count for a lane count (features.md 2.1: lanes + 2, within [4, 256]). */
+export function sequencesFor(lanes: number): number {
+  return Math.min(256, Math.max(4, lanes + 2));
+}
+
+function commonPrefix(a: number[], b: number[], max: number): number {
+  const n = Math.min(a.length, b.length, max);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+export class Engine {
+  readonly context: LlamaContext;
+  private readonly sequences: KvSequence[];
+  private readonly lanes = new Set<Lane>();
+  private readonly queue: GenerateJob[] = [];
+  private readonly cancelledQueued = new Set<string>();
+  private ticks = 0;
+  /** Running totals, for /slots and tests. */
+  readonly stats = { ticks: 0, decodedTokens: 0, prefilledTokens: 0, reusedTokens: 0, prefixCopies: 0 };
+
+  constructor(
+    readonly model: LlamaModel,
+    readonly opts: EngineOptions,
+  ) {
+    const sequences = sequencesFor(opts.lanes);
+    this.context = new LlamaContext(model, {
+      sequences,
+      cellsPerSequence: opts.cellsPerSequence,
+      batchSize: opts.batchSize ?? 2048,
+      microBatchSize: opts.microBatchSize ?? 512,
+      threads: opts.threads,
+    });
+    this.sequences = Array.from({ length: this.context.sequences }, (_, index) => ({ index, tokens: [], lastUsed: 0 }));
+  }
+
+  get activeLanes(): number {
+    return this.lanes.size;
+  }
+
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  hasWork(): boolean {
+    return this.lanes.size > 0 || this.queue.length > 0;
+  }
+
+  submit(job: GenerateJob): void {
+    this.queue.push(job);
+  }
+
+  /** Marks a request cancelled; it is retired at the start of the next tick. */
+  cancel(id: string): void {
+    for (const lane of this.lanes) if (lane.job.id === id) lane.cancelled = true;
+    if (this.queue.some((j) => j.id === id)) this.cancelledQueued.add(id);
+  }
+
+  /** Runs one tick: retire cancelled lanes, admit queued jobs, one decode, one sample per lane. */
+  tick(): TickEvents {
+    this.ticks++;
+    this.stats.ticks++;
+    const events: TickEvents = { admitted: [], tokens: [], finished: [] };
+    this.retireCancelled(events);
+    this.admit(events);
+    if (this.lanes.size === 0) return events;
+    const outputs = this.stageBatch();
+    try {
+      this.context.decode(outputs.staged);
+    } catch (err) {
+      this.failAll(events, outputs, (err as Error).message);
+      return events;
+    }
+    this.sampleOutputs(events, outputs.sampled);
+    return events;
+  }
+
+  /** Frees native resources. */
+  close(): void {
+    for (const lane of this.lanes) lane.chain.free();
+    this.lanes.clear();
+    this.context.free();
+  }
+
+  private finish(events: TickEvents, lane: Lane, reason: FinishReason, error?: string): void {
+    this.lanes.delete(lane);
+    lane.seq.lane = undefined;
+    lane.seq.lastUsed = this.ticks;
+    lane.chain.free();
+    events.finished.push({
+      id: lane.job.id,
+      reason,
+      promptTokens: lane.job.prompt.length,
+      cachedTokens: lane.cachedTokens,
+      completionTokens: lane.generated,
+      ...(error ? { error } : {}),
+    });
+  }
+
+  private retireCancelled(events: TickEvents): void {
+    for (const lane of [...this.lanes]) if (lane.cancelled) this.finish(events, lane, "cancelled");
+    if (this.cancelledQueued.size === 0) return;
+    for (let i = this.queue.length - 1; i >= 0; i--) {
+      const job = this.queue[i]!;
+      if (!this.cancelledQueued.has(job.id)) continue;
+      this.queue.splice(i, 1);
+      events.finished.push({ id: job.id, reason: "cancelled", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0 });
+    }
+    this.cancelledQueued.clear();
+  }
+
+  private admit(events: TickEvents): void {
+    while (this.queue.length > 0 && this.lanes.size < this.opts.lanes) {
+      const job = this.queue.shift()!;
+      const room = this.context.cellsPerSequence;
+      if (job.prompt.length === 0 || job.prompt.length >= room) {
+        const error = job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
+        events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error });
+        continue;
+      }
+      let chain: SamplerChain;
+      try {
+        chain = new SamplerChain(this.model, job.sampling, job.prompt);
+      } catch (err) {
+        events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message });
+        continue;
+      }
+      const { seq, cached } = this.seatFor(job.prompt);
+      const lane: Lane = {
+        job,
+        seq,
+        chain,
+        cachedTokens: cached,
+        generated: 0,
+        limit: Math.min(job.maxTokens, room - job.prompt.length),
+        cancelled: false,
+      };
+      seq.lane = lane;
+      seq.lastUsed = this.ticks;
+      this.lanes.add(lane);
+      events.admitted.push({ id: job.id, cachedTokens: cached });
+    }
+  }
+
+  /**
+   * Picks the sequence a prompt runs on and seeds it with the longest prefix
+   * any sequence holds: in place when a free sequence has it, else copied from
+   * the live lane's sequence that does. At least the prompt's last token is
+   * always prefilled, since sampling needs its logits.
+   */
+  private seatFor(prompt: number[]): { seq: KvSequence; cached: number } {
+    const reusable = prompt.length - 1;
+    let bestFree: KvSequence | undefined;
+    let bestFreeLen = -1;
+    let bestBusy: KvSequence | undefined;
+    let bestBusyLen = 0;
+    for (const seq of this.sequences) {
+      const len = commonPrefix(seq.tokens, prompt, reusable);
+      if (seq.lane) {
+        if (len > bestBusyLen) [bestBusy, bestBusyLen] = [seq, len];
+      } else if (len > bestFreeLen || (len === bestFreeLen && seq.lastUsed < bestFree!.lastUsed)) {
+        [bestFree, bestFreeLen] = [seq, len];
+      }
+    }
+    // lanes + 2 sequences: with at most `lanes` live lanes a free one always exists.
+    const seq = bestFree!;
+    if (bestBusy && bestBusyLen > bestFreeLen) {
+      this.context.copyPrefix(bestBusy.index, seq.index, bestBusyLen);
+      seq.tokens = bestBusy.tokens.slice(0, bestBusyLen);
+      this.stats.prefixCopies++;
+      this.stats.reusedTokens += bestBusyLen;
+      return { seq, cached: bestBusyLen };
+    }
+    this.context.truncate(seq.index, bestFreeLen);
+    seq.tokens.length = bestFreeLen;
+    this.stats.reusedTokens += bestFreeLen;
+    return { seq, cached: bestFreeLen };
+  }
+
+  /** Stages decode tokens first, then prompt chunks shortest-remaining-first within the budget. */
+  private stageBatch(): { staged: number; sampled: [Lane, number][]; rollback: [KvSequence, number][] } {
+    const ctx = this.context;
+    const sampled: [Lane, number][] = [];
+    const rollback: [KvSequence, number][] = [];
+    let n = 0;
+    const prefilling: Lane[] = [];
+    for (const lane of this.lanes) {
+      if (lane.next === undefined) {
+        prefilling.push(lane);
+        continue;
+      }
+      const seq = lane.seq;
+      rollback.push([seq, seq.tokens.length]);
+      ctx.stage(n, lane.next, seq.tokens.length, seq.index, true);
+      seq.tokens.push(lane.next);
+      sampled.push([lane, n]);
+      n++;
+    }
+    this.stats.decodedTokens += n;
+    let budget = Math.min(this.opts.prefillBudget, ctx.batchSize - n);
+    prefilling.sort((a, b) => a.job.prompt.length - a.seq.tokens.length - (b.job.prompt.length - b.seq.tokens.length));
+    for (const lane of prefilling) {
+      if (budget <= 0) break;
+      const seq = lane.seq;
+      const prompt = lane.job.prompt;
+      const take = Math.min(budget, prompt.length - seq.tokens.length);
+      rollback.push([seq, seq.tokens.length]);
+      for (let k = 0; k < take; k++) {
+        const pos = seq.tokens.length;
+        const last = pos === prompt.length - 1;
+        ctx.stage(n, prompt[pos]!, pos, seq.index, last);
+        seq.tokens.push(prompt[pos]!);
+        if (last) sampled.push([lane, n]);
+        n++;
+      }
+      budget -= take;
+      this.stats.prefilledTokens += take;
+    }
+    return { staged: n, sampled, rollback };
+  }
+
+  private sampleOutputs(events: TickEvents, sampled: [Lane, number][]): void {
+    const vocab = this.model;
+    for (const [lane, index] of sampled) {
+      const token = lane.chain.sample(this.context.handle, index);
+      if (!lane.job.ignoreEos && vocab.isEog(token)) {
+        this.finish(events, lane, "stop");
+        continue;
+      }
+      lane.generated++;
+      lane.next = token;
+      events.tokens.push([lane.job.id, token]);
+      if (lane.generated >= lane.limit) this.finish(events, lane, "length");
+    }
+  }
+
+  /** A failed decode fails its lanes; their sequences go back to what they held before. */
+  private failAll(events: TickEvents, staged: { rollback: [KvSequence, number][] }, message: string): void {
+    for (const [seq, length] of staged.rollback) {
+      this.context.truncate(seq.index, length);
+      seq.tokens.length = length;
+    }
+    for (const lane of [...this.lanes]) this.finish(events, lane, "error", message);
+  }
+}

@@ -1,0 +1,110 @@
+// One GGUF model opened through libllama: weights (or only the vocabulary),
+// tokenization, and the vocabulary facts the rest of the engine needs.
+import { ptr, toArrayBuffer, type Pointer } from "bun:ffi";
+import { cstr, loadLlama, type Llama } from "../../ffi/llama.ts";
+
+export interface VocabInfo {
+  size: number;
+  bos: number;
+  eos: number;
+  eot: number;
+  addBos: boolean;
+  /** Every end-of-generation token id (eos, eot, eom, ...). */
+  eog: number[];
+}
+
+export class LlamaModel {
+  readonly llama: Llama;
+  readonly handle: Pointer;
+  readonly vocab: Pointer;
+  readonly vocabInfo: VocabInfo;
+  private freed = false;
+
+  private constructor(llama: Llama, handle: Pointer) {
+    this.llama = llama;
+    this.handle = handle;
+    const vocab = llama.api.llama_model_get_vocab(handle);
+    if (!vocab) throw new Error("libllama returned no vocabulary");
+    this.vocab = vocab;
+    this.vocabInfo = readVocabInfo(llama, vocab);
+  }
+
+  /** Loads weights (or only the vocabulary, for tokenizing in the daemon). */
+  static load(path: string, opts: { vocabOnly?: boolean; gpuLayers?: number } = {}): LlamaModel {
+    const llama = loadLlama();
+    const handle = llama.shim.sf_model_load(cstr(path), opts.gpuLayers ?? -1, opts.vocabOnly ?? false);
+    if (!handle) throw new Error(`libllama could not load the model ${path}`);
+    return new LlamaModel(llama, handle);
+  }
+
+  get embeddingLength(): number {
+    return this.llama.api.llama_model_n_embd(this.handle);
+  }
+
+  get trainedContext(): number {
+    return this.llama.api.llama_model_n_ctx_train(this.handle);
+  }
+
+  /** Text to token ids. `parseSpecial` lets control-token text (e.g. <|im_start|>) become its token. */
+  tokenize(text: string, opts: { addSpecial?: boolean; parseSpecial?: boolean } = {}): number[] {
+    const bytes = Buffer.from(text, "utf8");
+    let capacity = bytes.length + 8;
+    for (;;) {
+      const out = new Int32Array(capacity);
+      const n = this.llama.api.llama_tokenize(
+        this.vocab,
+        bytes.length > 0 ? ptr(bytes) : null,
+        bytes.length,
+        out,
+        capacity,
+        opts.addSpecial ?? false,
+        opts.parseSpecial ?? false,
+      );
+      if (n >= 0) return Array.from(out.subarray(0, n));
+      if (n === -2147483648) throw new Error("text too long to tokenize");
+      capacity = -n;
+    }
+  }
+
+  /** The bytes one token stands for (special tokens rendered as their text when `special`). */
+  tokenBytes(token: number, special = true): Uint8Array {
+    let buf = new Uint8Array(64);
+    let n = this.llama.api.llama_token_to_piece(this.vocab, token, buf, buf.length, 0, special);
+    if (n < 0) {
+      buf = new Uint8Array(-n);
+      n = this.llama.api.llama_token_to_piece(this.vocab, token, buf, buf.length, 0, special);
+    }
+    return buf.slice(0, Math.max(0, n));
+  }
+
+  isEog(token: number): boolean {
+    return this.llama.api.llama_vocab_is_eog(this.vocab, token);
+  }
+
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.llama.api.llama_model_free(this.handle);
+  }
+}
+
+function readVocabInfo(llama: Llama, vocab: Pointer): VocabInfo {
+  const api = llama.api;
+  const size = api.llama_vocab_n_tokens(vocab);
+  const eog: number[] = [];
+  // One call per token: ~5 ms on a 150k vocabulary, once per load.
+  for (let t = 0; t < size; t++) if (api.llama_vocab_is_eog(vocab, t)) eog.push(t);
+  return {
+    size,
+    bos: api.llama_vocab_bos(vocab),
+    eos: api.llama_vocab_eos(vocab),
+    eot: api.llama_vocab_eot(vocab),
+    addBos: api.llama_vocab_get_add_bos(vocab),
+    eog,
+  };
+}
+
+/** A zero-copy Float32Array view of n floats at a native pointer. */
+export function floatView(p: Pointer, n: number): Float32Array {
+  return new Float32Array(toArrayBuffer(p, 0, n * 4));
+}

@@ -1,0 +1,105 @@
+// A lane's native sampler chain, built once per request. Order (features.md 3.4):
+// logit bias, penalties, then temperature followed by top-k, min-p and top-p
+// (all on the tempered distribution), then the seeded draw. Temperature 0 is
+// llama.cpp's own argmax.
+import type { Pointer } from "bun:ffi";
+import type { LlamaModel } from "./model.ts";
+
+export interface SamplingSpec {
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  /** Unsigned 32-bit seed for the draw. */
+  seed: number;
+  repeatPenalty: number;
+  presencePenalty: number;
+  frequencyPenalty: number;
+  /** token id -> additive bias (-Infinity bans a token). */
+  logitBias?: Record<number, number>;
+}
+
+export const GREEDY: SamplingSpec = {
+  temperature: 0,
+  topK: 0,
+  topP: 1,
+  minP: 0,
+  seed: 0,
+  repeatPenalty: 1,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+};
+
+/** Penalties look at the last 64 tokens, prompt included (features.md 3.3). */
+export const PENALTY_WINDOW = 64;
+
+export function hasPenalties(s: SamplingSpec): boolean {
+  return s.repeatPenalty !== 1 || s.presencePenalty !== 0 || s.frequencyPenalty !== 0;
+}
+
+export class SamplerChain {
+  readonly handle: Pointer;
+  /** Plain argmax with nothing before it: sampled by the shim without the chain. */
+  private readonly plainGreedy: boolean;
+  private freed = false;
+
+  constructor(
+    private readonly model: LlamaModel,
+    spec: SamplingSpec,
+    promptTail: number[] = [],
+  ) {
+    const { api, shim } = model.llama;
+    const chain = shim.sf_sampler_chain_new();
+    if (!chain) throw new Error("could not create a sampler chain");
+    this.handle = chain;
+    const add = (s: Pointer | null, what: string) => {
+      if (!s) throw new Error(`could not create the ${what} sampler`);
+      api.llama_sampler_chain_add(chain, s);
+      return s;
+    };
+    const bias = Object.entries(spec.logitBias ?? {});
+    this.plainGreedy = spec.temperature <= 0 && bias.length === 0 && !hasPenalties(spec);
+    if (bias.length > 0) {
+      // llama_logit_bias is { int32 token; float bias; }: 8 bytes each.
+      const buf = new ArrayBuffer(bias.length * 8);
+      const view = new DataView(buf);
+      bias.forEach(([token, value], i) => {
+        view.setInt32(i * 8, Number(token), true);
+        view.setFloat32(i * 8 + 4, value, true);
+      });
+      add(api.llama_sampler_init_logit_bias(model.vocabInfo.size, bias.length, new Uint8Array(buf)), "logit bias");
+    }
+    if (hasPenalties(spec)) {
+      const penalties = add(
+        api.llama_sampler_init_penalties(PENALTY_WINDOW, spec.repeatPenalty, spec.frequencyPenalty, spec.presencePenalty),
+        "penalties",
+      );
+      for (const t of promptTail.slice(-PENALTY_WINDOW)) api.llama_sampler_accept(penalties, t);
+    }
+    if (spec.temperature <= 0) {
+      add(api.llama_sampler_init_greedy(), "greedy");
+      return;
+    }
+    add(api.llama_sampler_init_temp(spec.temperature), "temperature");
+    if (spec.topK > 0) add(api.llama_sampler_init_top_k(spec.topK), "top-k");
+    if (spec.minP > 0) add(api.llama_sampler_init_min_p(spec.minP, 1), "min-p");
+    if (spec.topP < 1) add(api.llama_sampler_init_top_p(spec.topP, 1), "top-p");
+    add(api.llama_sampler_init_dist(spec.seed >>> 0), "dist");
+  }
+
+  /** Samples from the logits at batch index `i` of the last decode and records the choice. */
+  sample(context: Pointer, i: number): number {
+    if (this.plainGreedy) {
+      const token = this.model.llama.shim.sf_argmax(context, i, this.model.vocabInfo.size);
+      if (token < 0) throw new Error(`no logits for batch index ${i}`);
+      return token;
+    }
+    return this.model.llama.api.llama_sampler_sample(this.handle, context, i);
+  }
+
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.model.llama.api.llama_sampler_free(this.handle);
+  }
+}

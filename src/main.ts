@@ -1,0 +1,32 @@
+#!/usr/bin/env bun
+// superfluid: one executable. `serve` runs the HTTP daemon; `worker` is the
+// engine process the daemon starts for each model (the same executable).
+import { runCheck } from "./cli/check.ts";
+import { runWorker } from "./worker/main.ts";
+
+const USAGE = `usage: superfluid <command>
+
+commands:
+  worker --model PATH [--max-batch N] [--max-context N] [--threads N]
+                       engine process (started by the daemon, over IPC)
+  check [--model PATH] can the engine run here? (opens libllama, reads a vocabulary)
+  version              print the version`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case "worker":
+      return runWorker(rest);
+    case "check":
+      return runCheck(rest);
+    case "version":
+    case "--version":
+      console.log(`superfluid ${(await import("../package.json")).version}`);
+      return 0;
+    default:
+      console.error(USAGE);
+      return command === undefined || command === "help" || command === "--help" ? 0 : 2;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

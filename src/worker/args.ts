@@ -1,0 +1,58 @@
+// The worker's command line: `superfluid worker --model PATH [--max-batch N]
+// [--max-context N] [--threads N] [--prefill-budget N]`.
+import { physicalCores } from "../engine/threads.ts";
+
+export interface WorkerArgs {
+  model: string;
+  maxBatch: number;
+  maxContext: number;
+  threads: number;
+  prefillBudget: number;
+}
+
+export const WORKER_DEFAULTS = { maxBatch: 8, maxContext: 8192, prefillBudget: 512 };
+
+export class UsageError extends Error {}
+
+function positiveInt(flag: string, value: string | undefined): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} needs a positive whole number, got ${value ?? "nothing"}`);
+  return n;
+}
+
+export function parseWorkerArgs(argv: string[]): WorkerArgs {
+  const args: Partial<WorkerArgs> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i]!;
+    const value = argv[i + 1];
+    switch (flag) {
+      case "--model":
+        if (!value) throw new UsageError("--model needs a path");
+        args.model = value;
+        break;
+      case "--max-batch":
+        args.maxBatch = positiveInt(flag, value);
+        break;
+      case "--max-context":
+        args.maxContext = positiveInt(flag, value);
+        break;
+      case "--threads":
+        args.threads = positiveInt(flag, value);
+        break;
+      case "--prefill-budget":
+        args.prefillBudget = positiveInt(flag, value);
+        break;
+      default:
+        throw new UsageError(`unknown worker flag ${flag}`);
+    }
+    i++;
+  }
+  if (!args.model) throw new UsageError("the worker needs --model");
+  return {
+    model: args.model,
+    maxBatch: args.maxBatch ?? WORKER_DEFAULTS.maxBatch,
+    maxContext: Math.max(512, args.maxContext ?? WORKER_DEFAULTS.maxContext),
+    threads: args.threads ?? physicalCores(),
+    prefillBudget: args.prefillBudget ?? WORKER_DEFAULTS.prefillBudget,
+  };
+}
