@@ -72,6 +72,7 @@ const shimSymbols = {
   sf_batch_free: { args: ["ptr"], returns: "void" },
   sf_decode: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
   sf_argmax: { args: ["ptr", "i32", "i32"], returns: "i32" },
+  sf_sample_constrained: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32"], returns: "i32" },
 } as const;
 
 const ggmlSymbols = {
@@ -146,3 +147,12 @@ export function loadLlama(env = process.env): Llama {
 }
 
 export type { Pointer };
+
+/** bun:ffi types a "ptr" return as Pointer | bigint | null; libllama returns real pointers or NULL. */
+export type NativeHandle = Pointer | bigint | null;
+
+/** The pointer, or an error naming what libllama failed to give. */
+export function handle(p: NativeHandle, what: string): Pointer {
+  if (p === null || typeof p === "bigint" || p === 0) throw new Error(`libllama returned no ${what}`);
+  return p;
+}

@@ -106,6 +106,22 @@ llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max);
 void llama_batch_free(llama_batch batch);
 int32_t llama_decode(struct llama_context *ctx, llama_batch batch);
 float *llama_get_logits_ith(struct llama_context *ctx, int32_t i);
+
+typedef struct llama_token_data {
+    llama_token id;
+    float logit;
+    float p;
+} llama_token_data;
+
+typedef struct llama_token_data_array {
+    llama_token_data *data;
+    size_t size;
+    int64_t selected;
+    bool sorted;
+} llama_token_data_array;
+
+void llama_sampler_apply(struct llama_sampler *smpl, llama_token_data_array *cur_p);
+void llama_sampler_accept(struct llama_sampler *smpl, llama_token token);
 void llama_log_set(void (*callback)(int level, const char *text, void *user_data), void *user_data);
 
 // Writes the library's default parameter values, read through our layouts, into
@@ -227,4 +243,52 @@ int32_t sf_argmax(struct llama_context *ctx, int32_t i, int32_t n_vocab) {
         }
     }
     return best;
+}
+
+// The grammar sampler bans a token by setting its logit to -INFINITY.
+#define SF_BANNED(logit) ((logit) < -1e30f)
+
+static void sf_fill_candidates(const float *logits, llama_token_data *cand, int32_t n_vocab) {
+    for (int32_t t = 0; t < n_vocab; t++) {
+        cand[t].id = t;
+        cand[t].logit = logits[t];
+        cand[t].p = 0.0f;
+    }
+}
+
+// Grammar-constrained sampling, fast path first: sample with the lane's chain
+// as if unconstrained, then ask the grammar about that one token; only when it
+// is rejected is the grammar applied to the whole vocabulary (the expensive
+// part on a 150k vocabulary) and the chain run again. The chosen token is then
+// accepted by both. `scratch` holds n_vocab candidates. Returns -1 when the
+// grammar allows no token at all.
+int32_t sf_sample_constrained(struct llama_context *ctx, int32_t i, struct llama_sampler *chain,
+                              struct llama_sampler *grammar, llama_token_data *scratch, int32_t n_vocab) {
+    const float *logits = llama_get_logits_ith(ctx, i);
+    if (!logits) return -1;
+    sf_fill_candidates(logits, scratch, n_vocab);
+    llama_token_data_array cur = { scratch, (size_t)n_vocab, -1, false };
+    llama_sampler_apply(chain, &cur);
+    if (cur.selected < 0 || cur.selected >= (int64_t)cur.size) return -1;
+    llama_token token = cur.data[cur.selected].id;
+
+    llama_token_data single = { token, 1.0f, 0.0f };
+    llama_token_data_array one = { &single, 1, -1, false };
+    llama_sampler_apply(grammar, &one);
+    if (SF_BANNED(single.logit)) {
+        sf_fill_candidates(logits, scratch, n_vocab);
+        llama_token_data_array all = { scratch, (size_t)n_vocab, -1, false };
+        llama_sampler_apply(grammar, &all);
+        bool any = false;
+        for (size_t k = 0; k < all.size; k++) {
+            if (!SF_BANNED(all.data[k].logit)) { any = true; break; }
+        }
+        if (!any) return -1;
+        llama_sampler_apply(chain, &all);
+        if (all.selected < 0 || all.selected >= (int64_t)all.size) return -1;
+        token = all.data[all.selected].id;
+    }
+    llama_sampler_accept(grammar, token);
+    llama_sampler_accept(chain, token);
+    return token;
 }

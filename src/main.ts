@@ -2,11 +2,13 @@
 // superfluid: one executable. `serve` runs the HTTP daemon; `worker` is the
 // engine process the daemon starts for each model (the same executable).
 import { runCheck } from "./cli/check.ts";
+import { runServe } from "./cli/serve.ts";
 import { runWorker } from "./worker/main.ts";
 
 const USAGE = `usage: superfluid <command>
 
 commands:
+  serve [MODEL] [flags]  run the server (superfluid serve --help for flags)
   worker --model PATH [--max-batch N] [--max-context N] [--threads N]
                        engine process (started by the daemon, over IPC)
   check [--model PATH] can the engine run here? (opens libllama, reads a vocabulary)
@@ -15,6 +17,8 @@ commands:
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
+    case "serve":
+      return runServe(rest);
     case "worker":
       return runWorker(rest);
     case "check":

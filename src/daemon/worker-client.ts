@@ -4,9 +4,9 @@
 // a new worker is started, and the next request works.
 import type { Subprocess } from "bun";
 import { randomUUID } from "node:crypto";
-import type { FinishEvent, FinishReason } from "../engine/engine.ts";
+import type { EngineSnapshot, FinishEvent, FinishReason, GenerateJob } from "../engine/engine.ts";
+import type { TokenLogprob } from "../engine/logprobs.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
-import type { SamplingSpec } from "../engine/sampling.ts";
 import { Channel } from "./channel.ts";
 import { selfCommand } from "./self-command.ts";
 
@@ -20,20 +20,18 @@ export interface WorkerOptions {
   startTimeoutMs?: number;
 }
 
-export interface GenerateRequest {
-  prompt: number[];
-  sampling: SamplingSpec;
-  maxTokens: number;
-  ignoreEos?: boolean;
-}
+/** A generation as the daemon asks for it: the engine's job without its id. */
+export type GenerateRequest = Omit<GenerateJob, "id" | "ignoreEos"> & { ignoreEos?: boolean };
 
 export type GenerationEvent =
   | { type: "admitted"; cachedTokens: number }
-  | { type: "tokens"; tokens: number[] }
+  | { type: "tokens"; tokens: number[]; logprobs?: TokenLogprob[] }
   | { type: "finished"; reason: FinishReason; promptTokens: number; cachedTokens: number; completionTokens: number; error?: string };
 
 export interface GenerationResult {
   tokens: number[];
+  /** One entry per token when logprobs were asked for. */
+  logprobs?: TokenLogprob[];
   reason: FinishReason;
   promptTokens: number;
   cachedTokens: number;
@@ -61,11 +59,19 @@ export class WorkerStartError extends Error {
 
 export class Generation implements AsyncIterable<GenerationEvent> {
   readonly events = new Channel<GenerationEvent>();
+  private markPrefilled!: () => void;
+  /** Settles once the prompt is prefilled (first token, or the end): sibling choices can then share its KV. */
+  readonly prefilled = new Promise<void>((resolve) => (this.markPrefilled = resolve));
 
   constructor(
     readonly id: string,
     private readonly onCancel: (id: string) => void,
   ) {}
+
+  /** Called by the client on the first token or the end. */
+  notePrefilled(): void {
+    this.markPrefilled();
+  }
 
   /** Stops generation at the next tick; the stream ends with reason "cancelled". */
   cancel(): void {
@@ -79,11 +85,14 @@ export class Generation implements AsyncIterable<GenerationEvent> {
   /** Reads the whole generation. */
   async result(): Promise<GenerationResult> {
     const tokens: number[] = [];
+    let logprobs: TokenLogprob[] | undefined;
     for await (const event of this) {
-      if (event.type === "tokens") tokens.push(...event.tokens);
-      else if (event.type === "finished") {
+      if (event.type === "tokens") {
+        tokens.push(...event.tokens);
+        if (event.logprobs) (logprobs ??= []).push(...event.logprobs);
+      } else if (event.type === "finished") {
         const { type: _, ...finish } = event;
-        return { tokens, ...finish };
+        return { tokens, ...(logprobs ? { logprobs } : {}), ...finish };
       }
     }
     throw new WorkerCrashedError("stream ended without a finish");
@@ -102,6 +111,7 @@ export class WorkerClient {
   private readonly inflight = new Map<string, Generation>();
   private closing = false;
   private respawnsSinceTick = 0;
+  private readonly pendingStats = new Map<string, (answer: { snapshot: EngineSnapshot; at: number }) => void>();
 
   private constructor(readonly opts: WorkerOptions) {}
 
@@ -129,15 +139,24 @@ export class WorkerClient {
     const id = randomUUID();
     const generation = new Generation(id, (gid) => this.sendWhenReady({ type: "cancel", id: gid }));
     this.inflight.set(id, generation);
-    this.sendWhenReady({
-      type: "generate",
-      id,
-      prompt: req.prompt,
-      sampling: req.sampling,
-      maxTokens: req.maxTokens,
-      ignoreEos: req.ignoreEos ?? false,
-    });
+    this.sendWhenReady({ type: "generate", ...req, id, ignoreEos: req.ignoreEos ?? false });
     return generation;
+  }
+
+  /** The engine's live snapshot (lanes, KV, rates), for /slots. */
+  stats(): Promise<{ snapshot: EngineSnapshot; at: number }> {
+    const id = randomUUID();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pendingStats.delete(id);
+        reject(new Error("the worker did not answer a stats request"));
+      }, 5000);
+      this.pendingStats.set(id, (answer) => {
+        clearTimeout(timer);
+        resolve(answer);
+      });
+      this.sendWhenReady({ type: "stats", id });
+    });
   }
 
   async close(): Promise<void> {
@@ -192,6 +211,9 @@ export class WorkerClient {
           settle.reject(new WorkerStartError(`worker for ${o.model} failed: ${message.message}`));
         } else if (message.type === "tick") {
           this.onTick(message);
+        } else if (message.type === "stats") {
+          this.pendingStats.get(message.id)?.({ snapshot: message.snapshot, at: message.at });
+          this.pendingStats.delete(message.id);
         }
       },
     });
@@ -209,13 +231,18 @@ export class WorkerClient {
     this.respawnsSinceTick = 0;
     for (const a of events.admitted) this.inflight.get(a.id)?.events.push({ type: "admitted", cachedTokens: a.cachedTokens });
     // Group this tick's tokens per request, keeping order.
-    const perRequest = new Map<string, number[]>();
-    for (const [id, token] of events.tokens) {
-      const list = perRequest.get(id);
-      if (list) list.push(token);
-      else perRequest.set(id, [token]);
+    const perRequest = new Map<string, { tokens: number[]; logprobs?: TokenLogprob[] }>();
+    for (const [id, token, logprob] of events.tokens) {
+      let entry = perRequest.get(id);
+      if (!entry) perRequest.set(id, (entry = { tokens: [] }));
+      entry.tokens.push(token);
+      if (logprob) (entry.logprobs ??= []).push(logprob);
     }
-    for (const [id, tokens] of perRequest) this.inflight.get(id)?.events.push({ type: "tokens", tokens });
+    for (const [id, entry] of perRequest) {
+      const generation = this.inflight.get(id);
+      generation?.events.push({ type: "tokens", ...entry });
+      generation?.notePrefilled();
+    }
     for (const f of events.finished) this.finishOne(f);
   }
 
@@ -226,6 +253,7 @@ export class WorkerClient {
     const { id: _, ...rest } = f;
     generation.events.push({ type: "finished", ...rest });
     generation.events.close();
+    generation.notePrefilled();
   }
 
   private failOne(id: string, error: Error): void {
@@ -233,6 +261,7 @@ export class WorkerClient {
     if (!generation) return;
     this.inflight.delete(id);
     generation.events.fail(error);
+    generation.notePrefilled();
   }
 
   private onExit(proc: Subprocess, code: number | null): void {

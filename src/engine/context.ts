@@ -2,6 +2,7 @@
 // `cellsPerSequence` cells each, and one reusable batch. Everything here is a
 // thin, synchronous wrapper: the policy lives in engine.ts.
 import type { Pointer } from "bun:ffi";
+import { handle } from "../../ffi/llama.ts";
 import type { LlamaModel } from "./model.ts";
 import { floatView } from "./model.ts";
 
@@ -41,7 +42,7 @@ export class LlamaContext {
     opts: ContextOptions,
   ) {
     const { api, shim } = model.llama;
-    const handle = shim.sf_context_new(
+    const ctx = shim.sf_context_new(
       model.handle,
       opts.sequences * opts.cellsPerSequence,
       opts.batchSize,
@@ -52,17 +53,12 @@ export class LlamaContext {
       -1,
       false,
     );
-    if (!handle) throw new Error(`libllama could not create a context of ${opts.sequences} x ${opts.cellsPerSequence} cells`);
-    this.handle = handle;
-    const memory = api.llama_get_memory(handle);
-    if (!memory) throw new Error("libllama context has no memory");
-    this.memory = memory;
-    this.sequences = api.llama_n_seq_max(handle);
-    this.cellsPerSequence = api.llama_n_ctx_seq(handle);
-    this.batchSize = api.llama_n_batch(handle);
-    const batch = shim.sf_batch_new(this.batchSize);
-    if (!batch) throw new Error("out of memory allocating a batch");
-    this.batch = batch;
+    this.handle = handle(ctx, `context of ${opts.sequences} x ${opts.cellsPerSequence} cells`);
+    this.memory = handle(api.llama_get_memory(this.handle), "context memory");
+    this.sequences = api.llama_n_seq_max(this.handle);
+    this.cellsPerSequence = api.llama_n_ctx_seq(this.handle);
+    this.batchSize = api.llama_n_batch(this.handle);
+    this.batch = handle(shim.sf_batch_new(this.batchSize), "batch (out of memory)");
     this.tokens = new Int32Array(this.batchSize);
     this.positions = new Int32Array(this.batchSize);
     this.seqIds = new Int32Array(this.batchSize);
@@ -93,8 +89,7 @@ export class LlamaContext {
 
   /** The logits row of batch index i from the last decode (a view, valid until the next decode). */
   logits(i: number): Float32Array {
-    const p = this.model.llama.api.llama_get_logits_ith(this.handle, i);
-    if (!p) throw new Error(`no logits for batch index ${i}`);
+    const p = handle(this.model.llama.api.llama_get_logits_ith(this.handle, i), `logits for batch index ${i}`);
     return floatView(p, this.model.vocabInfo.size);
   }
 

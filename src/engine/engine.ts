@@ -8,6 +8,7 @@
 // place, or copies them (llama_memory_seq_cp) from a sequence a live lane holds.
 import { LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
+import { positionLogprobs, type TokenLogprob } from "./logprobs.ts";
 import { SamplerChain, type SamplingSpec } from "./sampling.ts";
 
 export interface GenerateJob {
@@ -18,6 +19,10 @@ export interface GenerateJob {
   maxTokens: number;
   /** Decode to maxTokens even past end-of-generation tokens. */
   ignoreEos: boolean;
+  /** Report each token's logprob and this many alternatives (0-20); off when undefined. */
+  logprobs?: number;
+  /** GBNF (root rule `root`) the reply must match. */
+  grammar?: string;
 }
 
 export type FinishReason = "stop" | "length" | "cancelled" | "error";
@@ -31,11 +36,13 @@ export interface FinishEvent {
   error?: string;
 }
 
+export type TokenEvent = [id: string, token: number, logprobs?: TokenLogprob];
+
 export interface TickEvents {
   /** Requests that got a lane this tick, with how many prompt tokens their KV already held. */
   admitted: { id: string; cachedTokens: number }[];
-  /** [request id, token] in generation order. */
-  tokens: [string, number][];
+  /** [request id, token, logprobs when asked] in generation order. */
+  tokens: TokenEvent[];
   finished: FinishEvent[];
 }
 
@@ -48,6 +55,28 @@ export interface EngineOptions {
   batchSize?: number;
   microBatchSize?: number;
 }
+
+export interface EngineSnapshot {
+  lanes: number;
+  activeLanes: number;
+  queued: number;
+  prefilling: number;
+  sequences: number;
+  cellsPerSequence: number;
+  cellsUsed: number;
+  prefillBudget: number;
+  ticks: number;
+  decodedTokens: number;
+  prefilledTokens: number;
+  reusedTokens: number;
+  prefixCopies: number;
+  /** Tokens per second of engine time over the recent ticks. */
+  decodeRate: number;
+  prefillRate: number;
+}
+
+/** Recent ticks the rates in snapshot() are measured over. */
+const RATE_WINDOW = 64;
 
 interface KvSequence {
   index: number;
@@ -88,6 +117,8 @@ export class Engine {
   private readonly queue: GenerateJob[] = [];
   private readonly cancelledQueued = new Set<string>();
   private ticks = 0;
+  /** [decoded, prefilled, milliseconds] of the recent ticks, oldest first. */
+  private readonly recent: [number, number, number][] = [];
   /** Running totals, for /slots and tests. */
   readonly stats = { ticks: 0, decodedTokens: 0, prefilledTokens: 0, reusedTokens: 0, prefixCopies: 0 };
 
@@ -104,6 +135,38 @@ export class Engine {
       threads: opts.threads,
     });
     this.sequences = Array.from({ length: this.context.sequences }, (_, index) => ({ index, tokens: [], lastUsed: 0 }));
+  }
+
+  /** A snapshot for /slots. */
+  snapshot(): EngineSnapshot {
+    return {
+      lanes: this.opts.lanes,
+      activeLanes: this.lanes.size,
+      queued: this.queue.length,
+      prefilling: [...this.lanes].filter((l) => l.next === undefined).length,
+      sequences: this.sequences.length,
+      cellsPerSequence: this.context.cellsPerSequence,
+      cellsUsed: this.sequences.reduce((n, s) => n + s.tokens.length, 0),
+      prefillBudget: this.opts.prefillBudget,
+      ...this.stats,
+      ...this.rates(),
+    };
+  }
+
+  private rates(): { decodeRate: number; prefillRate: number } {
+    let decoded = 0;
+    let prefilled = 0;
+    for (const [d, p] of this.recent) {
+      decoded += d;
+      prefilled += p;
+    }
+    // A tick carries both kinds of work; each rate is its tokens over the time of ticks that did it.
+    const decodeMs = this.recent.filter(([d]) => d > 0).reduce((n, [, , t]) => n + t, 0);
+    const prefillMs = this.recent.filter(([, p]) => p > 0).reduce((n, [, , t]) => n + t, 0);
+    return {
+      decodeRate: decodeMs > 0 ? (decoded * 1000) / decodeMs : 0,
+      prefillRate: prefillMs > 0 ? (prefilled * 1000) / prefillMs : 0,
+    };
   }
 
   get activeLanes(): number {
@@ -136,13 +199,17 @@ export class Engine {
     this.retireCancelled(events);
     this.admit(events);
     if (this.lanes.size === 0) return events;
+    const before = [this.stats.decodedTokens, this.stats.prefilledTokens];
     const outputs = this.stageBatch();
+    const started = performance.now();
     try {
       this.context.decode(outputs.staged);
     } catch (err) {
       this.failAll(events, outputs, (err as Error).message);
       return events;
     }
+    this.recent.push([this.stats.decodedTokens - before[0]!, this.stats.prefilledTokens - before[1]!, performance.now() - started]);
+    if (this.recent.length > RATE_WINDOW) this.recent.shift();
     this.sampleOutputs(events, outputs.sampled);
     return events;
   }
@@ -192,7 +259,7 @@ export class Engine {
       }
       let chain: SamplerChain;
       try {
-        chain = new SamplerChain(this.model, job.sampling, job.prompt);
+        chain = new SamplerChain(this.model, job.sampling, job.prompt, job.grammar);
       } catch (err) {
         events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message });
         continue;
@@ -294,14 +361,25 @@ export class Engine {
   private sampleOutputs(events: TickEvents, sampled: [Lane, number][]): void {
     const vocab = this.model;
     for (const [lane, index] of sampled) {
-      const token = lane.chain.sample(this.context.handle, index);
+      let token: number;
+      try {
+        token = lane.chain.sample(this.context.handle, index);
+      } catch (err) {
+        // One lane's sampling failure (a grammar with no way forward) ends that lane only.
+        this.finish(events, lane, "error", (err as Error).message);
+        continue;
+      }
       if (!lane.job.ignoreEos && vocab.isEog(token)) {
         this.finish(events, lane, "stop");
         continue;
       }
       lane.generated++;
       lane.next = token;
-      events.tokens.push([lane.job.id, token]);
+      if (lane.job.logprobs === undefined) events.tokens.push([lane.job.id, token]);
+      else {
+        const row = this.context.logits(index);
+        events.tokens.push([lane.job.id, token, positionLogprobs(row, token, lane.job.logprobs, lane.job.sampling.logitBias)]);
+      }
       if (lane.generated >= lane.limit) this.finish(events, lane, "length");
     }
   }

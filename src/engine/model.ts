@@ -1,7 +1,7 @@
 // One GGUF model opened through libllama: weights (or only the vocabulary),
 // tokenization, and the vocabulary facts the rest of the engine needs.
 import { ptr, toArrayBuffer, type Pointer } from "bun:ffi";
-import { cstr, loadLlama, type Llama } from "../../ffi/llama.ts";
+import { cstr, handle, loadLlama, type Llama } from "../../ffi/llama.ts";
 
 export interface VocabInfo {
   size: number;
@@ -19,22 +19,21 @@ export class LlamaModel {
   readonly vocab: Pointer;
   readonly vocabInfo: VocabInfo;
   private freed = false;
+  private scratch?: Uint8Array;
 
-  private constructor(llama: Llama, handle: Pointer) {
+  private constructor(llama: Llama, model: Pointer) {
     this.llama = llama;
-    this.handle = handle;
-    const vocab = llama.api.llama_model_get_vocab(handle);
-    if (!vocab) throw new Error("libllama returned no vocabulary");
-    this.vocab = vocab;
-    this.vocabInfo = readVocabInfo(llama, vocab);
+    this.handle = model;
+    this.vocab = handle(llama.api.llama_model_get_vocab(model), "vocabulary");
+    this.vocabInfo = readVocabInfo(llama, this.vocab);
   }
 
   /** Loads weights (or only the vocabulary, for tokenizing in the daemon). */
   static load(path: string, opts: { vocabOnly?: boolean; gpuLayers?: number } = {}): LlamaModel {
     const llama = loadLlama();
-    const handle = llama.shim.sf_model_load(cstr(path), opts.gpuLayers ?? -1, opts.vocabOnly ?? false);
-    if (!handle) throw new Error(`libllama could not load the model ${path}`);
-    return new LlamaModel(llama, handle);
+    const model = llama.shim.sf_model_load(cstr(path), opts.gpuLayers ?? -1, opts.vocabOnly ?? false);
+    if (!model || typeof model === "bigint") throw new Error(`libllama could not load the model ${path}`);
+    return new LlamaModel(llama, model);
   }
 
   get embeddingLength(): number {
@@ -75,6 +74,12 @@ export class LlamaModel {
       n = this.llama.api.llama_token_to_piece(this.vocab, token, buf, buf.length, 0, special);
     }
     return buf.slice(0, Math.max(0, n));
+  }
+
+  /** A reusable buffer of one llama_token_data (12 bytes) per vocabulary entry, for constrained sampling. */
+  candidateScratch(): Uint8Array {
+    this.scratch ??= new Uint8Array(this.vocabInfo.size * 12);
+    return this.scratch;
   }
 
   isEog(token: number): boolean {

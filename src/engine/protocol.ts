@@ -1,8 +1,7 @@
 // Messages between the daemon and a worker process (Bun IPC, JSON). Token
 // streams travel as one message per tick carrying every lane's new tokens, not
 // one message per token.
-import type { FinishEvent, TickEvents } from "./engine.ts";
-import type { SamplingSpec } from "./sampling.ts";
+import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./engine.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
 export const PROTOCOL_VERSION = 1;
@@ -18,24 +17,23 @@ export interface WorkerInfo {
   threads: number;
   prefillBudget: number;
   vocab: { size: number; bos: number; eos: number; eot: number; addBos: boolean; eog: number[] };
-  capabilities: { generate: true; prefixCopy: true; embeddings: boolean; grammar: boolean };
+  capabilities: { generate: true; prefixCopy: true; embeddings: boolean; grammar: true };
   library: { path: string; source: string };
 }
 
-export interface GenerateMessage {
-  type: "generate";
-  id: string;
-  prompt: number[];
-  sampling: SamplingSpec;
-  maxTokens: number;
-  ignoreEos: boolean;
-}
+/** A request for the engine: the job itself, as the executor takes it. */
+export type GenerateMessage = { type: "generate" } & GenerateJob;
 
-export type DaemonToWorker = GenerateMessage | { type: "cancel"; id: string } | { type: "shutdown" };
+export type DaemonToWorker =
+  | GenerateMessage
+  | { type: "cancel"; id: string }
+  | { type: "stats"; id: string }
+  | { type: "shutdown" };
 
 export type WorkerToDaemon =
   | { type: "ready"; info: WorkerInfo }
   | ({ type: "tick" } & TickEvents)
+  | { type: "stats"; id: string; snapshot: EngineSnapshot; at: number }
   | { type: "fatal"; message: string };
 
-export type { FinishEvent, TickEvents };
+export type { EngineSnapshot, FinishEvent, TickEvents };

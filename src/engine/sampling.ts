@@ -3,6 +3,7 @@
 // (all on the tempered distribution), then the seeded draw. Temperature 0 is
 // llama.cpp's own argmax.
 import type { Pointer } from "bun:ffi";
+import { cstr, handle, type NativeHandle } from "../../ffi/llama.ts";
 import type { LlamaModel } from "./model.ts";
 
 export interface SamplingSpec {
@@ -17,6 +18,10 @@ export interface SamplingSpec {
   frequencyPenalty: number;
   /** token id -> additive bias (-Infinity bans a token). */
   logitBias?: Record<number, number>;
+}
+
+export class GrammarError extends Error {
+  readonly code = "grammar";
 }
 
 export const GREEDY: SamplingSpec = {
@@ -39,26 +44,34 @@ export function hasPenalties(s: SamplingSpec): boolean {
 
 export class SamplerChain {
   readonly handle: Pointer;
+  /** llama.cpp's grammar sampler when the request is constrained (kept out of the chain: see sample()). */
+  private readonly grammar?: Pointer;
   /** Plain argmax with nothing before it: sampled by the shim without the chain. */
   private readonly plainGreedy: boolean;
   private freed = false;
 
+  /** Throws GrammarError when `grammar` (GBNF, root rule `root`) does not compile in llama.cpp. */
   constructor(
     private readonly model: LlamaModel,
     spec: SamplingSpec,
     promptTail: number[] = [],
+    grammar?: string,
   ) {
     const { api, shim } = model.llama;
-    const chain = shim.sf_sampler_chain_new();
-    if (!chain) throw new Error("could not create a sampler chain");
+    if (grammar !== undefined) {
+      const g = api.llama_sampler_init_grammar(model.vocab, cstr(grammar), cstr("root"));
+      if (!g || typeof g === "bigint") throw new GrammarError("response_format grammar did not compile on this engine");
+      this.grammar = g;
+    }
+    const chain = handle(shim.sf_sampler_chain_new(), "sampler chain");
     this.handle = chain;
-    const add = (s: Pointer | null, what: string) => {
-      if (!s) throw new Error(`could not create the ${what} sampler`);
-      api.llama_sampler_chain_add(chain, s);
-      return s;
+    const add = (s: NativeHandle, what: string) => {
+      const sampler = handle(s, `${what} sampler`);
+      api.llama_sampler_chain_add(chain, sampler);
+      return sampler;
     };
     const bias = Object.entries(spec.logitBias ?? {});
-    this.plainGreedy = spec.temperature <= 0 && bias.length === 0 && !hasPenalties(spec);
+    this.plainGreedy = spec.temperature <= 0 && bias.length === 0 && !hasPenalties(spec) && grammar === undefined;
     if (bias.length > 0) {
       // llama_logit_bias is { int32 token; float bias; }: 8 bytes each.
       const buf = new ArrayBuffer(bias.length * 8);
@@ -71,7 +84,13 @@ export class SamplerChain {
     }
     if (hasPenalties(spec)) {
       const penalties = add(
-        api.llama_sampler_init_penalties(PENALTY_WINDOW, spec.repeatPenalty, spec.frequencyPenalty, spec.presencePenalty),
+        api.llama_sampler_init_penalties(
+          model.vocabInfo.size,
+          PENALTY_WINDOW,
+          spec.repeatPenalty,
+          spec.frequencyPenalty,
+          spec.presencePenalty,
+        ),
         "penalties",
       );
       for (const t of promptTail.slice(-PENALTY_WINDOW)) api.llama_sampler_accept(penalties, t);
@@ -94,6 +113,12 @@ export class SamplerChain {
       if (token < 0) throw new Error(`no logits for batch index ${i}`);
       return token;
     }
+    if (this.grammar) {
+      const { shim } = this.model.llama;
+      const token = shim.sf_sample_constrained(context, i, this.handle, this.grammar, this.model.candidateScratch(), this.model.vocabInfo.size);
+      if (token < 0) throw new GrammarError("the grammar allows no further token");
+      return token;
+    }
     return this.model.llama.api.llama_sampler_sample(this.handle, context, i);
   }
 
@@ -101,5 +126,6 @@ export class SamplerChain {
     if (this.freed) return;
     this.freed = true;
     this.model.llama.api.llama_sampler_free(this.handle);
+    if (this.grammar) this.model.llama.api.llama_sampler_free(this.grammar);
   }
 }

@@ -23,7 +23,7 @@ function describe(args: WorkerArgs, model: LlamaModel, engine: Engine): WorkerIn
     threads: args.threads,
     prefillBudget: args.prefillBudget,
     vocab: { size: v.size, bos: v.bos, eos: v.eos, eot: v.eot, addBos: v.addBos, eog: v.eog },
-    capabilities: { generate: true, prefixCopy: true, embeddings: false, grammar: false },
+    capabilities: { generate: true, prefixCopy: true, embeddings: false, grammar: true },
     library: { path: model.llama.location.llama, source: model.llama.location.source },
   };
 }
@@ -61,6 +61,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   process.on("message", (message: DaemonToWorker) => {
     if (message.type === "generate") engine.submit(message);
     else if (message.type === "cancel") engine.cancel(message.id);
+    else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: engine.snapshot(), at: Date.now() });
     else if (message.type === "shutdown") closing = true;
     wake?.();
   });

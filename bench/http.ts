@@ -1,0 +1,528 @@
+// HTTP benchmark: any OpenAI-compatible server, or two of them side by side.
+//
+//   bun bench/http.ts --url http://127.0.0.1:8453 [--label superfluid] [--model NAME]
+//                     [--url2 http://127.0.0.1:18611 --label2 llama-server --model2 NAME]
+//                     [--concurrency 1,2,4,8] [--tokens 128] [--rounds 5] [--prompt-words 32]
+//                     [--warmup 1] [--temperature 0] [--extra '{"key":1}'] [--timeout 300]
+//                     [--deadline 3600] [--wait 0] [--json out.json]
+//
+// Method: N concurrent streaming `POST /v1/completions` requests with distinct
+// prompts and a fixed reply length (`max_tokens` + `ignore_eos: true`);
+// throughput is the completion tokens of a round over the round's wall time,
+// each figure is the median of --rounds rounds, and when two systems are
+// compared their rounds are interleaved (A, B, A, B, ...) so drift hits both.
+// Every request has a timeout (--timeout seconds) and the whole run stops by
+// itself after --deadline seconds, printing what it measured so far.
+import { writeFileSync } from "node:fs";
+
+// ---------------------------------------------------------------- arguments
+
+const USAGE = `usage: bun bench/http.ts --url URL [options]
+
+  --url URL             system A (base URL, e.g. http://127.0.0.1:8453)
+  --label NAME          name of system A in the table (default: A, or its host:port)
+  --model NAME          model id sent to A (default: first id of A's GET /v1/models)
+  --url2 URL            system B, compared round by round with A
+  --label2 NAME         name of system B
+  --model2 NAME         model id sent to B (default: B's first /v1/models id, else --model)
+  --concurrency LIST    concurrent requests per level (default 1,2,4,8)
+  --tokens N            completion tokens per request, forced with ignore_eos (default 128)
+  --rounds N            measured rounds per level and system; the median is reported (default 5)
+  --prompt-words N      words per prompt (default 32)
+  --warmup N            unmeasured rounds per level and system before measuring (default 1)
+  --temperature T       sampling temperature sent to both (default 0: greedy)
+  --extra JSON          extra fields merged into every request body (e.g. '{"top_k":1}')
+  --timeout S           per-request timeout in seconds (default 300)
+  --deadline S          the whole run stops after S seconds (default 3600)
+  --wait S              wait up to S seconds for each server to answer GET /v1/models (default 0)
+  --json PATH           also write every request's measurements as JSON`;
+
+const argv = process.argv.slice(2);
+if (argv.includes("--help") || argv.includes("-h")) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const KNOWN = new Set([
+  "url", "label", "model", "url2", "label2", "model2", "concurrency", "tokens", "rounds", "prompt-words",
+  "warmup", "temperature", "extra", "timeout", "deadline", "wait", "json",
+]);
+const opts = new Map<string, string>();
+for (let i = 0; i < argv.length; i++) {
+  const a = argv[i]!;
+  const name = a.startsWith("--") ? a.slice(2) : undefined;
+  if (!name || !KNOWN.has(name) || i + 1 >= argv.length) fail(`bad argument ${a}\n\n${USAGE}`);
+  opts.set(name!, argv[++i]!);
+}
+
+function fail(message: string): never {
+  console.error(message);
+  process.exit(2);
+}
+function num(name: string, fallback: number, min: number): number {
+  const raw = opts.get(name);
+  if (raw === undefined) return fallback;
+  const v = Number(raw);
+  if (!Number.isFinite(v) || v < min) fail(`--${name} must be a number >= ${min}, got ${raw}`);
+  return v;
+}
+function int(name: string, fallback: number, min: number): number {
+  const v = num(name, fallback, min);
+  if (!Number.isInteger(v)) fail(`--${name} must be an integer, got ${v}`);
+  return v;
+}
+
+const urlA = opts.get("url") ?? fail(`--url is required\n\n${USAGE}`);
+const urlB = opts.get("url2");
+const tokens = int("tokens", 128, 1);
+const rounds = int("rounds", 5, 1);
+const promptWords = int("prompt-words", 32, 1);
+const warmup = int("warmup", 1, 0);
+const temperature = num("temperature", 0, 0);
+const timeoutS = num("timeout", 300, 1);
+const deadlineS = num("deadline", 3600, 1);
+const waitS = num("wait", 0, 0);
+const jsonPath = opts.get("json");
+const levels = (opts.get("concurrency") ?? "1,2,4,8").split(",").map((s) => Number(s.trim()));
+if (levels.some((c) => !Number.isInteger(c) || c < 1)) fail(`--concurrency must be positive integers, got ${opts.get("concurrency")}`);
+let extra: Record<string, unknown> = {};
+if (opts.has("extra")) {
+  try {
+    extra = JSON.parse(opts.get("extra")!);
+  } catch (e) {
+    fail(`--extra is not JSON: ${(e as Error).message}`);
+  }
+}
+
+// The whole run's deadline: aborts every request in flight when it passes.
+const deadline = new AbortController();
+const deadlineTimer = setTimeout(() => deadline.abort(new Error(`run deadline of ${deadlineS} s passed`)), deadlineS * 1000);
+// Ctrl-C stops the run and prints what was measured; a second one exits at once.
+process.on("SIGINT", () => {
+  if (deadline.signal.aborted) process.exit(130);
+  deadline.abort(new Error("interrupted"));
+});
+
+// ---------------------------------------------------------------- systems
+
+interface System {
+  label: string;
+  url: string; // base, without a trailing slash or /v1
+  model: string;
+}
+
+function baseUrl(raw: string): string {
+  let u = raw.replace(/\/+$/, "");
+  if (u.endsWith("/v1")) u = u.slice(0, -3);
+  if (!/^https?:\/\//.test(u)) fail(`not an http(s) URL: ${raw}`);
+  return u;
+}
+
+async function modelIds(url: string): Promise<string[]> {
+  const until = Date.now() + waitS * 1000;
+  for (;;) {
+    try {
+      const res = await fetch(`${url}/v1/models`, { signal: AbortSignal.any([AbortSignal.timeout(10_000), deadline.signal]) });
+      if (res.ok) {
+        const body = (await res.json()) as { data?: { id?: string }[] };
+        return (body.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === "string");
+      }
+      // A server still loading its model (llama-server answers 503) is waited for.
+      if (res.status !== 503 || Date.now() >= until) throw new Error(`GET ${url}/v1/models: HTTP ${res.status}`);
+    } catch (e) {
+      if (Date.now() >= until || deadline.signal.aborted) throw new Error(`${url} does not answer: ${(e as Error).message}`);
+    }
+    await Bun.sleep(250);
+  }
+}
+
+async function resolveSystem(raw: string, label: string | undefined, model: string | undefined, fallbackModel?: string): Promise<System> {
+  const url = baseUrl(raw);
+  const ids = await modelIds(url);
+  const chosen = model ?? ids[0] ?? fallbackModel;
+  if (!chosen) fail(`${url} lists no model; pass --model`);
+  return { label: label ?? new URL(url).host, url, model: chosen };
+}
+
+// ---------------------------------------------------------------- prompts
+
+// Each prompt is its own seeded sequence of number words behind a lead word.
+// Consecutive prompts get lead words with different first letters (so they
+// differ from their first token even under a byte-level tokenizer) and
+// different second words, so neither a prefix cache nor a lane copying another
+// lane's prefix can flatter a system: within a round, and against the
+// sequences the last rounds left behind, prompts share at most BOS.
+const LEADS = [
+  "amber", "bronze", "cobalt", "denim", "ebony", "fuchsia", "garnet", "hazel", "indigo", "jade", "khaki", "lilac",
+  "maroon", "navy", "olive", "plum", "quartz", "rust", "sepia", "teal", "umber", "violet", "wheat", "xanadu",
+  "yellow", "zinc",
+];
+const WORDS = [
+  "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+  "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty",
+  "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "million",
+];
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+let promptCounter = 0;
+function makePrompts(n: number): string[] {
+  return Array.from({ length: n }, () => {
+    const id = promptCounter++;
+    const rand = mulberry32(0x9e3779b9 ^ Math.imul(id + 1, 0x85ebca6b));
+    const words = [LEADS[id % LEADS.length]!, WORDS[Math.floor(id / LEADS.length) % WORDS.length]!];
+    while (words.length < promptWords) words.push(WORDS[Math.floor(rand() * WORDS.length)]!);
+    return words.slice(0, promptWords).join(" ");
+  });
+}
+
+// ---------------------------------------------------------------- one request
+
+interface RequestResult {
+  ok: boolean;
+  error?: string;
+  ttftMs?: number; // request sent -> first chunk with text or tokens
+  totalMs: number; // request sent -> end of stream
+  lastTokenMs?: number; // request sent -> last chunk with text or tokens
+  chunks: number; // chunks that carried text or tokens
+  usageTokens?: number; // usage.completion_tokens from the final chunk
+  promptTokens?: number;
+  completionTokens: number; // usage if given, else the chunk count
+  itlMs?: number; // (last token - first token) / (completion tokens - 1)
+}
+
+// Server-Sent Events: `data:` lines (several make one event), `:` comments,
+// blank line ends an event, `data: [DONE]` ends the stream. llama-server may
+// send an `error: {...}` line instead of an event; that is an error.
+async function* sseEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<{ data?: string; error?: string }> {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let data: string[] = [];
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
+      let nl: number;
+      while ((nl = buffer.search(/\r\n|\r|\n/)) >= 0) {
+        // A lone \r at the end of the buffer may be half of \r\n: wait for more.
+        if (buffer[nl] === "\r" && nl === buffer.length - 1 && !done) break;
+        const line = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + (buffer.startsWith("\r\n", nl) ? 2 : 1));
+        if (line === "") {
+          if (data.length) yield { data: data.join("\n") };
+          data = [];
+        } else if (line.startsWith(":")) {
+          // comment / keep-alive
+        } else if (line.startsWith("data:")) {
+          data.push(line.slice(line[5] === " " ? 6 : 5));
+        } else if (line.startsWith("error:")) {
+          yield { error: line.slice(6).trim() };
+        } // `event:`, `id:`, `retry:` carry nothing we need
+      }
+      if (done) break;
+    }
+    if (buffer.trim().startsWith("data:")) data.push(buffer.trim().slice(5).trimStart());
+    if (data.length) yield { data: data.join("\n") };
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+async function runRequest(sys: System, prompt: string): Promise<RequestResult> {
+  const body = {
+    ...extra,
+    model: sys.model,
+    prompt,
+    max_tokens: tokens,
+    ignore_eos: true,
+    temperature,
+    stream: true,
+    stream_options: { include_usage: true },
+  };
+  const t0 = performance.now();
+  const r: RequestResult = { ok: false, totalMs: 0, chunks: 0, completionTokens: 0 };
+  const signal = AbortSignal.any([AbortSignal.timeout(timeoutS * 1000), deadline.signal]);
+  try {
+    const res = await fetch(`${sys.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "text/event-stream" },
+      body: JSON.stringify(body),
+      signal,
+    });
+    if (!res.ok || !res.body) {
+      const text = await res.text().catch(() => "");
+      throw new Error(`HTTP ${res.status}: ${text.slice(0, 300)}`);
+    }
+    let sawDone = false;
+    for await (const ev of sseEvents(res.body)) {
+      if (ev.error !== undefined) throw new Error(`stream error: ${ev.error.slice(0, 300)}`);
+      const data = ev.data!.trim();
+      if (data === "[DONE]") {
+        sawDone = true;
+        break;
+      }
+      let chunk: any;
+      try {
+        chunk = JSON.parse(data);
+      } catch {
+        throw new Error(`not JSON in stream: ${data.slice(0, 200)}`);
+      }
+      if (chunk?.error) throw new Error(`stream error: ${JSON.stringify(chunk.error).slice(0, 300)}`);
+      const now = performance.now() - t0;
+      const choice = Array.isArray(chunk?.choices) ? chunk.choices[0] : undefined;
+      const hasText = typeof choice?.text === "string" && choice.text.length > 0;
+      const hasTokens = Array.isArray(choice?.tokens) ? choice.tokens.length > 0 : Array.isArray(chunk?.tokens) && chunk.tokens.length > 0;
+      if (hasText || hasTokens) {
+        r.chunks++;
+        r.ttftMs ??= now;
+        r.lastTokenMs = now;
+      }
+      const usage = chunk?.usage;
+      if (usage && typeof usage.completion_tokens === "number") {
+        r.usageTokens = usage.completion_tokens;
+        if (typeof usage.prompt_tokens === "number") r.promptTokens = usage.prompt_tokens;
+      }
+    }
+    if (!sawDone && r.usageTokens === undefined) throw new Error("stream ended without [DONE] or usage");
+    r.ok = true;
+  } catch (e) {
+    const err = e as Error;
+    r.error = err.name === "TimeoutError" ? `timed out after ${timeoutS} s` : deadline.signal.aborted ? String(deadline.signal.reason?.message ?? "aborted") : err.message;
+  }
+  r.totalMs = performance.now() - t0;
+  r.completionTokens = r.usageTokens ?? r.chunks;
+  if (r.ttftMs !== undefined && r.lastTokenMs !== undefined && r.completionTokens > 1) {
+    r.itlMs = (r.lastTokenMs - r.ttftMs) / (r.completionTokens - 1);
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- rounds
+
+interface Round {
+  system: string;
+  concurrency: number;
+  round: number; // -1.. for warm-up rounds
+  wallMs: number;
+  tokens: number; // completion tokens of the requests that finished
+  tokensPerSecond: number;
+  requests: RequestResult[];
+}
+
+async function runRound(sys: System, prompts: string[], concurrency: number, round: number): Promise<Round> {
+  const t0 = performance.now();
+  const requests = await Promise.all(prompts.map((p) => runRequest(sys, p)));
+  const wallMs = performance.now() - t0;
+  const done = requests.filter((q) => q.ok);
+  const total = done.reduce((n, q) => n + q.completionTokens, 0);
+  return { system: sys.label, concurrency, round, wallMs, tokens: total, tokensPerSecond: total / (wallMs / 1000), requests };
+}
+
+const median = (xs: number[]): number | undefined => {
+  if (!xs.length) return undefined;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+interface Summary {
+  system: string;
+  concurrency: number;
+  rounds: number;
+  tokensPerSecond?: number; // median over rounds
+  tokensPerSecondMin?: number;
+  tokensPerSecondMax?: number;
+  ttftMs?: number; // median over every request of every measured round
+  itlMs?: number;
+  promptTokens?: number;
+  requests: number;
+  failed: number;
+  wrongLength: number; // finished requests whose completion tokens != --tokens
+  withoutUsage: number; // finished requests counted from chunks (no usage in the stream)
+  multiChunk: number; // finished requests with fewer text chunks than usage tokens
+  notes: string[];
+}
+
+function summarize(sys: System, concurrency: number, measured: Round[]): Summary {
+  const reqs = measured.flatMap((r) => r.requests);
+  const done = reqs.filter((q) => q.ok);
+  // A round with a failed request is not a fair throughput sample.
+  const clean = measured.filter((r) => r.requests.every((q) => q.ok));
+  const rates = clean.map((r) => r.tokensPerSecond);
+  const notes: string[] = [];
+  const failed = reqs.length - done.length;
+  if (failed) {
+    const errs = [...new Set(reqs.filter((q) => !q.ok).map((q) => q.error))];
+    notes.push(`${failed}/${reqs.length} requests failed (${errs.slice(0, 3).join("; ")})`);
+  }
+  const wrong = done.filter((q) => q.completionTokens !== tokens);
+  if (wrong.length) {
+    const got = [...new Set(wrong.map((q) => q.completionTokens))].sort((a, b) => a - b);
+    notes.push(
+      `${wrong.length}/${done.length} requests returned ${got.join(",")} completion tokens instead of ${tokens}` +
+        (got.every((g) => g < tokens) ? " (is ignore_eos / max_tokens honoured?)" : ""),
+    );
+  }
+  const noUsage = done.filter((q) => q.usageTokens === undefined);
+  if (noUsage.length) notes.push(`${noUsage.length}/${done.length} streams had no usage; tokens counted from chunks (a lower bound)`);
+  const multiChunk = done.filter((q) => q.usageTokens !== undefined && q.chunks < q.usageTokens).length;
+  if (rates.length < measured.length) notes.push(`throughput from ${rates.length}/${measured.length} rounds without failures`);
+  return {
+    system: sys.label,
+    concurrency,
+    rounds: measured.length,
+    tokensPerSecond: median(rates),
+    tokensPerSecondMin: rates.length ? Math.min(...rates) : undefined,
+    tokensPerSecondMax: rates.length ? Math.max(...rates) : undefined,
+    ttftMs: median(done.flatMap((q) => (q.ttftMs === undefined ? [] : [q.ttftMs]))),
+    itlMs: median(done.flatMap((q) => (q.itlMs === undefined ? [] : [q.itlMs]))),
+    promptTokens: median(done.flatMap((q) => (q.promptTokens === undefined ? [] : [q.promptTokens]))),
+    requests: reqs.length,
+    failed,
+    wrongLength: wrong.length,
+    withoutUsage: noUsage.length,
+    multiChunk,
+    notes,
+  };
+}
+
+// ---------------------------------------------------------------- run
+
+const systems: System[] = [];
+try {
+  systems.push(await resolveSystem(urlA, opts.get("label"), opts.get("model")));
+  if (urlB) systems.push(await resolveSystem(urlB, opts.get("label2"), opts.get("model2"), opts.get("model") ?? systems[0]!.model));
+} catch (e) {
+  clearTimeout(deadlineTimer);
+  fail((e as Error).message);
+}
+if (systems.length === 2 && systems[0]!.label === systems[1]!.label) systems[1]!.label += " (2)";
+// Two systems get the same prompts in a round (same work), unless they are the
+// same server, where B would find A's prompts in its cache.
+const samePrompts = systems.length === 2 && systems[0]!.url !== systems[1]!.url;
+
+const log = (s: string) => process.stderr.write(s + "\n");
+log(
+  `${systems.map((s) => `${s.label}: ${s.url} model ${s.model}`).join("\n")}\n` +
+    `concurrency ${levels.join(",")}, ${tokens} tokens per request, ${promptWords} prompt words, ` +
+    `${warmup} warm-up + ${rounds} measured rounds, temperature ${temperature}`,
+);
+
+const allRounds: Round[] = [];
+const summaries: Summary[][] = []; // [level][system]
+let stoppedEarly: string | undefined;
+const started = performance.now();
+
+const fmtRound = (r: Round) => {
+  const bad = r.requests.filter((q) => !q.ok).length;
+  return `${r.tokensPerSecond.toFixed(1)} tok/s in ${(r.wallMs / 1000).toFixed(2)} s${bad ? `, ${bad} failed` : ""}`;
+};
+
+outer: for (const c of levels) {
+  const measured: Round[][] = systems.map(() => []);
+  for (let r = -warmup; r < rounds; r++) {
+    const shared = samePrompts ? makePrompts(c) : undefined;
+    for (let s = 0; s < systems.length; s++) {
+      if (deadline.signal.aborted) {
+        stoppedEarly = `${String(deadline.signal.reason?.message ?? "stopped")} during c=${c}`;
+        if (measured.some((m) => m.length)) summaries.push(systems.map((sys, i) => summarize(sys, c, measured[i]!)));
+        break outer;
+      }
+      const round = await runRound(systems[s]!, shared ?? makePrompts(c), c, r);
+      allRounds.push(round);
+      log(`  c=${c} ${systems[s]!.label} ${r < 0 ? "warm-up" : `round ${r + 1}/${rounds}`}: ${fmtRound(round)}`);
+      if (r >= 0) measured[s]!.push(round);
+    }
+  }
+  summaries.push(systems.map((sys, i) => summarize(sys, c, measured[i]!)));
+}
+clearTimeout(deadlineTimer);
+if (deadline.signal.aborted && !stoppedEarly) stoppedEarly = `${String(deadline.signal.reason?.message ?? "stopped")} during the last round`;
+
+// ---------------------------------------------------------------- report
+
+const f = (v: number | undefined, digits = 1) => (v === undefined ? "n/a" : v.toFixed(digits));
+const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || b === 0 ? "n/a" : (a / b).toFixed(2));
+const check = (s: Summary) => (s.failed || s.wrongLength ? `${s.requests - s.failed - s.wrongLength}/${s.requests}` : "ok");
+
+const lines: string[] = [];
+lines.push(
+  `${tokens} completion tokens per request (ignore_eos), ${promptWords}-word prompts, median of ${rounds} rounds` +
+    (systems.length === 2 ? `, rounds interleaved ${systems[0]!.label} / ${systems[1]!.label}` : ""),
+  "",
+);
+if (systems.length === 1) {
+  const [a] = systems;
+  lines.push(`| concurrency | ${a!.label} tok/s | rounds min-max | per request tok/s | TTFT ms | ITL ms | prompt tokens | tokens check |`);
+  lines.push("|---:|---:|---:|---:|---:|---:|---:|---|");
+  for (const [s] of summaries) {
+    lines.push(
+      `| ${s!.concurrency} | ${f(s!.tokensPerSecond)} | ${s!.tokensPerSecondMin === undefined ? "n/a" : `${f(s!.tokensPerSecondMin, 0)}-${f(s!.tokensPerSecondMax, 0)}`} | ${f(s!.tokensPerSecond === undefined ? undefined : s!.tokensPerSecond / s!.concurrency)} | ` +
+        `${f(s!.ttftMs)} | ${f(s!.itlMs, 2)} | ${f(s!.promptTokens, 0)} | ${check(s!)} |`,
+    );
+  }
+} else {
+  const [a, b] = systems.map((s) => s.label);
+  lines.push(
+    `| concurrency | ${a} tok/s | ${b} tok/s | tok/s ${a}/${b} | ${a} TTFT ms | ${b} TTFT ms | TTFT ${a}/${b} | ${a} ITL ms | ${b} ITL ms | tokens check |`,
+  );
+  lines.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+  for (const [sa, sb] of summaries) {
+    lines.push(
+      `| ${sa!.concurrency} | ${f(sa!.tokensPerSecond)} | ${f(sb!.tokensPerSecond)} | ${ratio(sa!.tokensPerSecond, sb!.tokensPerSecond)} | ` +
+        `${f(sa!.ttftMs)} | ${f(sb!.ttftMs)} | ${ratio(sa!.ttftMs, sb!.ttftMs)} | ${f(sa!.itlMs, 2)} | ${f(sb!.itlMs, 2)} | ` +
+        `${check(sa!) === "ok" && check(sb!) === "ok" ? "ok" : `${check(sa!)} / ${check(sb!)}`} |`,
+    );
+  }
+}
+lines.push("");
+lines.push(
+  "tok/s: completion tokens of all requests over the round's wall time (median round). TTFT: request sent to first streamed " +
+    "token (median request). ITL: (last token - first token) / (tokens - 1) per request (median request)." +
+    (systems.length === 2 ? " Throughput ratio > 1 and TTFT ratio < 1 favour the first system." : ""),
+);
+const notes = summaries.flat().flatMap((s) => s.notes.map((n) => `- c=${s.concurrency} ${s.system}: ${n}`));
+for (const sys of systems) {
+  const mine = summaries.flat().filter((s) => s.system === sys.label);
+  const multi = mine.reduce((n, s) => n + s.multiChunk, 0);
+  const finished = mine.reduce((n, s) => n + s.requests - s.failed, 0);
+  if (multi) {
+    notes.push(
+      `- ${sys.label}: ${multi}/${finished} streams had fewer text chunks than usage tokens ` +
+        "(a chunk carried several tokens, or a token had no text); tokens taken from usage",
+    );
+  }
+}
+if (notes.length) lines.push("", "Notes:", ...notes);
+if (stoppedEarly) lines.push("", `Stopped early: ${stoppedEarly}; that level is partial and later levels were not measured.`);
+console.log(lines.join("\n"));
+
+if (jsonPath) {
+  writeFileSync(
+    jsonPath,
+    JSON.stringify(
+      {
+        config: { systems, levels, tokens, rounds, promptWords, warmup, temperature, extra, timeoutS, deadlineS },
+        startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
+        seconds: (performance.now() - started) / 1000,
+        stoppedEarly,
+        summaries: summaries.flat(),
+        rounds: allRounds,
+      },
+      null,
+      2,
+    ) + "\n",
+  );
+  log(`wrote ${jsonPath}`);
+}
+const problems = summaries.flat().some((s) => s.failed || s.wrongLength || s.tokensPerSecond === undefined);
+process.exitCode = stoppedEarly || problems ? 1 : 0;

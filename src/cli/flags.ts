@@ -1,0 +1,63 @@
+// A small flag parser for `superfluid serve`: `--flag value` or `--flag=value`,
+// the last occurrence of a scalar wins, repeatable flags accumulate, and an
+// unknown flag is refused naming the closest valid one.
+
+export interface FlagSpec {
+  /** Takes a value (otherwise a switch). */
+  value?: boolean;
+  repeatable?: boolean;
+  /** Other spellings of the same flag. */
+  aliases?: string[];
+}
+
+export class FlagError extends Error {}
+
+export interface ParsedFlags {
+  values: Map<string, string[]>;
+  switches: Set<string>;
+  positional: string[];
+}
+
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++)
+    for (let j = 1; j <= b.length; j++)
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+  return d[a.length]![b.length]!;
+}
+
+export function closestFlag(name: string, known: string[]): string {
+  return known.reduce((best, k) => (distance(name, k) < distance(name, best) ? k : best), known[0]!);
+}
+
+export function parseFlags(argv: string[], specs: Record<string, FlagSpec>): ParsedFlags {
+  const canonical = new Map<string, string>();
+  for (const [name, spec] of Object.entries(specs)) {
+    canonical.set(name, name);
+    for (const a of spec.aliases ?? []) canonical.set(a, name);
+  }
+  const out: ParsedFlags = { values: new Map(), switches: new Set(), positional: [] };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith("--") || arg === "--") {
+      out.positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf("=");
+    const given = eq > 0 ? arg.slice(2, eq) : arg.slice(2);
+    const name = canonical.get(given);
+    if (!name) throw new FlagError(`unknown flag --${given}; did you mean --${closestFlag(given, [...canonical.keys()])}?`);
+    const spec = specs[name]!;
+    if (!spec.value) {
+      if (eq > 0) throw new FlagError(`--${given} takes no value`);
+      out.switches.add(name);
+      continue;
+    }
+    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
+    if (value === undefined) throw new FlagError(`--${given} needs a value`);
+    const list = out.values.get(name) ?? [];
+    out.values.set(name, spec.repeatable ? [...list, value] : [value]);
+  }
+  return out;
+}

@@ -1,0 +1,136 @@
+// `superfluid serve [MODEL] [flags]`: the flags that exist so far (api.md 18),
+// their defaults, and the startup refusals for flags llama.cpp cannot honour.
+import { homedir } from "node:os";
+import { join } from "node:path";
+import type { OperatorSampling } from "../daemon/sampling-resolve.ts";
+import { physicalCores } from "../engine/threads.ts";
+import { FlagError, parseFlags, type FlagSpec } from "./flags.ts";
+
+export interface ServeOptions {
+  /** MODEL tokens (paths or references); empty = the built-in model. */
+  models: string[];
+  host: string;
+  port: number;
+  maxBatch: number;
+  maxContext: number;
+  maxTokens?: number;
+  threads: number;
+  prefillBudget: number;
+  sessions: string;
+  modelDirs: string[];
+  tui: boolean;
+  sampling: OperatorSampling;
+}
+
+const FLAGS: Record<string, FlagSpec> = {
+  model: { value: true, repeatable: true },
+  http: { value: true },
+  host: { value: true },
+  port: { value: true },
+  "max-batch": { value: true, aliases: ["max-batch-size"] },
+  "max-context": { value: true },
+  "max-tokens": { value: true },
+  threads: { value: true },
+  "prefill-budget": { value: true },
+  sessions: { value: true },
+  "model-dir": { value: true, repeatable: true },
+  tui: {},
+  "no-tui": {},
+  speculate: { value: true },
+  "kv-bits": { value: true },
+  "park-lossy": {},
+  temperature: { value: true },
+  "top-p": { value: true },
+  "top-k": { value: true },
+  "min-p": { value: true },
+  "repeat-penalty": { value: true },
+  help: {},
+};
+
+export const SERVE_USAGE = `usage: superfluid serve [MODEL] [flags]
+
+MODEL is a GGUF path or a local reference org/repo-GGUF[:QUANT] (looked up in
+--model-dir folders and the Hugging Face cache; nothing is downloaded). With no
+MODEL the built-in tiny model is served.
+
+  --http ADDR:PORT        listener (default 127.0.0.1:8453); or --host / --port
+  --max-batch N           concurrent lanes (default 8)
+  --max-context N         tokens per lane (default 8192, floor 512)
+  --max-tokens N          default reply cap (default: fill the context)
+  --threads N             compute threads (default: physical cores)
+  --prefill-budget N      prompt tokens per tick, 64-4096 (default 512)
+  --sessions DIR          session store (default ~/.superfluid/sessions)
+  --model-dir DIR         where model references are looked up (repeatable)
+  --temperature F --top-p F --top-k N --min-p F --repeat-penalty F
+                          operator sampling defaults
+  --no-tui                no live monitor (there is none yet; accepted)
+  --speculate off|auto    speculative decoding (not available: decodes plainly)`;
+
+export class UsageError extends Error {}
+
+function number(flag: string, raw: string, opts: { int?: boolean; min?: number; max?: number } = {}): number {
+  const n = Number(raw);
+  const bad =
+    raw.trim() === "" || !Number.isFinite(n) || (opts.int && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min) || (opts.max !== undefined && n > opts.max);
+  if (bad) {
+    const range = opts.min !== undefined && opts.max !== undefined ? ` between ${opts.min} and ${opts.max}` : opts.min !== undefined ? ` of at least ${opts.min}` : "";
+    throw new UsageError(`--${flag} expects ${opts.int ? "a whole number" : "a number"}${range}, got '${raw}'`);
+  }
+  return n;
+}
+
+function parseHttp(raw: string): { host: string; port: number } {
+  const m = /^(.*):(\d+)$/.exec(raw);
+  if (!m) throw new UsageError(`--http expects ADDR:PORT, got '${raw}'`);
+  return { host: m[1]!.replace(/^\[(.*)\]$/, "$1") || "127.0.0.1", port: number("http", m[2]!, { int: true, min: 0, max: 65535 }) };
+}
+
+export function superfluidHome(env = process.env): string {
+  return env.SUPERFLUID_HOME ?? join(homedir(), ".superfluid");
+}
+
+export function parseServeOptions(argv: string[], env = process.env): ServeOptions | "help" {
+  let flags;
+  try {
+    flags = parseFlags(argv, FLAGS);
+  } catch (err) {
+    if (err instanceof FlagError) throw new UsageError(err.message);
+    throw err;
+  }
+  if (flags.switches.has("help")) return "help";
+  const one = (name: string) => flags.values.get(name)?.[0];
+  const kvBits = one("kv-bits");
+  if (kvBits !== undefined && Number(kvBits) !== 0) {
+    throw new UsageError("the llamacpp runtime keeps its KV type per context and exposes no such knob");
+  }
+  if (flags.switches.has("park-lossy")) throw new UsageError("the llamacpp runtime exports no lossy encoding");
+  const speculate = one("speculate") ?? "off";
+  if (speculate !== "off" && speculate !== "auto") {
+    throw new UsageError(`--speculate ${speculate}: this build decodes plainly; only 'off' and 'auto' are accepted`);
+  }
+  const models = [...flags.positional, ...(flags.values.get("model") ?? [])];
+  if (models.length > 1) throw new UsageError(`one model per server for now; got ${models.join(", ")}`);
+  let { host, port } = { host: one("host") ?? "127.0.0.1", port: one("port") ? number("port", one("port")!, { int: true, min: 0, max: 65535 }) : 8453 };
+  if (one("http")) ({ host, port } = parseHttp(one("http")!));
+  const opt = (flag: string, o: Parameters<typeof number>[2]) => (one(flag) === undefined ? undefined : number(flag, one(flag)!, o));
+  return {
+    models,
+    host,
+    port,
+    maxBatch: opt("max-batch", { int: true, min: 1, max: 256 }) ?? 8,
+    maxContext: Math.max(512, opt("max-context", { int: true, min: 1 }) ?? 8192),
+    maxTokens: opt("max-tokens", { int: true, min: 1 }),
+    threads: opt("threads", { int: true, min: 1 }) ?? physicalCores(),
+    prefillBudget: opt("prefill-budget", { int: true, min: 64, max: 4096 }) ?? 512,
+    sessions: one("sessions") ?? env.SUPERFLUID_SESSIONS ?? join(superfluidHome(env), "sessions"),
+    modelDirs: flags.values.get("model-dir") ?? [],
+    tui: flags.switches.has("tui") && !flags.switches.has("no-tui"),
+    sampling: {
+      temperature: opt("temperature", { min: 0, max: 2 }),
+      topP: opt("top-p", { min: 0, max: 1 }),
+      topK: opt("top-k", { int: true, min: 0 }),
+      minP: opt("min-p", { min: 0, max: 1 }),
+      repeatPenalty: opt("repeat-penalty", { min: 0, max: 2 }),
+    },
+  };
+}

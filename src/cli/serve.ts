@@ -1,0 +1,101 @@
+// `superfluid serve`: resolve the model, start its worker, listen.
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { ModelNotFoundError, resolveModel, type ResolvedModel } from "../daemon/model-ref.ts";
+import { ModelRegistry } from "../daemon/registry.ts";
+import { ServedModel } from "../daemon/served-model.ts";
+import { ensureFixture } from "../fixtures/index.ts";
+import { createApp } from "../http/app.ts";
+import { cacheDir } from "../paths.ts";
+import { parseServeOptions, SERVE_USAGE, UsageError, type ServeOptions } from "./serve-options.ts";
+
+/** The model served when none is named: generated on first use, so the server always starts. */
+export const BUILTIN_MODEL_ID = "tiny-chat";
+
+async function resolveServed(options: ServeOptions, log: (line: string) => void): Promise<ResolvedModel> {
+  if (options.models.length > 0) return resolveModel(options.models[0]!, options.modelDirs);
+  log("superfluid: no model named; serving the built-in tiny model (random weights: for smoke tests, not for answers)");
+  return { path: await ensureFixture("tiny-chat", join(cacheDir(), "models")), id: BUILTIN_MODEL_ID };
+}
+
+export interface RunningServer {
+  url: string;
+  registry: ModelRegistry;
+  close(): Promise<void>;
+}
+
+export async function startServer(options: ServeOptions, log: (line: string) => void = (l) => console.error(l)): Promise<RunningServer> {
+  mkdirSync(options.sessions, { recursive: true });
+  const resolved = await resolveServed(options, log);
+  log(`superfluid: loading ${resolved.id} from ${resolved.path} (${options.maxBatch} lanes x ${options.maxContext} tokens, ${options.threads} threads) ...`);
+  const started = performance.now();
+  const model = await ServedModel.load({
+    id: resolved.id,
+    model: resolved.path,
+    maxBatch: options.maxBatch,
+    maxContext: options.maxContext,
+    threads: options.threads,
+    prefillBudget: options.prefillBudget,
+  });
+  log(`superfluid: ${resolved.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const registry = new ModelRegistry();
+  registry.add(model);
+  let counter = 0;
+  const app = createApp({ registry, operatorSampling: options.sampling, maxTokens: options.maxTokens, nextId: () => ++counter });
+  try {
+    // Our reader enforces the 100 MiB body limit while streaming (413 in OpenAI's
+    // envelope); Bun's own cap is set above it. No idle timeout: a long
+    // non-streamed generation sends nothing until it is done.
+    app.listen({ hostname: options.host, port: options.port, maxRequestBodySize: 1024 * 1024 * 1024, idleTimeout: 0 });
+  } catch (err) {
+    await registry.close();
+    throw new Error(`cannot listen on ${options.host}:${options.port}: ${(err as Error).message}`);
+  }
+  const port = app.server!.port;
+  const host = options.host.includes(":") ? `[${options.host}]` : options.host;
+  const url = `http://${host}:${port}`;
+  const loopback = /^(127\.|localhost$|::1$)/.test(options.host);
+  log(
+    loopback
+      ? "superfluid: authentication is off (loopback only)"
+      : "superfluid: WARNING --api-key not set. Authentication is OFF — anyone who can reach this port can use the API. Bind loopback or set --api-key.",
+  );
+  log(`superfluid: serving ${resolved.id} at ${url}/v1`);
+  return {
+    url,
+    registry,
+    close: async () => {
+      await app.stop(true);
+      await registry.close();
+    },
+  };
+}
+
+export async function runServe(argv: string[]): Promise<number> {
+  let options;
+  try {
+    options = parseServeOptions(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`superfluid serve: ${err.message}`);
+    return 2;
+  }
+  if (options === "help") {
+    console.log(SERVE_USAGE);
+    return 0;
+  }
+  let server: RunningServer;
+  try {
+    server = await startServer(options);
+  } catch (err) {
+    console.error(`superfluid serve: ${err instanceof ModelNotFoundError ? err.message : (err as Error).message}`);
+    return 1;
+  }
+  // SIGINT and SIGTERM exit at once (api.md 1), taking the workers down first.
+  await new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
+  await server.close();
+  return 0;
+}

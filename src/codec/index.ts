@@ -1,0 +1,21 @@
+// The codec layer: between the HTTP layer and the engine, pure TypeScript.
+// Chat templates to prompt tokens, tokens back to text, stop strings and
+// reasoning markers.
+export type { Tokenizer } from "./tokenizer.ts";
+export {
+  ChatTemplate,
+  TemplateError,
+  templateReads,
+  type ChatMessage,
+  type ToolCall,
+  type ToolDef,
+  type TextPart,
+  type RenderInput,
+  type RenderedPrompt,
+  type PromptSegment,
+} from "./template.ts";
+export { renderToTokens, tokenizeSegments, type PromptTokens, type PromptTokenOptions } from "./prompt.ts";
+export { IncrementalDecoder } from "./detokenizer.ts";
+export { StopMatcher, type StopResult } from "./stop.ts";
+export { ReasoningSplitter, splitReasoning, type ReasoningOptions, type SplitText } from "./reasoning.ts";
+export { strftime } from "./strftime.ts";

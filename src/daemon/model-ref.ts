@@ -1,0 +1,89 @@
+// What a MODEL argument names (api.md 2.1-2.2): a GGUF path, or a reference
+// `org/repo[:TAG]` found in local folders. Nothing is ever downloaded.
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { homedir } from "node:os";
+import { basename, join, resolve } from "node:path";
+
+export interface ResolvedModel {
+  path: string;
+  /** The name requests use: a path's file stem, a reference without its tag. */
+  id: string;
+}
+
+export class ModelNotFoundError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ModelNotFoundError";
+  }
+}
+
+/** api.md 2.1: a token is a reference only when it cannot be a path. */
+export function isReference(token: string): boolean {
+  if (existsSync(token)) return false;
+  if (/^[./~]/.test(token)) return false;
+  if (/\.(gguf|base)$/i.test(token)) return false;
+  return token.split(":")[0]!.includes("/");
+}
+
+export function servedIdOfPath(path: string): string {
+  return basename(path).replace(/\.gguf$/i, "");
+}
+
+/** Folders a reference is looked up in: each --model-dir, then the Hugging Face cache. */
+export function searchRoots(modelDirs: string[], env = process.env): string[] {
+  const hub = env.HF_HUB_CACHE ?? join(env.HF_HOME ?? join(env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "huggingface"), "hub");
+  return [...modelDirs.map((d) => resolve(d)), hub];
+}
+
+function ggufFilesUnder(dir: string, depth = 3): string[] {
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) return [];
+  const out: string[] = [];
+  for (const entry of readdirSync(dir).sort()) {
+    const full = join(dir, entry);
+    const st = statSync(full, { throwIfNoEntry: false });
+    if (!st) continue;
+    if (st.isDirectory() && depth > 0) out.push(...ggufFilesUnder(full, depth - 1));
+    else if (st.isFile() && /\.gguf$/i.test(entry) && !/mmproj/i.test(entry)) out.push(full);
+  }
+  return out;
+}
+
+/** Candidate folders for org/repo under one root (plain, repo-only, and Hugging Face cache layouts). */
+function repoFolders(root: string, org: string, repo: string): string[] {
+  return [join(root, org, repo), join(root, repo), join(root, `models--${org}--${repo}`, "snapshots")];
+}
+
+/** Picks the file for a quant tag; with split files, the first part. */
+function pickFile(files: string[], tag: string | undefined): string | undefined {
+  const matching = tag ? files.filter((f) => basename(f).toLowerCase().includes(tag.toLowerCase())) : files;
+  const firstParts = matching.filter((f) => !/-\d{5}-of-\d{5}\.gguf$/i.test(f) || /-00001-of-\d{5}\.gguf$/i.test(f));
+  return firstParts[0];
+}
+
+export function resolveModel(token: string, modelDirs: string[] = [], env = process.env): ResolvedModel {
+  if (!isReference(token)) {
+    const path = resolve(token.replace(/^~(?=\/)/, homedir()));
+    if (!existsSync(path)) throw new ModelNotFoundError(`model file ${path} does not exist`);
+    if (statSync(path).isDirectory()) {
+      const file = pickFile(ggufFilesUnder(path), undefined);
+      if (!file) throw new ModelNotFoundError(`no .gguf file in ${path}`);
+      return { path: file, id: basename(path) };
+    }
+    return { path, id: servedIdOfPath(path) };
+  }
+  const [name, tag] = token.split(":") as [string, string | undefined];
+  const [org, ...rest] = name.split("/");
+  const repo = rest.join("/");
+  const looked: string[] = [];
+  for (const root of searchRoots(modelDirs, env)) {
+    for (const folder of repoFolders(root, org!, repo)) {
+      looked.push(folder);
+      const file = pickFile(ggufFilesUnder(folder), tag);
+      if (file) return { path: file, id: name };
+    }
+  }
+  throw new ModelNotFoundError(
+    `model ${token} was not found locally (nothing is downloaded); looked in: ${looked.join(", ")}` +
+      (tag ? ` for a .gguf file whose name contains ${tag}` : ""),
+  );
+}

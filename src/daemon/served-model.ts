@@ -1,0 +1,71 @@
+// One model as the daemon serves it: its GGUF facts, a vocabulary-only copy of
+// the model for tokenizing in the daemon (the worker only ever sees token ids),
+// its chat template, and the worker process that generates.
+import { ChatTemplate, templateReads } from "../codec/index.ts";
+import { LlamaModel } from "../engine/model.ts";
+import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
+import { WorkerClient, type WorkerOptions } from "./worker-client.ts";
+
+export interface ServedModelOptions extends WorkerOptions {
+  id: string;
+}
+
+/** Reasoning markers a model's vocabulary must hold for its reasoning channel to be active. */
+export const THINK_MARKERS = { open: "<think>", close: "</think>" };
+
+export class ServedModel {
+  readonly loadedAt = new Date();
+
+  private constructor(
+    readonly id: string,
+    readonly path: string,
+    readonly info: ModelInfo,
+    readonly tokenizer: LlamaModel,
+    readonly worker: WorkerClient,
+    readonly template: ChatTemplate | undefined,
+    readonly toolTemplate: ChatTemplate | undefined,
+    /** The model has `<think>`/`</think>` as single tokens: its output may hold reasoning. */
+    readonly thinks: boolean,
+  ) {}
+
+  static async load(opts: ServedModelOptions): Promise<ServedModel> {
+    const info = describeModel(await readGguf(opts.model));
+    const tokenizer = LlamaModel.load(opts.model, { vocabOnly: true });
+    let worker: WorkerClient;
+    try {
+      worker = await WorkerClient.start(opts);
+    } catch (err) {
+      tokenizer.free();
+      throw err;
+    }
+    const text = (id: number | undefined) => (id === undefined ? undefined : Buffer.from(tokenizer.tokenBytes(id, true)).toString("utf8"));
+    const templateOpts = { bosToken: text(info.specialTokens.bos), eosToken: text(info.specialTokens.eos), loadedAt: new Date() };
+    const template = info.chatTemplate ? new ChatTemplate(info.chatTemplate, templateOpts) : undefined;
+    const toolTemplate = info.toolUseTemplate ? new ChatTemplate(info.toolUseTemplate, templateOpts) : template;
+    const single = (s: string) => tokenizer.tokenize(s, { parseSpecial: true }).length === 1;
+    const thinks = single(THINK_MARKERS.open) && single(THINK_MARKERS.close);
+    return new ServedModel(opts.id, opts.model, info, tokenizer, worker, template, toolTemplate, thinks);
+  }
+
+  /** Tokens one request may hold in all: prompt plus reply. */
+  get contextWindow(): number {
+    return this.worker.info.contextPerSequence;
+  }
+
+  /** The dialect object of /v1/models (api.md 8.1). */
+  dialect() {
+    const source = this.info.chatTemplate ?? "";
+    return {
+      enable_thinking: templateReads(source, "enable_thinking"),
+      reasoning_effort: templateReads(source, "reasoning_effort"),
+      reasoning_effort_levels: [] as string[],
+      fim: this.info.fimTokens.prefix !== undefined && this.info.fimTokens.suffix !== undefined && this.info.fimTokens.middle !== undefined,
+      fim_model: false,
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.worker.close();
+    this.tokenizer.free();
+  }
+}

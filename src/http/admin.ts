@@ -1,0 +1,82 @@
+// /health, /props, /slots and /v1/tokenize (api.md 9).
+import * as v from "valibot";
+import type { ModelRegistry } from "../daemon/registry.ts";
+import type { ServedModel } from "../daemon/served-model.ts";
+import { effectiveDefaults, type OperatorSampling } from "../daemon/sampling-resolve.ts";
+import { ApiError } from "./errors.ts";
+import { modelObject } from "./openai/models.ts";
+import { opt, parseWith } from "./validate.ts";
+
+export function health(registry: ModelRegistry) {
+  const n = registry.all().length;
+  return { status: "ok", models_loaded: n, models_known: n };
+}
+
+export function props(registry: ModelRegistry, operator: OperatorSampling, id: string | null) {
+  const model = id ? registry.get(id) : registry.default;
+  const d = effectiveDefaults(operator, model.info.sampling);
+  return {
+    model_alias: model.id,
+    model_path: model.path,
+    default_generation_settings: {
+      n_ctx: model.contextWindow,
+      params: {
+        temperature: d.temperature,
+        top_k: d.topK,
+        top_p: d.topP,
+        min_p: d.minP,
+        repeat_penalty: d.repeatPenalty,
+        presence_penalty: 0,
+        frequency_penalty: 0,
+        n_predict: -1,
+      },
+    },
+    total_slots: model.worker.info.lanes,
+    max_context: model.contextWindow,
+    chat_template: model.info.chatTemplate ?? "",
+    bos_token: model.info.specialTokens.bos ?? null,
+    eos_token: model.info.specialTokens.eos ?? null,
+    kv_cache: { type_k: "f16", type_v: "f16", sequences: model.worker.info.sequences, cells_per_sequence: model.contextWindow },
+    capabilities: modelObject(model).capabilities,
+    build_info: `superfluid (llama.cpp ${model.worker.info.library.path})`,
+  };
+}
+
+/** One aggregate entry in llama.cpp's slot shape, with the engine's live numbers. */
+export async function slots(model: ServedModel) {
+  const { snapshot: s } = await model.worker.stats();
+  return [
+    {
+      id: 0,
+      id_task: -1,
+      n_ctx: s.cellsPerSequence,
+      speculative: false,
+      is_processing: s.activeLanes > 0,
+      lanes: { total: s.lanes, active: s.activeLanes, prefilling: s.prefilling, decoding: s.activeLanes - s.prefilling, queued: s.queued },
+      kv_pool: { sequences: s.sequences, cells_per_sequence: s.cellsPerSequence, cells_total: s.sequences * s.cellsPerSequence, cells_used: s.cellsUsed },
+      tick_plan: { prefill_budget: s.prefillBudget, decode_grant: s.activeLanes - s.prefilling },
+      totals: { ticks: s.ticks, decoded_tokens: s.decodedTokens, prefilled_tokens: s.prefilledTokens, reused_tokens: s.reusedTokens, prefix_copies: s.prefixCopies },
+      rates: { decode_tokens_per_second: s.decodeRate, prefill_tokens_per_second: s.prefillRate },
+      respawns: model.worker.respawns,
+    },
+  ];
+}
+
+const tokenizeSchema = v.looseObject({
+  model: opt(v.string()),
+  content: opt(v.string()),
+  text: opt(v.string()),
+  input: opt(v.string()),
+  add_special: opt(v.boolean()),
+  with_pieces: opt(v.boolean()),
+});
+
+export function tokenize(registry: ModelRegistry, body: unknown) {
+  const req = parseWith(tokenizeSchema, body);
+  const model = req.model ? registry.get(req.model) : registry.default;
+  const text = req.content ?? req.text ?? req.input;
+  if (text === undefined || text === null) throw new ApiError(400, "content is required: the text to tokenize", null, "content");
+  const tokens = model.tokenizer.tokenize(text, { addSpecial: req.add_special ?? false, parseSpecial: true });
+  if (!req.with_pieces) return { tokens };
+  return { tokens: tokens.map((id) => ({ id, piece: Buffer.from(model.tokenizer.tokenBytes(id)).toString("utf8") })) };
+}

@@ -1,0 +1,37 @@
+// The HTTP listener: one Elysia app, OpenAI routes plus /health, /props,
+// /slots. Bodies are read by our own capped reader (parse: "none") so size
+// limits and malformed JSON get OpenAI's envelope.
+import { Elysia } from "elysia";
+import { readJsonBody } from "./body.ts";
+import { ApiError, asApiError } from "./errors.ts";
+import { health, props, slots, tokenize } from "./admin.ts";
+import { chatCompletions } from "./openai/chat.ts";
+import { completions } from "./openai/completions.ts";
+import type { ServerContext } from "./openai/generation.ts";
+import { listModels, modelObject } from "./openai/models.ts";
+
+const retired = () => new ApiError(501, "slot save and restore are retired: sessions are durable on their own", "route_retired");
+
+export function createApp(ctx: ServerContext) {
+  const noParse = { parse: "none" as const };
+  return new Elysia()
+    .onError(({ code, error, request }) => {
+      if (code === "NOT_FOUND") {
+        const path = new URL(request.url).pathname;
+        return new ApiError(404, `no route ${request.method} ${path}`).toResponse();
+      }
+      const api = asApiError(error);
+      if (api.status >= 500) console.error(`superfluid: ${request.method} ${new URL(request.url).pathname}: ${api.message}`);
+      return api.toResponse();
+    })
+    .get("/health", () => health(ctx.registry))
+    .get("/v1/models", () => listModels(ctx.registry))
+    .get("/v1/models/*", ({ params }) => modelObject(ctx.registry.get(decodeURIComponent(params["*"]))))
+    .post("/v1/chat/completions", ({ request }) => chatCompletions(ctx, request), noParse)
+    .post("/v1/completions", ({ request }) => completions(ctx, request), noParse)
+    .post("/v1/tokenize", async ({ request }) => tokenize(ctx.registry, await readJsonBody(request)), noParse)
+    .get("/props", ({ query }) => props(ctx.registry, ctx.operatorSampling, (query as { model?: string }).model ?? null))
+    .get("/slots", () => slots(ctx.registry.default))
+    .post("/slots/:id/save", () => retired().toResponse(), noParse)
+    .post("/slots/:id/restore", () => retired().toResponse(), noParse);
+}

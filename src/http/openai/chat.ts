@@ -1,0 +1,206 @@
+// POST /v1/chat/completions (api.md 5): streaming and not, n choices,
+// logprobs, stop strings, reasoning split out.
+import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
+import { THINK_MARKERS, type ServedModel } from "../../daemon/served-model.ts";
+import type { Generation } from "../../daemon/worker-client.ts";
+import { logAccess, RequestTimer } from "../access-log.ts";
+import { readJsonBody } from "../body.ts";
+import { badRequest } from "../errors.ts";
+import { sseResponse } from "../sse.ts";
+import { parseWith } from "../validate.ts";
+import { buildChatPrompt } from "./chat-prompt.ts";
+import { chatRequestSchema, type ChatRequest } from "./chat-schema.ts";
+import {
+  cancelOnAbort,
+  chatLogprob,
+  checkContext,
+  generateRequest,
+  logitBiasOf,
+  startChoices,
+  type ServerContext,
+} from "./generation.ts";
+import { requestSampling } from "./sampling-fields.ts";
+import { grammarOf } from "./structured.ts";
+
+const ROUTE = "/v1/chat/completions";
+
+function parseChatRequest(body: unknown): ChatRequest {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest("request body must be a JSON object");
+  if (!("model" in body) || (body as { model: unknown }).model === undefined) throw badRequest("you must provide a model parameter", "model");
+  if (!("messages" in body)) throw badRequest("you must provide a messages parameter", "messages");
+  const req = parseWith(chatRequestSchema, body);
+  if (req.top_logprobs !== undefined && req.top_logprobs !== null && !req.logprobs) {
+    throw badRequest("top_logprobs requires logprobs to be true", "top_logprobs");
+  }
+  return req;
+}
+
+function stopsOf(req: ChatRequest): string[] {
+  if (req.stop === undefined || req.stop === null) return [];
+  return (typeof req.stop === "string" ? [req.stop] : req.stop).filter((s) => s.length > 0);
+}
+
+interface Prepared {
+  model: ServedModel;
+  req: ChatRequest;
+  prompt: number[];
+  grammar?: string;
+  startsInReasoning: boolean;
+  id: string;
+  created: number;
+}
+
+function completionId(ctx: ServerContext): string {
+  return `chatcmpl-superfluid-${ctx.nextId()}`;
+}
+
+export async function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
+  const req = parseChatRequest(await readJsonBody(request));
+  const model = ctx.registry.get(req.model);
+  const grammar = grammarOf(req);
+  const { tokens: prompt, startsInReasoning } = buildChatPrompt(model, req);
+  checkContext(model, prompt.length, "messages");
+  const prepared: Prepared = {
+    model,
+    req,
+    prompt,
+    startsInReasoning,
+    ...(grammar ? { grammar } : {}),
+    id: completionId(ctx),
+    created: Math.floor(Date.now() / 1000),
+  };
+  return req.stream ? streamChat(ctx, prepared, request.signal) : completeChat(ctx, prepared, request.signal);
+}
+
+function generationOf(ctx: ServerContext, p: Prepared) {
+  const { req, model } = p;
+  return generateRequest(ctx, model, p.prompt, {
+    sampling: requestSampling(req, logitBiasOf(model, req.logit_bias)),
+    maxTokens: req.max_completion_tokens ?? req.max_tokens ?? undefined,
+    ignoreEos: req.ignore_eos ?? false,
+    ...(req.logprobs ? { logprobs: req.top_logprobs ?? 0 } : {}),
+    ...(p.grammar ? { grammar: p.grammar } : {}),
+  });
+}
+
+function choiceOptions(p: Prepared, stops: string[]) {
+  // A constrained reply is all content: the grammar holds from the first token.
+  const splitsReasoning = p.model.thinks && !p.grammar;
+  return {
+    stops,
+    ...(splitsReasoning ? { reasoning: { ...THINK_MARKERS, startInside: p.startsInReasoning } } : {}),
+  };
+}
+
+function usageOf(promptTokens: number, completionTokens: number, cachedTokens: number) {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+    prompt_tokens_details: { cached_tokens: cachedTokens },
+  };
+}
+
+async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal): Promise<Response> {
+  const timer = new RequestTimer();
+  const live: Generation[] = [];
+  cancelOnAbort(signal, () => live);
+  const generations = await startChoices(p.model, generationOf(ctx, p), p.req.n ?? 1, live);
+  if (signal.aborted) generations.forEach((g) => g.cancel());
+  const stops = stopsOf(p.req);
+  const choices = await Promise.all(
+    generations.map(async (generation, index) => {
+      let content = "";
+      let reasoning = "";
+      const logprobs: ReturnType<typeof chatLogprob>[] = [];
+      const stream = choiceText(p.model.tokenizer, generation, choiceOptions(p, stops));
+      let step = await stream.next();
+      while (!step.done) {
+        const delta: ChoiceDelta = step.value;
+        timer.tokenDelivered();
+        content += delta.content;
+        reasoning += delta.reasoning;
+        for (const l of delta.logprobs ?? []) logprobs.push(chatLogprob(p.model, l.token, l.logprob));
+        step = await stream.next();
+      }
+      const end: ChoiceEnd = step.value;
+      return { index, content, reasoning, logprobs, end };
+    }),
+  ).catch((err) => {
+    generations.forEach((g) => g.cancel());
+    throw err;
+  });
+  const cached = choices[0]!.end.cachedTokens;
+  const completion = choices.reduce((n, c) => n + c.end.completionTokens, 0);
+  logAccess({ status: 200, route: ROUTE, model: p.model.id, prompt: p.prompt.length, cached, completion, finish: choices[0]!.end.finishReason }, timer);
+  return Response.json(
+    {
+      id: p.id,
+      object: "chat.completion",
+      created: p.created,
+      model: p.model.id,
+      choices: choices.map((c) => ({
+        index: c.index,
+        message: {
+          role: "assistant",
+          content: c.content,
+          ...(c.reasoning ? { reasoning_content: c.reasoning } : {}),
+        },
+        logprobs: p.req.logprobs ? { content: c.logprobs } : null,
+        finish_reason: c.end.finishReason,
+      })),
+      usage: usageOf(p.prompt.length, completion, cached),
+      superfluid: { warm: cached },
+    },
+    { headers: { "x-superfluid-warm": String(cached) } },
+  );
+}
+
+async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortSignal): Promise<Response> {
+  const timer = new RequestTimer();
+  const [generation] = await startChoices(p.model, generationOf(ctx, p), 1);
+  cancelOnAbort(requestSignal, () => [generation!]);
+  const chunk = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}, finish: string | null = null, logprobs: unknown = null) => ({
+    id: p.id,
+    object: "chat.completion.chunk",
+    created: p.created,
+    model: p.model.id,
+    choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
+    ...extra,
+  });
+  // Headers go out once the request has a lane, so x-superfluid-warm can carry the exact count.
+  let cachedAtAdmission: number | undefined;
+  let onAdmit!: () => void;
+  const admitted = new Promise<void>((resolve) => (onAdmit = resolve));
+  const stream = choiceText(p.model.tokenizer, generation!, choiceOptions(p, stopsOf(p.req)), (cached) => {
+    cachedAtAdmission = cached;
+    onAdmit();
+  });
+  const continuous = p.req.stream_options?.continuous_usage_stats === true;
+  const firstStep = stream.next();
+  let failedEarly: unknown;
+  await Promise.race([admitted, firstStep.then(() => undefined, (err) => void (failedEarly = err ?? new Error("failed")))]);
+  if (failedEarly) throw failedEarly; // nothing sent yet: a plain error response
+  const headers: Record<string, string> = cachedAtAdmission === undefined ? {} : { "x-superfluid-warm": String(cachedAtAdmission) };
+  return sseResponse(async (sink, signal) => {
+    signal.addEventListener("abort", () => generation!.cancel(), { once: true });
+    sink.send(chunk({ role: "assistant", content: "" }));
+    let step = await firstStep;
+    while (!step.done) {
+      const d: ChoiceDelta = step.value;
+      timer.tokenDelivered();
+      const delta: Record<string, unknown> = {};
+      if (d.reasoning) delta.reasoning_content = d.reasoning;
+      if (d.content) delta.content = d.content;
+      const logprobs = d.logprobs ? { content: d.logprobs.map((l) => chatLogprob(p.model, l.token, l.logprob)) } : null;
+      const usage = continuous ? { usage: usageOf(p.prompt.length, d.completionTokens, cachedAtAdmission ?? 0) } : {};
+      if (Object.keys(delta).length > 0 || logprobs) sink.send(chunk(delta, usage, null, logprobs));
+      step = await stream.next();
+    }
+    const end = step.value;
+    logAccess({ status: 200, route: ROUTE, model: p.model.id, prompt: p.prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, timer);
+    sink.send(
+      chunk({}, { usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens } }, end.finishReason),
+    );
+  }, headers);
+}

@@ -1,0 +1,97 @@
+// What chat and completions share between parsing a request and shaping the
+// reply: the context check, the token cap, logit bias ids, sampling
+// resolution, and starting n choices that share one prefill.
+import type { ModelRegistry } from "../../daemon/registry.ts";
+import type { ServedModel } from "../../daemon/served-model.ts";
+import { resolveSampling, type OperatorSampling, type RequestSampling } from "../../daemon/sampling-resolve.ts";
+import type { Generation, GenerateRequest } from "../../daemon/worker-client.ts";
+import type { TokenLogprob } from "../../engine/logprobs.ts";
+import { ApiError, badRequest } from "../errors.ts";
+
+export interface ServerContext {
+  registry: ModelRegistry;
+  operatorSampling: OperatorSampling;
+  /** --max-tokens: the default cap when a request names none. */
+  maxTokens?: number;
+  /** Counter behind `chatcmpl-superfluid-<n>` ids. */
+  nextId(): number;
+}
+
+/** api.md 4.4: the prompt must leave room in the window. */
+export function checkContext(model: ServedModel, promptTokens: number, param: string): void {
+  if (promptTokens >= model.contextWindow) {
+    throw new ApiError(
+      400,
+      `This model's maximum context length is ${model.contextWindow} tokens. However, your request has ${promptTokens} prompt tokens, leaving no room for a reply. Please shorten the ${param}.`,
+      "context_length_exceeded",
+      param,
+    );
+  }
+}
+
+/** The reply cap: the request's, else --max-tokens, else the rest of the window. */
+export function replyCap(model: ServedModel, promptTokens: number, requested: number | undefined, operatorDefault?: number): number {
+  const room = model.contextWindow - promptTokens;
+  return Math.min(requested ?? operatorDefault ?? room, room);
+}
+
+/** logit_bias keys are token ids of this model's vocabulary. */
+export function logitBiasOf(model: ServedModel, bias: Record<string, number> | null | undefined): Record<number, number> | undefined {
+  if (!bias) return undefined;
+  const out: Record<number, number> = {};
+  for (const [key, value] of Object.entries(bias)) {
+    const id = Number(key);
+    if (!/^\d+$/.test(key) || id >= model.tokenizer.vocabInfo.size) {
+      throw badRequest(`logit_bias: '${key}' is not a token id of this model (0-${model.tokenizer.vocabInfo.size - 1})`, "logit_bias");
+    }
+    out[id] = value;
+  }
+  return out;
+}
+
+export function generateRequest(
+  ctx: ServerContext,
+  model: ServedModel,
+  prompt: number[],
+  opts: { sampling: RequestSampling; maxTokens?: number; ignoreEos?: boolean; logprobs?: number; grammar?: string },
+): GenerateRequest {
+  return {
+    prompt,
+    sampling: resolveSampling(opts.sampling, ctx.operatorSampling, model.info.sampling),
+    maxTokens: replyCap(model, prompt.length, opts.maxTokens, ctx.maxTokens),
+    ignoreEos: opts.ignoreEos ?? false,
+    ...(opts.logprobs === undefined ? {} : { logprobs: opts.logprobs }),
+    ...(opts.grammar === undefined ? {} : { grammar: opts.grammar }),
+  };
+}
+
+/**
+ * Starts n choices of one prompt. The first prefills; the others are sent once
+ * it has, so they copy its KV instead of prefilling again. Each choice gets its
+ * own seed (seed + index) so seeded choices differ yet repeat.
+ */
+export async function startChoices(model: ServedModel, req: GenerateRequest, n: number, live: Generation[] = []): Promise<Generation[]> {
+  const first = model.worker.generate(req);
+  live.push(first);
+  if (n === 1) return live;
+  await first.prefilled;
+  for (let i = 1; i < n; i++) {
+    live.push(model.worker.generate({ ...req, sampling: { ...req.sampling, seed: (req.sampling.seed + i) >>> 0 } }));
+  }
+  return live;
+}
+
+/** Cancels every choice when the client goes away. */
+export function cancelOnAbort(signal: AbortSignal, generations: () => Generation[]): void {
+  if (signal.aborted) generations().forEach((g) => g.cancel());
+  else signal.addEventListener("abort", () => generations().forEach((g) => g.cancel()), { once: true });
+}
+
+/** OpenAI's chat logprob entry for one token. */
+export function chatLogprob(model: ServedModel, token: number, lp: TokenLogprob) {
+  const entry = (t: number, logprob: number) => {
+    const bytes = model.tokenizer.tokenBytes(t);
+    return { token: Buffer.from(bytes).toString("utf8"), logprob, bytes: Array.from(bytes) };
+  };
+  return { ...entry(token, lp.logprob), top_logprobs: lp.top.map(([t, l]) => entry(t, l)) };
+}

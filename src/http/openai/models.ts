@@ -1,0 +1,28 @@
+// GET /v1/models and /v1/models/{model} (api.md 8.1). Ids may contain '/'.
+import { TESTED_LLAMA_RELEASE } from "../../../ffi/abi.ts";
+import type { ModelRegistry } from "../../daemon/registry.ts";
+import type { ServedModel } from "../../daemon/served-model.ts";
+
+export function modelObject(model: ServedModel) {
+  return {
+    id: model.id,
+    object: "model",
+    created: Math.floor(model.loadedAt.getTime() / 1000),
+    owned_by: "superfluid",
+    loaded: true,
+    meta: { n_ctx: model.contextWindow, n_ctx_train: model.info.contextLength ?? null, n_vocab: model.worker.info.vocab.size },
+    architecture: { input_modalities: ["text"] },
+    runtime: { id: "llamacpp", version: `llama.cpp ${TESTED_LLAMA_RELEASE}` },
+    capabilities: {
+      descriptor_version: 1,
+      generate: true,
+      embeddings: "the llamacpp runtime serves no embeddings",
+      media: "the llamacpp runtime has no media path",
+      dialect: model.dialect(),
+    },
+  };
+}
+
+export function listModels(registry: ModelRegistry) {
+  return { object: "list", data: registry.all().map(modelObject) };
+}

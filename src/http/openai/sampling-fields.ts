@@ -1,0 +1,34 @@
+// Sampling fields shared by chat and completions (api.md 5.1-5.2).
+import * as v from "valibot";
+import type { RequestSampling } from "../../daemon/sampling-resolve.ts";
+import { int, num, opt } from "../validate.ts";
+
+export const samplingFields = {
+  temperature: opt(num(0, 2)),
+  top_p: opt(num(0, 1)),
+  top_k: opt(int(0)),
+  min_p: opt(num(0, 1)),
+  seed: opt(v.pipe(v.number(), v.integer("must be a whole number"))),
+  presence_penalty: opt(num(-2, 2)),
+  frequency_penalty: opt(num(-2, 2)),
+  repeat_penalty: opt(num(0, 2)),
+  repetition_penalty: opt(num(0, 2)),
+  ignore_eos: opt(v.boolean()),
+};
+
+type SamplingInput = { [K in keyof typeof samplingFields]?: v.InferOutput<(typeof samplingFields)[K]> };
+
+export function requestSampling(body: SamplingInput, logitBias?: Record<number, number>): RequestSampling {
+  const defined = <T>(x: T | null | undefined) => (x === null ? undefined : x);
+  return {
+    temperature: defined(body.temperature),
+    topP: defined(body.top_p),
+    topK: defined(body.top_k),
+    minP: defined(body.min_p),
+    seed: defined(body.seed),
+    presencePenalty: defined(body.presence_penalty),
+    frequencyPenalty: defined(body.frequency_penalty),
+    repeatPenalty: defined(body.repeat_penalty) ?? defined(body.repetition_penalty),
+    logitBias,
+  };
+}
