@@ -1,6 +1,8 @@
 // Engine benchmark: decode throughput at 1, 2, 4 and 8 lanes through a real
 // worker process, fixed reply length (end-of-generation ignored), beside
 // llama.cpp's own llama-bench on the same model file when its folder is given.
+// Rounds are interleaved (superfluid's lanes, then one llama-bench run, round
+// after round) so machine drift hits both alike; medians are reported.
 //
 //   bun bench/engine.ts [--model PATH] [--tokens 128] [--rounds 3] [--threads N]
 //                       [--llama-bench DIR]   (e.g. ../shared/anchors/llama.cpp)
@@ -41,7 +43,7 @@ async function superfluidRate(worker: WorkerClient, lanes: number, round: number
 function llamaBenchRate(dir: string): number | undefined {
   const exe = join(dir, "llama-bench");
   if (!existsSync(exe)) return undefined;
-  const run = Bun.spawnSync([exe, "-m", model, "-t", String(threads), "-p", "0", "-n", String(replyTokens), "-r", String(rounds), "-o", "json"], {
+  const run = Bun.spawnSync([exe, "-m", model, "-t", String(threads), "-p", "0", "-n", String(replyTokens), "-r", "1", "-o", "json"], {
     env: { ...process.env, LD_LIBRARY_PATH: dir },
     stdout: "pipe",
     stderr: "pipe",
@@ -54,19 +56,20 @@ function llamaBenchRate(dir: string): number | undefined {
   return rows.find((r) => r.n_gen === replyTokens)?.avg_ts;
 }
 
+const benchDir = flag("llama-bench");
 const worker = await WorkerClient.start({ model, maxBatch: 8, maxContext: 1024, threads });
-console.log(`model ${model}\nthreads ${threads}, reply ${replyTokens} tokens, median of ${rounds} rounds\n`);
-const rates: Record<number, number> = {};
+console.log(`model ${model}\nthreads ${threads}, reply ${replyTokens} tokens, median of ${rounds} interleaved rounds\n`);
+const samples: Record<number, number[]> = Object.fromEntries(laneCounts.map((l) => [l, []]));
+const referenceSamples: number[] = [];
 await superfluidRate(worker, 1, 99); // warm-up
-for (const lanes of laneCounts) {
-  const samples: number[] = [];
-  for (let r = 0; r < rounds; r++) samples.push(await superfluidRate(worker, lanes, r));
-  rates[lanes] = median(samples);
+for (let r = 0; r < rounds; r++) {
+  for (const lanes of laneCounts) samples[lanes]!.push(await superfluidRate(worker, lanes, r));
+  const ref = benchDir ? llamaBenchRate(benchDir) : undefined;
+  if (ref !== undefined) referenceSamples.push(ref);
 }
 await worker.close();
-
-const benchDir = flag("llama-bench");
-const reference = benchDir ? llamaBenchRate(benchDir) : undefined;
+const rates = Object.fromEntries(laneCounts.map((l) => [l, median(samples[l]!)]));
+const reference = referenceSamples.length > 0 ? median(referenceSamples) : undefined;
 console.log("| lanes | superfluid tok/s (aggregate) | per lane | vs llama-bench tg |");
 console.log("|---|---|---|---|");
 for (const lanes of laneCounts) {

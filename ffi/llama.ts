@@ -71,7 +71,6 @@ const shimSymbols = {
   sf_batch_new: { args: ["i32"], returns: "ptr" },
   sf_batch_free: { args: ["ptr"], returns: "void" },
   sf_decode: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
-  sf_argmax: { args: ["ptr", "i32", "i32"], returns: "i32" },
   sf_sample_constrained: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32"], returns: "i32" },
 } as const;
 

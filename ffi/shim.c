@@ -228,22 +228,6 @@ int32_t sf_decode(struct llama_context *ctx, llama_batch *b, int32_t n, const ll
     return llama_decode(ctx, *b);
 }
 
-// Greedy pick over one logits row: the highest logit, the lowest id on ties,
-// exactly as llama.cpp's greedy sampler chooses, without building its
-// vocabulary-wide candidate array (1.8 MB per token on a 150k vocabulary).
-int32_t sf_argmax(struct llama_context *ctx, int32_t i, int32_t n_vocab) {
-    const float *logits = llama_get_logits_ith(ctx, i);
-    if (!logits) return -1;
-    int32_t best = 0;
-    float top = logits[0];
-    for (int32_t t = 1; t < n_vocab; t++) {
-        if (logits[t] > top) {
-            top = logits[t];
-            best = t;
-        }
-    }
-    return best;
-}
 
 // The grammar sampler bans a token by setting its logit to -INFINITY.
 #define SF_BANNED(logit) ((logit) < -1e30f)

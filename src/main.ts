@@ -19,8 +19,12 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case "serve":
       return runServe(rest);
-    case "worker":
-      return runWorker(rest);
+    case "worker": {
+      const code = await runWorker(rest);
+      // The IPC channel keeps the process alive: close it so the worker exits.
+      if (process.connected) process.disconnect?.();
+      return code;
+    }
     case "check":
       return runCheck(rest);
     case "version":

@@ -87,6 +87,14 @@ describe("worker link", () => {
     expect(after.tokens).toEqual(reference.tokens);
   });
 
+  test("a request sent just as the worker dies is taken over by its replacement", async () => {
+    const respawns = worker.respawns;
+    process.kill(worker.pid!, "SIGKILL");
+    const result = await worker.generate({ prompt, sampling: GREEDY, maxTokens: 4, ignoreEos: true }).result();
+    expect(result).toMatchObject({ reason: "length", completionTokens: 4 });
+    expect(worker.respawns).toBe(respawns + 1);
+  });
+
   test("a model that cannot load is a start error, not a hang", async () => {
     const started = WorkerClient.start({ model: "/nonexistent/model.gguf", maxBatch: 1, maxContext: 512, threads: 1 });
     await expect(started).rejects.toBeInstanceOf(WorkerStartError);

@@ -59,12 +59,16 @@ export class WorkerStartError extends Error {
 
 export class Generation implements AsyncIterable<GenerationEvent> {
   readonly events = new Channel<GenerationEvent>();
+  /** The worker has given it a lane; before that a dead worker's replacement can take it over. */
+  admitted = false;
   private markPrefilled!: () => void;
   /** Settles once the prompt is prefilled (first token, or the end): sibling choices can then share its KV. */
   readonly prefilled = new Promise<void>((resolve) => (this.markPrefilled = resolve));
 
   constructor(
     readonly id: string,
+    /** The message that starts it, kept to resend when the worker dies before admitting it. */
+    readonly job: Extract<DaemonToWorker, { type: "generate" }>,
     private readonly onCancel: (id: string) => void,
   ) {}
 
@@ -137,9 +141,10 @@ export class WorkerClient {
 
   generate(req: GenerateRequest): Generation {
     const id = randomUUID();
-    const generation = new Generation(id, (gid) => this.sendWhenReady({ type: "cancel", id: gid }));
+    const job = { type: "generate" as const, ...req, id, ignoreEos: req.ignoreEos ?? false };
+    const generation = new Generation(id, job, (gid) => this.sendWhenReady({ type: "cancel", id: gid }));
     this.inflight.set(id, generation);
-    this.sendWhenReady({ type: "generate", ...req, id, ignoreEos: req.ignoreEos ?? false });
+    this.sendWhenReady(job);
     return generation;
   }
 
@@ -175,10 +180,14 @@ export class WorkerClient {
 
   private sendWhenReady(message: DaemonToWorker): void {
     if (!this.ready) this.ready = this.spawn(); // stopped retrying earlier; a new request tries again
+    const proc = this.proc;
     this.ready
       .then(() => this.proc!.send(message))
       .catch((err: Error) => {
-        if (message.type === "generate") this.failOne(message.id, err);
+        if (message.type !== "generate") return;
+        // Sent into a worker that just died: onExit hands it to the replacement.
+        if (proc && proc === this.proc && (proc.killed || proc.exitCode !== null || proc.signalCode !== null)) return;
+        this.failOne(message.id, err);
       });
   }
 
@@ -229,7 +238,12 @@ export class WorkerClient {
 
   private onTick(events: Extract<WorkerToDaemon, { type: "tick" }>): void {
     this.respawnsSinceTick = 0;
-    for (const a of events.admitted) this.inflight.get(a.id)?.events.push({ type: "admitted", cachedTokens: a.cachedTokens });
+    for (const a of events.admitted) {
+      const generation = this.inflight.get(a.id);
+      if (!generation) continue;
+      generation.admitted = true;
+      generation.events.push({ type: "admitted", cachedTokens: a.cachedTokens });
+    }
     // Group this tick's tokens per request, keeping order.
     const perRequest = new Map<string, { tokens: number[]; logprobs?: TokenLogprob[] }>();
     for (const [id, token, logprob] of events.tokens) {
@@ -267,15 +281,23 @@ export class WorkerClient {
   private onExit(proc: Subprocess, code: number | null): void {
     if (this.closing) return;
     const detail = proc.signalCode ? `killed by ${proc.signalCode}` : `exit code ${code}`;
-    for (const id of [...this.inflight.keys()]) this.failOne(id, new WorkerCrashedError(detail));
     this.respawns++;
     this.respawnsSinceTick++;
-    if (this.respawnsSinceTick > MAX_IDLE_RESPAWNS) {
+    const giveUp = this.respawnsSinceTick > MAX_IDLE_RESPAWNS;
+    // Requests that had a lane lose their stream; those still waiting for one
+    // never started, so the new worker takes them over.
+    const waiting: Generation[] = [];
+    for (const [id, generation] of [...this.inflight]) {
+      if (generation.admitted || giveUp) this.failOne(id, new WorkerCrashedError(detail));
+      else waiting.push(generation);
+    }
+    if (giveUp) {
       this.ready = undefined; // the next request starts a worker again
       return;
     }
     this.spawn().catch(() => {
       // A failed restart is retried by onExit or by the next request.
     });
+    for (const generation of waiting) this.sendWhenReady(generation.job);
   }
 }

@@ -259,7 +259,10 @@ export class Engine {
       }
       let chain: SamplerChain;
       try {
-        chain = new SamplerChain(this.model, job.sampling, job.prompt, job.grammar);
+        // ignore_eos never samples an end-of-generation token (as llama.cpp does), except
+        // under a grammar, whose only way to finish is one.
+        const banned = job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : [];
+        chain = new SamplerChain(this.model, job.sampling, job.prompt, job.grammar, banned);
       } catch (err) {
         events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message });
         continue;
@@ -369,7 +372,7 @@ export class Engine {
         this.finish(events, lane, "error", (err as Error).message);
         continue;
       }
-      if (!lane.job.ignoreEos && vocab.isEog(token)) {
+      if ((!lane.job.ignoreEos || lane.job.grammar !== undefined) && vocab.isEog(token)) {
         this.finish(events, lane, "stop");
         continue;
       }

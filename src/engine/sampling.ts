@@ -4,7 +4,7 @@
 // llama.cpp's own argmax.
 import type { Pointer } from "bun:ffi";
 import { cstr, handle, type NativeHandle } from "../../ffi/llama.ts";
-import type { LlamaModel } from "./model.ts";
+import { floatView, type LlamaModel } from "./model.ts";
 
 export interface SamplingSpec {
   temperature: number;
@@ -18,6 +18,40 @@ export interface SamplingSpec {
   frequencyPenalty: number;
   /** token id -> additive bias (-Infinity bans a token). */
   logitBias?: Record<number, number>;
+}
+
+/**
+ * The highest logit, the lowest id on ties: exactly llama.cpp's greedy choice,
+ * without building its vocabulary-wide candidate array. A plain JIT-compiled
+ * loop over the zero-copy row (~60 us on 150k floats) beats the same loop
+ * compiled by TinyCC (~105 us) and the candidate array (~110 us).
+ */
+export function argmax(row: Float32Array, banned?: ReadonlySet<number>): number {
+  let best = -1;
+  let top = -Infinity;
+  for (let t = 0; t < row.length; t++) {
+    const v = row[t]!;
+    if (v > top) {
+      top = v;
+      best = t;
+    }
+  }
+  if (!banned?.has(best)) return best;
+  // Rare: the best token is banned. Scan again without the banned ones.
+  best = -1;
+  top = -Infinity;
+  for (let t = 0; t < row.length; t++) {
+    const v = row[t]!;
+    if (v > top && !banned.has(t)) {
+      top = v;
+      best = t;
+    }
+  }
+  return best;
+}
+
+function logitsRow(model: LlamaModel, context: Pointer, i: number): Float32Array {
+  return floatView(handle(model.llama.api.llama_get_logits_ith(context, i), `logits for batch index ${i}`), model.vocabInfo.size);
 }
 
 export class GrammarError extends Error {
@@ -46,8 +80,10 @@ export class SamplerChain {
   readonly handle: Pointer;
   /** llama.cpp's grammar sampler when the request is constrained (kept out of the chain: see sample()). */
   private readonly grammar?: Pointer;
-  /** Plain argmax with nothing before it: sampled by the shim without the chain. */
+  /** Plain argmax with nothing before it: taken straight from the logits row, without the chain. */
   private readonly plainGreedy: boolean;
+  /** Tokens never chosen (end-of-generation under ignore_eos, as llama.cpp does). */
+  private readonly banned: ReadonlySet<number>;
   private freed = false;
 
   /** Throws GrammarError when `grammar` (GBNF, root rule `root`) does not compile in llama.cpp. */
@@ -56,7 +92,9 @@ export class SamplerChain {
     spec: SamplingSpec,
     promptTail: number[] = [],
     grammar?: string,
+    banned: number[] = [],
   ) {
+    this.banned = new Set(banned);
     const { api, shim } = model.llama;
     if (grammar !== undefined) {
       const g = api.llama_sampler_init_grammar(model.vocab, cstr(grammar), cstr("root"));
@@ -72,6 +110,8 @@ export class SamplerChain {
     };
     const bias = Object.entries(spec.logitBias ?? {});
     this.plainGreedy = spec.temperature <= 0 && bias.length === 0 && !hasPenalties(spec) && grammar === undefined;
+    // The plain greedy path skips banned tokens itself; a chain bans them with the bias sampler.
+    if (!this.plainGreedy) for (const t of this.banned) bias.push([String(t), -Infinity]);
     if (bias.length > 0) {
       // llama_logit_bias is { int32 token; float bias; }: 8 bytes each.
       const buf = new ArrayBuffer(bias.length * 8);
@@ -108,11 +148,7 @@ export class SamplerChain {
 
   /** Samples from the logits at batch index `i` of the last decode and records the choice. */
   sample(context: Pointer, i: number): number {
-    if (this.plainGreedy) {
-      const token = this.model.llama.shim.sf_argmax(context, i, this.model.vocabInfo.size);
-      if (token < 0) throw new Error(`no logits for batch index ${i}`);
-      return token;
-    }
+    if (this.plainGreedy) return argmax(logitsRow(this.model, context, i), this.banned);
     if (this.grammar) {
       const { shim } = this.model.llama;
       const token = shim.sf_sample_constrained(context, i, this.handle, this.grammar, this.model.candidateScratch(), this.model.vocabInfo.size);

@@ -32,7 +32,17 @@ function parseChatRequest(body: unknown): ChatRequest {
   if (req.top_logprobs !== undefined && req.top_logprobs !== null && !req.logprobs) {
     throw badRequest("top_logprobs requires logprobs to be true", "top_logprobs");
   }
+  refuseUndeclaredToolChoice(req);
   return req;
+}
+
+/** api.md 5.3: a forced tool_choice must name a declared function. */
+function refuseUndeclaredToolChoice(req: ChatRequest): void {
+  const choice = req.tool_choice as { type?: unknown; function?: { name?: unknown } } | undefined | null;
+  const name = choice?.type === "function" ? choice.function?.name : undefined;
+  if (typeof name !== "string") return;
+  const declared = (req.tools ?? []).map((t) => t.function?.name);
+  if (!declared.includes(name)) throw badRequest(`tool_choice names the function '${name}', which is not declared in tools`, "tool_choice");
 }
 
 function stopsOf(req: ChatRequest): string[] {

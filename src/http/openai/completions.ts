@@ -31,14 +31,22 @@ function parseCompletion(body: unknown): CompletionRequest {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest("request body must be a JSON object");
   if ((body as { model?: unknown }).model === undefined) throw badRequest("you must provide a model parameter", "model");
   if ((body as { prompt?: unknown }).prompt === undefined) throw badRequest("you must provide a prompt parameter", "prompt");
-  const req = parseWith(completionSchema, body);
-  if (req.suffix !== undefined && req.suffix !== null) {
-    throw new ApiError(400, "suffix (fill-in-the-middle) is not served by this build yet", "unsupported_parameter", "suffix");
+  return parseWith(completionSchema, body);
+}
+
+/** api.md 6: suffix means fill-in-the-middle; a model without FIM tokens refuses it. */
+function refuseFim(model: ServedModel, req: CompletionRequest): void {
+  if (req.suffix === undefined || req.suffix === null) return;
+  if (!model.dialect().fim) {
+    throw new ApiError(400, `model '${model.id}' has no fill-in-the-middle tokens and no --fim-model is set`, "fim_unsupported", "suffix");
   }
+  throw new ApiError(400, "suffix (fill-in-the-middle) is not served by this build yet", "unsupported_parameter", "suffix");
+}
+
+function refuseEchoLogprobs(req: CompletionRequest): void {
   if (req.echo && req.logprobs !== undefined && req.logprobs !== null) {
     throw new ApiError(400, "echo with logprobs needs prompt logprobs, which this server does not compute", "unsupported_parameter", "echo");
   }
-  return req;
 }
 
 /** OpenAI's legacy logprobs shape, accumulated over a reply. */
@@ -77,6 +85,8 @@ class LegacyLogprobs {
 export async function completions(ctx: ServerContext, request: Request): Promise<Response> {
   const req = parseCompletion(await readJsonBody(request));
   const model = ctx.registry.get(req.model);
+  refuseFim(model, req);
+  refuseEchoLogprobs(req);
   const prompt = model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
   checkContext(model, prompt.length, "prompt");
   const wantLogprobs = req.logprobs !== undefined && req.logprobs !== null;
