@@ -61,9 +61,11 @@ const worker = await WorkerClient.start({ model, maxBatch: 8, maxContext: 1024, 
 console.log(`model ${model}\nthreads ${threads}, reply ${replyTokens} tokens, median of ${rounds} interleaved rounds\n`);
 const samples: Record<number, number[]> = Object.fromEntries(laneCounts.map((l) => [l, []]));
 const referenceSamples: number[] = [];
-await superfluidRate(worker, 1, 99); // warm-up
 for (let r = 0; r < rounds; r++) {
-  for (const lanes of laneCounts) samples[lanes]!.push(await superfluidRate(worker, lanes, r));
+  for (const lanes of laneCounts) {
+    await superfluidRate(worker, lanes, 1000 + r); // warm-up, as llama-bench does before each run
+    samples[lanes]!.push(await superfluidRate(worker, lanes, r));
+  }
   const ref = benchDir ? llamaBenchRate(benchDir) : undefined;
   if (ref !== undefined) referenceSamples.push(ref);
 }

@@ -2,8 +2,8 @@
 // by-value shim (shim.c) compiled by Bun's TinyCC and linked to the same library.
 import { cc, dlopen, type Pointer } from "bun:ffi";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { basename, join } from "node:path";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import shimSourcePath from "./shim.c" with { type: "file" };
 import { ABI_PROBE_SLOTS, abiMismatches, LlamaAbiError } from "./abi.ts";
 import { locateLibrary, type LibraryLocation } from "./locate.ts";
@@ -23,6 +23,8 @@ const llamaSymbols = {
   llama_n_ubatch: { args: ["ptr"], returns: "u32" },
   llama_n_seq_max: { args: ["ptr"], returns: "u32" },
   llama_set_n_threads: { args: ["ptr", "i32", "i32"], returns: "void" },
+  llama_attach_threadpool: { args: ["ptr", "ptr", "ptr"], returns: "void" },
+  llama_detach_threadpool: { args: ["ptr"], returns: "void" },
   llama_get_memory: { args: ["ptr"], returns: "ptr" },
   llama_memory_clear: { args: ["ptr", "bool"], returns: "void" },
   llama_memory_seq_rm: { args: ["ptr", "i32", "i32", "i32"], returns: "bool" },
@@ -72,6 +74,8 @@ const shimSymbols = {
   sf_batch_free: { args: ["ptr"], returns: "void" },
   sf_decode: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
   sf_sample_constrained: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32"], returns: "i32" },
+  sf_sample_masked: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32"], returns: "i32" },
+  sf_grammar_allows: { args: ["ptr", "i32"], returns: "bool" },
 } as const;
 
 const ggmlSymbols = {
@@ -92,13 +96,32 @@ function compileShim(loc: LibraryLocation) {
     mkdirSync(dir, { recursive: true });
     writeFileSync(file, source);
   }
-  const libName = basename(loc.llama).replace(/^lib/, "").replace(/\.(so|dylib|dll)$/, "");
+  const link = linkableLibrary(loc.llama, dir);
   return cc({
     source: file,
-    library: [libName],
-    flags: [`-L${loc.dir}`],
+    library: [link.name],
+    flags: [`-L${link.dir}`],
     symbols: shimSymbols,
   }).symbols;
+}
+
+/**
+ * TinyCC links `-lNAME` as libNAME.so (or .dylib): a library file named
+ * otherwise (libllama.so.0) is linked through a symlink with that name.
+ */
+function linkableLibrary(path: string, cache: string): { dir: string; name: string } {
+  const file = basename(path);
+  const plain = /^lib(.+)\.(so|dylib)$/.exec(file);
+  if (plain) return { dir: dirname(path), name: plain[1]! };
+  if (process.platform === "win32") return { dir: dirname(path), name: file.replace(/\.dll$/, "") };
+  const ext = process.platform === "darwin" ? "dylib" : "so";
+  const dir = join(cache, `link-${createHash("sha256").update(path).digest("hex").slice(0, 16)}`);
+  const target = join(dir, `libllama.${ext}`);
+  if (!existsSync(target)) {
+    mkdirSync(dir, { recursive: true });
+    symlinkSync(path, target);
+  }
+  return { dir, name: "llama" };
 }
 
 export type LlamaApi = ReturnType<typeof openLlama>;

@@ -27,8 +27,9 @@ export function platformPackage(platform = process.platform, arch = process.arch
   throw new Error(`superfluid has no prebuilt libllama for ${platform}-${arch}; set SUPERFLUID_LLAMA_LIB to your own build`);
 }
 
-const LLAMA_FILE = /^(lib)?llama(\.v[\d.]+)?\.(so|dylib|dll)$/;
-const GGML_FILE = /^(lib)?ggml(\.v[\d.]+)?\.(so|dylib|dll)$/;
+// libllama.so, libllama.so.0, libllama.v0.4.0.so, libllama.dylib, llama.dll, ...
+const LLAMA_FILE = /^(lib)?llama(\.v[\d.]+)?(\.\d+)*\.(so|dylib|dll)(\.\d+)*$/;
+const GGML_FILE = /^(lib)?ggml(\.v[\d.]+)?(\.\d+)*\.(so|dylib|dll)(\.\d+)*$/;
 
 function findIn(dir: string, pattern: RegExp): string | undefined {
   const name = readdirSync(dir).find((f) => pattern.test(f));

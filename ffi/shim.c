@@ -240,7 +240,38 @@ static void sf_fill_candidates(const float *logits, llama_token_data *cand, int3
     }
 }
 
-// Grammar-constrained sampling, fast path first: sample with the lane's chain
+// Whether the grammar accepts `token` next: the grammar sampler applied to a
+// one-candidate array (cheap, whatever the vocabulary size).
+bool sf_grammar_allows(struct llama_sampler *grammar, llama_token token) {
+    llama_token_data single = { token, 1.0f, 0.0f };
+    llama_token_data_array one = { &single, 1, -1, false };
+    llama_sampler_apply(grammar, &one);
+    return !SF_BANNED(single.logit);
+}
+
+// The slow path: the grammar masks the whole vocabulary, then the chain picks
+// among what is left; both accept the choice. Returns -1 when nothing is left.
+int32_t sf_sample_masked(struct llama_context *ctx, int32_t i, struct llama_sampler *chain,
+                         struct llama_sampler *grammar, llama_token_data *scratch, int32_t n_vocab) {
+    const float *logits = llama_get_logits_ith(ctx, i);
+    if (!logits) return -1;
+    sf_fill_candidates(logits, scratch, n_vocab);
+    llama_token_data_array all = { scratch, (size_t)n_vocab, -1, false };
+    llama_sampler_apply(grammar, &all);
+    bool any = false;
+    for (size_t k = 0; k < all.size; k++) {
+        if (!SF_BANNED(all.data[k].logit)) { any = true; break; }
+    }
+    if (!any) return -1;
+    llama_sampler_apply(chain, &all);
+    if (all.selected < 0 || all.selected >= (int64_t)all.size) return -1;
+    llama_token token = all.data[all.selected].id;
+    llama_sampler_accept(grammar, token);
+    llama_sampler_accept(chain, token);
+    return token;
+}
+
+// Grammar-constrained sampling for a chain with state (penalties), fast path first: sample with the lane's chain
 // as if unconstrained, then ask the grammar about that one token; only when it
 // is rejected is the grammar applied to the whole vocabulary (the expensive
 // part on a 150k vocabulary) and the chain run again. The chosen token is then
@@ -255,23 +286,7 @@ int32_t sf_sample_constrained(struct llama_context *ctx, int32_t i, struct llama
     llama_sampler_apply(chain, &cur);
     if (cur.selected < 0 || cur.selected >= (int64_t)cur.size) return -1;
     llama_token token = cur.data[cur.selected].id;
-
-    llama_token_data single = { token, 1.0f, 0.0f };
-    llama_token_data_array one = { &single, 1, -1, false };
-    llama_sampler_apply(grammar, &one);
-    if (SF_BANNED(single.logit)) {
-        sf_fill_candidates(logits, scratch, n_vocab);
-        llama_token_data_array all = { scratch, (size_t)n_vocab, -1, false };
-        llama_sampler_apply(grammar, &all);
-        bool any = false;
-        for (size_t k = 0; k < all.size; k++) {
-            if (!SF_BANNED(all.data[k].logit)) { any = true; break; }
-        }
-        if (!any) return -1;
-        llama_sampler_apply(chain, &all);
-        if (all.selected < 0 || all.selected >= (int64_t)all.size) return -1;
-        token = all.data[all.selected].id;
-    }
+    if (!sf_grammar_allows(grammar, token)) return sf_sample_masked(ctx, i, chain, grammar, scratch, n_vocab);
     llama_sampler_accept(grammar, token);
     llama_sampler_accept(chain, token);
     return token;

@@ -3,6 +3,7 @@
 // thin, synchronous wrapper: the policy lives in engine.ts.
 import type { Pointer } from "bun:ffi";
 import { handle } from "../../ffi/llama.ts";
+import { threadpoolApi } from "../../ffi/threadpool.ts";
 import type { LlamaModel } from "./model.ts";
 import { floatView } from "./model.ts";
 
@@ -30,6 +31,7 @@ export class LlamaContext {
   readonly cellsPerSequence: number;
   readonly batchSize: number;
   private readonly batch: Pointer;
+  private readonly threadpool: Pointer;
   // Flat per-token arrays handed to sf_decode; reused every tick.
   private readonly tokens: Int32Array;
   private readonly positions: Int32Array;
@@ -59,6 +61,8 @@ export class LlamaContext {
     this.cellsPerSequence = api.llama_n_ctx_seq(this.handle);
     this.batchSize = api.llama_n_batch(this.handle);
     this.batch = handle(shim.sf_batch_new(this.batchSize), "batch (out of memory)");
+    this.threadpool = threadpoolApi(model.llama).create(opts.threads);
+    api.llama_attach_threadpool(this.handle, this.threadpool, this.threadpool);
     this.tokens = new Int32Array(this.batchSize);
     this.positions = new Int32Array(this.batchSize);
     this.seqIds = new Int32Array(this.batchSize);
@@ -109,14 +113,12 @@ export class LlamaContext {
     api.llama_memory_seq_rm(this.memory, dst, length, -1);
   }
 
-  setThreads(n: number): void {
-    this.model.llama.api.llama_set_n_threads(this.handle, n, n);
-  }
-
   free(): void {
     if (this.freed) return;
     this.freed = true;
     this.model.llama.shim.sf_batch_free(this.batch);
+    this.model.llama.api.llama_detach_threadpool(this.handle);
     this.model.llama.api.llama_free(this.handle);
+    threadpoolApi(this.model.llama).free(this.threadpool);
   }
 }

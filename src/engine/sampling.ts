@@ -82,6 +82,8 @@ export class SamplerChain {
   private readonly grammar?: Pointer;
   /** Plain argmax with nothing before it: taken straight from the logits row, without the chain. */
   private readonly plainGreedy: boolean;
+  /** No sampler in the chain keeps state on accept (no penalties): see sample(). */
+  private readonly stateless: boolean;
   /** Tokens never chosen (end-of-generation under ignore_eos, as llama.cpp does). */
   private readonly banned: ReadonlySet<number>;
   private freed = false;
@@ -95,6 +97,7 @@ export class SamplerChain {
     banned: number[] = [],
   ) {
     this.banned = new Set(banned);
+    this.stateless = !hasPenalties(spec);
     const { api, shim } = model.llama;
     if (grammar !== undefined) {
       const g = api.llama_sampler_init_grammar(model.vocab, cstr(grammar), cstr("root"));
@@ -149,13 +152,34 @@ export class SamplerChain {
   /** Samples from the logits at batch index `i` of the last decode and records the choice. */
   sample(context: Pointer, i: number): number {
     if (this.plainGreedy) return argmax(logitsRow(this.model, context, i), this.banned);
-    if (this.grammar) {
-      const { shim } = this.model.llama;
-      const token = shim.sf_sample_constrained(context, i, this.handle, this.grammar, this.model.candidateScratch(), this.model.vocabInfo.size);
-      if (token < 0) throw new GrammarError("the grammar allows no further token");
-      return token;
-    }
+    if (this.grammar) return this.sampleConstrained(context, i, this.grammar);
     return this.model.llama.api.llama_sampler_sample(this.handle, context, i);
+  }
+
+  /**
+   * Fast path first: pick as if unconstrained, ask the grammar about that one
+   * token, and mask the whole vocabulary only when it is refused. A stateless
+   * chain picks with llama_sampler_sample (its own optimized candidate fill;
+   * the accept it does is a no-op); a chain with penalties must not accept a
+   * refused token, so the shim runs the chain on candidates it fills itself.
+   */
+  private sampleConstrained(context: Pointer, i: number, grammar: Pointer): number {
+    const { api, shim } = this.model.llama;
+    const scratch = this.model.candidateScratch();
+    const n = this.model.vocabInfo.size;
+    let token: number;
+    if (this.stateless) {
+      const guess = api.llama_sampler_sample(this.handle, context, i);
+      if (shim.sf_grammar_allows(grammar, guess)) {
+        api.llama_sampler_accept(grammar, guess);
+        return guess;
+      }
+      token = shim.sf_sample_masked(context, i, this.handle, grammar, scratch, n);
+    } else {
+      token = shim.sf_sample_constrained(context, i, this.handle, grammar, scratch, n);
+    }
+    if (token < 0) throw new GrammarError("the grammar allows no further token");
+    return token;
   }
 
   free(): void {
