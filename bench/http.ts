@@ -14,6 +14,7 @@
 // Every request has a timeout (--timeout seconds) and the whole run stops by
 // itself after --deadline seconds, printing what it measured so far.
 import { writeFileSync } from "node:fs";
+import { uniform } from "../src/fixtures/prng.ts";
 
 // ---------------------------------------------------------------- arguments
 
@@ -162,22 +163,11 @@ const WORDS = [
   "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "million",
 ];
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 let promptCounter = 0;
 function makePrompts(n: number): string[] {
   return Array.from({ length: n }, () => {
     const id = promptCounter++;
-    const rand = mulberry32(0x9e3779b9 ^ Math.imul(id + 1, 0x85ebca6b));
+    const rand = uniform(0x9e3779b9 ^ Math.imul(id + 1, 0x85ebca6b));
     const words = [LEADS[id % LEADS.length]!, WORDS[Math.floor(id / LEADS.length) % WORDS.length]!];
     while (words.length < promptWords) words.push(WORDS[Math.floor(rand() * WORDS.length)]!);
     return words.slice(0, promptWords).join(" ");

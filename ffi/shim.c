@@ -271,12 +271,12 @@ int32_t sf_sample_masked(struct llama_context *ctx, int32_t i, struct llama_samp
     return token;
 }
 
-// Grammar-constrained sampling for a chain with state (penalties), fast path first: sample with the lane's chain
-// as if unconstrained, then ask the grammar about that one token; only when it
-// is rejected is the grammar applied to the whole vocabulary (the expensive
-// part on a 150k vocabulary) and the chain run again. The chosen token is then
-// accepted by both. `scratch` holds n_vocab candidates. Returns -1 when the
-// grammar allows no token at all.
+// Grammar-constrained sampling for a chain with state (penalties), fast path
+// first: run the lane's chain as if unconstrained (without accepting), then ask
+// the grammar about that one token; only when it is rejected is the grammar
+// applied to the whole vocabulary (the expensive part on a 150k vocabulary) and
+// the chain run again. The chosen token is then accepted by both. `scratch`
+// holds n_vocab candidates. Returns -1 when the grammar allows no token at all.
 int32_t sf_sample_constrained(struct llama_context *ctx, int32_t i, struct llama_sampler *chain,
                               struct llama_sampler *grammar, llama_token_data *scratch, int32_t n_vocab) {
     const float *logits = llama_get_logits_ith(ctx, i);

@@ -139,6 +139,15 @@ describe("engine", () => {
     expect(out.get(b.id)).toEqual(secondAlone);
   });
 
+  test("lanes sit on neighbouring KV buffers, so a decode step spans only as many as are live", () => {
+    // Spread recent use over every sequence first (least-recently-used order alone would scatter lanes).
+    for (let i = 0; i < 12; i++) runAll([job(coldPrompt(`warm-up ${i}`), { maxTokens: 1 })]);
+    for (const j of Array.from({ length: 4 }, (_, i) => job(coldPrompt(`lane ${i}`), { maxTokens: 50 }))) engine.submit(j);
+    engine.tick();
+    expect(engine.snapshot()).toMatchObject({ activeLanes: 4, liveSpan: 4 });
+    while (engine.hasWork()) engine.tick();
+  });
+
   test("a prompt that does not fit the context fails that request only", () => {
     const huge = Array.from({ length: 1100 }, () => 300);
     const { ticks } = runAll([job(huge)]);

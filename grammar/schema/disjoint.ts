@@ -7,7 +7,7 @@ import { SchemaError } from "./errors.ts";
 import { type JsonType, JSON_TYPES } from "./keywords.ts";
 import { type Norm, isTrivial, normalize } from "./normalize.ts";
 import { cmpDec } from "./numbers.ts";
-import { objectShape } from "./emit.ts";
+import { objectShape, propertyParts } from "./emit.ts";
 import { jsonTypeOf, valueMatches } from "./validate.ts";
 
 /** Types the compiler generates for this schema ("integer" folded into "number"). */
@@ -28,20 +28,6 @@ function acceptedTypes(n: Norm): Set<string> {
 
 function matchesAll(v: unknown, n: Norm, ctx: Ctx): boolean {
   return n.flat.every((p) => valueMatches(v, p.schema, p.path, ctx));
-}
-
-/** The parts constraining property `key`, or null if the schema forbids it. */
-function propertyParts(n: Norm, key: string): Part[] | null {
-  const out: Part[] = [];
-  for (const o of n.objects) {
-    const p = o.properties.get(key);
-    if (p) {
-      if (p.schema === false) return null;
-      out.push(p);
-    } else if (o.additional === false) return null;
-    else if (o.additional !== undefined && o.additional !== true) out.push(o.additional);
-  }
-  return out;
 }
 
 function required(n: Norm): Set<string> {

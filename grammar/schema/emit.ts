@@ -164,7 +164,7 @@ function emitString(n: Norm, hint: string, ctx: Ctx): Expr {
 // --- objects -----------------------------------------------------------------
 
 /** The parts constraining property `key`, or null if the schema forbids it. */
-function propertyParts(n: Norm, key: string): Part[] | null {
+export function propertyParts(n: Norm, key: string): Part[] | null {
   const out: Part[] = [];
   for (const o of n.objects) {
     const p = o.properties.get(key);

@@ -64,6 +64,8 @@ export interface EngineSnapshot {
   sequences: number;
   cellsPerSequence: number;
   cellsUsed: number;
+  /** KV buffers a decode step spans: from the lowest live sequence to the highest. */
+  liveSpan: number;
   prefillBudget: number;
   ticks: number;
   decodedTokens: number;
@@ -97,6 +99,9 @@ interface Lane {
   next?: number;
   cancelled: boolean;
 }
+
+/** Shorter shared prefixes than this do not decide where a prompt runs (they save too little). */
+const MIN_PREFIX_REUSE = 16;
 
 /** Sequence count for a lane count (features.md 2.1: lanes + 2, within [4, 256]). */
 export function sequencesFor(lanes: number): number {
@@ -147,10 +152,16 @@ export class Engine {
       sequences: this.sequences.length,
       cellsPerSequence: this.context.cellsPerSequence,
       cellsUsed: this.sequences.reduce((n, s) => n + s.tokens.length, 0),
+      liveSpan: this.liveSpan(),
       prefillBudget: this.opts.prefillBudget,
       ...this.stats,
       ...this.rates(),
     };
+  }
+
+  private liveSpan(): number {
+    const live = [...this.lanes].map((l) => l.seq.index);
+    return live.length === 0 ? 0 : Math.max(...live) - Math.min(...live) + 1;
   }
 
   private rates(): { decodeRate: number; prefillRate: number } {
@@ -289,34 +300,43 @@ export class Engine {
    * any sequence holds: in place when a free sequence has it, else copied from
    * the live lane's sequence that does. At least the prompt's last token is
    * always prefilled, since sampling needs its logits.
+   *
+   * Where no worthwhile prefix decides, the sequence that keeps the live lanes'
+   * indices closest together wins (then the least recently used): a decode
+   * step spans every KV buffer from the lowest live sequence to the highest,
+   * so four lanes spread over ten buffers cost as much as ten.
    */
   private seatFor(prompt: number[]): { seq: KvSequence; cached: number } {
     const reusable = prompt.length - 1;
-    let bestFree: KvSequence | undefined;
-    let bestFreeLen = -1;
-    let bestBusy: KvSequence | undefined;
-    let bestBusyLen = 0;
-    for (const seq of this.sequences) {
-      const len = commonPrefix(seq.tokens, prompt, reusable);
-      if (seq.lane) {
-        if (len > bestBusyLen) [bestBusy, bestBusyLen] = [seq, len];
-      } else if (len > bestFreeLen || (len === bestFreeLen && seq.lastUsed < bestFree!.lastUsed)) {
-        [bestFree, bestFreeLen] = [seq, len];
-      }
-    }
+    const live = this.sequences.filter((s) => s.lane).map((s) => s.index);
+    const low = Math.min(...live);
+    const high = Math.max(...live);
+    const span = (i: number) => (live.length === 0 ? 0 : Math.max(high, i) - Math.min(low, i));
+    const worth = (len: number) => (len >= MIN_PREFIX_REUSE ? len : 0);
+    const free = this.sequences
+      .filter((s) => !s.lane)
+      .map((seq) => ({ seq, len: commonPrefix(seq.tokens, prompt, reusable) }))
+      .sort((a, b) => worth(b.len) - worth(a.len) || span(a.seq.index) - span(b.seq.index) || a.seq.lastUsed - b.seq.lastUsed);
     // lanes + 2 sequences: with at most `lanes` live lanes a free one always exists.
-    const seq = bestFree!;
-    if (bestBusy && bestBusyLen > bestFreeLen) {
-      this.context.copyPrefix(bestBusy.index, seq.index, bestBusyLen);
-      seq.tokens = bestBusy.tokens.slice(0, bestBusyLen);
-      this.stats.prefixCopies++;
-      this.stats.reusedTokens += bestBusyLen;
-      return { seq, cached: bestBusyLen };
+    const { seq, len } = free[0]!;
+    let donor: KvSequence | undefined;
+    let donorLen = 0;
+    for (const s of this.sequences) {
+      if (!s.lane) continue;
+      const l = commonPrefix(s.tokens, prompt, reusable);
+      if (l > donorLen) [donor, donorLen] = [s, l];
     }
-    this.context.truncate(seq.index, bestFreeLen);
-    seq.tokens.length = bestFreeLen;
-    this.stats.reusedTokens += bestFreeLen;
-    return { seq, cached: bestFreeLen };
+    if (donor && worth(donorLen) > worth(len)) {
+      this.context.copyPrefix(donor.index, seq.index, donorLen);
+      seq.tokens = donor.tokens.slice(0, donorLen);
+      this.stats.prefixCopies++;
+      this.stats.reusedTokens += donorLen;
+      return { seq, cached: donorLen };
+    }
+    this.context.truncate(seq.index, len);
+    seq.tokens.length = len;
+    this.stats.reusedTokens += len;
+    return { seq, cached: len };
   }
 
   /** Stages decode tokens first, then prompt chunks shortest-remaining-first within the budget. */

@@ -214,7 +214,12 @@ describe("/v1/completions", () => {
     expect(sse.events.map((e) => e.choices[0].text).join("")).toBe(ref.json.choices[0].text);
     const lp = sse.events.map((e) => e.choices[0].logprobs).filter(Boolean);
     expect(lp.flatMap((l: any) => l.tokens)).toEqual(ref.json.choices[0].logprobs.tokens);
-    expect(lp.flatMap((l: any) => l.token_logprobs)).toEqual(ref.json.choices[0].logprobs.token_logprobs);
+    // The second run may reuse the first's KV (a different prefill shape), which
+    // moves logits in the last bits (features.md 3.6): compare to 1e-3.
+    const streamed = lp.flatMap((l: any) => l.token_logprobs) as number[];
+    const whole = ref.json.choices[0].logprobs.token_logprobs as number[];
+    expect(streamed.length).toBe(whole.length);
+    streamed.forEach((v, i) => expect(v).toBeCloseTo(whole[i]!, 3));
     expect(lp.flatMap((l: any) => l.text_offset)).toEqual(ref.json.choices[0].logprobs.text_offset);
     const last = sse.events.at(-1);
     expect(last.choices[0].finish_reason).toBe("length");

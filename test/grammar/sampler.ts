@@ -6,17 +6,9 @@
 
 import type { Expr, Grammar } from "../../grammar/gbnf/ast.ts";
 
-/** mulberry32: small, seedable, good enough for tests. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32 floats in [0, 1): small, seedable, good enough for tests (the fixtures' generator). */
+export { uniform as rng } from "../../src/fixtures/prng.ts";
+import { uniform as rng } from "../../src/fixtures/prng.ts";
 
 // Characters tried for negated classes and `.`: plenty of JSON-relevant ones.
 const POOL = [..." aZz09_-.:/\\\"'{}[],@#%+~\t\n\r\u0001\u001f\u007féß中😀\u2028"].map((c) => c.codePointAt(0)!);
