@@ -139,12 +139,12 @@ describe("engine", () => {
     expect(out.get(b.id)).toEqual(secondAlone);
   });
 
-  test("lanes sit on neighbouring KV buffers, so a decode step spans only as many as are live", () => {
-    // Spread recent use over every sequence first (least-recently-used order alone would scatter lanes).
+  test("without a prefix to reuse, lanes take the lowest KV buffers (decode steps cost more higher up)", () => {
+    // Use every sequence first, so least-recently-used order would pick high ones.
     for (let i = 0; i < 12; i++) runAll([job(coldPrompt(`warm-up ${i}`), { maxTokens: 1 })]);
     for (const j of Array.from({ length: 4 }, (_, i) => job(coldPrompt(`lane ${i}`), { maxTokens: 50 }))) engine.submit(j);
     engine.tick();
-    expect(engine.snapshot()).toMatchObject({ activeLanes: 4, liveSpan: 4 });
+    expect(engine.snapshot()).toMatchObject({ activeLanes: 4, liveSequences: [0, 1, 2, 3] });
     while (engine.hasWork()) engine.tick();
   });
 

@@ -53,7 +53,7 @@ export async function slots(model: ServedModel) {
       speculative: false,
       is_processing: s.activeLanes > 0,
       lanes: { total: s.lanes, active: s.activeLanes, prefilling: s.prefilling, decoding: s.activeLanes - s.prefilling, queued: s.queued },
-      kv_pool: { sequences: s.sequences, cells_per_sequence: s.cellsPerSequence, cells_total: s.sequences * s.cellsPerSequence, cells_used: s.cellsUsed, live_span: s.liveSpan },
+      kv_pool: { sequences: s.sequences, cells_per_sequence: s.cellsPerSequence, cells_total: s.sequences * s.cellsPerSequence, cells_used: s.cellsUsed, live_sequences: s.liveSequences },
       tick_plan: { prefill_budget: s.prefillBudget, decode_grant: s.activeLanes - s.prefilling },
       totals: { ticks: s.ticks, decoded_tokens: s.decodedTokens, prefilled_tokens: s.prefilledTokens, reused_tokens: s.reusedTokens, prefix_copies: s.prefixCopies },
       rates: { decode_tokens_per_second: s.decodeRate, prefill_tokens_per_second: s.prefillRate },
