@@ -148,6 +148,33 @@ describe("engine", () => {
     while (engine.hasWork()) engine.tick();
   });
 
+  test("a tick stages its tokens in ascending sequence order (llama.cpp splits out-of-order batches into more steps)", () => {
+    // Park a long prefix on a high sequence: seven short jobs fill 0-6, then
+    // an eighth prompt is seated above them.
+    const blockers = Array.from({ length: 7 }, (_, i) => job(coldPrompt(`blocker ${i}`), { maxTokens: 6 }));
+    const parked = coldPrompt("a prefix long enough to be worth reusing later, ".repeat(3));
+    blockers.forEach((b) => engine.submit(b));
+    engine.tick();
+    runAll([job(parked, { maxTokens: 1 })]);
+    // Now reuse it (it sits high) alongside two cold prompts that take the low sequences.
+    const seqsPerTick: number[][] = [];
+    const stage = engine.context.stage.bind(engine.context);
+    engine.context.stage = (i, token, pos, seq, logits) => {
+      if (i === 0) seqsPerTick.push([]);
+      seqsPerTick.at(-1)!.push(seq);
+      stage(i, token, pos, seq, logits);
+    };
+    try {
+      runAll([job([...parked, ...more(" again")], { maxTokens: 4 }), job(coldPrompt("low one"), { maxTokens: 4 }), job(coldPrompt("low two"), { maxTokens: 4 })]);
+    } finally {
+      engine.context.stage = stage;
+    }
+    const orders = seqsPerTick.filter((t) => new Set(t).size > 1);
+    expect(orders.length).toBeGreaterThan(0);
+    expect(orders.some((t) => Math.max(...t) >= 7)).toBe(true);
+    for (const t of orders) expect(t).toEqual([...t].sort((a, b) => a - b));
+  });
+
   test("a prompt that does not fit the context fails that request only", () => {
     const huge = Array.from({ length: 1100 }, () => 300);
     const { ticks } = runAll([job(huge)]);
