@@ -73,8 +73,8 @@ const shimSymbols = {
   sf_batch_new: { args: ["i32"], returns: "ptr" },
   sf_batch_free: { args: ["ptr"], returns: "void" },
   sf_decode: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
-  sf_sample_constrained: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32"], returns: "i32" },
-  sf_sample_masked: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32"], returns: "i32" },
+  sf_sample_constrained: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "ptr"], returns: "i32" },
+  sf_sample_masked: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "ptr"], returns: "i32" },
   sf_grammar_allows: { args: ["ptr", "i32"], returns: "bool" },
 } as const;
 

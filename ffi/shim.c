@@ -249,14 +249,48 @@ bool sf_grammar_allows(struct llama_sampler *grammar, llama_token token) {
     return !SF_BANNED(single.logit);
 }
 
-// The slow path: the grammar masks the whole vocabulary, then the chain picks
-// among what is left; both accept the choice. Returns -1 when nothing is left.
+// The slow path: the grammar masks the vocabulary, then the chain picks among
+// what is left; both accept the choice. Returns -1 when nothing is left.
+//
+// Most of the vocabulary is ruled out before the grammar sees it. Whatever the
+// grammar allows next is a viable prefix, and so is every prefix of it: a
+// token can only be allowed if its first byte is, and a token starting with a
+// space only if the space plus its second byte is. So the grammar is first
+// asked about one probe token per ASCII byte b (`probe_token[b]`: a token that
+// is exactly b) and per " b" (`probe_token[128 + b]`), -1 where the vocabulary
+// has none; tokens whose key (`prefix_key[t]`: b, or 128 + b after a space;
+// -1 for tokens always checked: special, empty, non-ASCII) was refused are
+// left out. Exact: nothing the grammar would allow is dropped.
 int32_t sf_sample_masked(struct llama_context *ctx, int32_t i, struct llama_sampler *chain,
-                         struct llama_sampler *grammar, llama_token_data *scratch, int32_t n_vocab) {
+                         struct llama_sampler *grammar, llama_token_data *scratch, int32_t n_vocab,
+                         const int16_t *prefix_key, const int32_t *probe_token) {
     const float *logits = llama_get_logits_ith(ctx, i);
     if (!logits) return -1;
-    sf_fill_candidates(logits, scratch, n_vocab);
-    llama_token_data_array all = { scratch, (size_t)n_vocab, -1, false };
+    llama_token_data probe[256];
+    int32_t probe_key[256];
+    size_t n_probe = 0;
+    for (int32_t key = 0; key < 256; key++) {
+        if (probe_token[key] < 0) continue;
+        probe[n_probe].id = probe_token[key];
+        probe[n_probe].logit = 1.0f;
+        probe[n_probe].p = 0.0f;
+        probe_key[n_probe++] = key;
+    }
+    bool key_allowed[256];
+    for (int32_t key = 0; key < 256; key++) key_allowed[key] = true;
+    llama_token_data_array probes = { probe, n_probe, -1, false };
+    llama_sampler_apply(grammar, &probes);
+    for (size_t k = 0; k < n_probe; k++) key_allowed[probe_key[k]] = !SF_BANNED(probe[k].logit);
+    size_t n = 0;
+    for (int32_t t = 0; t < n_vocab; t++) {
+        int16_t key = prefix_key[t];
+        if (key >= 0 && !key_allowed[key]) continue;
+        scratch[n].id = t;
+        scratch[n].logit = logits[t];
+        scratch[n].p = 0.0f;
+        n++;
+    }
+    llama_token_data_array all = { scratch, n, -1, false };
     llama_sampler_apply(grammar, &all);
     bool any = false;
     for (size_t k = 0; k < all.size; k++) {
@@ -278,7 +312,8 @@ int32_t sf_sample_masked(struct llama_context *ctx, int32_t i, struct llama_samp
 // the chain run again. The chosen token is then accepted by both. `scratch`
 // holds n_vocab candidates. Returns -1 when the grammar allows no token at all.
 int32_t sf_sample_constrained(struct llama_context *ctx, int32_t i, struct llama_sampler *chain,
-                              struct llama_sampler *grammar, llama_token_data *scratch, int32_t n_vocab) {
+                              struct llama_sampler *grammar, llama_token_data *scratch, int32_t n_vocab,
+                              const int16_t *prefix_key, const int32_t *probe_token) {
     const float *logits = llama_get_logits_ith(ctx, i);
     if (!logits) return -1;
     sf_fill_candidates(logits, scratch, n_vocab);
@@ -286,7 +321,7 @@ int32_t sf_sample_constrained(struct llama_context *ctx, int32_t i, struct llama
     llama_sampler_apply(chain, &cur);
     if (cur.selected < 0 || cur.selected >= (int64_t)cur.size) return -1;
     llama_token token = cur.data[cur.selected].id;
-    if (!sf_grammar_allows(grammar, token)) return sf_sample_masked(ctx, i, chain, grammar, scratch, n_vocab);
+    if (!sf_grammar_allows(grammar, token)) return sf_sample_masked(ctx, i, chain, grammar, scratch, n_vocab, prefix_key, probe_token);
     llama_sampler_accept(grammar, token);
     llama_sampler_accept(chain, token);
     return token;

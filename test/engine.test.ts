@@ -182,3 +182,17 @@ describe("engine", () => {
   });
 });
 
+
+describe("grammar prefilter keys", () => {
+  test("a token is keyed by its first ASCII byte, or by the byte after a leading space", async () => {
+    const { prefixKeyOf } = await import("../src/engine/model.ts");
+    const key = (s: string) => prefixKeyOf(new TextEncoder().encode(s));
+    expect(key("a")).toBe(97);
+    expect(key("abc")).toBe(97);
+    expect(key(" a")).toBe(128 + 97);
+    expect(key(" ")).toBe(32);
+    expect(key(" é")).toBe(32); // a space, then a non-ASCII byte: keyed by the space alone
+    expect(key("é")).toBe(-1);
+    expect(key("")).toBe(-1);
+  });
+});

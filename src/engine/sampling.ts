@@ -167,6 +167,7 @@ export class SamplerChain {
     const { api, shim } = this.model.llama;
     const scratch = this.model.candidateScratch();
     const n = this.model.vocabInfo.size;
+    const { prefixKey, probeToken } = this.model.grammarPrefilter();
     let token: number;
     if (this.stateless) {
       const guess = api.llama_sampler_sample(this.handle, context, i);
@@ -174,9 +175,9 @@ export class SamplerChain {
         api.llama_sampler_accept(grammar, guess);
         return guess;
       }
-      token = shim.sf_sample_masked(context, i, this.handle, grammar, scratch, n);
+      token = shim.sf_sample_masked(context, i, this.handle, grammar, scratch, n, prefixKey, probeToken);
     } else {
-      token = shim.sf_sample_constrained(context, i, this.handle, grammar, scratch, n);
+      token = shim.sf_sample_constrained(context, i, this.handle, grammar, scratch, n, prefixKey, probeToken);
     }
     if (token < 0) throw new GrammarError("the grammar allows no further token");
     return token;

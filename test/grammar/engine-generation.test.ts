@@ -117,6 +117,29 @@ describe("constrained generation through llama.cpp's grammar sampler", () => {
     for (const r of replies.filter((x) => x.finish.reason === "length")) expect(r.finish.completionTokens).toBe(MAX_TOKENS);
   });
 
+  test("the slow path's prefilter drops nothing the grammar allows: greedy replies equal those of the full mask", () => {
+    const cases = strictCases.slice(0, 60);
+    const run = () =>
+      cases.map((c) => {
+        const id = `exact-${c.name}`;
+        const gbnf = compileJsonSchema(c.schema, c.options).gbnf;
+        engine.submit({ id, prompt, sampling: { ...GREEDY, logitBias: bias }, maxTokens: 60, ignoreEos: false, grammar: gbnf });
+        const out: number[] = [];
+        while (engine.hasWork()) for (const [, t] of engine.tick().tokens) out.push(t);
+        return out;
+      });
+    const prefiltered = run();
+    const internals = model as unknown as { prefilter?: unknown };
+    const saved = internals.prefilter;
+    // No keys and no probes: every token goes to the grammar (the plain full mask).
+    internals.prefilter = { prefixKey: new Int16Array(model.vocabInfo.size).fill(-1), probeToken: new Int32Array(256).fill(-1) };
+    try {
+      expect(prefiltered).toEqual(run());
+    } finally {
+      internals.prefilter = saved;
+    }
+  });
+
   test("json_object replies are JSON objects", () => {
     const replies = generateAll([{ name: "json_object", gbnf: jsonObjectGrammar() }]);
     for (const r of replies.filter((x) => x.finish.reason === "stop")) {
