@@ -24,6 +24,9 @@ import { grammarOf } from "./structured.ts";
 
 const ROUTE = "/v1/chat/completions";
 
+/** How long a stream's headers wait for admission (to carry x-superfluid-warm). */
+const HEADER_WAIT_MS = 1000;
+
 function parseChatRequest(body: unknown): ChatRequest {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest("request body must be a JSON object");
   if (!("model" in body) || (body as { model: unknown }).model === undefined) throw badRequest("you must provide a model parameter", "model");
@@ -178,7 +181,8 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
     choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
     ...extra,
   });
-  // Headers go out once the request has a lane, so x-superfluid-warm can carry the exact count.
+  // Headers go out once the request has a lane, so x-superfluid-warm can carry
+  // the exact count; a request still queued after a second gets them without it.
   let cachedAtAdmission: number | undefined;
   let onAdmit!: () => void;
   const admitted = new Promise<void>((resolve) => (onAdmit = resolve));
@@ -189,7 +193,13 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
   const continuous = p.req.stream_options?.continuous_usage_stats === true;
   const firstStep = stream.next();
   let failedEarly: unknown;
-  await Promise.race([admitted, firstStep.then(() => undefined, (err) => void (failedEarly = err ?? new Error("failed")))]);
+  let waited: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    admitted,
+    firstStep.then(() => undefined, (err) => void (failedEarly = err ?? new Error("failed"))),
+    new Promise<void>((resolve) => (waited = setTimeout(resolve, HEADER_WAIT_MS))),
+  ]);
+  clearTimeout(waited);
   if (failedEarly) throw failedEarly; // nothing sent yet: a plain error response
   const headers: Record<string, string> = cachedAtAdmission === undefined ? {} : { "x-superfluid-warm": String(cachedAtAdmission) };
   return sseResponse(async (sink, signal) => {
