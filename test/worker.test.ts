@@ -95,6 +95,18 @@ describe("worker link", () => {
     expect(worker.respawns).toBe(respawns + 1);
   });
 
+  test("a queued request cancelled as the worker dies is not started again by its replacement", async () => {
+    const busy = Array.from({ length: 4 }, () => worker.generate({ prompt, sampling: GREEDY, maxTokens: 100000, ignoreEos: true }));
+    const settled = busy.map((g) => g.result().catch((err) => err));
+    await Promise.all(busy.map((g) => g.prefilled));
+    const queued = worker.generate({ prompt, sampling: GREEDY, maxTokens: 1500, ignoreEos: true });
+    process.kill(worker.pid!, "SIGKILL");
+    queued.cancel();
+    const result = await queued.result();
+    expect(result).toMatchObject({ reason: "cancelled", completionTokens: 0 });
+    for (const r of await Promise.all(settled)) expect(r).toBeInstanceOf(WorkerCrashedError);
+  });
+
   test("a model that cannot load is a start error, not a hang", async () => {
     const started = WorkerClient.start({ model: "/nonexistent/model.gguf", maxBatch: 1, maxContext: 512, threads: 1 });
     await expect(started).rejects.toBeInstanceOf(WorkerStartError);

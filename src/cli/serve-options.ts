@@ -128,9 +128,9 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     sampling: {
       temperature: opt("temperature", { min: 0, max: 2 }),
       topP: opt("top-p", { min: 0, max: 1 }),
-      topK: opt("top-k", { int: true, min: 0 }),
+      topK: opt("top-k", { int: true, min: 0, max: 2 ** 31 - 1 }),
       minP: opt("min-p", { min: 0, max: 1 }),
-      repeatPenalty: opt("repeat-penalty", { min: 0, max: 2 }),
+      repeatPenalty: opt("repeat-penalty", { min: 0.01, max: 2 }),
     },
   };
 }

@@ -30,9 +30,18 @@ export interface ChoiceEnd {
   completionTokens: number;
 }
 
-/** The worker's generation failed (not a crash: e.g. a decode error). */
+/**
+ * The worker's generation failed without crashing: a decode error (500), or
+ * the request's own fault, such as a grammar with no way forward (400).
+ */
 export class GenerationFailedError extends Error {
   readonly code = "generation_failed";
+  constructor(
+    message: string,
+    readonly status = 500,
+  ) {
+    super(message);
+  }
 }
 
 export async function* choiceText(
@@ -67,7 +76,10 @@ export async function* choiceText(
       continue;
     }
     // finished
-    if (event.reason === "error") throw new GenerationFailedError(event.error ?? "generation failed");
+    if (event.reason === "error") {
+      const message = event.error ?? "generation failed";
+      throw new GenerationFailedError(message, event.clientError ? 400 : 500);
+    }
     if (!stoppedByString) {
       const tail = stop.push(decoder.flush());
       const rest = split(tail.stopped ? tail.emit : tail.emit + stop.flush());

@@ -26,7 +26,18 @@ export class ServedModel {
     readonly toolTemplate: ChatTemplate | undefined,
     /** The model has `<think>`/`</think>` as single tokens: its output may hold reasoning. */
     readonly thinks: boolean,
+    /** The most bytes one token stands for: text of n bytes is at least n / this many tokens. */
+    readonly maxTokenBytes: number,
   ) {}
+
+  /**
+   * Fewest tokens text of this many bytes can become. Lets a prompt that cannot
+   * fit be refused before it is rendered and tokenized, which for a 100 MB body
+   * would hold the event loop (and every stream) for many seconds.
+   */
+  minTokensFor(bytes: number): number {
+    return Math.ceil(bytes / this.maxTokenBytes);
+  }
 
   static async load(opts: ServedModelOptions): Promise<ServedModel> {
     const info = describeModel(await readGguf(opts.model));
@@ -44,7 +55,9 @@ export class ServedModel {
     const toolTemplate = info.toolUseTemplate ? new ChatTemplate(info.toolUseTemplate, templateOpts) : template;
     const single = (s: string) => tokenizer.tokenize(s, { parseSpecial: true }).length === 1;
     const thinks = single(THINK_MARKERS.open) && single(THINK_MARKERS.close);
-    return new ServedModel(opts.id, opts.model, info, tokenizer, worker, template, toolTemplate, thinks);
+    let maxTokenBytes = 1;
+    for (let t = 0; t < tokenizer.vocabInfo.size; t++) maxTokenBytes = Math.max(maxTokenBytes, tokenizer.tokenBytes(t).length);
+    return new ServedModel(opts.id, opts.model, info, tokenizer, worker, template, toolTemplate, thinks, maxTokenBytes);
   }
 
   /** Tokens one request may hold in all: prompt plus reply. */

@@ -26,7 +26,7 @@ export type GenerateRequest = Omit<GenerateJob, "id" | "ignoreEos"> & { ignoreEo
 export type GenerationEvent =
   | { type: "admitted"; cachedTokens: number }
   | { type: "tokens"; tokens: number[]; logprobs?: TokenLogprob[] }
-  | { type: "finished"; reason: FinishReason; promptTokens: number; cachedTokens: number; completionTokens: number; error?: string };
+  | ({ type: "finished" } & Omit<FinishEvent, "id">);
 
 export interface GenerationResult {
   tokens: number[];
@@ -37,6 +37,7 @@ export interface GenerationResult {
   cachedTokens: number;
   completionTokens: number;
   error?: string;
+  clientError?: boolean;
 }
 
 /** The worker died (or was killed) while this request was in flight. */
@@ -61,6 +62,8 @@ export class Generation implements AsyncIterable<GenerationEvent> {
   readonly events = new Channel<GenerationEvent>();
   /** The worker has given it a lane; before that a dead worker's replacement can take it over. */
   admitted = false;
+  /** The caller cancelled it (a replacement worker must not start it again). */
+  cancelRequested = false;
   private markPrefilled!: () => void;
   /** Settles once the prompt is prefilled (first token, or the end): sibling choices can then share its KV. */
   readonly prefilled = new Promise<void>((resolve) => (this.markPrefilled = resolve));
@@ -79,7 +82,9 @@ export class Generation implements AsyncIterable<GenerationEvent> {
 
   /** Stops generation at the next tick; the stream ends with reason "cancelled". */
   cancel(): void {
-    if (!this.events.closed) this.onCancel(this.id);
+    if (this.events.closed) return;
+    this.cancelRequested = true;
+    this.onCancel(this.id);
   }
 
   [Symbol.asyncIterator](): AsyncIterator<GenerationEvent> {
@@ -185,8 +190,10 @@ export class WorkerClient {
       .then(() => this.proc!.send(message))
       .catch((err: Error) => {
         if (message.type !== "generate") return;
-        // Sent into a worker that just died: onExit hands it to the replacement.
-        if (proc && proc === this.proc && (proc.killed || proc.exitCode !== null || proc.signalCode !== null)) return;
+        // Sent into a worker that died, or one already replaced: onExit hands the
+        // request to the replacement (or fails it when it gives up).
+        if (proc !== this.proc) return;
+        if (proc && (proc.killed || proc.exitCode !== null || proc.signalCode !== null)) return;
         this.failOne(message.id, err);
       });
   }
@@ -200,10 +207,11 @@ export class WorkerClient {
     if (o.prefillBudget) args.push("--prefill-budget", String(o.prefillBudget));
     let settle!: { resolve: () => void; reject: (e: Error) => void };
     const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
-    const timer = setTimeout(
-      () => settle.reject(new WorkerStartError(`worker for ${o.model} did not become ready within ${o.startTimeoutMs ?? 120000} ms`)),
-      o.startTimeoutMs ?? 120000,
-    );
+    // A worker that does not answer in time is killed, so onExit replaces it (or gives up).
+    const timer = setTimeout(() => {
+      settle.reject(new WorkerStartError(`worker for ${o.model} did not become ready within ${o.startTimeoutMs ?? 120000} ms`));
+      proc.kill("SIGKILL");
+    }, o.startTimeoutMs ?? 120000);
     const proc = Bun.spawn(selfCommand(...args), {
       stdio: ["ignore", "inherit", "inherit"],
       serialization: "json",
@@ -298,6 +306,9 @@ export class WorkerClient {
     this.spawn().catch(() => {
       // A failed restart is retried by onExit or by the next request.
     });
-    for (const generation of waiting) this.sendWhenReady(generation.job);
+    for (const generation of waiting) {
+      if (!generation.cancelRequested) this.sendWhenReady(generation.job);
+      else this.finishOne({ id: generation.id, reason: "cancelled", promptTokens: generation.job.prompt.length, cachedTokens: 0, completionTokens: 0 });
+    }
   }
 }

@@ -97,9 +97,13 @@ export class LlamaContext {
     return floatView(p, this.model.vocabInfo.size);
   }
 
-  /** Drops a sequence's cells from position `from` on. */
-  truncate(seq: number, from: number): void {
-    this.model.llama.api.llama_memory_seq_rm(this.memory, seq, from, -1);
+  /**
+   * Drops a sequence's cells from position `from` on. False when the memory
+   * cannot cut there (recurrent and hybrid models keep only whole states);
+   * cutting from 0 always works.
+   */
+  truncate(seq: number, from: number): boolean {
+    return this.model.llama.api.llama_memory_seq_rm(this.memory, seq, from, -1);
   }
 
   /**
@@ -107,10 +111,11 @@ export class LlamaContext {
    * KV buffers, and llama.cpp copies across buffers only whole (the data moves
    * at the next decode), so copy all of it and cut the tail.
    */
-  copyPrefix(src: number, dst: number, length: number): void {
-    const api = this.model.llama.api;
-    api.llama_memory_seq_cp(this.memory, src, dst, -1, -1);
-    api.llama_memory_seq_rm(this.memory, dst, length, -1);
+  copyPrefix(src: number, dst: number, length: number): boolean {
+    this.model.llama.api.llama_memory_seq_cp(this.memory, src, dst, -1, -1);
+    if (this.truncate(dst, length)) return true;
+    this.truncate(dst, 0);
+    return false;
   }
 
   free(): void {

@@ -9,7 +9,7 @@
 import { LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
 import { positionLogprobs, type TokenLogprob } from "./logprobs.ts";
-import { SamplerChain, type SamplingSpec } from "./sampling.ts";
+import { GrammarError, SamplerChain, type SamplingSpec } from "./sampling.ts";
 
 export interface GenerateJob {
   id: string;
@@ -34,6 +34,8 @@ export interface FinishEvent {
   cachedTokens: number;
   completionTokens: number;
   error?: string;
+  /** The error is the request's own fault (a grammar that cannot go on, a prompt that cannot fit). */
+  clientError?: boolean;
 }
 
 export type TokenEvent = [id: string, token: number, logprobs?: TokenLogprob];
@@ -224,7 +226,7 @@ export class Engine {
     this.context.free();
   }
 
-  private finish(events: TickEvents, lane: Lane, reason: FinishReason, error?: string): void {
+  private finish(events: TickEvents, lane: Lane, reason: FinishReason, error?: string, clientError = false): void {
     this.lanes.delete(lane);
     lane.seq.lane = undefined;
     lane.chain.free();
@@ -235,6 +237,7 @@ export class Engine {
       cachedTokens: lane.cachedTokens,
       completionTokens: lane.generated,
       ...(error ? { error } : {}),
+      ...(clientError ? { clientError } : {}),
     });
   }
 
@@ -256,7 +259,7 @@ export class Engine {
       const room = this.context.cellsPerSequence;
       if (job.prompt.length === 0 || job.prompt.length >= room) {
         const error = job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
-        events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error });
+        events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true });
         continue;
       }
       let chain: SamplerChain;
@@ -266,7 +269,8 @@ export class Engine {
         const banned = job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : [];
         chain = new SamplerChain(this.model, job.sampling, job.prompt, job.grammar, banned);
       } catch (err) {
-        events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message });
+        const clientError = err instanceof GrammarError;
+        events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message, clientError });
         continue;
       }
       const { seq, cached } = this.seatFor(job.prompt);
@@ -313,16 +317,23 @@ export class Engine {
       if (l > donorLen) [donor, donorLen] = [s, l];
     }
     if (donor && worth(donorLen) > worth(len)) {
-      this.context.copyPrefix(donor.index, seq.index, donorLen);
-      seq.tokens = donor.tokens.slice(0, donorLen);
-      this.stats.prefixCopies++;
-      this.stats.reusedTokens += donorLen;
-      return { seq, cached: donorLen };
+      const copied = this.context.copyPrefix(donor.index, seq.index, donorLen);
+      seq.tokens = copied ? donor.tokens.slice(0, donorLen) : [];
+      if (copied) this.stats.prefixCopies++;
+    } else {
+      this.cutTo(seq, len);
     }
-    this.context.truncate(seq.index, len);
-    seq.tokens.length = len;
-    this.stats.reusedTokens += len;
-    return { seq, cached: len };
+    this.stats.reusedTokens += seq.tokens.length;
+    return { seq, cached: seq.tokens.length };
+  }
+
+  /** Cuts a sequence back to `length` tokens; a memory that cannot cut mid-sequence (recurrent, hybrid) is emptied. */
+  private cutTo(seq: KvSequence, length: number): void {
+    if (this.context.truncate(seq.index, length)) seq.tokens.length = length;
+    else {
+      this.context.truncate(seq.index, 0);
+      seq.tokens = [];
+    }
   }
 
   /**
@@ -388,7 +399,7 @@ export class Engine {
         token = lane.chain.sample(this.context.handle, index);
       } catch (err) {
         // One lane's sampling failure (a grammar with no way forward) ends that lane only.
-        this.finish(events, lane, "error", (err as Error).message);
+        this.finish(events, lane, "error", (err as Error).message, err instanceof GrammarError);
         continue;
       }
       if ((!lane.job.ignoreEos || lane.job.grammar !== undefined) && vocab.isEog(token)) {
@@ -408,10 +419,7 @@ export class Engine {
 
   /** A failed decode fails its lanes; their sequences go back to what they held before. */
   private failAll(events: TickEvents, staged: { rollback: [KvSequence, number][] }, message: string): void {
-    for (const [seq, length] of staged.rollback) {
-      this.context.truncate(seq.index, length);
-      seq.tokens.length = length;
-    }
+    for (const [seq, length] of staged.rollback) this.cutTo(seq, length);
     for (const lane of [...this.lanes]) this.finish(events, lane, "error", message);
   }
 }

@@ -127,6 +127,11 @@ export class LlamaModel {
     return this.prefilter;
   }
 
+  /** A control, user-defined or unknown token (turn markers, the stop set), not text. */
+  isSpecial(token: number): boolean {
+    return this.isEog(token) || (this.llama.api.llama_vocab_get_attr(this.vocab, token) & (ATTR_NORMAL | ATTR_BYTE)) === 0;
+  }
+
   isEog(token: number): boolean {
     return this.llama.api.llama_vocab_is_eog(this.vocab, token);
   }

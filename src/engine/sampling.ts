@@ -1,6 +1,6 @@
 // A lane's native sampler chain, built once per request. Order (features.md 3.4):
-// logit bias, penalties, then temperature followed by top-k, min-p and top-p
-// (all on the tempered distribution), then the seeded draw. Temperature 0 is
+// logit bias, penalties, then temperature followed by top-p, min-p and top-k
+// (all judged on the tempered distribution), then the seeded draw. Temperature 0 is
 // llama.cpp's own argmax.
 import type { Pointer } from "bun:ffi";
 import { cstr, handle, type NativeHandle } from "../../ffi/llama.ts";
@@ -52,6 +52,12 @@ export function argmax(row: Float32Array, banned?: ReadonlySet<number>): number 
 
 function logitsRow(model: LlamaModel, context: Pointer, i: number): Float32Array {
   return floatView(handle(model.llama.api.llama_get_logits_ith(context, i), `logits for batch index ${i}`), model.vocabInfo.size);
+}
+
+/** llama.cpp reads 0xFFFFFFFF as "pick a random seed": a seed that lands there moves one down. */
+export function drawSeed(seed: number): number {
+  const u32 = seed >>> 0;
+  return u32 === 0xffffffff ? 0xfffffffe : u32;
 }
 
 export class GrammarError extends Error {
@@ -136,17 +142,26 @@ export class SamplerChain {
         ),
         "penalties",
       );
-      for (const t of promptTail.slice(-PENALTY_WINDOW)) api.llama_sampler_accept(penalties, t);
+      // The window skips the model's special tokens (the turn markers, the stop set), so a
+      // penalty never makes ending the turn less likely (features.md 3.3).
+      const tail: number[] = [];
+      for (let k = promptTail.length - 1; k >= 0 && tail.length < PENALTY_WINDOW; k--) {
+        if (!model.isSpecial(promptTail[k]!)) tail.unshift(promptTail[k]!);
+      }
+      for (const t of tail) api.llama_sampler_accept(penalties, t);
     }
     if (spec.temperature <= 0) {
       add(api.llama_sampler_init_greedy(), "greedy");
       return;
     }
     add(api.llama_sampler_init_temp(spec.temperature), "temperature");
-    if (spec.topK > 0) add(api.llama_sampler_init_top_k(spec.topK), "top-k");
-    if (spec.minP > 0) add(api.llama_sampler_init_min_p(spec.minP, 1), "min-p");
+    // Top-p first, on the whole tempered softmax; min-p is a ratio to the best
+    // token and top-k a count, so neither changes after renormalising. Each
+    // token kept therefore passes all three tests on the same distribution.
     if (spec.topP < 1) add(api.llama_sampler_init_top_p(spec.topP, 1), "top-p");
-    add(api.llama_sampler_init_dist(spec.seed >>> 0), "dist");
+    if (spec.minP > 0) add(api.llama_sampler_init_min_p(spec.minP, 1), "min-p");
+    if (spec.topK > 0 && spec.topK < model.vocabInfo.size) add(api.llama_sampler_init_top_k(spec.topK), "top-k");
+    add(api.llama_sampler_init_dist(drawSeed(spec.seed)), "dist");
   }
 
   /** Samples from the logits at batch index `i` of the last decode and records the choice. */
@@ -179,7 +194,7 @@ export class SamplerChain {
     } else {
       token = shim.sf_sample_constrained(context, i, this.handle, grammar, scratch, n, prefixKey, probeToken);
     }
-    if (token < 0) throw new GrammarError("the grammar allows no further token");
+    if (token < 0) throw new GrammarError("constraint unsatisfiable: the grammar allows no further token");
     return token;
   }
 

@@ -12,6 +12,15 @@ import { listModels, modelObject } from "./openai/models.ts";
 
 const retired = () => new ApiError(501, "slot save and restore are retired: sessions are durable on their own", "route_retired");
 
+/** A model id from the path; a malformed %-escape names no model. */
+function decodeModelId(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new ApiError(404, `The model '${raw}' does not exist`, null, "model");
+  }
+}
+
 export function createApp(ctx: ServerContext) {
   const noParse = { parse: "none" as const };
   return new Elysia()
@@ -26,7 +35,7 @@ export function createApp(ctx: ServerContext) {
     })
     .get("/health", () => health(ctx.registry))
     .get("/v1/models", () => listModels(ctx.registry))
-    .get("/v1/models/*", ({ params }) => modelObject(ctx.registry.get(decodeURIComponent(params["*"]))))
+    .get("/v1/models/*", ({ params }) => modelObject(ctx.registry.get(decodeModelId(params["*"]))))
     .post("/v1/chat/completions", ({ request }) => chatCompletions(ctx, request), noParse)
     .post("/v1/completions", ({ request }) => completions(ctx, request), noParse)
     .post("/v1/tokenize", async ({ request }) => tokenize(ctx.registry, await readJsonBody(request)), noParse)

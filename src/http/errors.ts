@@ -34,7 +34,8 @@ export const payloadTooLarge = () =>
 /** Any thrown value as an ApiError: ours pass through, the rest are 500s. */
 export function asApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
-  const e = err as { code?: string; message?: string };
+  const e = err as { code?: string; message?: string; status?: number };
   if (e?.code === "worker_crashed") return new ApiError(500, e.message ?? "engine worker failed", null, null, "server_error");
+  if (e?.code === "generation_failed") return new ApiError(e.status ?? 500, e.message ?? "generation failed");
   return new ApiError(500, `internal error: ${e?.message ?? String(err)}`);
 }

@@ -184,6 +184,14 @@ describe("non-streaming chat", () => {
     expect(json.usage.completion_tokens).toBeLessThanOrEqual(1);
   });
 
+  test("ignore_eos ignores stop strings too (every stop condition)", async () => {
+    const base = await chat(greedy({ max_tokens: 30 }));
+    const text = base.json.choices[0].message.content as string;
+    const { json } = await chat(greedy({ max_tokens: 30, stop: text.slice(5, 8) }));
+    expect(json.choices[0].message.content).toBe(text);
+    expect(json.choices[0].finish_reason).toBe("length");
+  });
+
   test("ignore_eos never samples an end-of-generation token, even when it is the favourite", async () => {
     const props = (await (await fetch(`${s.url}/props`)).json()) as any;
     const eos = props.eos_token;
@@ -332,10 +340,10 @@ describe("n choices", () => {
   });
 
   test("stop strings and logprobs apply to every choice", async () => {
-    const base = await chat(greedy({ max_tokens: 30 }));
+    const base = await chat(greedy({ max_tokens: 30, ignore_eos: false }));
     const text = base.json.choices[0].message.content as string;
     const stop = text.slice(12, 15);
-    const { json } = await chat(greedy({ max_tokens: 30, n: 2, stop, logprobs: true, top_logprobs: 2 }));
+    const { json } = await chat(greedy({ max_tokens: 30, ignore_eos: false, n: 2, stop, logprobs: true, top_logprobs: 2 }));
     for (const c of json.choices) {
       expect(c.message.content).toBe(text.slice(0, text.indexOf(stop)));
       expect(c.finish_reason).toBe("stop");
@@ -423,8 +431,10 @@ describe("logprobs", () => {
 });
 
 describe("stop strings", () => {
+  // ignore_eos ignores every stop condition, stop strings included (api.md 5.2), so these requests leave it off.
+  const greedyStops = (extra: Record<string, unknown> = {}) => greedy({ ignore_eos: false, ...extra });
   const baseline = async () => {
-    const { json } = await chat(greedy({ max_tokens: 40, logprobs: true }));
+    const { json } = await chat(greedyStops({ max_tokens: 40, logprobs: true }));
     return { text: json.choices[0].message.content as string, tokens: json.choices[0].logprobs.content.map((e: any) => e.token) as string[] };
   };
 
@@ -441,7 +451,7 @@ describe("stop strings", () => {
     const { text } = await baseline();
     expect(text.length).toBeGreaterThan(40);
     const stop = pick(text, 20, 4);
-    const { json } = await chat(greedy({ max_tokens: 40, stop }));
+    const { json } = await chat(greedyStops({ max_tokens: 40, stop }));
     expect(json.choices[0].message.content).toBe(text.slice(0, text.indexOf(stop)));
     expect(json.choices[0].finish_reason).toBe("stop");
     expect(json.usage.completion_tokens).toBeLessThan(40);
@@ -450,7 +460,7 @@ describe("stop strings", () => {
   test("streaming with a stop string sends exactly the text before it", async () => {
     const { text } = await baseline();
     const stop = pick(text, 20, 4);
-    const sse = await readSse(await post(s, "/v1/chat/completions", greedy({ max_tokens: 40, stop, stream: true })));
+    const sse = await readSse(await post(s, "/v1/chat/completions", greedyStops({ max_tokens: 40, stop, stream: true })));
     expect(streamedText(sse.events)).toBe(text.slice(0, text.indexOf(stop)));
     expect(sse.events.at(-1).choices[0].finish_reason).toBe("stop");
     expect(sse.data.at(-1)).toBe("[DONE]");
@@ -470,7 +480,7 @@ describe("stop strings", () => {
       }
     }
     expect(stop).toBeDefined();
-    const { json } = await chat(greedy({ max_tokens: 40, stop }));
+    const { json } = await chat(greedyStops({ max_tokens: 40, stop }));
     expect(json.choices[0].message.content).toBe(text.slice(0, text.indexOf(stop!)));
     expect(json.choices[0].finish_reason).toBe("stop");
   });
@@ -480,7 +490,7 @@ describe("stop strings", () => {
     const late = pick(text, 30, 3);
     const early = pick(text, 12, 3);
     expect(text.indexOf(early)).toBeLessThan(text.indexOf(late));
-    const { json } = await chat(greedy({ max_tokens: 40, stop: ["\u00a7never\u00a7", late, early] }));
+    const { json } = await chat(greedyStops({ max_tokens: 40, stop: ["\u00a7never\u00a7", late, early] }));
     expect(json.choices[0].message.content).toBe(text.slice(0, text.indexOf(early)));
     expect(json.choices[0].finish_reason).toBe("stop");
   });
@@ -489,17 +499,17 @@ describe("stop strings", () => {
     const { text } = await baseline();
     // The reply ends with the first three characters of this stop string, which never completes.
     const stop = text.slice(-3) + "\u00a7";
-    const { json } = await chat(greedy({ max_tokens: 40, stop }));
+    const { json } = await chat(greedyStops({ max_tokens: 40, stop }));
     expect(json.choices[0].message.content).toBe(text);
     expect(json.choices[0].finish_reason).toBe("length");
-    const sse = await readSse(await post(s, "/v1/chat/completions", greedy({ max_tokens: 40, stop, stream: true })));
+    const sse = await readSse(await post(s, "/v1/chat/completions", greedyStops({ max_tokens: 40, stop, stream: true })));
     expect(streamedText(sse.events)).toBe(text);
     expect(sse.events.at(-1).choices[0].finish_reason).toBe("length");
   });
 
   test("a stop that never occurs changes nothing", async () => {
     const { text } = await baseline();
-    const { json } = await chat(greedy({ max_tokens: 40, stop: ["\u00a7never-here\u00a7"] }));
+    const { json } = await chat(greedyStops({ max_tokens: 40, stop: ["\u00a7never-here\u00a7"] }));
     expect(json.choices[0].message.content).toBe(text);
     expect(json.choices[0].finish_reason).toBe("length");
     expect(json.usage.completion_tokens).toBe(40);

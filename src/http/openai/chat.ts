@@ -14,6 +14,7 @@ import {
   cancelOnAbort,
   chatLogprob,
   checkContext,
+  checkTextFits,
   generateRequest,
   logitBiasOf,
   startChoices,
@@ -39,6 +40,16 @@ function parseChatRequest(body: unknown): ChatRequest {
   return req;
 }
 
+/** Bytes of text the messages carry. */
+function messageBytes(req: ChatRequest): number {
+  let bytes = 0;
+  for (const m of req.messages) {
+    if (typeof m.content === "string") bytes += Buffer.byteLength(m.content);
+    else for (const part of m.content ?? []) if (part.type === "text") bytes += Buffer.byteLength((part as { text: string }).text);
+  }
+  return bytes;
+}
+
 /** api.md 5.3: a forced tool_choice must name a declared function. */
 function refuseUndeclaredToolChoice(req: ChatRequest): void {
   const choice = req.tool_choice as { type?: unknown; function?: { name?: unknown } } | undefined | null;
@@ -48,8 +59,9 @@ function refuseUndeclaredToolChoice(req: ChatRequest): void {
   if (!declared.includes(name)) throw badRequest(`tool_choice names the function '${name}', which is not declared in tools`, "tool_choice");
 }
 
+/** Stop strings; ignore_eos ignores every stop condition (api.md 5.2). */
 function stopsOf(req: ChatRequest): string[] {
-  if (req.stop === undefined || req.stop === null) return [];
+  if (req.stop === undefined || req.stop === null || req.ignore_eos) return [];
   return (typeof req.stop === "string" ? [req.stop] : req.stop).filter((s) => s.length > 0);
 }
 
@@ -70,6 +82,7 @@ function completionId(ctx: ServerContext): string {
 export async function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
   const req = parseChatRequest(await readJsonBody(request));
   const model = ctx.registry.get(req.model);
+  checkTextFits(model, messageBytes(req), "messages");
   const grammar = grammarOf(req);
   const { tokens: prompt, startsInReasoning } = buildChatPrompt(model, req);
   checkContext(model, prompt.length, "messages");

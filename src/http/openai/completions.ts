@@ -9,7 +9,7 @@ import { readJsonBody } from "../body.ts";
 import { ApiError, badRequest } from "../errors.ts";
 import { sseResponse } from "../sse.ts";
 import { int, opt, parseWith } from "../validate.ts";
-import { cancelOnAbort, checkContext, generateRequest, startChoices, type ServerContext } from "./generation.ts";
+import { cancelOnAbort, checkContext, checkTextFits, generateRequest, startChoices, type ServerContext } from "./generation.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
 
 const ROUTE = "/v1/completions";
@@ -87,6 +87,7 @@ export async function completions(ctx: ServerContext, request: Request): Promise
   const model = ctx.registry.get(req.model);
   refuseFim(model, req);
   refuseEchoLogprobs(req);
+  checkTextFits(model, Buffer.byteLength(req.prompt), "prompt");
   const prompt = model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
   checkContext(model, prompt.length, "prompt");
   const wantLogprobs = req.logprobs !== undefined && req.logprobs !== null;

@@ -6,6 +6,7 @@ import type { ServedModel } from "../../daemon/served-model.ts";
 import { resolveSampling, type OperatorSampling, type RequestSampling } from "../../daemon/sampling-resolve.ts";
 import type { Generation, GenerateRequest } from "../../daemon/worker-client.ts";
 import type { TokenLogprob } from "../../engine/logprobs.ts";
+import { drawSeed } from "../../engine/sampling.ts";
 import { ApiError, badRequest } from "../errors.ts";
 
 export interface ServerContext {
@@ -19,10 +20,24 @@ export interface ServerContext {
 
 /** api.md 4.4: the prompt must leave room in the window. */
 export function checkContext(model: ServedModel, promptTokens: number, param: string): void {
+  if (promptTokens === 0) throw badRequest(`the ${param} is empty: there is nothing to continue`, param);
   if (promptTokens >= model.contextWindow) {
     throw new ApiError(
       400,
       `This model's maximum context length is ${model.contextWindow} tokens. However, your request has ${promptTokens} prompt tokens, leaving no room for a reply. Please shorten the ${param}.`,
+      "context_length_exceeded",
+      param,
+    );
+  }
+}
+
+/** Refuses text that cannot fit whatever it tokenizes to, before any work on it. */
+export function checkTextFits(model: ServedModel, bytes: number, param: string): void {
+  const fewest = model.minTokensFor(bytes);
+  if (fewest >= model.contextWindow) {
+    throw new ApiError(
+      400,
+      `This model's maximum context length is ${model.contextWindow} tokens. However, your ${param} is at least ${fewest} tokens long.`,
       "context_length_exceeded",
       param,
     );
@@ -76,7 +91,7 @@ export async function startChoices(model: ServedModel, req: GenerateRequest, n: 
   if (n === 1) return live;
   await first.prefilled;
   for (let i = 1; i < n; i++) {
-    live.push(model.worker.generate({ ...req, sampling: { ...req.sampling, seed: (req.sampling.seed + i) >>> 0 } }));
+    live.push(model.worker.generate({ ...req, sampling: { ...req.sampling, seed: drawSeed(req.sampling.seed + i) } }));
   }
   return live;
 }

@@ -3,16 +3,19 @@ import * as v from "valibot";
 import type { RequestSampling } from "../../daemon/sampling-resolve.ts";
 import { int, num, opt } from "../validate.ts";
 
+/** A repeat penalty divides logits: it must be above 0 (1.0 disables it). */
+const penalty = v.pipe(v.number(), v.finite(), v.gtValue(0, "must be above 0"), v.maxValue(2, "must be at most 2"));
+
 export const samplingFields = {
   temperature: opt(num(0, 2)),
   top_p: opt(num(0, 1)),
-  top_k: opt(int(0)),
+  top_k: opt(int(0, 2 ** 31 - 1)),
   min_p: opt(num(0, 1)),
   seed: opt(v.pipe(v.number(), v.integer("must be a whole number"))),
   presence_penalty: opt(num(-2, 2)),
   frequency_penalty: opt(num(-2, 2)),
-  repeat_penalty: opt(num(0, 2)),
-  repetition_penalty: opt(num(0, 2)),
+  repeat_penalty: opt(penalty),
+  repetition_penalty: opt(penalty),
   ignore_eos: opt(v.boolean()),
 };
 

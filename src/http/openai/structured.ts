@@ -15,6 +15,8 @@ function checkedGbnf(source: string): string {
     if (problems.length > 0) throw badRequest(`constraint unsatisfiable: ${problems.map((p) => p.message).join("; ")}`, "grammar");
   } catch (err) {
     if (err instanceof GbnfSyntaxError) throw badRequest(`constraint unsatisfiable: ${err.message}`, "grammar");
+    // A grammar nested deeper than the checker's recursion can follow.
+    if (err instanceof RangeError) throw badRequest("constraint unsatisfiable: the grammar is nested too deeply", "grammar");
     throw err;
   }
   return source;
@@ -32,6 +34,7 @@ function schemaGrammar(jsonSchema: unknown): string {
     // Only an explicit strict: false lets the compiler skip keywords it cannot enforce.
     return compileJsonSchema(schema, { strict: strict !== false }).gbnf;
   } catch (err) {
+    if (err instanceof RangeError) throw badRequest("constraint unsatisfiable: the schema is nested too deeply", "response_format.json_schema.schema");
     if (err instanceof SchemaError) {
       throw new ApiError(400, err.message, null, `response_format.json_schema.schema${err.path.replaceAll("/", ".")}`);
     }
