@@ -40,6 +40,9 @@ export class LlamaModel {
   readonly vocabInfo: VocabInfo;
   private freed = false;
   private scratch?: Uint8Array;
+  private readonly pieces = new Map<number, Uint8Array>();
+  private readonly plainPieces = new Map<number, Uint8Array>();
+  private readonly eogSet: ReadonlySet<number>;
   private prefilter?: GrammarPrefilter;
 
   private constructor(llama: Llama, model: Pointer) {
@@ -47,6 +50,7 @@ export class LlamaModel {
     this.handle = model;
     this.vocab = handle(llama.api.llama_model_get_vocab(model), "vocabulary");
     this.vocabInfo = readVocabInfo(llama, this.vocab);
+    this.eogSet = new Set(this.vocabInfo.eog);
   }
 
   /** Loads weights (or only the vocabulary, for tokenizing in the daemon). */
@@ -88,6 +92,17 @@ export class LlamaModel {
 
   /** The bytes one token stands for (special tokens rendered as their text when `special`). */
   tokenBytes(token: number, special = true): Uint8Array {
+    // Every streamed token is turned into text in the daemon: remember each
+    // piece instead of asking libllama again (the cache is at most the vocabulary).
+    const cache = special ? this.pieces : this.plainPieces;
+    const known = cache.get(token);
+    if (known) return known;
+    const piece = this.readPiece(token, special);
+    cache.set(token, piece);
+    return piece;
+  }
+
+  private readPiece(token: number, special: boolean): Uint8Array {
     let buf = new Uint8Array(64);
     let n = this.llama.api.llama_token_to_piece(this.vocab, token, buf, buf.length, 0, special);
     if (n < 0) {
@@ -133,7 +148,7 @@ export class LlamaModel {
   }
 
   isEog(token: number): boolean {
-    return this.llama.api.llama_vocab_is_eog(this.vocab, token);
+    return this.eogSet.has(token);
   }
 
   free(): void {
