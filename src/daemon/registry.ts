@@ -1,5 +1,4 @@
 // The models this daemon serves, by served id; the first is the default.
-import { ApiError } from "../http/errors.ts";
 import type { ServedModel } from "./served-model.ts";
 
 export class ModelRegistry {
@@ -9,10 +8,9 @@ export class ModelRegistry {
     this.models.set(model.id, model);
   }
 
-  get default(): ServedModel {
-    const first = this.models.values().next().value;
-    if (!first) throw new ApiError(503, "no model is loaded");
-    return first;
+  /** The default model (the first added); undefined before any is loaded. */
+  get default(): ServedModel | undefined {
+    return this.models.values().next().value;
   }
 
   all(): ServedModel[] {
@@ -21,13 +19,6 @@ export class ModelRegistry {
 
   find(id: string): ServedModel | undefined {
     return this.models.get(id);
-  }
-
-  /** The model a request names; 404 in OpenAI's words when unknown. */
-  get(id: string): ServedModel {
-    const model = this.models.get(id);
-    if (!model) throw new ApiError(404, `The model '${id}' does not exist`, null, "model");
-    return model;
   }
 
   async close(): Promise<void> {

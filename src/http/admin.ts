@@ -4,6 +4,7 @@ import type { ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { effectiveDefaults, type OperatorSampling } from "../daemon/sampling-resolve.ts";
 import { ApiError } from "./errors.ts";
+import { namedOrDefault } from "./models.ts";
 import { modelObject } from "./openai/models.ts";
 import { opt, parseWith } from "./validate.ts";
 
@@ -13,7 +14,7 @@ export function health(registry: ModelRegistry) {
 }
 
 export function props(registry: ModelRegistry, operator: OperatorSampling, id: string | null) {
-  const model = id ? registry.get(id) : registry.default;
+  const model = namedOrDefault(registry, id);
   const d = effectiveDefaults(operator, model.info.sampling);
   return {
     model_alias: model.id,
@@ -73,7 +74,7 @@ const tokenizeSchema = v.looseObject({
 
 export function tokenize(registry: ModelRegistry, body: unknown) {
   const req = parseWith(tokenizeSchema, body);
-  const model = req.model ? registry.get(req.model) : registry.default;
+  const model = namedOrDefault(registry, req.model);
   const text = req.content ?? req.text ?? req.input;
   if (text === undefined || text === null) throw new ApiError(400, "content is required: the text to tokenize", null, "content");
   const tokens = model.tokenizer.tokenize(text, { addSpecial: req.add_special ?? false, parseSpecial: true });

@@ -8,6 +8,7 @@ import { health, props, slots, tokenize } from "./admin.ts";
 import { chatCompletions } from "./openai/chat.ts";
 import { completions } from "./openai/completions.ts";
 import type { ServerContext } from "./openai/generation.ts";
+import { modelOr404, namedOrDefault } from "./models.ts";
 import { listModels, modelObject } from "./openai/models.ts";
 
 const retired = () => new ApiError(501, "slot save and restore are retired: sessions are durable on their own", "route_retired");
@@ -35,12 +36,12 @@ export function createApp(ctx: ServerContext) {
     })
     .get("/health", () => health(ctx.registry))
     .get("/v1/models", () => listModels(ctx.registry))
-    .get("/v1/models/*", ({ params }) => modelObject(ctx.registry.get(decodeModelId(params["*"]))))
+    .get("/v1/models/*", ({ params }) => modelObject(modelOr404(ctx.registry, decodeModelId(params["*"]))))
     .post("/v1/chat/completions", ({ request }) => chatCompletions(ctx, request), noParse)
     .post("/v1/completions", ({ request }) => completions(ctx, request), noParse)
     .post("/v1/tokenize", async ({ request }) => tokenize(ctx.registry, await readJsonBody(request)), noParse)
     .get("/props", ({ query }) => props(ctx.registry, ctx.operatorSampling, (query as { model?: string }).model ?? null))
-    .get("/slots", () => slots(ctx.registry.default))
+    .get("/slots", () => slots(namedOrDefault(ctx.registry, null)))
     .post("/slots/:id/save", () => retired().toResponse(), noParse)
     .post("/slots/:id/restore", () => retired().toResponse(), noParse);
 }

@@ -32,7 +32,7 @@ async function expectCancelled(decodedBefore: number, lanes = 1) {
   const idle = await waitIdle(s, 1000);
   expect(idle.idle).toBe(true);
   expect(idle.ms).toBeLessThan(1000);
-  expect(s.server.registry.default.worker.inflightCount).toBe(0);
+  expect(s.server.registry.default!.worker.inflightCount).toBe(0);
   const settled = idle.entry.totals.decoded_tokens;
   // An uncancelled generation would decode ~4000 tokens per lane.
   expect(settled - decodedBefore).toBeLessThan((WINDOW / 2) * lanes);
@@ -98,7 +98,7 @@ describe("disconnect cancels", () => {
     await Bun.sleep(200); // siblings started late would show up here
     const entry = await slots(s);
     expect(entry.lanes.active).toBe(0);
-    expect(s.server.registry.default.worker.inflightCount).toBe(0);
+    expect(s.server.registry.default!.worker.inflightCount).toBe(0);
   });
 
   test("breaking out of an SDK stream (controller.abort) frees the lane", async () => {
@@ -159,7 +159,7 @@ describe("disconnect cancels", () => {
     for (const h of holders) expect(await h).toBe("AbortError");
     const idle = await waitIdle(s, 1000);
     expect(idle.idle).toBe(true);
-    expect(s.server.registry.default.worker.inflightCount).toBe(0);
+    expect(s.server.registry.default!.worker.inflightCount).toBe(0);
   });
 
   test("after the cancels the server still answers normally", async () => {
@@ -174,7 +174,7 @@ describe("disconnect cancels", () => {
 // Killed last: these tests replace the worker.
 describe("worker failure over HTTP", () => {
   const killWorker = async () => {
-    const worker = s.server.registry.default.worker;
+    const worker = s.server.registry.default!.worker;
     const pid = worker.pid!;
     process.kill(pid, "SIGKILL");
     return pid;
@@ -183,7 +183,7 @@ describe("worker failure over HTTP", () => {
   /** Waits for the replacement worker and for it to answer /slots. */
   const waitRespawn = async (oldPid: number) => {
     const started = performance.now();
-    while (s.server.registry.default.worker.pid === oldPid) {
+    while (s.server.registry.default!.worker.pid === oldPid) {
       if (performance.now() - started > 10_000) throw new Error("no new worker");
       await Bun.sleep(10);
     }
@@ -226,6 +226,6 @@ describe("worker failure over HTTP", () => {
     expect(((await next.json()) as any).usage.completion_tokens).toBe(3);
     const idle = await waitIdle(s, 1000);
     expect(idle.idle).toBe(true);
-    expect(s.server.registry.default.worker.inflightCount).toBe(0);
+    expect(s.server.registry.default!.worker.inflightCount).toBe(0);
   });
 });

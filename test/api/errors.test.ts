@@ -30,7 +30,7 @@ afterAll(() => connections.forEach((c) => c.destroy()));
 
 describe("request errors on /v1/chat/completions", () => {
   test("(first) note the worker pid", () => {
-    workerPid = s.server.registry.default.worker.pid;
+    workerPid = s.server.registry.default!.worker.pid;
     expect(workerPid).toBeGreaterThan(0);
   });
 
@@ -246,7 +246,7 @@ describe("bad input leaves the server whole", () => {
     expect(entry.lanes.active).toBe(0);
     expect(entry.lanes.queued).toBe(0);
     expect(entry.respawns).toBe(0);
-    const worker = s.server.registry.default.worker;
+    const worker = s.server.registry.default!.worker;
     expect(worker.pid).toBe(workerPid!);
     expect(worker.inflightCount).toBe(0);
     const health = await fetch(`${s.url}/health`);

@@ -26,7 +26,7 @@ describe("lifecycle", () => {
     const s = await startTestServer();
     sessions = s.sessions;
     closeIfLeft = () => s.server.close();
-    const pid = s.server.registry.default.worker.pid!;
+    const pid = s.server.registry.default!.worker.pid!;
     expect(alive(pid)).toBe(true);
     const res = await fetch(`${s.url}/v1/chat/completions`, {
       method: "POST",

@@ -4,6 +4,7 @@ import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choic
 import { THINK_MARKERS, type ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
+import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { badRequest } from "../errors.ts";
 import { sseResponse } from "../sse.ts";
@@ -81,7 +82,7 @@ function completionId(ctx: ServerContext): string {
 
 export async function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
   const req = parseChatRequest(await readJsonBody(request));
-  const model = ctx.registry.get(req.model);
+  const model = modelOr404(ctx.registry, req.model);
   checkTextFits(model, messageBytes(req), "messages");
   const grammar = grammarOf(req);
   const { tokens: prompt, startsInReasoning } = buildChatPrompt(model, req);

@@ -5,6 +5,7 @@ import { choiceText, type ChoiceDelta } from "../../daemon/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { TokenLogprob } from "../../engine/logprobs.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
+import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { ApiError, badRequest } from "../errors.ts";
 import { sseResponse } from "../sse.ts";
@@ -84,7 +85,7 @@ class LegacyLogprobs {
 
 export async function completions(ctx: ServerContext, request: Request): Promise<Response> {
   const req = parseCompletion(await readJsonBody(request));
-  const model = ctx.registry.get(req.model);
+  const model = modelOr404(ctx.registry, req.model);
   refuseFim(model, req);
   refuseEchoLogprobs(req);
   checkTextFits(model, Buffer.byteLength(req.prompt), "prompt");
