@@ -45,8 +45,9 @@ export async function startServer(options: ServeOptions, log: (line: string) => 
   try {
     // Our reader enforces the 100 MiB body limit while streaming (413 in OpenAI's
     // envelope); Bun's own cap is set above it. No idle timeout: a long
-    // non-streamed generation sends nothing until it is done.
-    app.listen({ hostname: options.host, port: options.port, maxRequestBodySize: 1024 * 1024 * 1024, idleTimeout: 0 });
+    // non-streamed generation sends nothing until it is done. No port sharing:
+    // a second server on a port in use must fail, not split the traffic.
+    app.listen({ hostname: options.host, port: options.port, maxRequestBodySize: 1024 * 1024 * 1024, idleTimeout: 0, reusePort: false });
   } catch (err) {
     await registry.close();
     throw new Error(`cannot listen on ${options.host}:${options.port}: ${(err as Error).message}`);

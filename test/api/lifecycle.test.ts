@@ -4,6 +4,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { startTestServer } from "./support.ts";
+import { fixturePath } from "../support/models.ts";
 
 let sessions: string | undefined;
 let closeIfLeft: (() => Promise<void>) | undefined;
@@ -41,5 +42,25 @@ describe("lifecycle", () => {
     expect(alive(pid)).toBe(false);
     expect(await fetch(`${s.url}/health`).then(() => "answered", () => "refused")).toBe("refused");
     expect(elapsed).toBeLessThan(1500);
+  });
+});
+
+describe("listener", () => {
+  test("a second server on a port in use exits 1 saying so (no silent port sharing)", async () => {
+    const s = await startTestServer();
+    try {
+      const second = Bun.spawn(
+        [process.execPath, `${import.meta.dir}/../../src/main.ts`, "serve", await fixturePath("tiny-chat"), "--port", String(s.port), "--max-batch", "1", "--max-context", "512", "--threads", "1", "--sessions", s.sessions],
+        { stdout: "ignore", stderr: "pipe" },
+      );
+      const timer = setTimeout(() => second.kill("SIGKILL"), 30_000);
+      const code = await second.exited;
+      clearTimeout(timer);
+      expect(code).toBe(1);
+      expect(await new Response(second.stderr).text()).toContain(`cannot listen on 127.0.0.1:${s.port}`);
+    } finally {
+      await s.server.close();
+      rmSync(s.sessions, { recursive: true, force: true });
+    }
   });
 });
