@@ -6,6 +6,7 @@ export type { CodeRange, Expr, Grammar, Rule, SourceLoc } from "./gbnf/ast.ts";
 export { sourceLocation } from "./gbnf/ast.ts";
 export { GbnfSyntaxError, parseGbnf } from "./gbnf/parse.ts";
 export { printExpr, printGbnf } from "./gbnf/print.ts";
+export { namespaceGrammar } from "./gbnf/namespace.ts";
 export type { CheckOptions, GbnfProblem, GbnfProblemCode } from "./gbnf/check.ts";
 export { checkGbnf, gbnfErrors } from "./gbnf/check.ts";
 export { RegexError } from "./regex/parse.ts";

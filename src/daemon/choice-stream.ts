@@ -3,6 +3,7 @@
 // out, a possible partial match held back), and `<think>` blocks are split
 // into reasoning. Shared by every route that generates.
 import { IncrementalDecoder, ReasoningSplitter, StopMatcher } from "../codec/index.ts";
+import { TaggedJsonToolParser, type ToolCallEvent } from "../codec/tool-calls.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { LlamaModel } from "../engine/model.ts";
 import type { Generation } from "./worker-client.ts";
@@ -11,6 +12,8 @@ export interface ChoiceOptions {
   stops: string[];
   /** Split reasoning markers out of the text; startInside when the prompt opened a reasoning block. */
   reasoning?: { open: string; close: string; startInside: boolean };
+  /** Parse tool calls written in this wire out of the content. */
+  tools?: { open: string; close: string };
 }
 
 /** Text produced by one tick (either part may be empty). */
@@ -21,10 +24,12 @@ export interface ChoiceDelta {
   logprobs?: { token: number; logprob: TokenLogprob }[];
   /** Tokens generated so far. */
   completionTokens: number;
+  /** Tool-call events (start, argument fragments, end) found in this delta. */
+  calls?: ToolCallEvent[];
 }
 
 export interface ChoiceEnd {
-  finishReason: "stop" | "length";
+  finishReason: "stop" | "length" | "tool_calls";
   promptTokens: number;
   cachedTokens: number;
   completionTokens: number;
@@ -53,9 +58,31 @@ export async function* choiceText(
   const decoder = new IncrementalDecoder(tokenizer);
   const stop = new StopMatcher(opts.stops);
   const splitter = opts.reasoning ? new ReasoningSplitter(opts.reasoning) : undefined;
+  const tools = opts.tools ? new TaggedJsonToolParser(opts.tools) : undefined;
   let completionTokens = 0;
   let stoppedByString = false;
-  const split = (text: string) => (splitter ? splitter.push(text) : { content: text, reasoning: "" });
+  let toolCalls = 0;
+
+  /** Raw text (after the stop check) through the reasoning split and the tool-call parser; null when it yields nothing. */
+  const shape = (text: string, last: boolean, logprobs?: ChoiceDelta["logprobs"]): ChoiceDelta | null => {
+    const parts = splitter ? splitter.push(text) : { content: text, reasoning: "" };
+    if (last && splitter) {
+      const fin = splitter.flush();
+      parts.content += fin.content;
+      parts.reasoning += fin.reasoning;
+    }
+    let content = parts.content;
+    let calls: ToolCallEvent[] | undefined;
+    if (tools) {
+      const events = [...tools.push(content), ...(last ? tools.flush() : [])];
+      content = events.map((e) => (e.type === "text" ? e.text : "")).join("");
+      calls = events.filter((e) => e.type !== "text");
+      toolCalls += calls.filter((e) => e.type === "call-end").length;
+      if (calls.length === 0) calls = undefined;
+    }
+    if (!content && !parts.reasoning && !logprobs && !calls) return null;
+    return { content, reasoning: parts.reasoning, completionTokens, ...(logprobs ? { logprobs } : {}), ...(calls ? { calls } : {}) };
+  };
 
   for await (const event of generation) {
     if (event.type === "admitted") {
@@ -66,9 +93,9 @@ export async function* choiceText(
       if (stoppedByString) continue; // tokens already in flight when the stop matched
       completionTokens += event.tokens.length;
       const matched = stop.push(decoder.push(event.tokens));
-      const { content, reasoning } = split(matched.emit);
       const logprobs = event.logprobs?.map((logprob, i) => ({ token: event.tokens[i]!, logprob }));
-      if (content || reasoning || logprobs) yield { content, reasoning, completionTokens, ...(logprobs ? { logprobs } : {}) };
+      const delta = shape(matched.emit, false, logprobs);
+      if (delta) yield delta;
       if (matched.stopped) {
         stoppedByString = true;
         generation.cancel();
@@ -80,20 +107,18 @@ export async function* choiceText(
       const message = event.error ?? "generation failed";
       throw new GenerationFailedError(message, event.clientError ? 400 : 500);
     }
+    let tail = "";
     if (!stoppedByString) {
-      const tail = stop.push(decoder.flush());
-      const rest = split(tail.stopped ? tail.emit : tail.emit + stop.flush());
-      const fin = splitter ? splitter.flush() : { content: "", reasoning: "" };
-      const content = rest.content + fin.content;
-      const reasoning = rest.reasoning + fin.reasoning;
-      if (content || reasoning) yield { content, reasoning, completionTokens };
-      if (tail.stopped) stoppedByString = true;
-    } else if (splitter) {
-      const fin = splitter.flush();
-      if (fin.content || fin.reasoning) yield { ...fin, completionTokens };
+      const rest = stop.push(decoder.flush());
+      tail = rest.stopped ? rest.emit : rest.emit + stop.flush();
+      if (rest.stopped) stoppedByString = true;
     }
+    const delta = shape(tail, true);
+    if (delta) yield delta;
+    const cut = !stoppedByString && event.reason === "length";
     return {
-      finishReason: stoppedByString || event.reason !== "length" ? "stop" : "length",
+      // A reply cut by the token cap is length even if it holds a call (api.md 5.4).
+      finishReason: cut ? "length" : toolCalls > 0 ? "tool_calls" : "stop",
       promptTokens: event.promptTokens,
       cachedTokens: event.cachedTokens,
       completionTokens,

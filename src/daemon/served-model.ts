@@ -13,6 +13,11 @@ export interface ServedModelOptions extends WorkerOptions {
 /** Reasoning markers a model's vocabulary must hold for its reasoning channel to be active. */
 export const THINK_MARKERS = { open: "<think>", close: "</think>" };
 
+/** The JSON-in-tags tool-call wire (Qwen, Hermes and most ChatML models). */
+export const TAGGED_JSON_WIRE = { open: "<tool_call>", close: "</tool_call>" };
+
+export type ToolWire = typeof TAGGED_JSON_WIRE;
+
 export class ServedModel {
   readonly loadedAt = new Date();
 
@@ -63,6 +68,16 @@ export class ServedModel {
   /** Tokens one request may hold in all: prompt plus reply. */
   get contextWindow(): number {
     return this.worker.info.contextPerSequence;
+  }
+
+  /**
+   * How this model writes tool calls, learned from its template: one that
+   * renders calls inside <tool_call> tags uses the JSON-in-tags wire.
+   * Undefined when no wire superfluid parses is found.
+   */
+  get toolWire(): ToolWire | undefined {
+    const sources = [this.info.toolUseTemplate, this.info.chatTemplate].filter((t): t is string => typeof t === "string");
+    return sources.some((t) => t.includes(TAGGED_JSON_WIRE.open)) ? TAGGED_JSON_WIRE : undefined;
   }
 
   /** The dialect object of /v1/models (api.md 8.1). */

@@ -1,7 +1,7 @@
 // POST /v1/chat/completions (api.md 5): streaming and not, n choices,
 // logprobs, stop strings, reasoning split out.
 import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
-import { THINK_MARKERS, type ServedModel } from "../../daemon/served-model.ts";
+import { THINK_MARKERS, type ServedModel, type ToolWire } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
 import { modelOr404 } from "../models.ts";
@@ -23,6 +23,8 @@ import {
 } from "./generation.ts";
 import { requestSampling } from "./sampling-fields.ts";
 import { grammarOf } from "./structured.ts";
+import { streamedToolCalls, ToolCallCollector } from "./tool-call-output.ts";
+import { toolPlan } from "./tools.ts";
 
 const ROUTE = "/v1/chat/completions";
 
@@ -71,6 +73,8 @@ interface Prepared {
   req: ChatRequest;
   prompt: number[];
   grammar?: string;
+  /** Parse tool calls in this wire out of the reply. */
+  toolWire?: ToolWire;
   startsInReasoning: boolean;
   id: string;
   created: number;
@@ -84,7 +88,9 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
   const req = parseChatRequest(await readJsonBody(request));
   const model = modelOr404(ctx.registry, req.model);
   checkTextFits(model, messageBytes(req), "messages");
-  const grammar = grammarOf(req);
+  const tools = toolPlan(model, req);
+  // A forced tool choice beats response_format (api.md 5.3).
+  const grammar = tools.grammar ?? grammarOf(req);
   const { tokens: prompt, startsInReasoning } = buildChatPrompt(model, req);
   checkContext(model, prompt.length, "messages");
   const prepared: Prepared = {
@@ -93,6 +99,7 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
     prompt,
     startsInReasoning,
     ...(grammar ? { grammar } : {}),
+    ...(tools.wire ? { toolWire: tools.wire } : {}),
     id: completionId(ctx),
     created: Math.floor(Date.now() / 1000),
   };
@@ -116,6 +123,7 @@ function choiceOptions(p: Prepared, stops: string[]) {
   return {
     stops,
     ...(splitsReasoning ? { reasoning: { ...THINK_MARKERS, startInside: p.startsInReasoning } } : {}),
+    ...(p.toolWire ? { tools: p.toolWire } : {}),
   };
 }
 
@@ -139,6 +147,7 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
     generations.map(async (generation, index) => {
       let content = "";
       let reasoning = "";
+      const calls = new ToolCallCollector();
       const logprobs: ReturnType<typeof chatLogprob>[] = [];
       const stream = choiceText(p.model.tokenizer, generation, choiceOptions(p, stops));
       let step = await stream.next();
@@ -147,11 +156,12 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
         timer.tokenDelivered();
         content += delta.content;
         reasoning += delta.reasoning;
+        calls.add(delta.calls);
         for (const l of delta.logprobs ?? []) logprobs.push(chatLogprob(p.model, l.token, l.logprob));
         step = await stream.next();
       }
       const end: ChoiceEnd = step.value;
-      return { index, content, reasoning, logprobs, end };
+      return { index, content, reasoning, logprobs, end, toolCalls: calls.done() };
     }),
   ).catch((err) => {
     generations.forEach((g) => g.cancel());
@@ -170,8 +180,10 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
         index: c.index,
         message: {
           role: "assistant",
-          content: c.content,
+          // OpenAI sends null content beside tool calls when there is no text.
+          content: c.content === "" && c.toolCalls.length > 0 ? null : c.content,
           ...(c.reasoning ? { reasoning_content: c.reasoning } : {}),
+          ...(c.toolCalls.length > 0 ? { tool_calls: c.toolCalls } : {}),
         },
         logprobs: p.req.logprobs ? { content: c.logprobs } : null,
         finish_reason: c.end.finishReason,
@@ -226,6 +238,8 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
       const delta: Record<string, unknown> = {};
       if (d.reasoning) delta.reasoning_content = d.reasoning;
       if (d.content) delta.content = d.content;
+      const toolDeltas = streamedToolCalls(d.calls);
+      if (toolDeltas.length > 0) delta.tool_calls = toolDeltas;
       const logprobs = d.logprobs ? { content: d.logprobs.map((l) => chatLogprob(p.model, l.token, l.logprob)) } : null;
       const usage = continuous ? { usage: usageOf(p.prompt.length, d.completionTokens, cachedAtAdmission ?? 0) } : {};
       if (Object.keys(delta).length > 0 || logprobs) sink.send(chunk(delta, usage, null, logprobs));

@@ -1,0 +1,250 @@
+// Streaming parser for tool calls written as JSON inside tags, e.g. Qwen3/Hermes:
+//   <tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>
+// Text arrives in arbitrary chunks; tags may be split at any character.
+import { partialSuffixLength } from "./holdback.ts";
+
+export type ToolCallEvent =
+  | { type: "text"; text: string } // ordinary content
+  | { type: "call-start"; index: number; id: string; name: string } // once the name is known
+  | { type: "call-args"; index: number; text: string } // a fragment of the raw arguments JSON text
+  | { type: "call-end"; index: number; arguments: string }; // the whole arguments text
+
+export interface TaggedJsonToolParserOptions {
+  open: string;
+  close: string;
+  newId?: () => string;
+}
+
+const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+function defaultId(): string {
+  const bytes = new Uint8Array(24);
+  crypto.getRandomValues(bytes);
+  let s = "call_";
+  for (const b of bytes) s += ID_CHARS[b % ID_CHARS.length];
+  return s;
+}
+
+// `{` "name" : "<name>" , "arguments" : — followed by an object start (only objects stream).
+const HEADER = /^\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*(?=\{)/;
+
+/** Drop commas that directly precede `}` or `]` (outside strings). */
+function removeTrailingCommas(s: string): string {
+  let out = "";
+  let inString = false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i]!;
+    if (inString) {
+      out += c;
+      if (c === "\\") {
+        out += s[i + 1] ?? "";
+        i++;
+      } else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"') inString = true;
+    else if (c === ",") {
+      let j = i + 1;
+      while (j < s.length && /\s/.test(s[j]!)) j++;
+      if (s[j] === "}" || s[j] === "]") continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+function parseLoose(text: string): unknown {
+  let t = text.trim();
+  const fence = /^```[\w-]*[ \t]*\r?\n?([\s\S]*?)\s*```$/.exec(t);
+  if (fence) t = fence[1]!.trim();
+  try {
+    return JSON.parse(t);
+  } catch {
+    try {
+      return JSON.parse(removeTrailingCommas(t));
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+function parsesAsJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** {name, arguments} from a whole call body, or undefined when it is not a valid call. */
+function parseCall(body: string): { name: string; args: string } | undefined {
+  const v = parseLoose(body);
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return undefined;
+  const o = v as Record<string, unknown>;
+  if (typeof o.name !== "string") return undefined;
+  const a = o.arguments;
+  if (typeof a === "string") return { name: o.name, args: a };
+  if (typeof a === "object" && a !== null && !Array.isArray(a)) return { name: o.name, args: JSON.stringify(a) };
+  return undefined;
+}
+
+interface OpenCall {
+  buf: string; // call body text since the open tag
+  index: number; // valid once started
+  started: boolean; // call-start emitted (streaming mode)
+  argsStart: number; // offset of the arguments value in buf
+  streamed: string; // concatenation of call-args emitted so far
+}
+
+export class TaggedJsonToolParser {
+  private readonly open: string;
+  private readonly close: string;
+  private readonly newId: () => string;
+  private pending = ""; // outside text not yet emitted
+  private call: OpenCall | null = null;
+  private count = 0;
+
+  constructor(opts: TaggedJsonToolParserOptions) {
+    if (!opts.open || !opts.close) throw new Error("TaggedJsonToolParser: open and close tags must be non-empty");
+    this.open = opts.open;
+    this.close = opts.close;
+    this.newId = opts.newId ?? defaultId;
+  }
+
+  /** Calls started so far. */
+  get callCount(): number {
+    return this.count;
+  }
+
+  push(text: string): ToolCallEvent[] {
+    const out: ToolCallEvent[] = [];
+    if (this.call) this.call.buf += text;
+    else this.pending += text;
+    this.drain(out);
+    return out;
+  }
+
+  /** End of output: release held text and finish or give back an unterminated call. */
+  flush(): ToolCallEvent[] {
+    const out: ToolCallEvent[] = [];
+    this.drain(out);
+    const call = this.call;
+    if (call) {
+      this.call = null;
+      if (call.started) {
+        // Cut-off output (token cap): end with the arguments as far as they can be told.
+        let region = call.buf.slice(call.argsStart);
+        region = region.slice(0, region.length - partialSuffixLength(region, [this.close])).trim();
+        const stripped = region.endsWith("}") ? region.slice(0, -1).trimEnd() : region;
+        let args = call.streamed;
+        if (parsesAsJson(stripped) && stripped.startsWith(call.streamed)) args = stripped;
+        else if (parsesAsJson(region) && region.startsWith(call.streamed)) args = region;
+        this.endCall(call, args, out);
+      } else {
+        this.emitText(this.open + call.buf, out);
+      }
+    }
+    if (this.pending) {
+      this.emitText(this.pending, out);
+      this.pending = "";
+    }
+    return out;
+  }
+
+  private drain(out: ToolCallEvent[]): void {
+    for (;;) {
+      if (!this.call) {
+        const at = this.pending.indexOf(this.open);
+        if (at < 0) {
+          const keep = partialSuffixLength(this.pending, [this.open]);
+          this.emitText(this.pending.slice(0, this.pending.length - keep), out);
+          this.pending = this.pending.slice(this.pending.length - keep);
+          return;
+        }
+        this.emitText(this.pending.slice(0, at), out);
+        const rest = this.pending.slice(at + this.open.length);
+        this.pending = "";
+        this.call = { buf: rest, index: -1, started: false, argsStart: 0, streamed: "" };
+        continue;
+      }
+      const call = this.call;
+      const end = call.buf.indexOf(this.close);
+      if (end < 0) {
+        this.stream(call, call.buf.length - partialSuffixLength(call.buf, [this.close]), out);
+        return;
+      }
+      const body = call.buf.slice(0, end);
+      this.pending = call.buf.slice(end + this.close.length);
+      this.call = null;
+      this.finishClosed(call, body, out);
+    }
+  }
+
+  /** Start (if the header is complete) and stream arguments up to `limit` in call.buf. */
+  private stream(call: OpenCall, limit: number, out: ToolCallEvent[]): void {
+    if (!call.started) {
+      const m = HEADER.exec(call.buf);
+      if (!m || m[0].length > limit) return;
+      let name: string;
+      try {
+        name = JSON.parse(m[1]!) as string;
+      } catch {
+        return; // odd escapes: decide at the close tag
+      }
+      call.started = true;
+      call.argsStart = m[0].length;
+      call.index = this.count++;
+      out.push({ type: "call-start", index: call.index, id: this.newId(), name });
+    }
+    // Hold back what may be the wrapper's end: trailing whitespace, the last `}` and whitespace before it.
+    let region = call.buf.slice(call.argsStart, limit).trimEnd();
+    if (region.endsWith("}")) region = region.slice(0, -1).trimEnd();
+    if (region.length > call.streamed.length && region.startsWith(call.streamed)) {
+      const frag = region.slice(call.streamed.length);
+      call.streamed = region;
+      out.push({ type: "call-args", index: call.index, text: frag });
+    }
+  }
+
+  private finishClosed(call: OpenCall, body: string, out: ToolCallEvent[]): void {
+    if (!call.started) this.stream(call, body.length, out); // header may only now be complete
+    if (call.started) {
+      const region = body.slice(call.argsStart).trim();
+      const stripped = region.endsWith("}") ? region.slice(0, -1).trimEnd() : region;
+      // Prefer the raw text between the header and the wrapper's `}`; if the wrapper is missing,
+      // the whole rest. If the final JSON is broken (or has keys after "arguments"), the call was
+      // already announced and its arguments streamed, so we cannot take it back: it ends with
+      // exactly the streamed arguments text.
+      let args = call.streamed;
+      if (parsesAsJson(stripped) && stripped.startsWith(call.streamed)) args = stripped;
+      else if (parsesAsJson(region) && region.startsWith(call.streamed)) args = region;
+      this.endCall(call, args, out);
+      return;
+    }
+    const parsed = parseCall(body);
+    if (!parsed) {
+      // Malformed: stays content, verbatim.
+      this.emitText(this.open + body + this.close, out);
+      return;
+    }
+    const index = this.count++;
+    out.push({ type: "call-start", index, id: this.newId(), name: parsed.name });
+    if (parsed.args) out.push({ type: "call-args", index, text: parsed.args });
+    out.push({ type: "call-end", index, arguments: parsed.args });
+  }
+
+  private endCall(call: OpenCall, args: string, out: ToolCallEvent[]): void {
+    if (args.length > call.streamed.length) {
+      out.push({ type: "call-args", index: call.index, text: args.slice(call.streamed.length) });
+    }
+    out.push({ type: "call-end", index: call.index, arguments: args });
+  }
+
+  private emitText(text: string, out: ToolCallEvent[]): void {
+    if (!text) return;
+    const last = out[out.length - 1];
+    if (last && last.type === "text") last.text += text;
+    else out.push({ type: "text", text });
+  }
+}

@@ -1,0 +1,43 @@
+// What a chat request's `tools` and `tool_choice` mean for generation
+// (api.md 5.3): whether calls are parsed out of the reply, and the grammar a
+// forced choice ("required" or a named function) is held to.
+import { toolCallGrammar, type ToolSpec } from "../../codec/tool-grammar.ts";
+import type { ServedModel, ToolWire } from "../../daemon/served-model.ts";
+import { badRequest } from "../errors.ts";
+import type { ChatRequest } from "./chat-schema.ts";
+
+export interface ToolPlan {
+  /** Parse calls in this wire out of the reply; undefined when the request has no tools in play. */
+  wire?: ToolWire;
+  /** The grammar a forced choice holds the reply to. */
+  grammar?: string;
+}
+
+function toolSpecs(req: ChatRequest): ToolSpec[] {
+  return (req.tools ?? [])
+    .filter((t) => t.type === "function" && t.function)
+    .map((t) => ({ name: t.function!.name, parameters: (t.function as { parameters?: unknown }).parameters ?? { type: "object" } }));
+}
+
+/** The forced function's name, "required" for any, or undefined (auto; unknown values fall back to it). */
+function forcedChoice(choice: unknown): string | undefined {
+  if (choice === "required") return "required";
+  const named = choice as { type?: unknown; function?: { name?: unknown } } | null | undefined;
+  return named?.type === "function" && typeof named.function?.name === "string" ? named.function.name : undefined;
+}
+
+export function toolPlan(model: ServedModel, req: ChatRequest): ToolPlan {
+  const tools = toolSpecs(req);
+  if (tools.length === 0 || req.tool_choice === "none") return {};
+  const wire = model.toolWire;
+  const forced = forcedChoice(req.tool_choice);
+  if (!forced) return wire ? { wire } : {};
+  if (!wire) throw badRequest(`constraint unsatisfiable: model '${model.id}' has no tool-call format superfluid can constrain`, "tool_choice");
+  const chosen = forced === "required" ? tools : tools.filter((t) => t.name === forced);
+  try {
+    return { wire, grammar: toolCallGrammar(chosen, wire, req.parallel_tool_calls !== false) };
+  } catch (err) {
+    const message = (err as Error).message;
+    throw badRequest(message.startsWith("constraint unsatisfiable") ? message : `constraint unsatisfiable: ${message}`, "tools");
+  }
+}
