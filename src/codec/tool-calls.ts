@@ -5,6 +5,7 @@ import { partialSuffixLength } from "./holdback.ts";
 
 export type ToolCallEvent =
   | { type: "text"; text: string } // ordinary content
+  | { type: "reasoning"; text: string } // reasoning in a wire that carries it (gpt-oss's analysis channel)
   | { type: "call-start"; index: number; id: string; name: string } // once the name is known
   | { type: "call-args"; index: number; text: string } // a fragment of the raw arguments JSON text
   | { type: "call-end"; index: number; arguments: string }; // the whole arguments text

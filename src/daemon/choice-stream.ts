@@ -3,7 +3,8 @@
 // out, a possible partial match held back), and `<think>` blocks are split
 // into reasoning. Shared by every route that generates.
 import { IncrementalDecoder, ReasoningSplitter, StopMatcher } from "../codec/index.ts";
-import { TaggedJsonToolParser, type ToolCallEvent } from "../codec/tool-calls.ts";
+import type { ToolCallEvent } from "../codec/tool-calls.ts";
+import type { ToolCallParser } from "../codec/tool-dialects/index.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { LlamaModel } from "../engine/model.ts";
 import type { Generation } from "./worker-client.ts";
@@ -12,8 +13,8 @@ export interface ChoiceOptions {
   stops: string[];
   /** Split reasoning markers out of the text; startInside when the prompt opened a reasoning block. */
   reasoning?: { open: string; close: string; startInside: boolean };
-  /** Parse tool calls written in this wire out of the content. */
-  tools?: { open: string; close: string };
+  /** Parses the model's tool-call wire (and, for some wires, its channels) out of the content. */
+  toolParser?: () => ToolCallParser;
 }
 
 /** Text produced by one tick (either part may be empty). */
@@ -58,7 +59,7 @@ export async function* choiceText(
   const decoder = new IncrementalDecoder(tokenizer);
   const stop = new StopMatcher(opts.stops);
   const splitter = opts.reasoning ? new ReasoningSplitter(opts.reasoning) : undefined;
-  const tools = opts.tools ? new TaggedJsonToolParser(opts.tools) : undefined;
+  const tools = opts.toolParser?.();
   let completionTokens = 0;
   let stoppedByString = false;
   let toolCalls = 0;
@@ -76,7 +77,8 @@ export async function* choiceText(
     if (tools) {
       const events = [...tools.push(content), ...(last ? tools.flush() : [])];
       content = events.map((e) => (e.type === "text" ? e.text : "")).join("");
-      calls = events.filter((e) => e.type !== "text");
+      parts.reasoning += events.map((e) => (e.type === "reasoning" ? e.text : "")).join("");
+      calls = events.filter((e) => e.type !== "text" && e.type !== "reasoning");
       toolCalls += calls.filter((e) => e.type === "call-end").length;
       if (calls.length === 0) calls = undefined;
     }

@@ -2,6 +2,7 @@
 // the model for tokenizing in the daemon (the worker only ever sees token ids),
 // its chat template, and the worker process that generates.
 import { ChatTemplate, templateReads } from "../codec/index.ts";
+import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
 import { WorkerClient, type WorkerOptions } from "./worker-client.ts";
@@ -13,10 +14,7 @@ export interface ServedModelOptions extends WorkerOptions {
 /** Reasoning markers a model's vocabulary must hold for its reasoning channel to be active. */
 export const THINK_MARKERS = { open: "<think>", close: "</think>" };
 
-/** The JSON-in-tags tool-call wire (Qwen, Hermes and most ChatML models). */
-export const TAGGED_JSON_WIRE = { open: "<tool_call>", close: "</tool_call>" };
 
-export type ToolWire = typeof TAGGED_JSON_WIRE;
 
 export class ServedModel {
   readonly loadedAt = new Date();
@@ -33,6 +31,8 @@ export class ServedModel {
     readonly thinks: boolean,
     /** The most bytes one token stands for: text of n bytes is at least n / this many tokens. */
     readonly maxTokenBytes: number,
+    /** How this model writes tool calls, learned from its template; undefined when no known wire fits. */
+    readonly toolDialect: ToolDialect | undefined,
   ) {}
 
   /**
@@ -62,7 +62,9 @@ export class ServedModel {
     const thinks = single(THINK_MARKERS.open) && single(THINK_MARKERS.close);
     let maxTokenBytes = 1;
     for (let t = 0; t < tokenizer.vocabInfo.size; t++) maxTokenBytes = Math.max(maxTokenBytes, tokenizer.tokenBytes(t).length);
-    return new ServedModel(opts.id, opts.model, info, tokenizer, worker, template, toolTemplate, thinks, maxTokenBytes);
+    const templateSource = info.toolUseTemplate ?? info.chatTemplate ?? "";
+    const toolDialect = templateSource ? detectToolDialect(templateSource, single) : undefined;
+    return new ServedModel(opts.id, opts.model, info, tokenizer, worker, template, toolTemplate, thinks, maxTokenBytes, toolDialect);
   }
 
   /** Tokens one request may hold in all: prompt plus reply. */
@@ -70,15 +72,6 @@ export class ServedModel {
     return this.worker.info.contextPerSequence;
   }
 
-  /**
-   * How this model writes tool calls, learned from its template: one that
-   * renders calls inside <tool_call> tags uses the JSON-in-tags wire.
-   * Undefined when no wire superfluid parses is found.
-   */
-  get toolWire(): ToolWire | undefined {
-    const sources = [this.info.toolUseTemplate, this.info.chatTemplate].filter((t): t is string => typeof t === "string");
-    return sources.some((t) => t.includes(TAGGED_JSON_WIRE.open)) ? TAGGED_JSON_WIRE : undefined;
-  }
 
   /** The dialect object of /v1/models (api.md 8.1). */
   dialect() {

@@ -27,7 +27,7 @@ function merge(events: ToolCallEvent[]): Merged {
       const c = m.calls[e.index]!;
       expect(c.end).toBeUndefined();
       c.args += e.text;
-    } else {
+    } else if (e.type === "call-end") {
       const c = m.calls[e.index]!;
       expect(c.end).toBeUndefined();
       c.end = e.arguments;

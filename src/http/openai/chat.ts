@@ -1,7 +1,8 @@
 // POST /v1/chat/completions (api.md 5): streaming and not, n choices,
 // logprobs, stop strings, reasoning split out.
 import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
-import { THINK_MARKERS, type ServedModel, type ToolWire } from "../../daemon/served-model.ts";
+import type { ToolDialect } from "../../codec/tool-dialects/index.ts";
+import { THINK_MARKERS, type ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
 import { modelOr404 } from "../models.ts";
@@ -73,8 +74,8 @@ interface Prepared {
   req: ChatRequest;
   prompt: number[];
   grammar?: string;
-  /** Parse tool calls in this wire out of the reply. */
-  toolWire?: ToolWire;
+  /** Parse tool calls (and channels) in this dialect out of the reply. */
+  toolDialect?: ToolDialect;
   startsInReasoning: boolean;
   id: string;
   created: number;
@@ -99,7 +100,7 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
     prompt,
     startsInReasoning,
     ...(grammar ? { grammar } : {}),
-    ...(tools.wire ? { toolWire: tools.wire } : {}),
+    ...(tools.dialect ? { toolDialect: tools.dialect } : {}),
     id: completionId(ctx),
     created: Math.floor(Date.now() / 1000),
   };
@@ -123,7 +124,7 @@ function choiceOptions(p: Prepared, stops: string[]) {
   return {
     stops,
     ...(splitsReasoning ? { reasoning: { ...THINK_MARKERS, startInside: p.startsInReasoning } } : {}),
-    ...(p.toolWire ? { tools: p.toolWire } : {}),
+    ...(p.toolDialect ? { toolParser: () => p.toolDialect!.parser() } : {}),
   };
 }
 

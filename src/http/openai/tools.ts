@@ -1,14 +1,15 @@
 // What a chat request's `tools` and `tool_choice` mean for generation
 // (api.md 5.3): whether calls are parsed out of the reply, and the grammar a
 // forced choice ("required" or a named function) is held to.
-import { toolCallGrammar, type ToolSpec } from "../../codec/tool-grammar.ts";
-import type { ServedModel, ToolWire } from "../../daemon/served-model.ts";
+import type { ToolDialect } from "../../codec/tool-dialects/index.ts";
+import type { ToolSpec } from "../../codec/tool-grammar.ts";
+import type { ServedModel } from "../../daemon/served-model.ts";
 import { badRequest } from "../errors.ts";
 import type { ChatRequest } from "./chat-schema.ts";
 
 export interface ToolPlan {
-  /** Parse calls in this wire out of the reply; undefined when the request has no tools in play. */
-  wire?: ToolWire;
+  /** Parse the reply with this dialect; undefined when nothing is parsed out of it. */
+  dialect?: ToolDialect;
   /** The grammar a forced choice holds the reply to. */
   grammar?: string;
 }
@@ -27,15 +28,17 @@ function forcedChoice(choice: unknown): string | undefined {
 }
 
 export function toolPlan(model: ServedModel, req: ChatRequest): ToolPlan {
+  const dialect = model.toolDialect;
   const tools = toolSpecs(req);
-  if (tools.length === 0 || req.tool_choice === "none") return {};
-  const wire = model.toolWire;
+  // Wires that carry reasoning and content channels are parsed whatever the tools.
+  const parsed = dialect?.alwaysParse ? { dialect } : {};
+  if (tools.length === 0 || req.tool_choice === "none") return parsed;
   const forced = forcedChoice(req.tool_choice);
-  if (!forced) return wire ? { wire } : {};
-  if (!wire) throw badRequest(`constraint unsatisfiable: model '${model.id}' has no tool-call format superfluid can constrain`, "tool_choice");
+  if (!forced) return dialect ? { dialect } : {};
+  if (!dialect) throw badRequest(`constraint unsatisfiable: model '${model.id}' has no tool-call format superfluid can constrain`, "tool_choice");
   const chosen = forced === "required" ? tools : tools.filter((t) => t.name === forced);
   try {
-    return { wire, grammar: toolCallGrammar(chosen, wire, req.parallel_tool_calls !== false) };
+    return { dialect, grammar: dialect.forcedGrammar(chosen, req.parallel_tool_calls !== false) };
   } catch (err) {
     const message = (err as Error).message;
     throw badRequest(message.startsWith("constraint unsatisfiable") ? message : `constraint unsatisfiable: ${message}`, "tools");

@@ -1,0 +1,31 @@
+// One model family's tool-call wire: how to recognise it from the chat
+// template, how to parse calls out of streamed output, and the grammar that
+// forces a call (tool_choice "required" or a named function).
+import type { ToolCallEvent } from "../tool-calls.ts";
+import type { ToolSpec } from "../tool-grammar.ts";
+
+export type { ToolCallEvent, ToolSpec };
+
+/** A streaming parser: text in (any chunking), content and call events out. */
+export interface ToolCallParser {
+  push(text: string): ToolCallEvent[];
+  /** End of output: held text comes out; an unterminated call is finished or returned as text. */
+  flush(): ToolCallEvent[];
+}
+
+export interface ToolDialect {
+  /** Short name, shown in logs and /v1/models. */
+  name: string;
+  /**
+   * Whether a model uses this wire. `template` is the chat template source (tool-use
+   * template first when the model has one); `hasToken(text)` says whether the vocabulary
+   * holds `text` as a single (special) token.
+   */
+  detect(template: string, hasToken: (text: string) => boolean): boolean;
+  /** A fresh parser for one reply; `newId` makes call ids. */
+  parser(newId?: () => string): ToolCallParser;
+  /** GBNF (root rule `root`) for one call, or several when `parallel`, to one of `tools`. */
+  forcedGrammar(tools: ToolSpec[], parallel: boolean): string;
+  /** The wire also carries reasoning and content channels, so every reply is parsed, tools or not. */
+  alwaysParse?: boolean;
+}
