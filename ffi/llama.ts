@@ -54,6 +54,7 @@ const llamaSymbols = {
   llama_sampler_init_penalties: { args: ["i32", "i32", "f32", "f32", "f32"], returns: "ptr" },
   llama_sampler_init_logit_bias: { args: ["i32", "i32", "ptr"], returns: "ptr" },
   llama_sampler_init_grammar: { args: ["ptr", "ptr", "ptr"], returns: "ptr" },
+  llama_sampler_init_grammar_lazy_patterns: { args: ["ptr", "ptr", "ptr", "ptr", "u64", "ptr", "u64"], returns: "ptr" },
   llama_sampler_sample: { args: ["ptr", "ptr", "i32"], returns: "i32" },
   llama_sampler_accept: { args: ["ptr", "i32"], returns: "void" },
   llama_sampler_apply: { args: ["ptr", "ptr"], returns: "void" },

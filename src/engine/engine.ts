@@ -23,6 +23,11 @@ export interface GenerateJob {
   logprobs?: number;
   /** GBNF (root rule `root`) the reply must match. */
   grammar?: string;
+  /**
+   * Makes the grammar lazy: free text until this marker appears, the grammar from
+   * the marker on (tool_choice "auto": a call that starts is held to its schema).
+   */
+  grammarTrigger?: string;
 }
 
 export type FinishReason = "stop" | "length" | "cancelled" | "error";
@@ -267,7 +272,8 @@ export class Engine {
         // ignore_eos never samples an end-of-generation token (as llama.cpp does), except
         // under a grammar, whose only way to finish is one.
         const banned = job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : [];
-        chain = new SamplerChain(this.model, job.sampling, job.prompt, job.grammar, banned);
+        const grammar = job.grammar === undefined ? undefined : { gbnf: job.grammar, trigger: job.grammarTrigger };
+        chain = new SamplerChain(this.model, job.sampling, job.prompt, grammar, banned);
       } catch (err) {
         const clientError = err instanceof GrammarError;
         events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message, clientError });

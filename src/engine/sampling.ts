@@ -2,7 +2,7 @@
 // logit bias, penalties, then temperature followed by top-p, min-p and top-k
 // (all judged on the tempered distribution), then the seeded draw. Temperature 0 is
 // llama.cpp's own argmax.
-import type { Pointer } from "bun:ffi";
+import { ptr, type Pointer } from "bun:ffi";
 import { cstr, handle, type NativeHandle } from "../../ffi/llama.ts";
 import { floatView, type LlamaModel } from "./model.ts";
 
@@ -60,6 +60,29 @@ export function drawSeed(seed: number): number {
   return u32 === 0xffffffff ? 0xfffffffe : u32;
 }
 
+/**
+ * A grammar that waits for `trigger`: the text before it is free, and the
+ * grammar is fed the output from the trigger on. The trigger is matched as
+ * text (a pattern over the output) and, when the vocabulary has it as one
+ * token, as that token.
+ */
+function lazyGrammar(model: LlamaModel, gbnf: string, trigger: string): NativeHandle {
+  const escaped = trigger.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const pattern = cstr(`[\\s\\S]*?(${escaped}[\\s\\S]*)`);
+  const patterns = new BigUint64Array([BigInt(ptr(pattern))]);
+  const ids = model.tokenize(trigger, { parseSpecial: true });
+  const tokens = new Int32Array(ids.length === 1 ? ids : []);
+  return model.llama.api.llama_sampler_init_grammar_lazy_patterns(
+    model.vocab,
+    cstr(gbnf),
+    cstr("root"),
+    patterns,
+    1,
+    tokens.length > 0 ? tokens : null,
+    tokens.length,
+  );
+}
+
 export class GrammarError extends Error {
   readonly code = "grammar";
 }
@@ -99,14 +122,14 @@ export class SamplerChain {
     private readonly model: LlamaModel,
     spec: SamplingSpec,
     promptTail: number[] = [],
-    grammar?: string,
+    grammar?: { gbnf: string; trigger?: string },
     banned: number[] = [],
   ) {
     this.banned = new Set(banned);
     this.stateless = !hasPenalties(spec);
     const { api, shim } = model.llama;
     if (grammar !== undefined) {
-      const g = api.llama_sampler_init_grammar(model.vocab, cstr(grammar), cstr("root"));
+      const g = grammar.trigger === undefined ? api.llama_sampler_init_grammar(model.vocab, cstr(grammar.gbnf), cstr("root")) : lazyGrammar(model, grammar.gbnf, grammar.trigger);
       if (!g || typeof g === "bigint") throw new GrammarError("response_format grammar did not compile on this engine");
       this.grammar = g;
     }

@@ -119,6 +119,16 @@ describe("tool calls", () => {
     expect(json.usage.prompt_tokens).toBeGreaterThan(20);
   });
 
+  test("tool_choice auto: free text stays free, but a call that starts is held to its schema", async () => {
+    // Push the model to open a call (the fixture's <tool_call> is token 6); from there the lazy grammar holds.
+    for (const seed of [1, 2, 3]) {
+      const { json } = await postJson(s, "/v1/chat/completions", ask({ seed, tool_choice: "auto", parallel_tool_calls: false, logit_bias: { "6": 100 } }));
+      const choice = json.choices[0];
+      expect(choice.finish_reason).toBe("tool_calls");
+      checkCall(choice.message.tool_calls[0]);
+    }
+  });
+
   test("tool_choice none and auto do not force a call", async () => {
     for (const tool_choice of ["none", "auto"]) {
       const { json } = await postJson(s, "/v1/chat/completions", ask({ tool_choice, seed: 2, max_tokens: 8, ignore_eos: true }));

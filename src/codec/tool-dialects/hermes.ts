@@ -11,4 +11,5 @@ export const hermes: ToolDialect = {
   detect: (template) => template.includes(WIRE.open),
   parser: (newId) => new TaggedJsonToolParser({ ...WIRE, ...(newId ? { newId } : {}) }),
   forcedGrammar: (tools, parallel) => toolCallGrammar(tools, WIRE, parallel),
+  trigger: WIRE.open,
 };

@@ -28,4 +28,10 @@ export interface ToolDialect {
   forcedGrammar(tools: ToolSpec[], parallel: boolean): string;
   /** The wire also carries reasoning and content channels, so every reply is parsed, tools or not. */
   alwaysParse?: boolean;
+  /**
+   * The text every call opens with (the forced grammar starts with it). With
+   * tool_choice "auto" the forced grammar waits for it, so a call that starts
+   * is held to its tool's schema while free text stays free.
+   */
+  trigger?: string;
 }

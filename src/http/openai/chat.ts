@@ -74,6 +74,8 @@ interface Prepared {
   req: ChatRequest;
   prompt: number[];
   grammar?: string;
+  /** The grammar is lazy: free text until this call opener. */
+  grammarTrigger?: string;
   /** Parse tool calls (and channels) in this dialect out of the reply. */
   toolDialect?: ToolDialect;
   startsInReasoning: boolean;
@@ -90,8 +92,12 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
   const model = modelOr404(ctx.registry, req.model);
   checkTextFits(model, messageBytes(req), "messages");
   const tools = toolPlan(model, req);
-  // A forced tool choice beats response_format (api.md 5.3).
-  const grammar = tools.grammar ?? grammarOf(req);
+  // A forced tool choice beats response_format (api.md 5.3); an auto one only
+  // constrains calls, so response_format still holds for the rest.
+  const forced = tools.grammar !== undefined && tools.trigger === undefined;
+  const format = forced ? undefined : grammarOf(req);
+  const grammar = forced ? tools.grammar : (format ?? tools.grammar);
+  const grammarTrigger = format === undefined && tools.trigger !== undefined ? tools.trigger : undefined;
   const { tokens: prompt, startsInReasoning } = buildChatPrompt(model, req);
   checkContext(model, prompt.length, "messages");
   const prepared: Prepared = {
@@ -100,6 +106,7 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
     prompt,
     startsInReasoning,
     ...(grammar ? { grammar } : {}),
+    ...(grammarTrigger ? { grammarTrigger } : {}),
     ...(tools.dialect ? { toolDialect: tools.dialect } : {}),
     id: completionId(ctx),
     created: Math.floor(Date.now() / 1000),
@@ -115,12 +122,14 @@ function generationOf(ctx: ServerContext, p: Prepared) {
     ignoreEos: req.ignore_eos ?? false,
     ...(req.logprobs ? { logprobs: req.top_logprobs ?? 0 } : {}),
     ...(p.grammar ? { grammar: p.grammar } : {}),
+    ...(p.grammarTrigger ? { grammarTrigger: p.grammarTrigger } : {}),
   });
 }
 
 function choiceOptions(p: Prepared, stops: string[]) {
-  // A constrained reply is all content: the grammar holds from the first token.
-  const splitsReasoning = p.model.thinks && !p.grammar;
+  // A constrained reply is all content (the grammar holds from the first token),
+  // unless the grammar is lazy and only holds from a call's opener on.
+  const splitsReasoning = p.model.thinks && (!p.grammar || p.grammarTrigger !== undefined);
   return {
     stops,
     ...(splitsReasoning ? { reasoning: { ...THINK_MARKERS, startInside: p.startsInReasoning } } : {}),

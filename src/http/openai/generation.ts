@@ -68,7 +68,7 @@ export function generateRequest(
   ctx: ServerContext,
   model: ServedModel,
   prompt: number[],
-  opts: { sampling: RequestSampling; maxTokens?: number; ignoreEos?: boolean; logprobs?: number; grammar?: string },
+  opts: { sampling: RequestSampling; maxTokens?: number; ignoreEos?: boolean; logprobs?: number; grammar?: string; grammarTrigger?: string },
 ): GenerateRequest {
   return {
     prompt,
@@ -77,6 +77,7 @@ export function generateRequest(
     ignoreEos: opts.ignoreEos ?? false,
     ...(opts.logprobs === undefined ? {} : { logprobs: opts.logprobs }),
     ...(opts.grammar === undefined ? {} : { grammar: opts.grammar }),
+    ...(opts.grammarTrigger === undefined ? {} : { grammarTrigger: opts.grammarTrigger }),
   };
 }
 

@@ -12,6 +12,8 @@ export interface ToolPlan {
   dialect?: ToolDialect;
   /** The grammar a forced choice holds the reply to. */
   grammar?: string;
+  /** With tool_choice "auto": the grammar waits for this call opener (a lazy grammar). */
+  trigger?: string;
 }
 
 function toolSpecs(req: ChatRequest): ToolSpec[] {
@@ -34,11 +36,21 @@ export function toolPlan(model: ServedModel, req: ChatRequest): ToolPlan {
   const parsed = dialect?.alwaysParse ? { dialect } : {};
   if (tools.length === 0 || req.tool_choice === "none") return parsed;
   const forced = forcedChoice(req.tool_choice);
-  if (!forced) return dialect ? { dialect } : {};
+  const parallel = req.parallel_tool_calls !== false;
+  if (!forced) {
+    if (!dialect) return {};
+    if (!dialect.trigger) return { dialect };
+    return { dialect, grammar: compileCalls(dialect, tools, parallel), trigger: dialect.trigger };
+  }
   if (!dialect) throw badRequest(`constraint unsatisfiable: model '${model.id}' has no tool-call format superfluid can constrain`, "tool_choice");
   const chosen = forced === "required" ? tools : tools.filter((t) => t.name === forced);
+  return { dialect, grammar: compileCalls(dialect, chosen, parallel) };
+}
+
+/** The dialect's grammar for calls to these tools; a schema it cannot honour is a 400. */
+function compileCalls(dialect: ToolDialect, tools: ToolSpec[], parallel: boolean): string {
   try {
-    return { dialect, grammar: dialect.forcedGrammar(chosen, req.parallel_tool_calls !== false) };
+    return dialect.forcedGrammar(tools, parallel);
   } catch (err) {
     const message = (err as Error).message;
     throw badRequest(message.startsWith("constraint unsatisfiable") ? message : `constraint unsatisfiable: ${message}`, "tools");

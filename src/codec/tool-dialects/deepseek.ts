@@ -1,0 +1,205 @@
+// DeepSeek V3 / R1 / V3.1 tool calls, written with the models' special tokens
+// (fullwidth bars U+FF5C, word separators U+2581):
+//   V3/R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{ARGS}\n```<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
+//   V3.1:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{ARGS}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
+// Calls come out whole when their call-end token arrives; anything that does not
+// parse stays content, verbatim.
+import { compileJsonSchema, namespaceGrammar, printGbnf, type Expr, type Grammar, type Rule } from "../../../grammar/index.ts";
+import { partialSuffixLength } from "../holdback.ts";
+import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
+
+export const DEEPSEEK_MARKERS = {
+  callsBegin: "<｜tool▁calls▁begin｜>",
+  callsEnd: "<｜tool▁calls▁end｜>",
+  callBegin: "<｜tool▁call▁begin｜>",
+  callEnd: "<｜tool▁call▁end｜>",
+  sep: "<｜tool▁sep｜>",
+} as const;
+
+const M = DEEPSEEK_MARKERS;
+
+const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+function defaultId(): string {
+  const bytes = new Uint8Array(24);
+  crypto.getRandomValues(bytes);
+  let s = "call_";
+  for (const b of bytes) s += ID_CHARS[b % ID_CHARS.length];
+  return s;
+}
+
+function isJsonObject(text: string): boolean {
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === "object" && v !== null && !Array.isArray(v);
+  } catch {
+    return false;
+  }
+}
+
+// V3/R1 body after `function<｜tool▁sep｜>`: NAME, newline, a fenced JSON block.
+const FENCED = /^[ \t]*([^\s`<>]+)[ \t]*\r?\n```(?:json)?[ \t]*\r?\n?([\s\S]*?)\s*```\s*$/;
+const NAME = /^[^\s<>]+$/;
+
+/** {name, args} from the text between call-begin and call-end, or undefined when malformed. */
+export function parseDeepseekCall(body: string): { name: string; args: string } | undefined {
+  const at = body.indexOf(M.sep);
+  if (at < 0) return undefined;
+  const head = body.slice(0, at).trim();
+  const tail = body.slice(at + M.sep.length);
+  if (head === "function") {
+    const m = FENCED.exec(tail);
+    if (m) {
+      const args = m[2]!.trim();
+      if (isJsonObject(args)) return { name: m[1]!, args };
+    }
+  }
+  // V3.1: the name before the separator, bare JSON after it.
+  const args = tail.trim();
+  if (NAME.test(head) && isJsonObject(args)) return { name: head, args };
+  return undefined;
+}
+
+class DeepseekToolParser implements ToolCallParser {
+  private readonly newId: () => string;
+  private inBlock = false;
+  private buf = ""; // outside: text not yet emitted; in a block: block text not yet consumed
+  private heldOpen = ""; // the calls-begin marker (and skipped whitespace) while no call in this block has parsed
+  private count = 0;
+  private blockHasCall = false; // a call in the current block has parsed
+
+  constructor(newId?: () => string) {
+    this.newId = newId ?? defaultId;
+  }
+
+  push(text: string): ToolCallEvent[] {
+    const out: ToolCallEvent[] = [];
+    this.buf += text;
+    this.drain(out);
+    return out;
+  }
+
+  flush(): ToolCallEvent[] {
+    const out: ToolCallEvent[] = [];
+    this.drain(out);
+    if (this.inBlock) {
+      const lead = this.buf.length - this.buf.trimStart().length;
+      const rest = this.buf.slice(lead);
+      let done = false;
+      if (rest.startsWith(M.callBegin)) {
+        // An unclosed last call: finish it if it is complete.
+        let body = rest.slice(M.callBegin.length);
+        body = body.slice(0, body.length - partialSuffixLength(body, [M.callEnd]));
+        const call = parseDeepseekCall(body);
+        if (call) {
+          this.emitCall(call, out);
+          done = true;
+        }
+      } else if (this.blockHasCall && M.callsEnd.startsWith(rest)) {
+        done = true; // only whitespace or a cut-off calls-end after parsed calls
+      }
+      if (!done) this.emitText(this.heldOpen + this.buf, out);
+      this.inBlock = false;
+      this.heldOpen = "";
+      this.buf = "";
+    } else if (this.buf) {
+      this.emitText(this.buf, out);
+      this.buf = "";
+    }
+    return out;
+  }
+
+  private drain(out: ToolCallEvent[]): void {
+    for (;;) {
+      if (!this.inBlock) {
+        const at = this.buf.indexOf(M.callsBegin);
+        if (at < 0) {
+          const keep = partialSuffixLength(this.buf, [M.callsBegin]);
+          this.emitText(this.buf.slice(0, this.buf.length - keep), out);
+          this.buf = this.buf.slice(this.buf.length - keep);
+          return;
+        }
+        this.emitText(this.buf.slice(0, at), out);
+        this.buf = this.buf.slice(at + M.callsBegin.length);
+        this.heldOpen = M.callsBegin;
+        this.blockHasCall = false;
+        this.inBlock = true;
+        continue;
+      }
+      const lead = this.buf.length - this.buf.trimStart().length;
+      const rest = this.buf.slice(lead);
+      if (rest === "") return;
+      if (rest.startsWith(M.callsEnd)) {
+        // An empty block (no call parsed) stays text.
+        if (!this.blockHasCall) this.emitText(this.heldOpen + this.buf.slice(0, lead + M.callsEnd.length), out);
+        this.buf = rest.slice(M.callsEnd.length);
+        this.heldOpen = "";
+        this.inBlock = false;
+        continue;
+      }
+      if (rest.startsWith(M.callBegin)) {
+        const end = rest.indexOf(M.callEnd, M.callBegin.length);
+        if (end < 0) return; // wait for the call's end
+        const whole = rest.slice(0, end + M.callEnd.length);
+        const call = parseDeepseekCall(rest.slice(M.callBegin.length, end));
+        if (call) {
+          this.emitCall(call, out);
+          this.heldOpen = "";
+          this.blockHasCall = true;
+        } else {
+          this.emitText(this.heldOpen + this.buf.slice(0, lead) + whole, out);
+          this.heldOpen = "";
+        }
+        this.buf = rest.slice(whole.length);
+        continue;
+      }
+      if (M.callBegin.startsWith(rest) || M.callsEnd.startsWith(rest)) return; // a marker still arriving
+      // Something else inside the block: the block ends here and the rest is content.
+      this.emitText(this.heldOpen, out);
+      this.heldOpen = "";
+      this.inBlock = false;
+    }
+  }
+
+  private emitCall(call: { name: string; args: string }, out: ToolCallEvent[]): void {
+    const index = this.count++;
+    out.push({ type: "call-start", index, id: this.newId(), name: call.name });
+    if (call.args) out.push({ type: "call-args", index, text: call.args });
+    out.push({ type: "call-end", index, arguments: call.args });
+  }
+
+  private emitText(text: string, out: ToolCallEvent[]): void {
+    if (!text) return;
+    const last = out[out.length - 1];
+    if (last && last.type === "text") last.text += text;
+    else out.push({ type: "text", text });
+  }
+}
+
+const ref = (name: string): Expr => ({ kind: "ref", name });
+const lit = (value: string): Expr => ({ kind: "lit", value });
+const seq = (...items: Expr[]): Expr => ({ kind: "seq", items });
+
+/** GBNF for a V3/R1-style calls block holding one call (or several when `parallel`) to `tools`. */
+export function deepseekToolGrammar(tools: ToolSpec[], parallel: boolean): string {
+  if (tools.length === 0) throw new Error("a forced tool call needs at least one tool");
+  const rules: Rule[] = [];
+  const calls: Expr[] = tools.map((tool, i) => {
+    const compiled: Grammar = compileJsonSchema(tool.parameters ?? { type: "object" }).grammar;
+    rules.push(...namespaceGrammar(compiled, `ds${i}`));
+    const call = seq(lit(`${M.callBegin}function${M.sep}${tool.name}\n\`\`\`json\n`), ref(`ds${i}-root`), lit(`\n\`\`\`${M.callEnd}`));
+    rules.push({ name: `ds${i}-call`, body: call });
+    return ref(`ds${i}-call`);
+  });
+  rules.push({ name: "ds-call", body: calls.length === 1 ? calls[0]! : { kind: "alt", alts: calls } });
+  const more: Expr = { kind: "repeat", body: seq({ kind: "repeat", body: lit("\n"), min: 0, max: 1 }, ref("ds-call")), min: 0, max: null };
+  const root = parallel ? seq(lit(M.callsBegin), ref("ds-call"), more, lit(M.callsEnd)) : seq(lit(M.callsBegin), ref("ds-call"), lit(M.callsEnd));
+  return printGbnf({ rules: [{ name: "root", body: root }, ...rules] });
+}
+
+export const deepseek: ToolDialect = {
+  name: "deepseek",
+  detect: (template) => template.includes("tool▁calls▁begin"),
+  parser: (newId) => new DeepseekToolParser(newId),
+  forcedGrammar: (tools, parallel) => deepseekToolGrammar(tools, parallel),
+};

@@ -1,0 +1,241 @@
+// Fallback dialect for templates that take tools but use no wire we know: the
+// reply as a whole is a JSON call `{"name": "f", "arguments": {...}}` (or
+// "parameters"), or an array of them, optionally inside a ```json fence.
+// Anything else is content. Also holds the JSON helpers the Llama 3 dialect uses.
+import { compileJsonSchema, namespaceGrammar, printGbnf, type Expr, type Grammar, type Rule } from "../../../grammar/index.ts";
+import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
+
+const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+export function defaultCallId(): string {
+  const bytes = new Uint8Array(24);
+  crypto.getRandomValues(bytes);
+  let s = "call_";
+  for (const b of bytes) s += ID_CHARS[b % ID_CHARS.length];
+  return s;
+}
+
+const isWs = (c: string | undefined): boolean => c === " " || c === "\n" || c === "\r" || c === "\t";
+
+function skipWs(s: string, i: number): number {
+  while (i < s.length && isWs(s[i])) i++;
+  return i;
+}
+
+/**
+ * End (exclusive) of the JSON object or array that opens at `s[start]`, by bracket
+ * depth outside strings; -1 when it has not closed yet. Does not validate.
+ */
+export function jsonContainerEnd(s: string, start: number): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = start; i < s.length; i++) {
+    const c = s[i]!;
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === "{" || c === "[") depth++;
+    else if (c === "}" || c === "]") {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+  }
+  return -1;
+}
+
+/** End (exclusive) of the (valid) JSON value starting at `s[i]`. */
+function valueEnd(s: string, i: number): number {
+  const c = s[i];
+  if (c === "{" || c === "[") return jsonContainerEnd(s, i);
+  if (c === '"') {
+    for (let j = i + 1; j < s.length; j++) {
+      if (s[j] === "\\") j++;
+      else if (s[j] === '"') return j + 1;
+    }
+    return s.length;
+  }
+  let j = i;
+  while (j < s.length && !/[\s,\]}]/.test(s[j]!)) j++;
+  return j;
+}
+
+/** Raw text of the top-level members (object) or elements (array) of valid JSON `text`. */
+function topLevelParts(text: string): { key?: string; raw: string }[] {
+  const parts: { key?: string; raw: string }[] = [];
+  const isObject = text[0] === "{";
+  let i = skipWs(text, 1);
+  while (i < text.length && text[i] !== "}" && text[i] !== "]") {
+    let key: string | undefined;
+    if (isObject) {
+      const kEnd = valueEnd(text, i);
+      key = JSON.parse(text.slice(i, kEnd)) as string;
+      i = skipWs(text, kEnd);
+      i = skipWs(text, i + 1); // ':'
+    }
+    const vEnd = valueEnd(text, i);
+    parts.push({ ...(key !== undefined ? { key } : {}), raw: text.slice(i, vEnd) });
+    i = skipWs(text, vEnd);
+    if (text[i] === ",") i = skipWs(text, i + 1);
+  }
+  return parts;
+}
+
+export interface ParsedCall {
+  name: string;
+  /** The arguments object's JSON text as written. */
+  args: string;
+}
+
+/** A call from a JSON object's text: {name: string, arguments|parameters: object}; else undefined. */
+export function parseJsonCall(text: string): ParsedCall | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  return callFromValue(text.trim(), v);
+}
+
+function callFromValue(raw: string, v: unknown): ParsedCall | undefined {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return undefined;
+  const o = v as Record<string, unknown>;
+  if (typeof o.name !== "string") return undefined;
+  const key = isPlainObject(o.arguments) ? "arguments" : isPlainObject(o.parameters) ? "parameters" : undefined;
+  if (!key) return undefined;
+  let args: string | undefined;
+  for (const p of topLevelParts(raw)) if (p.key === key) args = p.raw; // last wins, like JSON.parse
+  return { name: o.name, args: (args ?? JSON.stringify(o[key])).trim() };
+}
+
+const isPlainObject = (v: unknown): boolean => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** Calls from a JSON object or a non-empty array of call objects; undefined unless all are calls. */
+function parseJsonCalls(text: string): ParsedCall[] | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const raw = text.trim();
+  if (!Array.isArray(v)) {
+    const c = callFromValue(raw, v);
+    return c ? [c] : undefined;
+  }
+  if (v.length === 0) return undefined;
+  const parts = topLevelParts(raw);
+  const calls: ParsedCall[] = [];
+  for (let k = 0; k < v.length; k++) {
+    const c = callFromValue(parts[k]!.raw, v[k]);
+    if (!c) return undefined;
+    calls.push(c);
+  }
+  return calls;
+}
+
+/** call-start, call-args (when non-empty) and call-end for one whole call. */
+export function emitCall(out: ToolCallEvent[], index: number, id: string, call: ParsedCall): void {
+  out.push({ type: "call-start", index, id, name: call.name });
+  if (call.args) out.push({ type: "call-args", index, text: call.args });
+  out.push({ type: "call-end", index, arguments: call.args });
+}
+
+export function emitText(out: ToolCallEvent[], text: string): void {
+  if (!text) return;
+  const last = out[out.length - 1];
+  if (last && last.type === "text") last.text += text;
+  else out.push({ type: "text", text });
+}
+
+const FENCE = "```";
+
+/** What the whole reply so far is: still undecided ("hold"), content ("text"), or calls (only when `final`). */
+function classify(s: string, final: boolean): "hold" | "text" | ParsedCall[] {
+  const t = skipWs(s, 0);
+  if (t === s.length) return final ? "text" : "hold";
+  let body = t;
+  let fenced = false;
+  if (s.startsWith(FENCE, t) || FENCE.startsWith(s.slice(t))) {
+    if (!s.startsWith(FENCE, t)) return final ? "text" : "hold";
+    const header = /^```[\w-]*[ \t]*\r?\n/.exec(s.slice(t));
+    if (!header) return !final && /^```[\w-]*[ \t]*\r?$/.test(s.slice(t)) ? "hold" : "text";
+    fenced = true;
+    body = skipWs(s, t + header[0].length);
+    if (body === s.length) return final ? "text" : "hold";
+  }
+  if (s[body] !== "{" && s[body] !== "[") return "text";
+  const end = jsonContainerEnd(s, body);
+  if (end < 0) return final ? "text" : "hold";
+  const calls = parseJsonCalls(s.slice(body, end));
+  if (!calls) return "text";
+  const rest = s.slice(end).trim();
+  if (rest && !(fenced && (rest === FENCE || (!final && FENCE.startsWith(rest))))) return "text";
+  return final ? calls : "hold";
+}
+
+class GenericJsonParser implements ToolCallParser {
+  private held = "";
+  private isText = false;
+  constructor(private readonly newId: () => string) {}
+
+  push(text: string): ToolCallEvent[] {
+    const out: ToolCallEvent[] = [];
+    if (this.isText) {
+      emitText(out, text);
+      return out;
+    }
+    this.held += text;
+    if (classify(this.held, false) === "text") {
+      this.isText = true;
+      emitText(out, this.held);
+      this.held = "";
+    }
+    return out;
+  }
+
+  flush(): ToolCallEvent[] {
+    const out: ToolCallEvent[] = [];
+    if (this.isText || !this.held) return out;
+    const r = classify(this.held, true);
+    if (Array.isArray(r)) r.forEach((c, i) => emitCall(out, i, this.newId(), c));
+    else emitText(out, this.held);
+    this.held = "";
+    return out;
+  }
+}
+
+const ref = (name: string): Expr => ({ kind: "ref", name });
+const lit = (value: string): Expr => ({ kind: "lit", value });
+const seq = (...items: Expr[]): Expr => ({ kind: "seq", items });
+
+/**
+ * GBNF for one JSON call object `{"name": "<f>", "<argsKey>": <f's schema>}` to one of `tools`,
+ * with `wrap` building the root from the rule `tc-call` and the whitespace rule `tc-ws`.
+ */
+export function jsonCallGrammar(tools: ToolSpec[], argsKey: string, wrap: (call: Expr, ws: Expr) => Expr): string {
+  if (tools.length === 0) throw new Error("a forced tool call needs at least one tool");
+  const rules: Rule[] = [];
+  rules.push({ name: "tc-ws", body: { kind: "repeat", body: { kind: "class", negated: false, ranges: [[32, 32], [10, 10]] }, min: 0, max: 4 } });
+  const ws = ref("tc-ws");
+  const calls: Expr[] = tools.map((tool, i) => {
+    const compiled: Grammar = compileJsonSchema(tool.parameters ?? { type: "object" }).grammar;
+    rules.push(...namespaceGrammar(compiled, `tc${i}`));
+    const call = seq(lit("{"), ws, lit('"name"'), ws, lit(":"), ws, lit(JSON.stringify(tool.name)), ws, lit(","), ws, lit(JSON.stringify(argsKey)), ws, lit(":"), ws, ref(`tc${i}-root`), ws, lit("}"));
+    rules.push({ name: `tc${i}-call`, body: call });
+    return ref(`tc${i}-call`);
+  });
+  rules.push({ name: "tc-call", body: calls.length === 1 ? calls[0]! : { kind: "alt", alts: calls } });
+  return printGbnf({ rules: [{ name: "root", body: wrap(ref("tc-call"), ws) }, ...rules] });
+}
+
+export const genericJson: ToolDialect = {
+  name: "generic-json",
+  detect: (template) => /\btools\b/.test(template),
+  parser: (newId) => new GenericJsonParser(newId ?? defaultCallId),
+  forcedGrammar: (tools, parallel) =>
+    jsonCallGrammar(tools, "arguments", (call, ws) =>
+      parallel ? seq(lit("["), ws, call, { kind: "repeat", body: seq(ws, lit(","), ws, call), min: 0, max: null }, ws, lit("]")) : call,
+    ),
+};

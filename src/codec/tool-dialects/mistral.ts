@@ -1,0 +1,267 @@
+// Mistral-style calls. Two wires share the `[TOOL_CALLS]` marker:
+//   v3 (Mistral 7B v0.3, Nemo, Small):   [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]
+//   newer (Magistral, Devstral, ...):    [TOOL_CALLS]f[ARGS]{...}[TOOL_CALLS]g[ARGS]{...}
+// (an optional `[CALL_ID]id` between the name and `[ARGS]` is accepted). Text before the
+// marker is content. Calls come out whole, once each is complete; a call section that does not
+// parse stays content, verbatim. Mistral templates require call ids of exactly 9 alphanumerics.
+import { compileJsonSchema, namespaceGrammar, printGbnf, type Expr, type Grammar, type Rule } from "../../../grammar/index.ts";
+import { partialSuffixLength } from "../holdback.ts";
+import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
+
+export const MISTRAL_TOOL_CALLS = "[TOOL_CALLS]";
+const ARGS = "[ARGS]";
+const CALL_ID = "[CALL_ID]";
+const MAX_NAME = 256;
+
+const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/** A random call id of exactly 9 alphanumeric characters, as Mistral templates demand. */
+export function mistralCallId(): string {
+  const bytes = new Uint8Array(9);
+  crypto.getRandomValues(bytes);
+  let s = "";
+  for (const b of bytes) s += ID_CHARS[b % ID_CHARS.length];
+  return s;
+}
+
+const isWs = (c: string | undefined): boolean => c === " " || c === "\n" || c === "\r" || c === "\t";
+const isNameChar = (c: string): boolean => /[A-Za-z0-9_.:-]/.test(c);
+
+function skipWs(s: string, i: number): number {
+  while (i < s.length && isWs(s[i])) i++;
+  return i;
+}
+
+/** End (exclusive) of the JSON value starting at s[i], or -1 when it is not complete in `s`. */
+function valueEnd(s: string, i: number): number {
+  const c = s[i];
+  if (c === undefined) return -1;
+  if (c === '"') {
+    for (let j = i + 1; j < s.length; j++) {
+      if (s[j] === "\\") j++;
+      else if (s[j] === '"') return j + 1;
+    }
+    return -1;
+  }
+  if (c === "{" || c === "[") {
+    let depth = 0;
+    for (let j = i; j < s.length; j++) {
+      const d = s[j]!;
+      if (d === '"') {
+        const e = valueEnd(s, j);
+        if (e < 0) return -1;
+        j = e - 1;
+      } else if (d === "{" || d === "[") depth++;
+      else if (d === "}" || d === "]") {
+        depth--;
+        if (depth === 0) return j + 1;
+      }
+    }
+    return -1;
+  }
+  let j = i;
+  while (j < s.length && !/[,\]}\s]/.test(s[j]!)) j++;
+  return j < s.length ? j : -1;
+}
+
+interface ParsedCall {
+  name: string;
+  args: string;
+}
+
+/** Raw text of the top-level `"arguments"` value of a (valid JSON) object text. */
+function rawArguments(obj: string): string | undefined {
+  let i = skipWs(obj, 0);
+  if (obj[i] !== "{") return undefined;
+  i = skipWs(obj, i + 1);
+  while (obj[i] === '"') {
+    const kEnd = valueEnd(obj, i);
+    const key = JSON.parse(obj.slice(i, kEnd)) as string;
+    i = skipWs(obj, skipWs(obj, kEnd) + 1); // past ':'
+    const vEnd = valueEnd(obj, i);
+    if (vEnd < 0) return undefined;
+    if (key === "arguments") return obj.slice(i, vEnd);
+    i = skipWs(obj, vEnd);
+    if (obj[i] === ",") i = skipWs(obj, i + 1);
+  }
+  return undefined;
+}
+
+/** Calls in a v3 JSON array text, or undefined when it is not a valid call array. */
+function parseCallArray(text: string): ParsedCall[] | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(v) || v.length === 0) return undefined;
+  // Raw element texts, to keep the arguments as written.
+  const raws: string[] = [];
+  let i = skipWs(text, 1);
+  while (i < text.length && text[i] !== "]") {
+    const e = valueEnd(text, i);
+    raws.push(text.slice(i, e));
+    i = skipWs(text, e);
+    if (text[i] === ",") i = skipWs(text, i + 1);
+  }
+  const calls: ParsedCall[] = [];
+  for (let k = 0; k < v.length; k++) {
+    const o = v[k] as Record<string, unknown>;
+    if (typeof o !== "object" || o === null || Array.isArray(o) || typeof o.name !== "string") return undefined;
+    const a = o.arguments;
+    if (typeof a === "string") calls.push({ name: o.name, args: a });
+    else if (typeof a === "object" && a !== null && !Array.isArray(a)) {
+      calls.push({ name: o.name, args: rawArguments(raws[k] ?? "") ?? JSON.stringify(a) });
+    } else return undefined;
+  }
+  return calls;
+}
+
+type Section = { state: "incomplete" } | { state: "invalid" } | { state: "done"; calls: ParsedCall[]; end: number };
+
+/** Read one call section (the text after a `[TOOL_CALLS]` marker). */
+function readSection(buf: string): Section {
+  const start = skipWs(buf, 0);
+  if (start === buf.length) return { state: "incomplete" };
+  if (buf[start] === "[") {
+    const end = valueEnd(buf, start);
+    if (end < 0) return { state: "incomplete" };
+    const calls = parseCallArray(buf.slice(start, end));
+    return calls ? { state: "done", calls, end } : { state: "invalid" };
+  }
+  // name[ARGS]{...}, optionally name[CALL_ID]id[ARGS]{...}
+  let i = start;
+  while (i < buf.length && isNameChar(buf[i]!)) i++;
+  if (i - start > MAX_NAME) return { state: "invalid" };
+  if (i === buf.length) return { state: "incomplete" };
+  const name = buf.slice(start, i);
+  if (!name) return { state: "invalid" };
+  const afterName = (tag: string): boolean | undefined => {
+    const rest = buf.slice(i, i + tag.length);
+    if (rest === tag) return true;
+    return tag.startsWith(rest) ? undefined : false;
+  };
+  let m = afterName(CALL_ID);
+  if (m === undefined) return { state: "incomplete" };
+  if (m) {
+    i += CALL_ID.length;
+    const idStart = i;
+    while (i < buf.length && /[A-Za-z0-9_-]/.test(buf[i]!)) i++;
+    if (i - idStart > MAX_NAME) return { state: "invalid" };
+    if (i === buf.length) return { state: "incomplete" };
+  }
+  m = afterName(ARGS);
+  if (m === undefined) return { state: "incomplete" };
+  if (!m) return { state: "invalid" };
+  i = skipWs(buf, i + ARGS.length);
+  if (i === buf.length) return { state: "incomplete" };
+  if (buf[i] !== "{") return { state: "invalid" };
+  const end = valueEnd(buf, i);
+  if (end < 0) return { state: "incomplete" };
+  const args = buf.slice(i, end);
+  try {
+    JSON.parse(args);
+  } catch {
+    return { state: "invalid" };
+  }
+  return { state: "done", calls: [{ name, args }], end };
+}
+
+export class MistralToolParser implements ToolCallParser {
+  private readonly newId: () => string;
+  private pending = ""; // outside text not yet emitted
+  private section: string | null = null; // text after a marker, while in a call section
+  private count = 0;
+
+  constructor(newId?: () => string) {
+    this.newId = newId ?? mistralCallId;
+  }
+
+  push(text: string): ToolCallEvent[] {
+    const out: ToolCallEvent[] = [];
+    if (this.section !== null) this.section += text;
+    else this.pending += text;
+    this.drain(out, false);
+    return out;
+  }
+
+  flush(): ToolCallEvent[] {
+    const out: ToolCallEvent[] = [];
+    this.drain(out, true);
+    return out;
+  }
+
+  private drain(out: ToolCallEvent[], final: boolean): void {
+    for (;;) {
+      if (this.section === null) {
+        const at = this.pending.indexOf(MISTRAL_TOOL_CALLS);
+        if (at < 0) {
+          const keep = final ? 0 : partialSuffixLength(this.pending, [MISTRAL_TOOL_CALLS]);
+          this.emitText(this.pending.slice(0, this.pending.length - keep), out);
+          this.pending = this.pending.slice(this.pending.length - keep);
+          return;
+        }
+        this.emitText(this.pending.slice(0, at), out);
+        this.section = this.pending.slice(at + MISTRAL_TOOL_CALLS.length);
+        this.pending = "";
+        continue;
+      }
+      const buf = this.section;
+      const r = readSection(buf);
+      if (r.state === "incomplete" && !final) return;
+      if (r.state === "done") {
+        for (const c of r.calls) {
+          const index = this.count++;
+          out.push({ type: "call-start", index, id: this.newId(), name: c.name });
+          if (c.args) out.push({ type: "call-args", index, text: c.args });
+          out.push({ type: "call-end", index, arguments: c.args });
+        }
+        this.section = null;
+        this.pending = buf.slice(r.end);
+        continue;
+      }
+      // Malformed (or cut off at the end): the marker is content; rescan what follows it.
+      this.emitText(MISTRAL_TOOL_CALLS, out);
+      this.section = null;
+      this.pending = buf;
+    }
+  }
+
+  private emitText(text: string, out: ToolCallEvent[]): void {
+    if (!text) return;
+    const last = out[out.length - 1];
+    if (last && last.type === "text") last.text += text;
+    else out.push({ type: "text", text });
+  }
+}
+
+const ref = (name: string): Expr => ({ kind: "ref", name });
+const lit = (value: string): Expr => ({ kind: "lit", value });
+const seq = (...items: Expr[]): Expr => ({ kind: "seq", items });
+
+/** GBNF: `[TOOL_CALLS]` and a JSON array of one call (several when `parallel`) to one of `tools`. */
+export function mistralToolCallGrammar(tools: ToolSpec[], parallel: boolean): string {
+  if (tools.length === 0) throw new Error("a forced tool call needs at least one tool");
+  const rules: Rule[] = [];
+  rules.push({ name: "mc-ws", body: { kind: "repeat", body: { kind: "class", negated: false, ranges: [[32, 32], [10, 10]] }, min: 0, max: 4 } });
+  const ws = ref("mc-ws");
+  const calls: Expr[] = tools.map((tool, i) => {
+    const compiled: Grammar = compileJsonSchema(tool.parameters ?? { type: "object" }).grammar;
+    rules.push(...namespaceGrammar(compiled, `mc${i}`));
+    const call = seq(lit("{"), ws, lit('"name"'), ws, lit(":"), ws, lit(JSON.stringify(tool.name)), ws, lit(","), ws, lit('"arguments"'), ws, lit(":"), ws, ref(`mc${i}-root`), ws, lit("}"));
+    rules.push({ name: `mc${i}-call`, body: call });
+    return ref(`mc${i}-call`);
+  });
+  rules.push({ name: "mc-call", body: calls.length === 1 ? calls[0]! : { kind: "alt", alts: calls } });
+  const more: Expr = { kind: "repeat", body: seq(ws, lit(","), ws, ref("mc-call")), min: 0, max: null };
+  const array = parallel ? seq(lit("["), ws, ref("mc-call"), more, ws, lit("]")) : seq(lit("["), ws, ref("mc-call"), ws, lit("]"));
+  return printGbnf({ rules: [{ name: "root", body: seq(lit(MISTRAL_TOOL_CALLS), array) }, ...rules] });
+}
+
+export const mistral: ToolDialect = {
+  name: "mistral",
+  detect: (template) => template.includes(MISTRAL_TOOL_CALLS),
+  parser: (newId) => new MistralToolParser(newId),
+  forcedGrammar: (tools, parallel) => mistralToolCallGrammar(tools, parallel),
+};

@@ -1,0 +1,211 @@
+// Llama 3 JSON tool calls and the generic JSON fallback dialect.
+import { describe, expect, test } from "bun:test";
+import { gbnfErrors, parseGbnf } from "../../../grammar/index.ts";
+import { genericJson } from "../../../src/codec/tool-dialects/generic-json.ts";
+import { llama3 } from "../../../src/codec/tool-dialects/llama3.ts";
+import type { ToolCallEvent, ToolDialect, ToolSpec } from "../../../src/codec/tool-dialects/types.ts";
+import { recognizes } from "../../grammar/recognizer.ts";
+
+// A small Llama-3-style template written for these tests (not a real model's).
+const LLAMA3_TEMPLATE = [
+  "{{- bos_token }}",
+  "{%- for m in messages %}",
+  "<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n",
+  "{%- if m.tool_calls %}",
+  "{%- for c in m.tool_calls %}",
+  '{{- \'{"name": "\' + c.function.name + \'", "parameters": \' + (c.function.arguments | tojson) + \'}\' }}',
+  "{%- endfor %}",
+  "{%- else %}{{ m.content }}{%- endif %}<|eot_id|>",
+  "{%- endfor %}",
+  "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{%- endif %}",
+].join("\n");
+
+const CHATML_TEMPLATE = [
+  "{%- if tools %}<|im_start|>system\nYou may call these tools: {{ tools | tojson }}<|im_end|>\n{%- endif %}",
+  "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}",
+  "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}",
+].join("\n");
+
+const NO_TOOLS_TEMPLATE = "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}";
+
+const noToken = () => false;
+
+interface Merged {
+  text: string;
+  calls: { id: string; name: string; args: string; end: string | undefined }[];
+}
+
+function merge(events: ToolCallEvent[]): Merged {
+  const m: Merged = { text: "", calls: [] };
+  for (const e of events) {
+    if (e.type === "text") m.text += e.text;
+    else if (e.type === "call-start") {
+      expect(e.index).toBe(m.calls.length);
+      m.calls.push({ id: e.id, name: e.name, args: "", end: undefined });
+    } else if (e.type === "call-args") m.calls[e.index]!.args += e.text;
+    else if (e.type === "call-end") {
+      const c = m.calls[e.index]!;
+      expect(c.end).toBeUndefined();
+      expect(e.arguments).toBe(c.args);
+      c.end = e.arguments;
+    }
+  }
+  for (const c of m.calls) expect(c.end).toBeDefined();
+  return m;
+}
+
+function ids(): () => string {
+  let n = 0;
+  return () => `call_${n++}`;
+}
+
+function run(d: ToolDialect, chunks: string[]): Merged {
+  const p = d.parser(ids());
+  const events: ToolCallEvent[] = [];
+  for (const c of chunks) events.push(...p.push(c));
+  events.push(...p.flush());
+  return merge(events);
+}
+
+/** The whole text, then split at every boundary into two pieces, then one character at a time: same result. */
+function parseAllWays(d: ToolDialect, text: string): Merged {
+  const whole = run(d, [text]);
+  for (let i = 1; i < text.length; i++) expect(run(d, [text.slice(0, i), text.slice(i)])).toEqual(whole);
+  expect(run(d, [...text])).toEqual(whole);
+  return whole;
+}
+
+const call = (name: string, args: string, id = "call_0") => ({ id, name, args, end: args });
+
+describe("llama3 detection", () => {
+  test("a Llama-3-style template with JSON calls", () => {
+    expect(llama3.detect(LLAMA3_TEMPLATE, noToken)).toBe(true);
+  });
+  test("a template mentioning <|python_tag|>", () => {
+    expect(llama3.detect("{%- if builtin_tools %}<|python_tag|>{%- endif %}", noToken)).toBe(true);
+  });
+  test("not ChatML", () => {
+    expect(llama3.detect(CHATML_TEMPLATE, noToken)).toBe(false);
+  });
+});
+
+describe("llama3 parser", () => {
+  test("one call, whole and split at every boundary", () => {
+    const m = parseAllWays(llama3, '{"name": "get_weather", "parameters": {"city": "Oslo", "days": [1, 2]}}');
+    expect(m).toEqual({ text: "", calls: [call("get_weather", '{"city": "Oslo", "days": [1, 2]}')] });
+  });
+  test("<|python_tag|> prefix and leading whitespace", () => {
+    const m = parseAllWays(llama3, '\n<|python_tag|>{"name": "f", "parameters": {"q": "a } b"}}');
+    expect(m).toEqual({ text: "", calls: [call("f", '{"q": "a } b"}')] });
+  });
+  test('"arguments" in place of "parameters"', () => {
+    const m = parseAllWays(llama3, '{"name": "f", "arguments": {}}');
+    expect(m).toEqual({ text: "", calls: [call("f", "{}")] });
+  });
+  test("plain content untouched and streamed at once", () => {
+    const text = "The weather in Oslo is {probably} fine; <|python_ nothing here.";
+    expect(parseAllWays(llama3, text)).toEqual({ text, calls: [] });
+    const p = llama3.parser(ids());
+    expect(p.push("Hello")).toEqual([{ type: "text", text: "Hello" }]);
+  });
+  test("a call is held until its object closes", () => {
+    const p = llama3.parser(ids());
+    expect(p.push('{"name": "f", "parameters": {"a": 1}')).toEqual([]);
+    expect(merge(p.push("}"))).toEqual({ text: "", calls: [call("f", '{"a": 1}')] });
+    expect(p.flush()).toEqual([]);
+  });
+  test("malformed or non-call JSON stays content", () => {
+    for (const text of [
+      '{"name": "f", "parameters": {"a": 1,}}',
+      '{"name": "f", "parameters": [1]}',
+      '{"city": "Oslo"} is the answer',
+      '{"name": "f", "parameters": {"a": 1}', // never closed
+      "<|python_tag|>brave_search.call(query=\"x\")",
+    ]) {
+      expect(parseAllWays(llama3, text)).toEqual({ text, calls: [] });
+    }
+  });
+  test("two calls separated by ';' or a newline", () => {
+    for (const sep of ["; ", ";", "\n", "\n<|python_tag|>"]) {
+      const m = parseAllWays(llama3, `{"name": "a", "parameters": {"x": 1}}${sep}{"name": "b", "parameters": {}}\n`);
+      expect(m).toEqual({ text: "", calls: [call("a", '{"x": 1}'), call("b", "{}", "call_1")] });
+    }
+  });
+  test("text after a call is content", () => {
+    const m = parseAllWays(llama3, '{"name": "a", "parameters": {}}\nDone.');
+    expect(m).toEqual({ text: "\nDone.", calls: [call("a", "{}")] });
+  });
+});
+
+const TOOLS: ToolSpec[] = [
+  { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false } },
+  { name: "now", parameters: { type: "object", properties: {} } },
+];
+
+function grammarOf(d: ToolDialect, parallel: boolean) {
+  const g = parseGbnf(d.forcedGrammar(TOOLS, parallel));
+  expect(gbnfErrors(g)).toEqual([]);
+  return g;
+}
+
+describe("forced grammars", () => {
+  test("llama3: one call", () => {
+    const g = grammarOf(llama3, false);
+    expect(recognizes(g, '{"name": "get_weather", "parameters": {"city": "Oslo"}}')).toBe(true);
+    expect(recognizes(g, '{"name": "get_weather", "parameters": {"city": 3}}')).toBe(false);
+    expect(recognizes(g, '{"name": "get_weather", "parameters": {}}')).toBe(false);
+    expect(recognizes(g, '{"name": "nope", "parameters": {}}')).toBe(false);
+    expect(recognizes(g, '{"name": "now", "parameters": {}}; {"name": "now", "parameters": {}}')).toBe(false);
+  });
+  test("llama3: parallel calls joined by '; '", () => {
+    const g = grammarOf(llama3, true);
+    const text = '{"name": "now", "parameters": {}}; {"name": "get_weather", "parameters": {"city": "Oslo"}}';
+    expect(recognizes(g, text)).toBe(true);
+    expect(recognizes(g, text.replace('"Oslo"', "true"))).toBe(false);
+    // What the grammar produces, the parser reads back as calls.
+    expect(run(llama3, [text]).calls.map((c) => c.name)).toEqual(["now", "get_weather"]);
+  });
+  test("genericJson: one call and an array when parallel", () => {
+    const one = grammarOf(genericJson, false);
+    expect(recognizes(one, '{"name": "get_weather", "arguments": {"city": "Oslo"}}')).toBe(true);
+    expect(recognizes(one, '{"name": "get_weather", "arguments": {"city": null}}')).toBe(false);
+    const many = grammarOf(genericJson, true);
+    const text = '[{"name": "now", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Oslo"}}]';
+    expect(recognizes(many, text)).toBe(true);
+    expect(recognizes(many, text.replace('"Oslo"', "1"))).toBe(false);
+    expect(run(genericJson, [text]).calls.map((c) => c.name)).toEqual(["now", "get_weather"]);
+  });
+});
+
+describe("genericJson", () => {
+  test("detection: any mention of tools", () => {
+    expect(genericJson.detect(CHATML_TEMPLATE, noToken)).toBe(true);
+    expect(genericJson.detect(NO_TOOLS_TEMPLATE, noToken)).toBe(false);
+  });
+  test("a call object, whole and split", () => {
+    const m = parseAllWays(genericJson, ' {"name": "f", "arguments": {"a": [1, {"b": 2}]}}\n');
+    expect(m).toEqual({ text: "", calls: [call("f", '{"a": [1, {"b": 2}]}')] });
+  });
+  test("an array of calls in a ```json fence", () => {
+    const m = parseAllWays(genericJson, '```json\n[{"name": "a", "parameters": {}}, {"name": "b", "arguments": {"x": "y"}}]\n```');
+    expect(m).toEqual({ text: "", calls: [call("a", "{}"), call("b", '{"x": "y"}', "call_1")] });
+  });
+  test("anything else is content", () => {
+    for (const text of [
+      "Just text.",
+      '{"answer": 42}',
+      '{"name": "f", "arguments": {}} and more',
+      "[]",
+      '[{"name": "f", "arguments": {}}, 3]',
+      "```python\nprint(1)\n```",
+      '{"name": "f", "arguments": {}',
+    ]) {
+      expect(parseAllWays(genericJson, text)).toEqual({ text, calls: [] });
+    }
+  });
+  test("non-call JSON is released as soon as it closes", () => {
+    const p = genericJson.parser(ids());
+    expect(p.push('{"answer": ')).toEqual([]);
+    expect(p.push("42}")).toEqual([{ type: "text", text: '{"answer": 42}' }]);
+  });
+});
