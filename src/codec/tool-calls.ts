@@ -2,6 +2,7 @@
 //   <tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>
 // Text arrives in arbitrary chunks; tags may be split at any character.
 import { partialSuffixLength } from "./holdback.ts";
+import { newCallId } from "./tool-dialects/ids.ts";
 
 export type ToolCallEvent =
   | { type: "text"; text: string } // ordinary content
@@ -16,15 +17,6 @@ export interface TaggedJsonToolParserOptions {
   newId?: () => string;
 }
 
-const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
-function defaultId(): string {
-  const bytes = new Uint8Array(24);
-  crypto.getRandomValues(bytes);
-  let s = "call_";
-  for (const b of bytes) s += ID_CHARS[b % ID_CHARS.length];
-  return s;
-}
 
 // `{` "name" : "<name>" , "arguments" : — followed by an object start (only objects stream).
 const HEADER = /^\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*(?=\{)/;
@@ -110,7 +102,7 @@ export class TaggedJsonToolParser {
     if (!opts.open || !opts.close) throw new Error("TaggedJsonToolParser: open and close tags must be non-empty");
     this.open = opts.open;
     this.close = opts.close;
-    this.newId = opts.newId ?? defaultId;
+    this.newId = opts.newId ?? newCallId;
   }
 
   /** Calls started so far. */

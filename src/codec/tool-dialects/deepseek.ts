@@ -4,9 +4,10 @@
 //   V3.1:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{ARGS}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
 // Calls come out whole when their call-end token arrives; anything that does not
 // parse stays content, verbatim.
-import { compileJsonSchema, namespaceGrammar, printGbnf, type Expr, type Grammar, type Rule } from "../../../grammar/index.ts";
+import { forcedCallGrammar, lit, oneOrMore, repeat, seq, type CallShape } from "../tool-grammar.ts";
 import { partialSuffixLength } from "../holdback.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
+import { newCallId } from "./ids.ts";
 
 export const DEEPSEEK_MARKERS = {
   callsBegin: "<｜tool▁calls▁begin｜>",
@@ -18,15 +19,6 @@ export const DEEPSEEK_MARKERS = {
 
 const M = DEEPSEEK_MARKERS;
 
-const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
-function defaultId(): string {
-  const bytes = new Uint8Array(24);
-  crypto.getRandomValues(bytes);
-  let s = "call_";
-  for (const b of bytes) s += ID_CHARS[b % ID_CHARS.length];
-  return s;
-}
 
 function isJsonObject(text: string): boolean {
   try {
@@ -69,7 +61,7 @@ class DeepseekToolParser implements ToolCallParser {
   private blockHasCall = false; // a call in the current block has parsed
 
   constructor(newId?: () => string) {
-    this.newId = newId ?? defaultId;
+    this.newId = newId ?? newCallId;
   }
 
   push(text: string): ToolCallEvent[] {
@@ -176,25 +168,10 @@ class DeepseekToolParser implements ToolCallParser {
   }
 }
 
-const ref = (name: string): Expr => ({ kind: "ref", name });
-const lit = (value: string): Expr => ({ kind: "lit", value });
-const seq = (...items: Expr[]): Expr => ({ kind: "seq", items });
-
 /** GBNF for a V3/R1-style calls block holding one call (or several when `parallel`) to `tools`. */
 export function deepseekToolGrammar(tools: ToolSpec[], parallel: boolean): string {
-  if (tools.length === 0) throw new Error("a forced tool call needs at least one tool");
-  const rules: Rule[] = [];
-  const calls: Expr[] = tools.map((tool, i) => {
-    const compiled: Grammar = compileJsonSchema(tool.parameters ?? { type: "object" }).grammar;
-    rules.push(...namespaceGrammar(compiled, `ds${i}`));
-    const call = seq(lit(`${M.callBegin}function${M.sep}${tool.name}\n\`\`\`json\n`), ref(`ds${i}-root`), lit(`\n\`\`\`${M.callEnd}`));
-    rules.push({ name: `ds${i}-call`, body: call });
-    return ref(`ds${i}-call`);
-  });
-  rules.push({ name: "ds-call", body: calls.length === 1 ? calls[0]! : { kind: "alt", alts: calls } });
-  const more: Expr = { kind: "repeat", body: seq({ kind: "repeat", body: lit("\n"), min: 0, max: 1 }, ref("ds-call")), min: 0, max: null };
-  const root = parallel ? seq(lit(M.callsBegin), ref("ds-call"), more, lit(M.callsEnd)) : seq(lit(M.callsBegin), ref("ds-call"), lit(M.callsEnd));
-  return printGbnf({ rules: [{ name: "root", body: root }, ...rules] });
+  const shape: CallShape = (tool, args) => seq(lit(`${M.callBegin}function${M.sep}${tool.name}\n\`\`\`json\n`), args, lit(`\n\`\`\`${M.callEnd}`));
+  return forcedCallGrammar(tools, shape, (call) => seq(lit(M.callsBegin), oneOrMore(call, parallel, repeat(lit("\n"), 0, 1)), lit(M.callsEnd)));
 }
 
 export const deepseek: ToolDialect = {

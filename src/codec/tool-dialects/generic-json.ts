@@ -2,18 +2,10 @@
 // reply as a whole is a JSON call `{"name": "f", "arguments": {...}}` (or
 // "parameters"), or an array of them, optionally inside a ```json fence.
 // Anything else is content. Also holds the JSON helpers the Llama 3 dialect uses.
-import { compileJsonSchema, namespaceGrammar, printGbnf, type Expr, type Grammar, type Rule } from "../../../grammar/index.ts";
+import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore, seq, WS } from "../tool-grammar.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
+import { newCallId } from "./ids.ts";
 
-const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
-export function defaultCallId(): string {
-  const bytes = new Uint8Array(24);
-  crypto.getRandomValues(bytes);
-  let s = "call_";
-  for (const b of bytes) s += ID_CHARS[b % ID_CHARS.length];
-  return s;
-}
 
 const isWs = (c: string | undefined): boolean => c === " " || c === "\n" || c === "\r" || c === "\t";
 
@@ -206,36 +198,15 @@ class GenericJsonParser implements ToolCallParser {
   }
 }
 
-const ref = (name: string): Expr => ({ kind: "ref", name });
-const lit = (value: string): Expr => ({ kind: "lit", value });
-const seq = (...items: Expr[]): Expr => ({ kind: "seq", items });
 
 /**
  * GBNF for one JSON call object `{"name": "<f>", "<argsKey>": <f's schema>}` to one of `tools`,
  * with `wrap` building the root from the rule `tc-call` and the whitespace rule `tc-ws`.
  */
-export function jsonCallGrammar(tools: ToolSpec[], argsKey: string, wrap: (call: Expr, ws: Expr) => Expr): string {
-  if (tools.length === 0) throw new Error("a forced tool call needs at least one tool");
-  const rules: Rule[] = [];
-  rules.push({ name: "tc-ws", body: { kind: "repeat", body: { kind: "class", negated: false, ranges: [[32, 32], [10, 10]] }, min: 0, max: 4 } });
-  const ws = ref("tc-ws");
-  const calls: Expr[] = tools.map((tool, i) => {
-    const compiled: Grammar = compileJsonSchema(tool.parameters ?? { type: "object" }).grammar;
-    rules.push(...namespaceGrammar(compiled, `tc${i}`));
-    const call = seq(lit("{"), ws, lit('"name"'), ws, lit(":"), ws, lit(JSON.stringify(tool.name)), ws, lit(","), ws, lit(JSON.stringify(argsKey)), ws, lit(":"), ws, ref(`tc${i}-root`), ws, lit("}"));
-    rules.push({ name: `tc${i}-call`, body: call });
-    return ref(`tc${i}-call`);
-  });
-  rules.push({ name: "tc-call", body: calls.length === 1 ? calls[0]! : { kind: "alt", alts: calls } });
-  return printGbnf({ rules: [{ name: "root", body: wrap(ref("tc-call"), ws) }, ...rules] });
-}
-
 export const genericJson: ToolDialect = {
   name: "generic-json",
   detect: (template) => /\btools\b/.test(template),
-  parser: (newId) => new GenericJsonParser(newId ?? defaultCallId),
+  parser: (newId) => new GenericJsonParser(newId ?? newCallId),
   forcedGrammar: (tools, parallel) =>
-    jsonCallGrammar(tools, "arguments", (call, ws) =>
-      parallel ? seq(lit("["), ws, call, { kind: "repeat", body: seq(ws, lit(","), ws, call), min: 0, max: null }, ws, lit("]")) : call,
-    ),
+    forcedCallGrammar(tools, jsonObjectCall(), (call) => (parallel ? seq(lit("["), WS, oneOrMore(call, true, seq(WS, lit(","), WS)), WS, lit("]")) : call)),
 };

@@ -8,9 +8,10 @@
 // The recipient may sit before `<|channel|>` or after the channel name. Text that
 // is not inside a recognised header stays content; markers split across chunks are
 // held back until they can be told apart.
-import { compileJsonSchema, namespaceGrammar, printGbnf, type Expr, type Grammar, type Rule } from "../../../grammar/index.ts";
+import { forcedCallGrammar, lit, seq, type CallShape } from "../tool-grammar.ts";
 import { partialSuffixLength } from "../holdback.ts";
-import type { ToolCallEvent, ToolCallParser, ToolDialect } from "./types.ts";
+import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
+import { newCallId } from "./ids.ts";
 
 const START = "<|start|>";
 const CHANNEL = "<|channel|>";
@@ -28,15 +29,6 @@ const MAX_HEADER = 256;
 // Whole header, up to and including `<|message|>`.
 const HEADER_RE =
   /^(?:<\|start\|>assistant)?(?:\s*to=([^\s<]+))?\s*<\|channel\|>(analysis|final|commentary)(?:\s+to=([^\s<]+))?(?:\s*<\|constrain\|>\s*[\w.-]+|\s+[\w.-]+)?\s*<\|message\|>$/;
-
-const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-function defaultId(): string {
-  const bytes = new Uint8Array(24);
-  crypto.getRandomValues(bytes);
-  let s = "call_";
-  for (const b of bytes) s += ID_CHARS[b % ID_CHARS.length];
-  return s;
-}
 
 /** First occurrence of any of `markers` in `text` at or after `from`: [index, marker] or undefined. */
 function firstMarker(text: string, markers: readonly string[], from = 0): [number, string] | undefined {
@@ -62,7 +54,7 @@ export class HarmonyParser implements ToolCallParser {
   private count = 0;
 
   constructor(newId?: () => string) {
-    this.newId = newId ?? defaultId;
+    this.newId = newId ?? newCallId;
   }
 
   /** Calls started so far. */
@@ -188,27 +180,15 @@ export class HarmonyParser implements ToolCallParser {
   }
 }
 
-const ref = (name: string): Expr => ({ kind: "ref", name });
-const lit = (value: string): Expr => ({ kind: "lit", value });
-const seq = (...items: Expr[]): Expr => ({ kind: "seq", items });
 
 /**
  * GBNF for one forced call: `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|>`.
  * `parallel` is accepted but still yields exactly one call: in Harmony a call ends the
  * turn at `<|call|>`, and the next call comes only after the tool's result.
  */
-export function harmonyCallGrammar(tools: { name: string; parameters: unknown }[], _parallel: boolean): string {
-  if (tools.length === 0) throw new Error("a forced tool call needs at least one tool");
-  const rules: Rule[] = [];
-  const calls: Expr[] = tools.map((tool, i) => {
-    const compiled: Grammar = compileJsonSchema(tool.parameters ?? { type: "object" }).grammar;
-    rules.push(...namespaceGrammar(compiled, `hc${i}`));
-    const header = `${CHANNEL}commentary to=functions.${tool.name} ${CONSTRAIN}json${MESSAGE}`;
-    rules.push({ name: `hc${i}-call`, body: seq(lit(header), ref(`hc${i}-root`), lit(CALL)) });
-    return ref(`hc${i}-call`);
-  });
-  const root: Expr = calls.length === 1 ? calls[0]! : { kind: "alt", alts: calls };
-  return printGbnf({ rules: [{ name: "root", body: root }, ...rules] });
+export function harmonyCallGrammar(tools: ToolSpec[], _parallel: boolean): string {
+  const shape: CallShape = (tool, args) => seq(lit(`${CHANNEL}commentary to=functions.${tool.name} ${CONSTRAIN}json${MESSAGE}`), args, lit(CALL));
+  return forcedCallGrammar(tools, shape, (call) => call);
 }
 
 export const gptOss: ToolDialect = {

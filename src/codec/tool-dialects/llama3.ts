@@ -6,7 +6,9 @@
 // Streaming: a reply that starts with `{` is held until the object closes, then comes
 // out as one call (arguments whole, not progressively) or, if it is not a call, as text.
 // Anything else is content, streamed as it arrives.
-import { defaultCallId, emitCall, emitText, jsonCallGrammar, jsonContainerEnd, parseJsonCall } from "./generic-json.ts";
+import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore } from "../tool-grammar.ts";
+import { emitCall, emitText, jsonContainerEnd, parseJsonCall } from "./generic-json.ts";
+import { newCallId } from "./ids.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect } from "./types.ts";
 
 const PYTHON_TAG = "<|python_tag|>";
@@ -90,9 +92,6 @@ export const llama3: ToolDialect = {
   detect: (template) =>
     template.includes(PYTHON_TAG) ||
     (template.includes("<|start_header_id|>") && /"name"\s*:/.test(template) && /"parameters"\s*:/.test(template)),
-  parser: (newId) => new Llama3ToolParser(newId ?? defaultCallId),
-  forcedGrammar: (tools, parallel) =>
-    jsonCallGrammar(tools, "parameters", (call) =>
-      parallel ? { kind: "seq", items: [call, { kind: "repeat", body: { kind: "seq", items: [{ kind: "lit", value: "; " }, call] }, min: 0, max: null }] } : call,
-    ),
+  parser: (newId) => new Llama3ToolParser(newId ?? newCallId),
+  forcedGrammar: (tools, parallel) => forcedCallGrammar(tools, jsonObjectCall("parameters"), (call) => oneOrMore(call, parallel, lit("; "))),
 };

@@ -4,24 +4,20 @@
 // (an optional `[CALL_ID]id` between the name and `[ARGS]` is accepted). Text before the
 // marker is content. Calls come out whole, once each is complete; a call section that does not
 // parse stays content, verbatim. Mistral templates require call ids of exactly 9 alphanumerics.
-import { compileJsonSchema, namespaceGrammar, printGbnf, type Expr, type Grammar, type Rule } from "../../../grammar/index.ts";
+import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore, seq, WS } from "../tool-grammar.ts";
 import { partialSuffixLength } from "../holdback.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
+import { randomAlnum } from "./ids.ts";
 
 export const MISTRAL_TOOL_CALLS = "[TOOL_CALLS]";
 const ARGS = "[ARGS]";
 const CALL_ID = "[CALL_ID]";
 const MAX_NAME = 256;
 
-const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
 /** A random call id of exactly 9 alphanumeric characters, as Mistral templates demand. */
 export function mistralCallId(): string {
-  const bytes = new Uint8Array(9);
-  crypto.getRandomValues(bytes);
-  let s = "";
-  for (const b of bytes) s += ID_CHARS[b % ID_CHARS.length];
-  return s;
+  return randomAlnum(9);
 }
 
 const isWs = (c: string | undefined): boolean => c === " " || c === "\n" || c === "\r" || c === "\t";
@@ -236,27 +232,9 @@ export class MistralToolParser implements ToolCallParser {
   }
 }
 
-const ref = (name: string): Expr => ({ kind: "ref", name });
-const lit = (value: string): Expr => ({ kind: "lit", value });
-const seq = (...items: Expr[]): Expr => ({ kind: "seq", items });
-
 /** GBNF: `[TOOL_CALLS]` and a JSON array of one call (several when `parallel`) to one of `tools`. */
 export function mistralToolCallGrammar(tools: ToolSpec[], parallel: boolean): string {
-  if (tools.length === 0) throw new Error("a forced tool call needs at least one tool");
-  const rules: Rule[] = [];
-  rules.push({ name: "mc-ws", body: { kind: "repeat", body: { kind: "class", negated: false, ranges: [[32, 32], [10, 10]] }, min: 0, max: 4 } });
-  const ws = ref("mc-ws");
-  const calls: Expr[] = tools.map((tool, i) => {
-    const compiled: Grammar = compileJsonSchema(tool.parameters ?? { type: "object" }).grammar;
-    rules.push(...namespaceGrammar(compiled, `mc${i}`));
-    const call = seq(lit("{"), ws, lit('"name"'), ws, lit(":"), ws, lit(JSON.stringify(tool.name)), ws, lit(","), ws, lit('"arguments"'), ws, lit(":"), ws, ref(`mc${i}-root`), ws, lit("}"));
-    rules.push({ name: `mc${i}-call`, body: call });
-    return ref(`mc${i}-call`);
-  });
-  rules.push({ name: "mc-call", body: calls.length === 1 ? calls[0]! : { kind: "alt", alts: calls } });
-  const more: Expr = { kind: "repeat", body: seq(ws, lit(","), ws, ref("mc-call")), min: 0, max: null };
-  const array = parallel ? seq(lit("["), ws, ref("mc-call"), more, ws, lit("]")) : seq(lit("["), ws, ref("mc-call"), ws, lit("]"));
-  return printGbnf({ rules: [{ name: "root", body: seq(lit(MISTRAL_TOOL_CALLS), array) }, ...rules] });
+  return forcedCallGrammar(tools, jsonObjectCall(), (call) => seq(lit(MISTRAL_TOOL_CALLS), lit("["), WS, oneOrMore(call, parallel, seq(WS, lit(","), WS)), WS, lit("]")));
 }
 
 export const mistral: ToolDialect = {
