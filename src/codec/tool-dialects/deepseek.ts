@@ -179,4 +179,5 @@ export const deepseek: ToolDialect = {
   detect: (template) => template.includes("tool▁calls▁begin"),
   parser: (newId) => new DeepseekToolParser(newId),
   forcedGrammar: (tools, parallel) => deepseekToolGrammar(tools, parallel),
+  trigger: M.callsBegin,
 };

@@ -196,4 +196,5 @@ export const gptOss: ToolDialect = {
   detect: (template) => template.includes(CHANNEL) && template.includes(MESSAGE),
   parser: (newId) => new HarmonyParser(newId),
   forcedGrammar: (tools, parallel) => harmonyCallGrammar(tools, parallel),
+  trigger: `${CHANNEL}commentary`,
 };

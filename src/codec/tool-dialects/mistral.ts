@@ -242,4 +242,5 @@ export const mistral: ToolDialect = {
   detect: (template) => template.includes(MISTRAL_TOOL_CALLS),
   parser: (newId) => new MistralToolParser(newId),
   forcedGrammar: (tools, parallel) => mistralToolCallGrammar(tools, parallel),
+  trigger: MISTRAL_TOOL_CALLS,
 };
