@@ -46,6 +46,28 @@ function removeTrailingCommas(s: string): string {
   return out;
 }
 
+/**
+ * Where the JSON value that opens `s` (an object or array) ends, counting
+ * brackets outside strings; -1 while it is still open.
+ */
+function valueEnd(s: string): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i]!;
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === "{" || c === "[") depth++;
+    else if (c === "}" || c === "]") {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+  }
+  return -1;
+}
+
 function parseLoose(text: string): unknown {
   let t = text.trim();
   const fence = /^```[\w-]*[ \t]*\r?\n?([\s\S]*?)\s*```$/.exec(t);
@@ -61,14 +83,6 @@ function parseLoose(text: string): unknown {
   }
 }
 
-function parsesAsJson(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** {name, arguments} from a whole call body, or undefined when it is not a valid call. */
 function parseCall(body: string): { name: string; args: string } | undefined {
@@ -126,14 +140,9 @@ export class TaggedJsonToolParser {
     if (call) {
       this.call = null;
       if (call.started) {
-        // Cut-off output (token cap): end with the arguments as far as they can be told.
-        let region = call.buf.slice(call.argsStart);
-        region = region.slice(0, region.length - partialSuffixLength(region, [this.close])).trim();
-        const stripped = region.endsWith("}") ? region.slice(0, -1).trimEnd() : region;
-        let args = call.streamed;
-        if (parsesAsJson(stripped) && stripped.startsWith(call.streamed)) args = stripped;
-        else if (parsesAsJson(region) && region.startsWith(call.streamed)) args = region;
-        this.endCall(call, args, out);
+        // Cut-off output: end with the arguments as far as they can be told.
+        const body = call.buf.slice(0, call.buf.length - partialSuffixLength(call.buf, [this.close]));
+        this.finishClosed(call, body, out);
       } else {
         this.emitText(this.open + call.buf, out);
       }
@@ -190,9 +199,14 @@ export class TaggedJsonToolParser {
       call.index = this.count++;
       out.push({ type: "call-start", index: call.index, id: this.newId(), name });
     }
-    // Hold back what may be the wrapper's end: trailing whitespace, the last `}` and whitespace before it.
-    let region = call.buf.slice(call.argsStart, limit).trimEnd();
-    if (region.endsWith("}")) region = region.slice(0, -1).trimEnd();
+    // Stream the arguments object as far as it is written: up to its closing
+    // bracket once that came (whatever follows is the wrapper's), else holding
+    // back trailing whitespace and a trailing comma (dropped if a bracket
+    // follows: the trailing-comma repair). Commas before a bracket are dropped.
+    const written = call.buf.slice(call.argsStart, limit);
+    const end = valueEnd(written);
+    let region = end >= 0 ? removeTrailingCommas(written.slice(0, end)) : removeTrailingCommas(written).trimEnd();
+    if (end < 0 && region.endsWith(",")) region = region.slice(0, -1).trimEnd();
     if (region.length > call.streamed.length && region.startsWith(call.streamed)) {
       const frag = region.slice(call.streamed.length);
       call.streamed = region;
@@ -203,16 +217,15 @@ export class TaggedJsonToolParser {
   private finishClosed(call: OpenCall, body: string, out: ToolCallEvent[]): void {
     if (!call.started) this.stream(call, body.length, out); // header may only now be complete
     if (call.started) {
-      const region = body.slice(call.argsStart).trim();
-      const stripped = region.endsWith("}") ? region.slice(0, -1).trimEnd() : region;
-      // Prefer the raw text between the header and the wrapper's `}`; if the wrapper is missing,
-      // the whole rest. If the final JSON is broken (or has keys after "arguments"), the call was
-      // already announced and its arguments streamed, so we cannot take it back: it ends with
-      // exactly the streamed arguments text.
-      let args = call.streamed;
-      if (parsesAsJson(stripped) && stripped.startsWith(call.streamed)) args = stripped;
-      else if (parsesAsJson(region) && region.startsWith(call.streamed)) args = region;
-      this.endCall(call, args, out);
+      // The arguments are the JSON object right after the header (trailing
+      // commas repaired); keys or text after it belong to the wrapper. If it
+      // never closed, the call ends with what was streamed: the caller sees
+      // arguments that do not parse and does not treat the reply as a call.
+      this.stream(call, body.length, out);
+      const written = body.slice(call.argsStart);
+      const end = valueEnd(written);
+      const args = end >= 0 ? removeTrailingCommas(written.slice(0, end)) : call.streamed;
+      this.endCall(call, args.startsWith(call.streamed) ? args : call.streamed, out);
       return;
     }
     const parsed = parseCall(body);

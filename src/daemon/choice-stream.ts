@@ -50,6 +50,15 @@ export class GenerationFailedError extends Error {
   }
 }
 
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export async function* choiceText(
   tokenizer: LlamaModel,
   generation: Generation,
@@ -63,6 +72,7 @@ export async function* choiceText(
   let completionTokens = 0;
   let stoppedByString = false;
   let toolCalls = 0;
+  let brokenCalls = 0;
 
   /** Raw text (after the stop check) through the reasoning split and the tool-call parser; null when it yields nothing. */
   const shape = (text: string, last: boolean, logprobs?: ChoiceDelta["logprobs"]): ChoiceDelta | null => {
@@ -79,7 +89,11 @@ export async function* choiceText(
       content = events.map((e) => (e.type === "text" ? e.text : "")).join("");
       parts.reasoning += events.map((e) => (e.type === "reasoning" ? e.text : "")).join("");
       calls = events.filter((e) => e.type !== "text" && e.type !== "reasoning");
-      toolCalls += calls.filter((e) => e.type === "call-end").length;
+      for (const e of calls) {
+        if (e.type !== "call-end") continue;
+        if (isJson(e.arguments)) toolCalls++;
+        else brokenCalls++; // cut by a stop string (or the cap) before it closed
+      }
       if (calls.length === 0) calls = undefined;
     }
     if (!content && !parts.reasoning && !logprobs && !calls) return null;
@@ -119,8 +133,9 @@ export async function* choiceText(
     if (delta) yield delta;
     const cut = !stoppedByString && event.reason === "length";
     return {
-      // A reply cut by the token cap is length even if it holds a call (api.md 5.4).
-      finishReason: cut ? "length" : toolCalls > 0 ? "tool_calls" : "stop",
+      // A reply cut by the token cap is length even if it holds a call (api.md 5.4);
+      // one holding a call that never closed is not offered as a call to run.
+      finishReason: cut ? "length" : toolCalls > 0 && brokenCalls === 0 ? "tool_calls" : "stop",
       promptTokens: event.promptTokens,
       cachedTokens: event.cachedTokens,
       completionTokens,

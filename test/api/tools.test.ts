@@ -136,3 +136,30 @@ describe("tool calls", () => {
     }
   });
 });
+
+describe("tool call edge cases", () => {
+  test("a stop string that cuts a call before it closes: not offered as a call to run (finish stop)", async () => {
+    const { json } = await postJson(s, "/v1/chat/completions", ask({ seed: 1, tool_choice: "auto", parallel_tool_calls: false, logit_bias: { "6": 100 }, stop: ['"arguments"'] }));
+    expect(json.choices[0].finish_reason).toBe("stop");
+  });
+
+  test("a forced choice with no function to call is a 400, never served unconstrained", async () => {
+    for (const body of [
+      { tools: [], tool_choice: "required" },
+      { tools: [{ type: "retrieval" }], tool_choice: "required" },
+      { tools: [{ type: "custom", function: { name: "f" } }], tool_choice: { type: "function", function: { name: "f" } } },
+    ]) {
+      const { status, json } = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), max_tokens: 4, ...body });
+      expect(status).toBe(400);
+      expect(json.error.param).toBe("tool_choice");
+    }
+  });
+
+  test("under auto, a tool schema the compiler cannot honour leaves calls unconstrained instead of failing", async () => {
+    const odd = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { a: { type: "string", pattern: "(((" } } } } }];
+    const auto = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), tools: odd, max_tokens: 4 });
+    expect(auto.status).toBe(200);
+    const forced = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), tools: odd, tool_choice: "required", max_tokens: 4 });
+    expect(forced.status).toBe(400);
+  });
+});

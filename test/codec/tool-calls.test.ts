@@ -91,10 +91,10 @@ describe("TaggedJsonToolParser", () => {
     expect(ev1.map((e) => e.type)).toEqual(["call-start", "call-args"]);
     expect(p.callCount).toBe(1);
     const ev2 = p.push(', "b": {"c": 2}}');
-    // the last `}` may be the wrapper's: held back
-    expect(ev2).toEqual([{ type: "call-args", index: 0, text: ', "b": {"c": 2}' }]);
+    // the arguments object is now balanced: it streams through its own closing brace
+    expect(ev2).toEqual([{ type: "call-args", index: 0, text: ', "b": {"c": 2}}' }]);
     const ev3 = p.push("}</tool_");
-    expect(ev3).toEqual([{ type: "call-args", index: 0, text: "}" }]); // the older `}` was the arguments'
+    expect(ev3).toEqual([]); // the wrapper's `}`: nothing more for the arguments
     const ev4 = p.push("call>");
     expect(ev4).toEqual([{ type: "call-end", index: 0, arguments: '{"a": 1, "b": {"c": 2}}' }]);
   });
@@ -155,11 +155,22 @@ describe("TaggedJsonToolParser", () => {
     expect(merge(run([noName]).events)).toEqual({ text: noName, calls: [] });
   });
 
-  test("streamed call with broken final JSON ends with the streamed arguments", () => {
+  test("keys or text after the arguments object belong to the wrapper, not the arguments", () => {
     const m = merge(run(['<tool_call>{"name": "f", "arguments": {"a": 1}, "b": }</tool_call>']).events);
     expect(m.calls).toHaveLength(1);
     expect(m.calls[0]!.name).toBe("f");
-    expect(m.calls[0]!.end).toBe('{"a": 1}, "b":');
+    expect(m.calls[0]!.end).toBe('{"a": 1}');
+    for (const body of ['{"name":"f","arguments":{"a":1},"id":"x"}', '{"name":"f","arguments":{"a":1}} trailing']) {
+      const split = merge(run([...`<tool_call>${body}</tool_call>`]).events);
+      expect(split.calls[0]!.end).toBe('{"a":1}');
+    }
+  });
+
+  test("a trailing comma is repaired even after the call has started streaming", () => {
+    for (const chunks of [['<tool_call>{"name":"f","arguments":{"a":[1,2,]}}</tool_call>'], [...'<tool_call>{"name":"f","arguments":{"a":[1,2,]}}</tool_call>']]) {
+      const m = merge(run(chunks).events);
+      expect(m.calls[0]!.end).toBe('{"a":[1,2]}');
+    }
   });
 
   test("unterminated call with a known name is finished at flush", () => {

@@ -59,7 +59,7 @@ function refuseUndeclaredToolChoice(req: ChatRequest): void {
   const choice = req.tool_choice as { type?: unknown; function?: { name?: unknown } } | undefined | null;
   const name = choice?.type === "function" ? choice.function?.name : undefined;
   if (typeof name !== "string") return;
-  const declared = (req.tools ?? []).map((t) => t.function?.name);
+  const declared = (req.tools ?? []).filter((t) => t.type === "function").map((t) => t.function?.name);
   if (!declared.includes(name)) throw badRequest(`tool_choice names the function '${name}', which is not declared in tools`, "tool_choice");
 }
 

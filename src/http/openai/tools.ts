@@ -34,13 +34,21 @@ export function toolPlan(model: ServedModel, req: ChatRequest): ToolPlan {
   const tools = toolSpecs(req);
   // Wires that carry reasoning and content channels are parsed whatever the tools.
   const parsed = dialect?.alwaysParse ? { dialect } : {};
-  if (tools.length === 0 || req.tool_choice === "none") return parsed;
+  if (req.tool_choice === "none") return parsed;
   const forced = forcedChoice(req.tool_choice);
+  // A forced call is never served unconstrained (api.md 5.3).
+  if (forced && tools.length === 0) throw badRequest("tool_choice forces a call, but tools declares no function", "tool_choice");
+  if (tools.length === 0) return parsed;
   const parallel = req.parallel_tool_calls !== false;
   if (!forced) {
     if (!dialect) return {};
     if (!dialect.trigger) return { dialect };
-    return { dialect, grammar: compileCalls(dialect, tools, parallel), trigger: dialect.trigger };
+    // Under auto only a forced choice's grammar must compile: otherwise calls are parsed, not held.
+    try {
+      return { dialect, grammar: dialect.forcedGrammar(tools, parallel), trigger: dialect.trigger };
+    } catch {
+      return { dialect };
+    }
   }
   if (!dialect) throw badRequest(`constraint unsatisfiable: model '${model.id}' has no tool-call format superfluid can constrain`, "tool_choice");
   const chosen = forced === "required" ? tools : tools.filter((t) => t.name === forced);
