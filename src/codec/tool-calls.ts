@@ -3,6 +3,8 @@
 // Text arrives in arbitrary chunks; tags may be split at any character.
 import { partialSuffixLength } from "./holdback.ts";
 import { newCallId } from "./tool-dialects/ids.ts";
+import { jsonValueEnd, removeTrailingCommas } from "./json-scan.ts";
+import { emitText } from "./tool-dialects/events.ts";
 
 export type ToolCallEvent =
   | { type: "text"; text: string } // ordinary content
@@ -21,52 +23,7 @@ export interface TaggedJsonToolParserOptions {
 // `{` "name" : "<name>" , "arguments" : — followed by an object start (only objects stream).
 const HEADER = /^\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*(?=\{)/;
 
-/** Drop commas that directly precede `}` or `]` (outside strings). */
-function removeTrailingCommas(s: string): string {
-  let out = "";
-  let inString = false;
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i]!;
-    if (inString) {
-      out += c;
-      if (c === "\\") {
-        out += s[i + 1] ?? "";
-        i++;
-      } else if (c === '"') inString = false;
-      continue;
-    }
-    if (c === '"') inString = true;
-    else if (c === ",") {
-      let j = i + 1;
-      while (j < s.length && /\s/.test(s[j]!)) j++;
-      if (s[j] === "}" || s[j] === "]") continue;
-    }
-    out += c;
-  }
-  return out;
-}
 
-/**
- * Where the JSON value that opens `s` (an object or array) ends, counting
- * brackets outside strings; -1 while it is still open.
- */
-function valueEnd(s: string): number {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i]!;
-    if (inString) {
-      if (c === "\\") i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === "{" || c === "[") depth++;
-    else if (c === "}" || c === "]") {
-      depth--;
-      if (depth === 0) return i + 1;
-    }
-  }
-  return -1;
-}
 
 function parseLoose(text: string): unknown {
   let t = text.trim();
@@ -144,11 +101,11 @@ export class TaggedJsonToolParser {
         const body = call.buf.slice(0, call.buf.length - partialSuffixLength(call.buf, [this.close]));
         this.finishClosed(call, body, out);
       } else {
-        this.emitText(this.open + call.buf, out);
+        emitText(out, this.open + call.buf);
       }
     }
     if (this.pending) {
-      this.emitText(this.pending, out);
+      emitText(out, this.pending);
       this.pending = "";
     }
     return out;
@@ -160,11 +117,11 @@ export class TaggedJsonToolParser {
         const at = this.pending.indexOf(this.open);
         if (at < 0) {
           const keep = partialSuffixLength(this.pending, [this.open]);
-          this.emitText(this.pending.slice(0, this.pending.length - keep), out);
+          emitText(out, this.pending.slice(0, this.pending.length - keep));
           this.pending = this.pending.slice(this.pending.length - keep);
           return;
         }
-        this.emitText(this.pending.slice(0, at), out);
+        emitText(out, this.pending.slice(0, at));
         const rest = this.pending.slice(at + this.open.length);
         this.pending = "";
         this.call = { buf: rest, index: -1, started: false, argsStart: 0, streamed: "" };
@@ -204,7 +161,7 @@ export class TaggedJsonToolParser {
     // back trailing whitespace and a trailing comma (dropped if a bracket
     // follows: the trailing-comma repair). Commas before a bracket are dropped.
     const written = call.buf.slice(call.argsStart, limit);
-    const end = valueEnd(written);
+    const end = jsonValueEnd(written, 0);
     let region = end >= 0 ? removeTrailingCommas(written.slice(0, end)) : removeTrailingCommas(written).trimEnd();
     if (end < 0 && region.endsWith(",")) region = region.slice(0, -1).trimEnd();
     if (region.length > call.streamed.length && region.startsWith(call.streamed)) {
@@ -223,7 +180,7 @@ export class TaggedJsonToolParser {
       // arguments that do not parse and does not treat the reply as a call.
       this.stream(call, body.length, out);
       const written = body.slice(call.argsStart);
-      const end = valueEnd(written);
+      const end = jsonValueEnd(written, 0);
       const args = end >= 0 ? removeTrailingCommas(written.slice(0, end)) : call.streamed;
       this.endCall(call, args.startsWith(call.streamed) ? args : call.streamed, out);
       return;
@@ -231,7 +188,7 @@ export class TaggedJsonToolParser {
     const parsed = parseCall(body);
     if (!parsed) {
       // Malformed: stays content, verbatim.
-      this.emitText(this.open + body + this.close, out);
+      emitText(out, this.open + body + this.close);
       return;
     }
     const index = this.count++;
@@ -247,10 +204,4 @@ export class TaggedJsonToolParser {
     out.push({ type: "call-end", index: call.index, arguments: args });
   }
 
-  private emitText(text: string, out: ToolCallEvent[]): void {
-    if (!text) return;
-    const last = out[out.length - 1];
-    if (last && last.type === "text") last.text += text;
-    else out.push({ type: "text", text });
-  }
 }

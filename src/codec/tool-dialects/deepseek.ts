@@ -8,6 +8,7 @@ import { forcedCallGrammar, lit, oneOrMore, repeat, seq, type CallShape } from "
 import { partialSuffixLength } from "../holdback.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
 import { newCallId } from "./ids.ts";
+import { emitCall, emitText } from "./events.ts";
 
 export const DEEPSEEK_MARKERS = {
   callsBegin: "<｜tool▁calls▁begin｜>",
@@ -90,12 +91,12 @@ class DeepseekToolParser implements ToolCallParser {
       } else if (this.blockHasCall && M.callsEnd.startsWith(rest)) {
         done = true; // only whitespace or a cut-off calls-end after parsed calls
       }
-      if (!done) this.emitText(this.heldOpen + this.buf, out);
+      if (!done) emitText(out, this.heldOpen + this.buf);
       this.inBlock = false;
       this.heldOpen = "";
       this.buf = "";
     } else if (this.buf) {
-      this.emitText(this.buf, out);
+      emitText(out, this.buf);
       this.buf = "";
     }
     return out;
@@ -107,11 +108,11 @@ class DeepseekToolParser implements ToolCallParser {
         const at = this.buf.indexOf(M.callsBegin);
         if (at < 0) {
           const keep = partialSuffixLength(this.buf, [M.callsBegin]);
-          this.emitText(this.buf.slice(0, this.buf.length - keep), out);
+          emitText(out, this.buf.slice(0, this.buf.length - keep));
           this.buf = this.buf.slice(this.buf.length - keep);
           return;
         }
-        this.emitText(this.buf.slice(0, at), out);
+        emitText(out, this.buf.slice(0, at));
         this.buf = this.buf.slice(at + M.callsBegin.length);
         this.heldOpen = M.callsBegin;
         this.blockHasCall = false;
@@ -123,7 +124,7 @@ class DeepseekToolParser implements ToolCallParser {
       if (rest === "") return;
       if (rest.startsWith(M.callsEnd)) {
         // An empty block (no call parsed) stays text.
-        if (!this.blockHasCall) this.emitText(this.heldOpen + this.buf.slice(0, lead + M.callsEnd.length), out);
+        if (!this.blockHasCall) emitText(out, this.heldOpen + this.buf.slice(0, lead + M.callsEnd.length));
         this.buf = rest.slice(M.callsEnd.length);
         this.heldOpen = "";
         this.inBlock = false;
@@ -139,7 +140,7 @@ class DeepseekToolParser implements ToolCallParser {
           this.heldOpen = "";
           this.blockHasCall = true;
         } else {
-          this.emitText(this.heldOpen + this.buf.slice(0, lead) + whole, out);
+          emitText(out, this.heldOpen + this.buf.slice(0, lead) + whole);
           this.heldOpen = "";
         }
         this.buf = rest.slice(whole.length);
@@ -147,24 +148,14 @@ class DeepseekToolParser implements ToolCallParser {
       }
       if (M.callBegin.startsWith(rest) || M.callsEnd.startsWith(rest)) return; // a marker still arriving
       // Something else inside the block: the block ends here and the rest is content.
-      this.emitText(this.heldOpen, out);
+      emitText(out, this.heldOpen);
       this.heldOpen = "";
       this.inBlock = false;
     }
   }
 
   private emitCall(call: { name: string; args: string }, out: ToolCallEvent[]): void {
-    const index = this.count++;
-    out.push({ type: "call-start", index, id: this.newId(), name: call.name });
-    if (call.args) out.push({ type: "call-args", index, text: call.args });
-    out.push({ type: "call-end", index, arguments: call.args });
-  }
-
-  private emitText(text: string, out: ToolCallEvent[]): void {
-    if (!text) return;
-    const last = out[out.length - 1];
-    if (last && last.type === "text") last.text += text;
-    else out.push({ type: "text", text });
+    emitCall(out, this.count++, this.newId(), call);
   }
 }
 

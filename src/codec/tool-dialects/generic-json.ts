@@ -5,52 +5,13 @@
 import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore, seq, WS } from "../tool-grammar.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
 import { newCallId } from "./ids.ts";
+import { jsonValueEnd, skipWs } from "../json-scan.ts";
+import { emitCall, emitText } from "./events.ts";
 
 
-const isWs = (c: string | undefined): boolean => c === " " || c === "\n" || c === "\r" || c === "\t";
 
-function skipWs(s: string, i: number): number {
-  while (i < s.length && isWs(s[i])) i++;
-  return i;
-}
 
-/**
- * End (exclusive) of the JSON object or array that opens at `s[start]`, by bracket
- * depth outside strings; -1 when it has not closed yet. Does not validate.
- */
-export function jsonContainerEnd(s: string, start: number): number {
-  let depth = 0;
-  let inString = false;
-  for (let i = start; i < s.length; i++) {
-    const c = s[i]!;
-    if (inString) {
-      if (c === "\\") i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === "{" || c === "[") depth++;
-    else if (c === "}" || c === "]") {
-      depth--;
-      if (depth === 0) return i + 1;
-    }
-  }
-  return -1;
-}
 
-/** End (exclusive) of the (valid) JSON value starting at `s[i]`. */
-function valueEnd(s: string, i: number): number {
-  const c = s[i];
-  if (c === "{" || c === "[") return jsonContainerEnd(s, i);
-  if (c === '"') {
-    for (let j = i + 1; j < s.length; j++) {
-      if (s[j] === "\\") j++;
-      else if (s[j] === '"') return j + 1;
-    }
-    return s.length;
-  }
-  let j = i;
-  while (j < s.length && !/[\s,\]}]/.test(s[j]!)) j++;
-  return j;
-}
 
 /** Raw text of the top-level members (object) or elements (array) of valid JSON `text`. */
 function topLevelParts(text: string): { key?: string; raw: string }[] {
@@ -60,12 +21,12 @@ function topLevelParts(text: string): { key?: string; raw: string }[] {
   while (i < text.length && text[i] !== "}" && text[i] !== "]") {
     let key: string | undefined;
     if (isObject) {
-      const kEnd = valueEnd(text, i);
+      const kEnd = jsonValueEnd(text, i);
       key = JSON.parse(text.slice(i, kEnd)) as string;
       i = skipWs(text, kEnd);
       i = skipWs(text, i + 1); // ':'
     }
-    const vEnd = valueEnd(text, i);
+    const vEnd = jsonValueEnd(text, i);
     parts.push({ ...(key !== undefined ? { key } : {}), raw: text.slice(i, vEnd) });
     i = skipWs(text, vEnd);
     if (text[i] === ",") i = skipWs(text, i + 1);
@@ -127,19 +88,7 @@ function parseJsonCalls(text: string): ParsedCall[] | undefined {
   return calls;
 }
 
-/** call-start, call-args (when non-empty) and call-end for one whole call. */
-export function emitCall(out: ToolCallEvent[], index: number, id: string, call: ParsedCall): void {
-  out.push({ type: "call-start", index, id, name: call.name });
-  if (call.args) out.push({ type: "call-args", index, text: call.args });
-  out.push({ type: "call-end", index, arguments: call.args });
-}
 
-export function emitText(out: ToolCallEvent[], text: string): void {
-  if (!text) return;
-  const last = out[out.length - 1];
-  if (last && last.type === "text") last.text += text;
-  else out.push({ type: "text", text });
-}
 
 const FENCE = "```";
 
@@ -158,7 +107,7 @@ function classify(s: string, final: boolean): "hold" | "text" | ParsedCall[] {
     if (body === s.length) return final ? "text" : "hold";
   }
   if (s[body] !== "{" && s[body] !== "[") return "text";
-  const end = jsonContainerEnd(s, body);
+  const end = jsonValueEnd(s, body);
   if (end < 0) return final ? "text" : "hold";
   const calls = parseJsonCalls(s.slice(body, end));
   if (!calls) return "text";

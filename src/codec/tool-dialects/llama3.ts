@@ -7,7 +7,9 @@
 // out as one call (arguments whole, not progressively) or, if it is not a call, as text.
 // Anything else is content, streamed as it arrives.
 import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore } from "../tool-grammar.ts";
-import { emitCall, emitText, jsonContainerEnd, parseJsonCall } from "./generic-json.ts";
+import { jsonValueEnd } from "../json-scan.ts";
+import { emitCall, emitText } from "./events.ts";
+import { parseJsonCall } from "./generic-json.ts";
 import { newCallId } from "./ids.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect } from "./types.ts";
 
@@ -72,7 +74,7 @@ class Llama3ToolParser implements ToolCallParser {
         this.objStart = i;
       }
       if (this.mode !== "object") return;
-      const end = jsonContainerEnd(this.held, this.objStart);
+      const end = jsonValueEnd(this.held, this.objStart);
       if (end < 0) return;
       const call = parseJsonCall(this.held.slice(this.objStart, end));
       if (!call) {

@@ -8,6 +8,8 @@ import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore, seq, WS } from "../t
 import { partialSuffixLength } from "../holdback.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
 import { randomAlnum } from "./ids.ts";
+import { jsonValueEnd, skipWs } from "../json-scan.ts";
+import { emitText } from "./events.ts";
 
 export const MISTRAL_TOOL_CALLS = "[TOOL_CALLS]";
 const ARGS = "[ARGS]";
@@ -20,45 +22,9 @@ export function mistralCallId(): string {
   return randomAlnum(9);
 }
 
-const isWs = (c: string | undefined): boolean => c === " " || c === "\n" || c === "\r" || c === "\t";
 const isNameChar = (c: string): boolean => /[A-Za-z0-9_.:-]/.test(c);
 
-function skipWs(s: string, i: number): number {
-  while (i < s.length && isWs(s[i])) i++;
-  return i;
-}
 
-/** End (exclusive) of the JSON value starting at s[i], or -1 when it is not complete in `s`. */
-function valueEnd(s: string, i: number): number {
-  const c = s[i];
-  if (c === undefined) return -1;
-  if (c === '"') {
-    for (let j = i + 1; j < s.length; j++) {
-      if (s[j] === "\\") j++;
-      else if (s[j] === '"') return j + 1;
-    }
-    return -1;
-  }
-  if (c === "{" || c === "[") {
-    let depth = 0;
-    for (let j = i; j < s.length; j++) {
-      const d = s[j]!;
-      if (d === '"') {
-        const e = valueEnd(s, j);
-        if (e < 0) return -1;
-        j = e - 1;
-      } else if (d === "{" || d === "[") depth++;
-      else if (d === "}" || d === "]") {
-        depth--;
-        if (depth === 0) return j + 1;
-      }
-    }
-    return -1;
-  }
-  let j = i;
-  while (j < s.length && !/[,\]}\s]/.test(s[j]!)) j++;
-  return j < s.length ? j : -1;
-}
 
 interface ParsedCall {
   name: string;
@@ -71,10 +37,10 @@ function rawArguments(obj: string): string | undefined {
   if (obj[i] !== "{") return undefined;
   i = skipWs(obj, i + 1);
   while (obj[i] === '"') {
-    const kEnd = valueEnd(obj, i);
+    const kEnd = jsonValueEnd(obj, i);
     const key = JSON.parse(obj.slice(i, kEnd)) as string;
     i = skipWs(obj, skipWs(obj, kEnd) + 1); // past ':'
-    const vEnd = valueEnd(obj, i);
+    const vEnd = jsonValueEnd(obj, i);
     if (vEnd < 0) return undefined;
     if (key === "arguments") return obj.slice(i, vEnd);
     i = skipWs(obj, vEnd);
@@ -96,7 +62,7 @@ function parseCallArray(text: string): ParsedCall[] | undefined {
   const raws: string[] = [];
   let i = skipWs(text, 1);
   while (i < text.length && text[i] !== "]") {
-    const e = valueEnd(text, i);
+    const e = jsonValueEnd(text, i);
     raws.push(text.slice(i, e));
     i = skipWs(text, e);
     if (text[i] === ",") i = skipWs(text, i + 1);
@@ -121,7 +87,7 @@ function readSection(buf: string): Section {
   const start = skipWs(buf, 0);
   if (start === buf.length) return { state: "incomplete" };
   if (buf[start] === "[") {
-    const end = valueEnd(buf, start);
+    const end = jsonValueEnd(buf, start);
     if (end < 0) return { state: "incomplete" };
     const calls = parseCallArray(buf.slice(start, end));
     return calls ? { state: "done", calls, end } : { state: "invalid" };
@@ -153,7 +119,7 @@ function readSection(buf: string): Section {
   i = skipWs(buf, i + ARGS.length);
   if (i === buf.length) return { state: "incomplete" };
   if (buf[i] !== "{") return { state: "invalid" };
-  const end = valueEnd(buf, i);
+  const end = jsonValueEnd(buf, i);
   if (end < 0) return { state: "incomplete" };
   const args = buf.slice(i, end);
   try {
@@ -194,11 +160,11 @@ export class MistralToolParser implements ToolCallParser {
         const at = this.pending.indexOf(MISTRAL_TOOL_CALLS);
         if (at < 0) {
           const keep = final ? 0 : partialSuffixLength(this.pending, [MISTRAL_TOOL_CALLS]);
-          this.emitText(this.pending.slice(0, this.pending.length - keep), out);
+          emitText(out, this.pending.slice(0, this.pending.length - keep));
           this.pending = this.pending.slice(this.pending.length - keep);
           return;
         }
-        this.emitText(this.pending.slice(0, at), out);
+        emitText(out, this.pending.slice(0, at));
         this.section = this.pending.slice(at + MISTRAL_TOOL_CALLS.length);
         this.pending = "";
         continue;
@@ -218,18 +184,12 @@ export class MistralToolParser implements ToolCallParser {
         continue;
       }
       // Malformed (or cut off at the end): the marker is content; rescan what follows it.
-      this.emitText(MISTRAL_TOOL_CALLS, out);
+      emitText(out, MISTRAL_TOOL_CALLS);
       this.section = null;
       this.pending = buf;
     }
   }
 
-  private emitText(text: string, out: ToolCallEvent[]): void {
-    if (!text) return;
-    const last = out[out.length - 1];
-    if (last && last.type === "text") last.text += text;
-    else out.push({ type: "text", text });
-  }
 }
 
 /** GBNF: `[TOOL_CALLS]` and a JSON array of one call (several when `parallel`) to one of `tools`. */

@@ -1,0 +1,66 @@
+// Small scanners over JSON text the model is still writing: where a value
+// ends (or that it has not yet), whitespace, and the trailing-comma repair.
+
+export const isWs = (c: string | undefined): boolean => c === " " || c === "\n" || c === "\r" || c === "\t";
+
+export function skipWs(s: string, i: number): number {
+  while (i < s.length && isWs(s[i])) i++;
+  return i;
+}
+
+/** End (exclusive) of the JSON value starting at s[i], or -1 when it is not complete in `s`. */
+export function jsonValueEnd(s: string, i: number): number {
+  const c = s[i];
+  if (c === undefined) return -1;
+  if (c === '"') {
+    for (let j = i + 1; j < s.length; j++) {
+      if (s[j] === "\\") j++;
+      else if (s[j] === '"') return j + 1;
+    }
+    return -1;
+  }
+  if (c === "{" || c === "[") {
+    let depth = 0;
+    for (let j = i; j < s.length; j++) {
+      const d = s[j]!;
+      if (d === '"') {
+        const e = jsonValueEnd(s, j);
+        if (e < 0) return -1;
+        j = e - 1;
+      } else if (d === "{" || d === "[") depth++;
+      else if (d === "}" || d === "]") {
+        depth--;
+        if (depth === 0) return j + 1;
+      }
+    }
+    return -1;
+  }
+  let j = i;
+  while (j < s.length && !/[,\]}\s]/.test(s[j]!)) j++;
+  return j < s.length ? j : -1;
+}
+
+/** Drop commas that directly precede `}` or `]` (outside strings). */
+export function removeTrailingCommas(s: string): string {
+  let out = "";
+  let inString = false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i]!;
+    if (inString) {
+      out += c;
+      if (c === "\\") {
+        out += s[i + 1] ?? "";
+        i++;
+      } else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"') inString = true;
+    else if (c === ",") {
+      let j = i + 1;
+      while (j < s.length && /\s/.test(s[j]!)) j++;
+      if (s[j] === "}" || s[j] === "]") continue;
+    }
+    out += c;
+  }
+  return out;
+}
