@@ -139,35 +139,42 @@ describe("engine", () => {
     expect(out.get(b.id)).toEqual(secondAlone);
   });
 
-  test("without a prefix to reuse, lanes take the lowest KV buffers (decode steps cost more higher up)", () => {
-    // Use every sequence first, so least-recently-used order would pick high ones.
+  test("without a prefix to reuse, live lanes sit on neighbouring KV buffers (a batch's attention spans every buffer between its lowest and highest sequence)", () => {
+    // Use every sequence first, so cached entries are spread over all of them.
     for (let i = 0; i < 12; i++) runAll([job(coldPrompt(`warm-up ${i}`), { maxTokens: 1 })]);
     for (const j of Array.from({ length: 4 }, (_, i) => job(coldPrompt(`lane ${i}`), { maxTokens: 50 }))) engine.submit(j);
     engine.tick();
-    expect(engine.snapshot()).toMatchObject({ activeLanes: 4, liveSequences: [0, 1, 2, 3] });
+    const live = engine.snapshot().liveSequences;
+    expect(live.length).toBe(4);
+    expect(live.at(-1)! - live[0]!).toBe(3);
     while (engine.hasWork()) engine.tick();
   });
 
   test("a tick stages its tokens in ascending sequence order (llama.cpp splits out-of-order batches into more steps)", () => {
-    // Park a long prefix on a high sequence: seven short jobs fill 0-6, then
-    // an eighth prompt is seated above them.
-    const blockers = Array.from({ length: 7 }, (_, i) => job(coldPrompt(`blocker ${i}`), { maxTokens: 6 }));
-    const parked = coldPrompt("a prefix long enough to be worth reusing later, ".repeat(3));
-    blockers.forEach((b) => engine.submit(b));
-    engine.tick();
-    runAll([job(parked, { maxTokens: 1 })]);
-    // Now reuse it (it sits high) alongside two cold prompts that take the low sequences.
-    const seqsPerTick: number[][] = [];
-    const stage = engine.context.stage.bind(engine.context);
-    engine.context.stage = (i, token, pos, seq, logits) => {
-      if (i === 0) seqsPerTick.push([]);
-      seqsPerTick.at(-1)!.push(seq);
-      stage(i, token, pos, seq, logits);
+    // A fresh engine: seven blockers take sequences 0-6, so a long prefix is
+    // seated on 7; reused later beside two cold prompts seated below it, the
+    // lane admitted first sits highest.
+    const fresh = new Engine(model, { lanes: 8, cellsPerSequence: 1024, threads: 2, prefillBudget: PREFILL_BUDGET });
+    const run = (jobs: GenerateJob[]) => {
+      for (const j of jobs) fresh.submit(j);
+      while (fresh.hasWork()) fresh.tick();
     };
+    const seqsPerTick: number[][] = [];
     try {
-      runAll([job([...parked, ...more(" again")], { maxTokens: 4 }), job(coldPrompt("low one"), { maxTokens: 4 }), job(coldPrompt("low two"), { maxTokens: 4 })]);
+      const blockers = Array.from({ length: 7 }, (_, i) => job(coldPrompt(`blocker ${i}`), { maxTokens: 6 }));
+      const parked = coldPrompt("a prefix long enough to be worth reusing later, ".repeat(3));
+      blockers.forEach((b) => fresh.submit(b));
+      fresh.tick();
+      run([job(parked, { maxTokens: 1 })]);
+      const stage = fresh.context.stage.bind(fresh.context);
+      fresh.context.stage = (i, token, pos, seq, logits) => {
+        if (i === 0) seqsPerTick.push([]);
+        seqsPerTick.at(-1)!.push(seq);
+        stage(i, token, pos, seq, logits);
+      };
+      run([job([...parked, ...more(" again")], { maxTokens: 4 }), job(coldPrompt("low one"), { maxTokens: 4 }), job(coldPrompt("low two"), { maxTokens: 4 })]);
     } finally {
-      engine.context.stage = stage;
+      fresh.close();
     }
     const orders = seqsPerTick.filter((t) => new Set(t).size > 1);
     expect(orders.length).toBeGreaterThan(0);

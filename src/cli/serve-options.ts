@@ -17,6 +17,13 @@ export interface ServeOptions {
   threads: number;
   prefillBudget: number;
   sessions: string;
+  /** --sessions-cache: start a fresh log on each start, keeping the previous as wal.log.prev. */
+  sessionsCache: boolean;
+  /** --prefix-blob-budget-mb: host memory for prefixes that leave the KV pool (undefined = the engine's default). */
+  hostCacheMb?: number;
+  /** --pressure-high / --pressure-low, percent of the KV pool's cells. */
+  pressureHigh: number;
+  pressureLow: number;
   modelDirs: string[];
   tui: boolean;
   sampling: OperatorSampling;
@@ -33,6 +40,10 @@ const FLAGS: Record<string, FlagSpec> = {
   threads: { value: true },
   "prefill-budget": { value: true },
   sessions: { value: true },
+  "sessions-cache": {},
+  "prefix-blob-budget-mb": { value: true },
+  "pressure-high": { value: true },
+  "pressure-low": { value: true },
   "model-dir": { value: true, repeatable: true },
   tui: {},
   "no-tui": {},
@@ -59,7 +70,12 @@ MODEL the built-in tiny model is served.
   --max-tokens N          default reply cap (default: fill the context)
   --threads N             compute threads (default: physical cores)
   --prefill-budget N      prompt tokens per tick, 64-4096 (default 512)
-  --sessions DIR          session store (default ~/.superfluid/sessions)
+  --sessions DIR          session store (default ~/.superfluid/sessions); one server per directory
+  --sessions-cache        start a fresh session log on each start (the previous is kept as wal.log.prev)
+  --prefix-blob-budget-mb N  host memory for prefixes that leave the KV pool
+                          (default: 60% of free memory, at most 8 GiB; 0 = none)
+  --pressure-high PCT     KV occupancy that moves cached prefixes out of the pool (default 85)
+  --pressure-low PCT      the occupancy that eviction brings it down to (default 70)
   --model-dir DIR         where model references are looked up (repeatable)
   --temperature F --top-p F --top-k N --min-p F --repeat-penalty F
                           operator sampling defaults
@@ -87,6 +103,11 @@ function parseHttp(raw: string): { host: string; port: number } {
 
 export function superfluidHome(env = process.env): string {
   return env.SUPERFLUID_HOME ?? join(homedir(), ".superfluid");
+}
+
+function pressure(high: number, low: number): { pressureHigh: number; pressureLow: number } {
+  if (low > high) throw new UsageError(`--pressure-low (${low}) cannot be above --pressure-high (${high})`);
+  return { pressureHigh: high, pressureLow: low };
 }
 
 export function parseServeOptions(argv: string[], env = process.env): ServeOptions | "help" {
@@ -123,6 +144,9 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     threads: opt("threads", { int: true, min: 1 }) ?? physicalCores(),
     prefillBudget: opt("prefill-budget", { int: true, min: 64, max: 4096 }) ?? 512,
     sessions: one("sessions") ?? env.SUPERFLUID_SESSIONS ?? join(superfluidHome(env), "sessions"),
+    sessionsCache: flags.switches.has("sessions-cache"),
+    ...(one("prefix-blob-budget-mb") === undefined ? {} : { hostCacheMb: opt("prefix-blob-budget-mb", { int: true, min: 0 }) }),
+    ...pressure(opt("pressure-high", { int: true, min: 1, max: 100 }) ?? 85, opt("pressure-low", { int: true, min: 0, max: 100 }) ?? 70),
     modelDirs: flags.values.get("model-dir") ?? [],
     tui: flags.switches.has("tui") && !flags.switches.has("no-tui"),
     sampling: {

@@ -1,9 +1,9 @@
 // `superfluid serve`: resolve the model, start its worker, listen.
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ModelNotFoundError, resolveModel, type ResolvedModel } from "../daemon/model-ref.ts";
 import { ModelRegistry } from "../daemon/registry.ts";
 import { ServedModel } from "../daemon/served-model.ts";
+import { SessionStore } from "../sessions/store.ts";
 import { ensureFixture } from "../fixtures/index.ts";
 import { createApp } from "../http/app.ts";
 import { cacheDir } from "../paths.ts";
@@ -21,11 +21,30 @@ async function resolveServed(options: ServeOptions, log: (line: string) => void)
 export interface RunningServer {
   url: string;
   registry: ModelRegistry;
+  /** The session log every generation is recorded in. */
+  sessions: SessionStore;
   close(): Promise<void>;
 }
 
 export async function startServer(options: ServeOptions, log: (line: string) => void = (l) => console.error(l)): Promise<RunningServer> {
-  mkdirSync(options.sessions, { recursive: true });
+  // The session log first: a second server on the same directory, or a log
+  // that fails its checksums, stops the start before any model is loaded.
+  const sessions = await SessionStore.open(options.sessions, { cache: options.sessionsCache });
+  try {
+    return await startServing(options, sessions, log);
+  } catch (err) {
+    await sessions.close();
+    throw err;
+  }
+}
+
+async function startServing(options: ServeOptions, sessions: SessionStore, log: (line: string) => void): Promise<RunningServer> {
+  const r = sessions.recovered;
+  log(
+    `superfluid: session log ${sessions.path} (epoch ${sessions.epoch}; ${r.sessions} sessions, ${r.records} records replayed` +
+      (r.truncatedBytes > 0 ? `; a torn last record of ${r.truncatedBytes} bytes was cut off` : "") +
+      ")",
+  );
   const resolved = await resolveServed(options, log);
   log(`superfluid: loading ${resolved.id} from ${resolved.path} (${options.maxBatch} lanes x ${options.maxContext} tokens, ${options.threads} threads) ...`);
   const started = performance.now();
@@ -36,6 +55,10 @@ export async function startServer(options: ServeOptions, log: (line: string) => 
     maxContext: options.maxContext,
     threads: options.threads,
     prefillBudget: options.prefillBudget,
+    ...(options.hostCacheMb === undefined ? {} : { hostCacheMb: options.hostCacheMb }),
+    pressureHigh: options.pressureHigh,
+    pressureLow: options.pressureLow,
+    sessions,
   });
   log(`superfluid: ${resolved.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   const registry = new ModelRegistry();
@@ -50,6 +73,7 @@ export async function startServer(options: ServeOptions, log: (line: string) => 
     app.listen({ hostname: options.host, port: options.port, maxRequestBodySize: 1024 * 1024 * 1024, idleTimeout: 0, reusePort: false });
   } catch (err) {
     await registry.close();
+    await sessions.close();
     throw new Error(`cannot listen on ${options.host}:${options.port}: ${(err as Error).message}`);
   }
   const port = app.server!.port;
@@ -65,9 +89,11 @@ export async function startServer(options: ServeOptions, log: (line: string) => 
   return {
     url,
     registry,
+    sessions,
     close: async () => {
       await app.stop(true);
       await registry.close();
+      await sessions.close();
     },
   };
 }

@@ -5,10 +5,14 @@ import { ChatTemplate, templateReads } from "../codec/index.ts";
 import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
+import { SessionJournal } from "../sessions/journal.ts";
+import type { SessionStore } from "../sessions/store.ts";
 import { WorkerClient, type WorkerOptions } from "./worker-client.ts";
 
-export interface ServedModelOptions extends WorkerOptions {
+export interface ServedModelOptions extends Omit<WorkerOptions, "journal"> {
   id: string;
+  /** The session log every generation is recorded in; none = generations are not durable (tests, benches). */
+  sessions?: SessionStore;
 }
 
 /** Reasoning markers a model's vocabulary must hold for its reasoning channel to be active. */
@@ -49,7 +53,8 @@ export class ServedModel {
     const tokenizer = LlamaModel.load(opts.model, { vocabOnly: true });
     let worker: WorkerClient;
     try {
-      worker = await WorkerClient.start(opts);
+      const journal = opts.sessions ? new SessionJournal(opts.sessions, opts.id, tokenizer) : undefined;
+      worker = await WorkerClient.start({ ...opts, ...(journal ? { journal } : {}) });
     } catch (err) {
       tokenizer.free();
       throw err;

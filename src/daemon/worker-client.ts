@@ -1,7 +1,9 @@
 // The daemon's side of a worker: spawn it, wait for its handshake, send it
 // requests and cancels, route each tick's events to the right generation, and
 // survive its death: every in-flight generation fails with WorkerCrashedError,
-// a new worker is started, and the next request works.
+// a new worker is started, and the next request works. With a journal (the
+// session log), every event is recorded and made durable before it reaches
+// the generation's reader.
 import type { Subprocess } from "bun";
 import { randomUUID } from "node:crypto";
 import type { EngineSnapshot, FinishEvent, FinishReason, GenerateJob } from "../engine/engine.ts";
@@ -16,8 +18,37 @@ export interface WorkerOptions {
   maxContext?: number;
   threads?: number;
   prefillBudget?: number;
+  /** Host-tier megabytes for prefixes that leave the KV pool (0 = none; default: the worker's). */
+  hostCacheMb?: number;
+  /** Pressure watermarks, percent of the pool's cells. */
+  pressureHigh?: number;
+  pressureLow?: number;
   /** How long a worker may take to load its model and answer. */
   startTimeoutMs?: number;
+  /** Where generations are recorded before their events are delivered (the session log). */
+  journal?: GenerationJournal;
+}
+
+/**
+ * A durable record of generations (the session log). Calls are synchronous
+ * and buffered; nothing recorded reaches a reader before flush() has made it
+ * durable.
+ */
+export interface GenerationJournal {
+  begin(id: string, job: GenerateRequest): void;
+  tokens(id: string, tokens: number[]): void;
+  /** The generation ended; "crashed" when its worker died under it. */
+  end(id: string, reason: FinishReason | "crashed", job: GenerateRequest): void;
+  flush(): Promise<void>;
+}
+
+/** The session log could not be written: nothing more can be acknowledged. */
+export class JournalError extends Error {
+  readonly code = "session_log_failed";
+  constructor(cause: Error) {
+    super(`the session log could not be written (${cause.message}); the generation was stopped`);
+    this.name = "JournalError";
+  }
 }
 
 /** A generation as the daemon asks for it: the engine's job without its id. */
@@ -121,6 +152,8 @@ export class WorkerClient {
   private closing = false;
   private respawnsSinceTick = 0;
   private readonly pendingStats = new Map<string, (answer: { snapshot: EngineSnapshot; at: number }) => void>();
+  /** Deliveries wait here, in arrival order, for the journal to make their events durable. */
+  private delivery: Promise<void> = Promise.resolve();
 
   private constructor(readonly opts: WorkerOptions) {}
 
@@ -149,6 +182,7 @@ export class WorkerClient {
     const job = { type: "generate" as const, ...req, id, ignoreEos: req.ignoreEos ?? false };
     const generation = new Generation(id, job, (gid) => this.sendWhenReady({ type: "cancel", id: gid }));
     this.inflight.set(id, generation);
+    this.opts.journal?.begin(id, job);
     this.sendWhenReady(job);
     return generation;
   }
@@ -205,6 +239,9 @@ export class WorkerClient {
     if (o.maxContext) args.push("--max-context", String(o.maxContext));
     if (o.threads) args.push("--threads", String(o.threads));
     if (o.prefillBudget) args.push("--prefill-budget", String(o.prefillBudget));
+    if (o.hostCacheMb !== undefined) args.push("--prefix-blob-budget-mb", String(o.hostCacheMb));
+    if (o.pressureHigh !== undefined) args.push("--pressure-high", String(o.pressureHigh));
+    if (o.pressureLow !== undefined) args.push("--pressure-low", String(o.pressureLow));
     let settle!: { resolve: () => void; reject: (e: Error) => void };
     const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     // A worker that does not answer in time is killed, so onExit replaces it (or gives up).
@@ -244,13 +281,39 @@ export class WorkerClient {
     return this.ready;
   }
 
+  /**
+   * Runs `deliver` once everything journaled so far is durable, after every
+   * earlier delivery. Without a journal it runs at once.
+   */
+  private afterDurable(deliver: () => void): void {
+    const journal = this.opts.journal;
+    if (!journal) return deliver();
+    const durable = journal.flush();
+    this.delivery = this.delivery.then(
+      () => durable.then(deliver),
+      () => durable.then(deliver),
+    ).catch((err: Error) => this.failEverything(new JournalError(err)));
+  }
+
+  /** The journal failed: no event can be acknowledged any more, so every generation ends with the error and the worker drops them. */
+  private failEverything(error: Error): void {
+    for (const [id, generation] of [...this.inflight]) {
+      this.inflight.delete(id);
+      generation.events.fail(error);
+      generation.notePrefilled();
+      this.sendWhenReady({ type: "cancel", id });
+    }
+  }
+
   private onTick(events: Extract<WorkerToDaemon, { type: "tick" }>): void {
     this.respawnsSinceTick = 0;
+    const journal = this.opts.journal;
+    const admitted: [Generation, number][] = [];
     for (const a of events.admitted) {
       const generation = this.inflight.get(a.id);
       if (!generation) continue;
       generation.admitted = true;
-      generation.events.push({ type: "admitted", cachedTokens: a.cachedTokens });
+      admitted.push([generation, a.cachedTokens]);
     }
     // Group this tick's tokens per request, keeping order.
     const perRequest = new Map<string, { tokens: number[]; logprobs?: TokenLogprob[] }>();
@@ -260,30 +323,56 @@ export class WorkerClient {
       entry.tokens.push(token);
       if (logprob) (entry.logprobs ??= []).push(logprob);
     }
+    const tokens: [Generation, { tokens: number[]; logprobs?: TokenLogprob[] }][] = [];
     for (const [id, entry] of perRequest) {
       const generation = this.inflight.get(id);
-      generation?.events.push({ type: "tokens", ...entry });
-      generation?.notePrefilled();
+      if (!generation) continue;
+      journal?.tokens(id, entry.tokens);
+      tokens.push([generation, entry]);
     }
-    for (const f of events.finished) this.finishOne(f);
+    const finished: [Generation, FinishEvent][] = [];
+    for (const f of events.finished) {
+      const generation = this.inflight.get(f.id);
+      if (!generation) continue;
+      this.inflight.delete(f.id);
+      journal?.end(f.id, f.reason, generation.job);
+      finished.push([generation, f]);
+    }
+    this.afterDurable(() => {
+      for (const [generation, cachedTokens] of admitted) generation.events.push({ type: "admitted", cachedTokens });
+      for (const [generation, entry] of tokens) {
+        generation.events.push({ type: "tokens", ...entry });
+        generation.notePrefilled();
+      }
+      for (const [generation, f] of finished) this.deliverFinish(generation, f);
+    });
   }
 
-  private finishOne(f: FinishEvent): void {
-    const generation = this.inflight.get(f.id);
-    if (!generation) return;
-    this.inflight.delete(f.id);
+  /** Delivers a finish and closes the generation's stream. */
+  private deliverFinish(generation: Generation, f: FinishEvent): void {
     const { id: _, ...rest } = f;
     generation.events.push({ type: "finished", ...rest });
     generation.events.close();
     generation.notePrefilled();
   }
 
+  private finishOne(f: FinishEvent): void {
+    const generation = this.inflight.get(f.id);
+    if (!generation) return;
+    this.inflight.delete(f.id);
+    this.opts.journal?.end(f.id, f.reason, generation.job);
+    this.afterDurable(() => this.deliverFinish(generation, f));
+  }
+
   private failOne(id: string, error: Error): void {
     const generation = this.inflight.get(id);
     if (!generation) return;
     this.inflight.delete(id);
-    generation.events.fail(error);
-    generation.notePrefilled();
+    this.opts.journal?.end(id, error instanceof WorkerCrashedError ? "crashed" : "error", generation.job);
+    this.afterDurable(() => {
+      generation.events.fail(error);
+      generation.notePrefilled();
+    });
   }
 
   private onExit(proc: Subprocess, code: number | null): void {

@@ -1,7 +1,7 @@
 // A libllama context sized for the lanes: `sequences` KV buffers of
 // `cellsPerSequence` cells each, and one reusable batch. Everything here is a
 // thin, synchronous wrapper: the policy lives in engine.ts.
-import type { Pointer } from "bun:ffi";
+import { ptr, type Pointer } from "bun:ffi";
 import { handle } from "../../ffi/llama.ts";
 import { threadpoolApi } from "../../ffi/threadpool.ts";
 import type { LlamaModel } from "./model.ts";
@@ -116,6 +116,27 @@ export class LlamaContext {
     if (this.truncate(dst, length)) return true;
     this.truncate(dst, 0);
     return false;
+  }
+
+  /**
+   * A sequence's KV as llama.cpp's own state export (the host tier of the
+   * prefix cache keeps these); undefined when the sequence is empty or the
+   * export fails.
+   */
+  exportSequence(seq: number): Uint8Array | undefined {
+    const api = this.model.llama.api;
+    const size = Number(api.llama_state_seq_get_size(this.handle, seq));
+    if (size === 0) return undefined;
+    const blob = new Uint8Array(size);
+    const written = Number(api.llama_state_seq_get_data(this.handle, ptr(blob), BigInt(size), seq));
+    return written === size ? blob : undefined;
+  }
+
+  /** Loads a state export into an empty sequence; false (and the sequence emptied) when llama.cpp refuses it. */
+  importSequence(seq: number, blob: Uint8Array): boolean {
+    const read = Number(this.model.llama.api.llama_state_seq_set_data(this.handle, ptr(blob), BigInt(blob.length), seq));
+    if (read === 0) this.truncate(seq, 0);
+    return read !== 0;
   }
 
   free(): void {

@@ -4,11 +4,14 @@
 //
 // KV layout (features.md 2.1): lanes + 2 sequences, each its own buffer of
 // max-context cells. A sequence keeps the tokens of its last request after the
-// lane retires, so a later prompt that shares a prefix reuses those cells in
-// place, or copies them (llama_memory_seq_cp) from a sequence a live lane holds.
+// lane retires (the prefix cache), so a later prompt that shares a prefix
+// reuses those cells in place, copies them (llama_memory_seq_cp) from a
+// sequence a live lane holds, or imports them from the host tier, where
+// prefixes go when their cells are needed for something else.
 import { LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
 import { positionLogprobs, type TokenLogprob } from "./logprobs.ts";
+import { PrefixCache } from "./prefix-cache.ts";
 import { GrammarError, SamplerChain, type SamplingSpec } from "./sampling.ts";
 
 export interface GenerateJob {
@@ -61,6 +64,14 @@ export interface EngineOptions {
   prefillBudget: number;
   batchSize?: number;
   microBatchSize?: number;
+  /** Bytes of host memory for prefixes that leave the pool; 0 = none (default: host tier off). */
+  hostCacheBytes?: number;
+  /** KV occupancy (0-1) that makes cached prefixes leave the pool (--pressure-high, default 0.85). */
+  pressureHigh?: number;
+  /** The occupancy eviction brings it down to (--pressure-low, default 0.70). */
+  pressureLow?: number;
+  /** Shared prompt tokens that make a queued request wait for a lane prefilling them (default 1024). */
+  coalesceMin?: number;
 }
 
 export interface EngineSnapshot {
@@ -79,6 +90,20 @@ export interface EngineSnapshot {
   prefilledTokens: number;
   reusedTokens: number;
   prefixCopies: number;
+  /** Queued requests that waited for another lane's prefill of their prefix instead of prefilling it too. */
+  coalesced: number;
+  /** Cached prefixes moved out of the pool because KV occupancy crossed the high watermark. */
+  pressureEvictions: number;
+  prefixCache: {
+    poolEntries: number;
+    hostEntries: number;
+    hostBytes: number;
+    hostBudgetBytes: number;
+    spills: number;
+    imports: number;
+    importFailures: number;
+    hostEvictions: number;
+  };
   /** Tokens per second of engine time over the recent ticks. */
   decodeRate: number;
   prefillRate: number;
@@ -109,6 +134,13 @@ interface Lane {
 /** Shorter shared prefixes than this do not decide where a prompt runs (they save too little). */
 const MIN_PREFIX_REUSE = 16;
 
+/** Shared prompt tokens that make a queued request wait for another lane's prefill (features.md 5.5). */
+const COALESCE_MIN = 1024;
+
+/** Default pressure watermarks, as fractions of the pool's cells (features.md 4.7). */
+const PRESSURE_HIGH = 0.85;
+const PRESSURE_LOW = 0.7;
+
 /** Sequence count for a lane count (features.md 2.1: lanes + 2, within [4, 256]). */
 export function sequencesFor(lanes: number): number {
   return Math.min(256, Math.max(4, lanes + 2));
@@ -130,7 +162,10 @@ export class Engine {
   /** [decoded, prefilled, milliseconds] of the recent ticks, oldest first. */
   private readonly recent: [number, number, number][] = [];
   /** Running totals, for /slots and tests. */
-  readonly stats = { ticks: 0, decodedTokens: 0, prefilledTokens: 0, reusedTokens: 0, prefixCopies: 0 };
+  readonly stats = { ticks: 0, decodedTokens: 0, prefilledTokens: 0, reusedTokens: 0, prefixCopies: 0, coalesced: 0, pressureEvictions: 0 };
+  private readonly cache: PrefixCache;
+  /** Queued requests that have waited for a shared prefill (counted once each in stats.coalesced). */
+  private readonly waiting = new Set<string>();
 
   constructor(
     readonly model: LlamaModel,
@@ -145,6 +180,10 @@ export class Engine {
       threads: opts.threads,
     });
     this.sequences = Array.from({ length: this.context.sequences }, (_, index) => ({ index, tokens: [] }));
+    this.cache = new PrefixCache(this.context, {
+      bytes: opts.hostCacheBytes ?? 0,
+      tokens: this.context.sequences * this.context.cellsPerSequence,
+    });
   }
 
   /** A snapshot for /slots. */
@@ -160,6 +199,13 @@ export class Engine {
       liveSequences: [...this.lanes].map((l) => l.seq.index).sort((a, b) => a - b),
       prefillBudget: this.opts.prefillBudget,
       ...this.stats,
+      prefixCache: {
+        poolEntries: this.cache.poolByAge().length,
+        hostEntries: this.cache.hostEntries,
+        hostBytes: this.cache.hostBytes,
+        hostBudgetBytes: this.cache.hostLimits.bytes,
+        ...this.cache.stats,
+      },
       ...this.rates(),
     };
   }
@@ -221,6 +267,7 @@ export class Engine {
     this.recent.push([this.stats.decodedTokens - before[0]!, this.stats.prefilledTokens - before[1]!, performance.now() - started]);
     if (this.recent.length > RATE_WINDOW) this.recent.shift();
     this.sampleOutputs(events, outputs.sampled);
+    this.relievePressure();
     return events;
   }
 
@@ -234,6 +281,7 @@ export class Engine {
   private finish(events: TickEvents, lane: Lane, reason: FinishReason, error?: string, clientError = false): void {
     this.lanes.delete(lane);
     lane.seq.lane = undefined;
+    this.cache.publish(lane.seq);
     lane.chain.free();
     events.finished.push({
       id: lane.job.id,
@@ -253,14 +301,22 @@ export class Engine {
       const job = this.queue[i]!;
       if (!this.cancelledQueued.has(job.id)) continue;
       this.queue.splice(i, 1);
+      this.waiting.delete(job.id);
       events.finished.push({ id: job.id, reason: "cancelled", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0 });
     }
     this.cancelledQueued.clear();
   }
 
   private admit(events: TickEvents): void {
-    while (this.queue.length > 0 && this.lanes.size < this.opts.lanes) {
-      const job = this.queue.shift()!;
+    for (let i = 0; i < this.queue.length && this.lanes.size < this.opts.lanes; ) {
+      const job = this.queue[i]!;
+      if (this.awaitsSharedPrefill(job)) {
+        this.waiting.add(job.id);
+        i++;
+        continue;
+      }
+      this.queue.splice(i, 1);
+      if (this.waiting.delete(job.id)) this.stats.coalesced++;
       const room = this.context.cellsPerSequence;
       if (job.prompt.length === 0 || job.prompt.length >= room) {
         const error = job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
@@ -296,25 +352,39 @@ export class Engine {
   }
 
   /**
+   * Burst coalescing (features.md 5.5): a prompt that shares at least
+   * coalesceMin tokens with a prompt a lane is still prefilling waits until
+   * that lane has them in its KV, then copies them, instead of prefilling the
+   * same tokens again beside it. Nothing waits for what the cache already holds.
+   */
+  private awaitsSharedPrefill(job: GenerateJob): boolean {
+    const reusable = job.prompt.length - 1;
+    const least = this.opts.coalesceMin ?? COALESCE_MIN;
+    if (reusable < least) return false;
+    for (const lane of this.lanes) {
+      if (lane.next !== undefined) continue; // decoding: its whole prompt is in its KV
+      const shared = commonPrefix(lane.job.prompt, job.prompt, reusable);
+      if (shared < least || lane.seq.tokens.length >= shared) continue;
+      const cached = this.cache.lookup(job.prompt, reusable);
+      return Math.max(cached.pool?.length ?? 0, cached.host?.length ?? 0) < shared;
+    }
+    return false;
+  }
+
+  /**
    * Picks the sequence a prompt runs on and seeds it with the longest prefix
-   * any sequence holds: in place when a free sequence has it, else copied from
-   * the live lane's sequence that does. At least the prompt's last token is
-   * always prefilled, since sampling needs its logits.
+   * held anywhere: in place when a free sequence has it, else copied from a
+   * live lane's sequence, else imported from the host tier. At least the
+   * prompt's last token is always prefilled, since sampling needs its logits.
+   * Whatever the chosen sequence held beyond the part kept goes to the host
+   * tier first.
    *
-   * Where no worthwhile prefix decides, the lowest-numbered free sequence
-   * wins, which keeps the live lanes on neighbouring KV buffers: a decode
-   * step over sequences with gaps between them costs more (4 lanes on 0,2,4,6
-   * took 11.2 ms a step against 7.9 ms on 0-3, measured here).
+   * Where the prompt does not run in place, freeSequence() picks where it runs.
    */
   private seatFor(prompt: number[]): { seq: KvSequence; cached: number } {
     const reusable = prompt.length - 1;
     const worth = (len: number) => (len >= MIN_PREFIX_REUSE ? len : 0);
-    const free = this.sequences
-      .filter((s) => !s.lane)
-      .map((seq) => ({ seq, len: commonPrefix(seq.tokens, prompt, reusable) }))
-      .sort((a, b) => worth(b.len) - worth(a.len) || a.seq.index - b.seq.index);
-    // lanes + 2 sequences: with at most `lanes` live lanes a free one always exists.
-    const { seq, len } = free[0]!;
+    const found = this.cache.lookup(prompt, reusable);
     let donor: KvSequence | undefined;
     let donorLen = 0;
     for (const s of this.sequences) {
@@ -322,15 +392,98 @@ export class Engine {
       const l = commonPrefix(s.tokens, prompt, reusable);
       if (l > donorLen) [donor, donorLen] = [s, l];
     }
-    if (donor && worth(donorLen) > worth(len)) {
-      const copied = this.context.copyPrefix(donor.index, seq.index, donorLen);
-      seq.tokens = copied ? donor.tokens.slice(0, donorLen) : [];
-      if (copied) this.stats.prefixCopies++;
+    const inPool = worth(found.pool?.length ?? 0);
+    const inHost = worth(found.host?.length ?? 0);
+    const live = worth(donorLen);
+    let seq: KvSequence;
+    if (inPool > 0 && inPool >= inHost && inPool >= live) {
+      seq = this.sequences[found.pool!.entry.seq.index]!;
+      this.keepOnly(seq, inPool);
     } else {
-      this.cutTo(seq, len);
+      seq = this.freeSequence();
+      if (inHost > live) {
+        this.keepOnly(seq, 0);
+        const entry = found.host!.entry;
+        if (this.cache.restore(entry, seq)) {
+          seq.tokens = entry.tokens.slice();
+          this.cutTo(seq, inHost);
+        }
+      } else if (live > 0) {
+        this.keepOnly(seq, 0);
+        const copied = this.context.copyPrefix(donor!.index, seq.index, donorLen);
+        seq.tokens = copied ? donor!.tokens.slice(0, donorLen) : [];
+        if (copied) this.stats.prefixCopies++;
+      } else {
+        this.keepOnly(seq, commonPrefix(seq.tokens, prompt, reusable));
+      }
     }
     this.stats.reusedTokens += seq.tokens.length;
     return { seq, cached: seq.tokens.length };
+  }
+
+  /**
+   * The free sequence a prompt that does not run in place takes: the one that
+   * keeps the live lanes' sequences spanning the fewest buffers, then an empty
+   * one, then the least recently used cache entry, then the lowest index.
+   * llama.cpp's attention views every KV buffer from the lowest to the highest
+   * sequence in a batch, idle ones between included, so a spread costs (4
+   * lanes on 0,2,4,6 took 11.2 ms a step against 7.9 ms on 0-3, measured
+   * here). An entry overwritten goes to the host tier, so losing it costs an
+   * import later, not a prefill.
+   */
+  private freeSequence(): KvSequence {
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const s of this.sequences) {
+      if (!s.lane) continue;
+      lo = Math.min(lo, s.index);
+      hi = Math.max(hi, s.index);
+    }
+    const age = new Map(this.cache.poolByAge().map((s, i) => [s.index, i]));
+    const cost = (s: KvSequence): number[] => [
+      Math.max(hi, s.index) - Math.min(lo, s.index),
+      s.tokens.length === 0 ? -1 : (age.get(s.index) ?? -1),
+      s.index,
+    ];
+    let best: KvSequence | undefined;
+    let bestCost: number[] = [];
+    for (const s of this.sequences) {
+      if (s.lane) continue;
+      const c = cost(s);
+      if (!best || c[0]! < bestCost[0]! || (c[0] === bestCost[0] && (c[1]! < bestCost[1]! || (c[1] === bestCost[1] && c[2]! < bestCost[2]!)))) {
+        [best, bestCost] = [s, c];
+      }
+    }
+    // lanes + 2 sequences: with at most `lanes` live lanes a free one always exists.
+    return best!;
+  }
+
+  /** Takes a free sequence out of the cache and cuts it to `length` tokens, spilling what is cut to the host tier. */
+  private keepOnly(seq: KvSequence, length: number): void {
+    this.cache.withdraw(seq);
+    if (seq.tokens.length > length) this.cache.spill(seq, length);
+    this.cutTo(seq, length);
+  }
+
+  /**
+   * The pressure watermarks (features.md 4.7): once the pool's occupancy
+   * reaches the high mark, cached prefixes leave it, least recently used
+   * first, for the host tier, until it is down to the low mark. Live lanes
+   * are never touched.
+   */
+  private relievePressure(): void {
+    const total = this.sequences.length * this.context.cellsPerSequence;
+    let used = 0;
+    for (const s of this.sequences) used += s.tokens.length;
+    if (used < (this.opts.pressureHigh ?? PRESSURE_HIGH) * total) return;
+    const low = (this.opts.pressureLow ?? PRESSURE_LOW) * total;
+    for (const cached of this.cache.poolByAge()) {
+      if (used <= low) break;
+      const seq = this.sequences[cached.index]!;
+      used -= seq.tokens.length;
+      this.keepOnly(seq, 0);
+      this.stats.pressureEvictions++;
+    }
   }
 
   /** Cuts a sequence back to `length` tokens; a memory that cannot cut mid-sequence (recurrent, hybrid) is emptied. */

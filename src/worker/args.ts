@@ -1,5 +1,6 @@
 // The worker's command line: `superfluid worker --model PATH [--max-batch N]
-// [--max-context N] [--threads N] [--prefill-budget N]`.
+// [--max-context N] [--threads N] [--prefill-budget N] [--prefix-blob-budget-mb N]
+// [--pressure-high PCT] [--pressure-low PCT]`.
 import { physicalCores } from "../engine/threads.ts";
 
 export interface WorkerArgs {
@@ -8,15 +9,26 @@ export interface WorkerArgs {
   maxContext: number;
   threads: number;
   prefillBudget: number;
+  /** Host-tier bytes for prefixes that leave the pool; undefined = the engine's default, 0 = none. */
+  hostCacheBytes?: number;
+  /** Pressure watermarks in percent of the pool's cells. */
+  pressureHigh: number;
+  pressureLow: number;
 }
 
-export const WORKER_DEFAULTS = { maxBatch: 8, maxContext: 8192, prefillBudget: 512 };
+export const WORKER_DEFAULTS = { maxBatch: 8, maxContext: 8192, prefillBudget: 512, pressureHigh: 85, pressureLow: 70 };
 
 export class UsageError extends Error {}
 
 function positiveInt(flag: string, value: string | undefined): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} needs a positive whole number, got ${value ?? "nothing"}`);
+  return n;
+}
+
+function wholeNumber(flag: string, value: string | undefined, max: number): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > max) throw new UsageError(`${flag} needs a whole number from 0 to ${max}, got ${value ?? "nothing"}`);
   return n;
 }
 
@@ -42,6 +54,15 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
       case "--prefill-budget":
         args.prefillBudget = positiveInt(flag, value);
         break;
+      case "--prefix-blob-budget-mb":
+        args.hostCacheBytes = wholeNumber(flag, value, 2 ** 40) * 2 ** 20;
+        break;
+      case "--pressure-high":
+        args.pressureHigh = wholeNumber(flag, value, 100);
+        break;
+      case "--pressure-low":
+        args.pressureLow = wholeNumber(flag, value, 100);
+        break;
       default:
         throw new UsageError(`unknown worker flag ${flag}`);
     }
@@ -54,5 +75,8 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
     maxContext: Math.max(512, args.maxContext ?? WORKER_DEFAULTS.maxContext),
     threads: args.threads ?? physicalCores(),
     prefillBudget: args.prefillBudget ?? WORKER_DEFAULTS.prefillBudget,
+    ...(args.hostCacheBytes === undefined ? {} : { hostCacheBytes: args.hostCacheBytes }),
+    pressureHigh: args.pressureHigh ?? WORKER_DEFAULTS.pressureHigh,
+    pressureLow: Math.min(args.pressureLow ?? WORKER_DEFAULTS.pressureLow, args.pressureHigh ?? WORKER_DEFAULTS.pressureHigh),
   };
 }

@@ -1,6 +1,7 @@
 // `superfluid worker`: one model in its own process. It receives token ids and
 // sampling specs from the daemon over IPC and answers with one message per tick.
 // Exit codes: 0 clean close, 1 serving failure, 2 bad command line, 3 model did not load.
+import { freemem } from "node:os";
 import { Engine } from "../engine/engine.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
@@ -28,6 +29,16 @@ function describe(args: WorkerArgs, model: LlamaModel, engine: Engine): WorkerIn
   };
 }
 
+/**
+ * The host tier's default bound (features.md 2.2): 60% of the memory the
+ * model leaves free, at most 8 GiB. Measured after the model is loaded, before
+ * the context takes its share, so the context's KV is counted as free here;
+ * the tier fills only as prefixes leave the pool.
+ */
+function defaultHostCacheBytes(): number {
+  return Math.min(8 * 2 ** 30, Math.floor(0.6 * freemem()));
+}
+
 export async function runWorker(argv: string[]): Promise<number> {
   if (!process.send) {
     console.error("superfluid worker is started by `superfluid serve`, over IPC");
@@ -50,6 +61,9 @@ export async function runWorker(argv: string[]): Promise<number> {
       cellsPerSequence: args.maxContext,
       threads: args.threads,
       prefillBudget: args.prefillBudget,
+      hostCacheBytes: args.hostCacheBytes ?? defaultHostCacheBytes(),
+      pressureHigh: args.pressureHigh / 100,
+      pressureLow: args.pressureLow / 100,
     });
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });

@@ -2,7 +2,9 @@
 // The worker is asked to shut down over IPC; it should exit on its own, not
 // wait out the daemon's SIGKILL fallback.
 import { afterAll, describe, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startTestServer } from "./support.ts";
 import { fixturePath } from "../support/models.ts";
 
@@ -48,9 +50,11 @@ describe("lifecycle", () => {
 describe("listener", () => {
   test("a second server on a port in use exits 1 saying so (no silent port sharing)", async () => {
     const s = await startTestServer();
+    // Its own sessions directory: the same one would be refused first, for the lock.
+    const otherSessions = mkdtempSync(join(tmpdir(), "superfluid-second-"));
     try {
       const second = Bun.spawn(
-        [process.execPath, `${import.meta.dir}/../../src/main.ts`, "serve", await fixturePath("tiny-chat"), "--port", String(s.port), "--max-batch", "1", "--max-context", "512", "--threads", "1", "--sessions", s.sessions],
+        [process.execPath, `${import.meta.dir}/../../src/main.ts`, "serve", await fixturePath("tiny-chat"), "--port", String(s.port), "--max-batch", "1", "--max-context", "512", "--threads", "1", "--sessions", otherSessions],
         { stdout: "ignore", stderr: "pipe" },
       );
       const timer = setTimeout(() => second.kill("SIGKILL"), 30_000);
@@ -61,6 +65,7 @@ describe("listener", () => {
     } finally {
       await s.server.close();
       rmSync(s.sessions, { recursive: true, force: true });
+      rmSync(otherSessions, { recursive: true, force: true });
     }
   });
 });

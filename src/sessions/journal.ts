@@ -1,0 +1,79 @@
+// Every generation as a durable session (features.md 5.1): its prompt span and
+// every token the engine commits go into the session log, and the worker
+// client delivers nothing to a reader before the log has it on disk. Spans are
+// token ids, so a replay never re-renders; the text beside them is for people
+// and tools reading the log.
+import { IncrementalDecoder } from "../codec/index.ts";
+import type { Tokenizer } from "../codec/tokenizer.ts";
+import type { GenerateRequest, GenerationJournal } from "../daemon/worker-client.ts";
+import type { FinishReason } from "../engine/engine.ts";
+import { FINISH, type FinishCode } from "./events.ts";
+import type { SessionStore } from "./store.ts";
+
+interface OpenSession {
+  session: number;
+  decoder: IncrementalDecoder;
+}
+
+/** The finish code a generation's end is logged with. */
+export function finishCode(reason: FinishReason | "crashed", constrained: boolean): FinishCode {
+  switch (reason) {
+    case "stop":
+      return constrained ? FINISH.grammar : FINISH.endOfTurn;
+    case "length":
+      return FINISH.maxTokens;
+    case "cancelled":
+      return FINISH.cancelled;
+    default:
+      return FINISH.error;
+  }
+}
+
+export class SessionJournal implements GenerationJournal {
+  private readonly open = new Map<string, OpenSession>();
+
+  constructor(
+    private readonly store: SessionStore,
+    private readonly model: string,
+    private readonly tokenizer: Tokenizer,
+  ) {}
+
+  /** Sessions being generated right now. */
+  get live(): number {
+    return this.open.size;
+  }
+
+  begin(id: string, job: GenerateRequest): void {
+    const s = job.sampling;
+    // Per-request extras (penalties, logit_bias, logprobs) are not recorded (features.md 5.2).
+    const session = this.store.create({
+      model: this.model,
+      max_tokens: job.maxTokens,
+      ignore_eos: job.ignoreEos ?? false,
+      sampling: { temperature: s.temperature, top_p: s.topP, top_k: s.topK, min_p: s.minP, seed: s.seed },
+      ...(job.grammar === undefined ? {} : { grammar: job.grammar }),
+    });
+    const promptText = new IncrementalDecoder(this.tokenizer);
+    this.store.append(session, { Appended: { text: promptText.push(job.prompt) + promptText.flush(), span: job.prompt } });
+    this.open.set(id, { session, decoder: new IncrementalDecoder(this.tokenizer) });
+  }
+
+  tokens(id: string, tokens: number[]): void {
+    const open = this.open.get(id);
+    if (!open) return;
+    this.store.append(open.session, { Generated: { span: tokens, text: open.decoder.push(tokens), finish: FINISH.open } });
+  }
+
+  end(id: string, reason: FinishReason | "crashed", job: GenerateRequest): void {
+    const open = this.open.get(id);
+    if (!open) return;
+    this.open.delete(id);
+    const finish = finishCode(reason, job.grammar !== undefined && job.grammarTrigger === undefined);
+    this.store.append(open.session, { Generated: { span: [], text: open.decoder.flush(), finish } });
+    this.store.release(open.session);
+  }
+
+  flush(): Promise<void> {
+    return this.store.flush();
+  }
+}

@@ -1,0 +1,137 @@
+// Durability of every generation (features.md 5.1): nothing reaches a reader
+// before the session log holds it, and what the log holds is exactly what the
+// engine produced: the prompt span, every generated token, and how it ended.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { GREEDY } from "../../src/engine/sampling.ts";
+import { WorkerClient, type GenerateRequest, type GenerationJournal } from "../../src/daemon/worker-client.ts";
+import { LlamaModel } from "../../src/engine/model.ts";
+import type { FinishReason } from "../../src/engine/engine.ts";
+import { FINISH, type SessionEvent } from "../../src/sessions/events.ts";
+import { post, useServer, user } from "../api/support.ts";
+import { fixturePath } from "../support/models.ts";
+
+/** A journal whose flushes complete only when the test says so. */
+class GatedJournal implements GenerationJournal {
+  readonly recorded: string[] = [];
+  private gates: (() => void)[] = [];
+  begin(id: string) {
+    this.recorded.push(`begin ${id}`);
+  }
+  tokens(id: string, tokens: number[]) {
+    this.recorded.push(`tokens ${id} ${tokens.length}`);
+  }
+  end(id: string, reason: FinishReason | "crashed", _job: GenerateRequest) {
+    this.recorded.push(`end ${id} ${reason}`);
+  }
+  flush(): Promise<void> {
+    return new Promise((resolve) => this.gates.push(resolve));
+  }
+  get pending(): number {
+    return this.gates.length;
+  }
+  release(): void {
+    const gates = this.gates;
+    this.gates = [];
+    gates.forEach((g) => g());
+  }
+}
+
+describe("delivery waits for the log", () => {
+  let worker: WorkerClient;
+  let prompt: number[];
+  const journal = new GatedJournal();
+  beforeAll(async () => {
+    const path = await fixturePath("tiny-chat");
+    const vocab = LlamaModel.load(path, { vocabOnly: true });
+    prompt = vocab.tokenize("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
+    vocab.free();
+    worker = await WorkerClient.start({ model: path, maxBatch: 2, maxContext: 1024, threads: 1, journal });
+  });
+  afterAll(() => worker.close());
+
+  test("a generation's tokens and its end reach the reader only after the journal's flush resolves", async () => {
+    const g = worker.generate({ prompt, sampling: GREEDY, maxTokens: 6, ignoreEos: true });
+    const seen: string[] = [];
+    const reading = (async () => {
+      for await (const e of g) seen.push(e.type);
+    })();
+    // The worker finishes within a few ticks; every event waits on a flush.
+    const started = performance.now();
+    while (!journal.recorded.some((r) => r.startsWith(`end ${g.id}`)) && performance.now() - started < 10_000) await Bun.sleep(5);
+    expect(journal.recorded.filter((r) => r.startsWith(`tokens ${g.id}`)).length).toBeGreaterThan(0);
+    expect(journal.recorded).toContain(`end ${g.id} length`);
+    await Bun.sleep(50);
+    expect(seen).toEqual([]);
+    expect(journal.pending).toBeGreaterThan(0);
+    journal.release();
+    await reading;
+    expect(seen[0]).toBe("admitted");
+    expect(seen.at(-1)).toBe("finished");
+    expect(seen.filter((t) => t === "tokens").length).toBeGreaterThan(0);
+  });
+});
+
+describe("what the log holds", () => {
+  const s = useServer({ maxBatch: 2, maxContext: 1024 });
+
+  const eventsOfLast = (): SessionEvent[] => s.server.sessions.read(s.server.sessions.lastSession);
+
+  const generated = (events: SessionEvent[]) =>
+    events.flatMap((e) => ("Generated" in e.body ? [e.body.Generated] : []));
+
+  test("a completion: the prompt span, every token in order, and the finish code", async () => {
+    const res = await post(s, "/v1/completions", { model: s.model, prompt: "Once upon a time", max_tokens: 24, temperature: 0, ignore_eos: true });
+    const body = (await res.json()) as { choices: { text: string }[]; usage: { prompt_tokens: number; completion_tokens: number } };
+    const events = eventsOfLast();
+    expect("Created" in events[0]!.body).toBe(true);
+    const prompt = (await (await post(s, "/v1/tokenize", { content: "Once upon a time", add_special: true })).json()) as { tokens: number[] };
+    const appended = events[1]!.body as { Appended: { span: number[]; text: string } };
+    expect(appended.Appended.span).toEqual(prompt.tokens);
+    const gen = generated(events);
+    expect(gen.flatMap((g) => g.span).length).toBe(body.usage.completion_tokens);
+    expect(gen.map((g) => g.text).join("")).toBe(body.choices[0]!.text);
+    expect(gen.slice(0, -1).every((g) => g.finish === FINISH.open)).toBe(true);
+    expect(gen.at(-1)!.finish).toBe(FINISH.maxTokens);
+    expect(events.map((e) => e.event_id)).toEqual(events.map((_, i) => i));
+  });
+
+  test("a reply held to a grammar ends with the grammar code; a cancelled one with the cancel code", async () => {
+    const res = await post(s, "/v1/chat/completions", {
+      model: s.model,
+      messages: user("give me json"),
+      temperature: 0,
+      max_tokens: 200,
+      response_format: { type: "json_schema", json_schema: { name: "t", schema: { type: "object", properties: { a: { type: "boolean" } }, required: ["a"], additionalProperties: false } } },
+    });
+    const body = (await res.json()) as { choices: { finish_reason: string }[] };
+    expect(body.choices[0]!.finish_reason).toBe("stop");
+    expect(generated(eventsOfLast()).at(-1)!.finish).toBe(FINISH.grammar);
+
+    const controller = new AbortController();
+    const stream = await post(s, "/v1/chat/completions", { model: s.model, messages: user("go on"), temperature: 0, ignore_eos: true, max_tokens: 900, stream: true }, { signal: controller.signal });
+    const reader = stream.body!.getReader();
+    await reader.read();
+    await reader.read();
+    controller.abort();
+    await reader.cancel().catch(() => {});
+    const started = performance.now();
+    let last = generated(eventsOfLast()).at(-1);
+    while (last?.finish !== FINISH.cancelled && performance.now() - started < 5000) {
+      await Bun.sleep(20);
+      last = generated(eventsOfLast()).at(-1);
+    }
+    expect(last!.finish).toBe(FINISH.cancelled);
+  });
+
+  test("a worker killed mid-generation leaves the session ended with the error code", async () => {
+    const stream = await post(s, "/v1/chat/completions", { model: s.model, messages: user("a long one"), temperature: 0, ignore_eos: true, max_tokens: 900, stream: true });
+    const reader = stream.body!.getReader();
+    await reader.read();
+    await reader.read();
+    process.kill(s.server.registry.default!.worker.pid!, "SIGKILL");
+    while (!(await reader.read()).done);
+    const gen = generated(eventsOfLast());
+    expect(gen.length).toBeGreaterThan(1);
+    expect(gen.at(-1)!.finish).toBe(FINISH.error);
+  });
+});
