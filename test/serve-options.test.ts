@@ -8,7 +8,7 @@ const parse = (...argv: string[]) => parseServeOptions(argv, { HOME: "/home/u" }
 describe("serve options", () => {
   test("defaults", () => {
     const o = parse();
-    expect(o).toMatchObject({ models: [], host: "127.0.0.1", port: 8453, maxBatch: 8, maxContext: 8192, prefillBudget: 512, tui: false });
+    expect(o).toMatchObject({ models: [], host: "127.0.0.1", port: 8453, maxBatch: 8, maxContext: 8192, prefillBudget: 4096, tui: false });
     expect(o.maxTokens).toBeUndefined();
     expect(o.threads).toBeGreaterThan(0);
   });
@@ -36,6 +36,62 @@ describe("serve options", () => {
     expect(() => parse("--park-lossy")).toThrow("the llamacpp runtime exports no lossy encoding");
     expect(() => parse("--speculate", "eagle3:/x")).toThrow(UsageError);
     expect(parse("--speculate", "auto").port).toBe(8453);
+    expect(() => parse("--prefix-blob-budget-mb", "64")).toThrow("no prefix blob store");
+  });
+
+  test("session and prefix-cache flags", () => {
+    expect(parse()).toMatchObject({ sessionsCache: false, pressureHigh: 85, pressureLow: 70 });
+    expect(parse().hostCacheMb).toBeUndefined();
+    expect(parse("--sessions-cache", "--host-cache-mb", "0", "--pressure-high", "90", "--pressure-low", "50")).toMatchObject({
+      sessionsCache: true,
+      hostCacheMb: 0,
+      pressureHigh: 90,
+      pressureLow: 50,
+    });
+    expect(() => parse("--pressure-high", "60", "--pressure-low", "70")).toThrow("--pressure-low (70) cannot be above --pressure-high (60)");
+  });
+
+  test("scheduling and QoS flags: defaults", () => {
+    const o = parse();
+    expect(o).toMatchObject({
+      starvationTicks: 8,
+      defaultQos: 2,
+      qosHeader: true,
+      allowBatchInvariant: false,
+      nonstreamKeepalive: 0,
+      fimMaxBatch: 2,
+      completionDeadlineMs: 0,
+      completionRate: 10,
+      completionBurst: 20,
+    });
+    expect(o.classLanes).toBeUndefined();
+    expect(o.fimModel).toBeUndefined();
+    expect(o.fimMaxContext).toBeUndefined();
+  });
+
+  test("scheduling and QoS flags: values, aliases, validation", () => {
+    expect(parse("--prefill-budget", "0").prefillBudget).toBe(0);
+    expect(parse("--prefill-budget", "64").prefillBudget).toBe(64);
+    for (const bad of ["63", "4097", "-1", "1.5", "x"]) expect(() => parse("--prefill-budget", bad)).toThrow("--prefill-budget expects 0 (adaptive) or a whole number between 64 and 4096");
+    expect(parse("--starvation-ticks", "0").starvationTicks).toBe(0);
+    expect(() => parse("--starvation-ticks", "-1")).toThrow(UsageError);
+    expect(parse("--max-batch", "4", "--class-lanes", "background=2,foreground=4").classLanes).toEqual({ background: 2, agent: 4 });
+    expect(() => parse("--max-batch", "4", "--class-lanes", "background=5")).toThrow(UsageError);
+    expect(() => parse("--class-lanes", "urgent=1")).toThrow(UsageError);
+    expect(() => parse("--class-lanes", "agent")).toThrow(UsageError);
+    expect(parse("--http-default-qos", "interactive-chat").defaultQos).toBe(0);
+    expect(parse("--http-default-qos", "3").defaultQos).toBe(3);
+    expect(() => parse("--http-default-qos", "urgent")).toThrow("--http-default-qos expects one of interactive, completion, agent, background");
+    expect(parse("--no-http-qos-header", "--http-allow-batch-invariant")).toMatchObject({ qosHeader: false, allowBatchInvariant: true });
+    expect(parse("--nonstream-keepalive", "0.5").nonstreamKeepalive).toBe(0.5);
+    expect(() => parse("--nonstream-keepalive", "-1")).toThrow(UsageError);
+    expect(parse("--fim-model", "coder.gguf", "--fim-max-context", "4096", "--fim-max-batch", "3")).toMatchObject({ fimModel: "coder.gguf", fimMaxContext: 4096, fimMaxBatch: 3 });
+    expect(parse("--completion-deadline-ms", "250").completionDeadlineMs).toBe(250);
+    expect(parse("--request-timeout", "100").completionDeadlineMs).toBe(100);
+    expect(parse("--completion-rate", "0", "--completion-burst", "1")).toMatchObject({ completionRate: 0, completionBurst: 1 });
+    expect(parse("--completion-rate", "2.5").completionRate).toBe(2.5);
+    expect(() => parse("--completion-burst", "0")).toThrow(UsageError);
+    expect(() => parse("--completion-rate", "-1")).toThrow(UsageError);
   });
 
   test("sessions default under SUPERFLUID_HOME", () => {

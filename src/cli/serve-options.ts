@@ -3,6 +3,7 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { OperatorSampling } from "../daemon/sampling-resolve.ts";
+import { DEFAULT_QOS, parseClassLanes, parseQos, QOS_NAMES, type ClassLanes, type QosClass } from "../engine/scheduler.ts";
 import { physicalCores } from "../engine/threads.ts";
 import { FlagError, parseFlags, type FlagSpec } from "./flags.ts";
 
@@ -15,11 +16,34 @@ export interface ServeOptions {
   maxContext: number;
   maxTokens?: number;
   threads: number;
+  /** --prefill-budget: prompt tokens per tick (64-4096), or 0 for the adaptive controller. */
   prefillBudget: number;
+  /** --starvation-ticks: queue-aging period and starvation bound, in ticks. */
+  starvationTicks: number;
+  /** --class-lanes: lane caps per class (undefined = uncapped). */
+  classLanes?: ClassLanes;
+  /** --http-default-qos: the class of an HTTP request that names none. */
+  defaultQos: QosClass;
+  /** false under --no-http-qos-header: x-superfluid-qos is ignored. */
+  qosHeader: boolean;
+  /** --http-allow-batch-invariant. */
+  allowBatchInvariant: boolean;
+  /** --nonstream-keepalive: seconds between padding spaces of a non-streamed reply (0 = off). */
+  nonstreamKeepalive: number;
+  /** --fim-model: a dedicated fill-in-the-middle model (path or reference) in its own worker. */
+  fimModel?: string;
+  /** --fim-max-context (undefined = min(the main window, 8192)) and --fim-max-batch. */
+  fimMaxContext?: number;
+  fimMaxBatch: number;
+  /** --completion-deadline-ms (alias --request-timeout): a FIM completion not started by then expires; 0 = none. */
+  completionDeadlineMs: number;
+  /** --completion-rate: FIM requests per second per client (0 = unmetered); --completion-burst: the bucket's size. */
+  completionRate: number;
+  completionBurst: number;
   sessions: string;
   /** --sessions-cache: start a fresh log on each start, keeping the previous as wal.log.prev. */
   sessionsCache: boolean;
-  /** --prefix-blob-budget-mb: host memory for prefixes that leave the KV pool (undefined = the engine's default). */
+  /** --host-cache-mb: host memory for prefixes that leave the KV pool (undefined = the engine's default). */
   hostCacheMb?: number;
   /** --pressure-high / --pressure-low, percent of the KV pool's cells. */
   pressureHigh: number;
@@ -39,8 +63,21 @@ const FLAGS: Record<string, FlagSpec> = {
   "max-tokens": { value: true },
   threads: { value: true },
   "prefill-budget": { value: true },
+  "starvation-ticks": { value: true },
+  "class-lanes": { value: true },
+  "http-default-qos": { value: true },
+  "no-http-qos-header": {},
+  "http-allow-batch-invariant": {},
+  "nonstream-keepalive": { value: true },
+  "fim-model": { value: true },
+  "fim-max-context": { value: true },
+  "fim-max-batch": { value: true },
+  "completion-deadline-ms": { value: true, aliases: ["request-timeout"] },
+  "completion-rate": { value: true },
+  "completion-burst": { value: true },
   sessions: { value: true },
   "sessions-cache": {},
+  "host-cache-mb": { value: true },
   "prefix-blob-budget-mb": { value: true },
   "pressure-high": { value: true },
   "pressure-low": { value: true },
@@ -69,10 +106,27 @@ MODEL the built-in tiny model is served.
   --max-context N         tokens per lane (default 8192, floor 512)
   --max-tokens N          default reply cap (default: fill the context)
   --threads N             compute threads (default: physical cores)
-  --prefill-budget N      prompt tokens per tick, 64-4096 (default 512)
+  --prefill-budget N      prompt tokens per tick, 64-4096, or 0 = adaptive (default 4096;
+                          each tick is still cut to one micro-batch)
+  --starvation-ticks N    queue-aging period: a waiting request moves up one class
+                          per N ticks (default 8; 0 = no aging)
+  --class-lanes CLASS=N[,...]  lane caps per class, each 1..--max-batch (default uncapped)
+  --http-default-qos CLASS  class of requests that name none (default agent); classes:
+                          interactive (0), completion (1), agent (2), background (3)
+  --no-http-qos-header    ignore the x-superfluid-qos request header
+  --http-allow-batch-invariant  accept x-superfluid-batch-invariant (refused with 403 otherwise)
+  --nonstream-keepalive SEC  non-streamed replies commit 200 at admission and send a
+                          space every SEC seconds until the JSON (default 0 = off)
+  --fim-model MODEL       a dedicated fill-in-the-middle model in its own worker
+  --fim-max-context N     its tokens per lane (default min(--max-context, 8192))
+  --fim-max-batch N       its lanes (default 2)
+  --completion-deadline-ms N  a FIM completion that has not started after N ms expires
+                          (alias --request-timeout; default 0 = none)
+  --completion-rate F     FIM requests per second per client (default 10; 0 = unmetered)
+  --completion-burst N    FIM bucket size per client (default 20)
   --sessions DIR          session store (default ~/.superfluid/sessions); one server per directory
   --sessions-cache        start a fresh session log on each start (the previous is kept as wal.log.prev)
-  --prefix-blob-budget-mb N  host memory for prefixes that leave the KV pool
+  --host-cache-mb N       host memory for prefixes that leave the KV pool
                           (default: 60% of free memory, at most 8 GiB; 0 = none)
   --pressure-high PCT     KV occupancy that moves cached prefixes out of the pool (default 85)
   --pressure-low PCT      the occupancy that eviction brings it down to (default 70)
@@ -110,6 +164,32 @@ function pressure(high: number, low: number): { pressureHigh: number; pressureLo
   return { pressureHigh: high, pressureLow: low };
 }
 
+/** --prefill-budget: 0 (adaptive) or 64-4096; 4096 by default (features.md 4.6). */
+function prefillBudget(raw: string | undefined): number {
+  if (raw === undefined) return 4096;
+  const n = Number(raw);
+  if (raw.trim() === "" || !Number.isInteger(n) || (n !== 0 && (n < 64 || n > 4096))) {
+    throw new UsageError(`--prefill-budget expects 0 (adaptive) or a whole number between 64 and 4096, got '${raw}'`);
+  }
+  return n;
+}
+
+/** A QoS class flag: a name, alias or number (features.md 4.3). */
+function qosClass(flag: string, raw: string | undefined): QosClass {
+  if (raw === undefined) return DEFAULT_QOS;
+  const qos = parseQos(raw);
+  if (qos === undefined) throw new UsageError(`--${flag} expects one of ${QOS_NAMES.join(", ")} (or an alias or 0-3), got '${raw}'`);
+  return qos;
+}
+
+function classLanes(raw: string, maxBatch: number): ClassLanes {
+  try {
+    return parseClassLanes(raw, maxBatch);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
 export function parseServeOptions(argv: string[], env = process.env): ServeOptions | "help" {
   let flags;
   try {
@@ -125,6 +205,10 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     throw new UsageError("the llamacpp runtime keeps its KV type per context and exposes no such knob");
   }
   if (flags.switches.has("park-lossy")) throw new UsageError("the llamacpp runtime exports no lossy encoding");
+  // A baseRT knob (api.md 21): llama.cpp's evicted prefixes are its own state exports, bounded by --host-cache-mb.
+  if (one("prefix-blob-budget-mb") !== undefined) {
+    throw new UsageError("the llamacpp runtime keeps evicted prefixes as its own state exports and has no prefix blob store; bound them with --host-cache-mb");
+  }
   const speculate = one("speculate") ?? "off";
   if (speculate !== "off" && speculate !== "auto") {
     throw new UsageError(`--speculate ${speculate}: this build decodes plainly; only 'off' and 'auto' are accepted`);
@@ -134,18 +218,31 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
   let { host, port } = { host: one("host") ?? "127.0.0.1", port: one("port") ? number("port", one("port")!, { int: true, min: 0, max: 65535 }) : 8453 };
   if (one("http")) ({ host, port } = parseHttp(one("http")!));
   const opt = (flag: string, o: Parameters<typeof number>[2]) => (one(flag) === undefined ? undefined : number(flag, one(flag)!, o));
+  const maxBatch = opt("max-batch", { int: true, min: 1, max: 256 }) ?? 8;
   return {
     models,
     host,
     port,
-    maxBatch: opt("max-batch", { int: true, min: 1, max: 256 }) ?? 8,
+    maxBatch,
     maxContext: Math.max(512, opt("max-context", { int: true, min: 1 }) ?? 8192),
     maxTokens: opt("max-tokens", { int: true, min: 1 }),
     threads: opt("threads", { int: true, min: 1 }) ?? physicalCores(),
-    prefillBudget: opt("prefill-budget", { int: true, min: 64, max: 4096 }) ?? 512,
+    prefillBudget: prefillBudget(one("prefill-budget")),
+    starvationTicks: opt("starvation-ticks", { int: true, min: 0, max: 2 ** 31 - 1 }) ?? 8,
+    ...(one("class-lanes") === undefined ? {} : { classLanes: classLanes(one("class-lanes")!, maxBatch) }),
+    defaultQos: qosClass("http-default-qos", one("http-default-qos")),
+    qosHeader: !flags.switches.has("no-http-qos-header"),
+    allowBatchInvariant: flags.switches.has("http-allow-batch-invariant"),
+    nonstreamKeepalive: opt("nonstream-keepalive", { min: 0, max: 3600 }) ?? 0,
+    ...(one("fim-model") === undefined ? {} : { fimModel: one("fim-model")! }),
+    ...(one("fim-max-context") === undefined ? {} : { fimMaxContext: opt("fim-max-context", { int: true, min: 1 }) }),
+    fimMaxBatch: opt("fim-max-batch", { int: true, min: 1, max: 256 }) ?? 2,
+    completionDeadlineMs: opt("completion-deadline-ms", { int: true, min: 0 }) ?? 0,
+    completionRate: opt("completion-rate", { min: 0 }) ?? 10,
+    completionBurst: opt("completion-burst", { int: true, min: 1 }) ?? 20,
     sessions: one("sessions") ?? env.SUPERFLUID_SESSIONS ?? join(superfluidHome(env), "sessions"),
     sessionsCache: flags.switches.has("sessions-cache"),
-    ...(one("prefix-blob-budget-mb") === undefined ? {} : { hostCacheMb: opt("prefix-blob-budget-mb", { int: true, min: 0 }) }),
+    ...(one("host-cache-mb") === undefined ? {} : { hostCacheMb: opt("host-cache-mb", { int: true, min: 0 }) }),
     ...pressure(opt("pressure-high", { int: true, min: 1, max: 100 }) ?? 85, opt("pressure-low", { int: true, min: 0, max: 100 }) ?? 70),
     modelDirs: flags.values.get("model-dir") ?? [],
     tui: flags.switches.has("tui") && !flags.switches.has("no-tui"),

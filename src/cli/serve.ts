@@ -6,6 +6,7 @@ import { ServedModel } from "../daemon/served-model.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { ensureFixture } from "../fixtures/index.ts";
 import { createApp } from "../http/app.ts";
+import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../paths.ts";
 import { parseServeOptions, SERVE_USAGE, UsageError, type ServeOptions } from "./serve-options.ts";
 
@@ -16,6 +17,35 @@ async function resolveServed(options: ServeOptions, log: (line: string) => void)
   if (options.models.length > 0) return resolveModel(options.models[0]!, options.modelDirs);
   log("superfluid: no model named; serving the built-in tiny model (random weights: for smoke tests, not for answers)");
   return { path: await ensureFixture("tiny-chat", join(cacheDir(), "models")), id: BUILTIN_MODEL_ID };
+}
+
+/**
+ * --fim-model: a fill-in-the-middle model in its own worker, with its own
+ * lanes (--fim-max-batch) and window (--fim-max-context, default
+ * min(the main window, 8192)). It is not a served model of its own: FIM
+ * requests to the served model run on it, and it keeps no session log.
+ */
+async function loadFimModel(options: ServeOptions, mainWindow: number, log: (line: string) => void): Promise<ServedModel> {
+  const resolved = await resolveModel(options.fimModel!, options.modelDirs);
+  const maxContext = options.fimMaxContext ?? Math.min(mainWindow, 8192);
+  log(`superfluid: loading FIM model ${resolved.id} from ${resolved.path} (${options.fimMaxBatch} lanes x ${maxContext} tokens) ...`);
+  const fim = await ServedModel.load({
+    id: resolved.id,
+    model: resolved.path,
+    maxBatch: options.fimMaxBatch,
+    maxContext,
+    threads: options.threads,
+    prefillBudget: options.prefillBudget,
+    starvationTicks: options.starvationTicks,
+    ...(options.hostCacheMb === undefined ? {} : { hostCacheMb: options.hostCacheMb }),
+    pressureHigh: options.pressureHigh,
+    pressureLow: options.pressureLow,
+  });
+  if (!fim.hasFimTokens) {
+    await fim.close();
+    throw new Error(`--fim-model ${options.fimModel}: ${resolved.id} has no fill-in-the-middle tokens (prefix, suffix and middle)`);
+  }
+  return fim;
 }
 
 export interface RunningServer {
@@ -55,6 +85,8 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     maxContext: options.maxContext,
     threads: options.threads,
     prefillBudget: options.prefillBudget,
+    starvationTicks: options.starvationTicks,
+    ...(options.classLanes ? { classLanes: options.classLanes } : {}),
     ...(options.hostCacheMb === undefined ? {} : { hostCacheMb: options.hostCacheMb }),
     pressureHigh: options.pressureHigh,
     pressureLow: options.pressureLow,
@@ -63,8 +95,24 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   log(`superfluid: ${resolved.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   const registry = new ModelRegistry();
   registry.add(model);
+  if (options.fimModel !== undefined) {
+    try {
+      model.fimModel = await loadFimModel(options, model.contextWindow, log);
+    } catch (err) {
+      await registry.close();
+      throw err;
+    }
+  }
   let counter = 0;
-  const app = createApp({ registry, operatorSampling: options.sampling, maxTokens: options.maxTokens, nextId: () => ++counter });
+  const app = createApp({
+    registry,
+    operatorSampling: options.sampling,
+    maxTokens: options.maxTokens,
+    qos: { defaultQos: options.defaultQos, honourHeader: options.qosHeader, allowBatchInvariant: options.allowBatchInvariant },
+    keepaliveSec: options.nonstreamKeepalive,
+    fim: { deadlineMs: options.completionDeadlineMs, buckets: new TokenBuckets(options.completionRate, options.completionBurst) },
+    nextId: () => ++counter,
+  });
   try {
     // Our reader enforces the 100 MiB body limit while streaming (413 in OpenAI's
     // envelope); Bun's own cap is set above it. No idle timeout: a long

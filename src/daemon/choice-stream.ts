@@ -34,6 +34,8 @@ export interface ChoiceEnd {
   promptTokens: number;
   cachedTokens: number;
   completionTokens: number;
+  /** It never started: still queued at its start deadline (a FIM completion, features.md 4.8). */
+  expired: boolean;
 }
 
 /**
@@ -139,6 +141,7 @@ export async function* choiceText(
       promptTokens: event.promptTokens,
       cachedTokens: event.cachedTokens,
       completionTokens,
+      expired: event.reason === "expired",
     };
   }
   throw new GenerationFailedError("the generation ended without finishing");

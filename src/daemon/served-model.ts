@@ -22,6 +22,8 @@ export const THINK_MARKERS = { open: "<think>", close: "</think>" };
 
 export class ServedModel {
   readonly loadedAt = new Date();
+  /** --fim-model: the model (in its own worker) that this one's fill-in-the-middle requests run on. */
+  fimModel?: ServedModel;
 
   private constructor(
     readonly id: string,
@@ -85,13 +87,26 @@ export class ServedModel {
       enable_thinking: templateReads(source, "enable_thinking"),
       reasoning_effort: templateReads(source, "reasoning_effort"),
       reasoning_effort_levels: [] as string[],
-      fim: this.info.fimTokens.prefix !== undefined && this.info.fimTokens.suffix !== undefined && this.info.fimTokens.middle !== undefined,
-      fim_model: false,
+      fim: this.hasFimTokens,
+      fim_model: this.fimModel !== undefined,
     };
   }
 
+  /** The vocabulary has the prefix, suffix and middle markers fill-in-the-middle needs. */
+  get hasFimTokens(): boolean {
+    const t = this.info.fimTokens;
+    return t.prefix !== undefined && t.suffix !== undefined && t.middle !== undefined;
+  }
+
+  /** Where a fill-in-the-middle request for this model runs: the --fim-model, else itself when it has the markers. */
+  fimTarget(): ServedModel | undefined {
+    return this.fimModel ?? (this.hasFimTokens ? this : undefined);
+  }
+
   async close(): Promise<void> {
-    await this.worker.close();
+    const fim = this.fimModel;
+    this.fimModel = undefined;
+    await Promise.all([this.worker.close(), fim?.close()]);
     this.tokenizer.free();
   }
 }

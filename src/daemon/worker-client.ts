@@ -8,6 +8,7 @@ import type { Subprocess } from "bun";
 import { randomUUID } from "node:crypto";
 import type { EngineSnapshot, FinishEvent, FinishReason, GenerateJob } from "../engine/engine.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
+import type { ClassLanes } from "../engine/scheduler.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
 import { Channel } from "./channel.ts";
 import { selfCommand } from "./self-command.ts";
@@ -23,6 +24,10 @@ export interface WorkerOptions {
   /** Pressure watermarks, percent of the pool's cells. */
   pressureHigh?: number;
   pressureLow?: number;
+  /** Lane caps per class (--class-lanes). */
+  classLanes?: ClassLanes;
+  /** Queue-aging period in ticks (--starvation-ticks). */
+  starvationTicks?: number;
   /** How long a worker may take to load its model and answer. */
   startTimeoutMs?: number;
   /** Where generations are recorded before their events are delivered (the session log). */
@@ -177,12 +182,19 @@ export class WorkerClient {
     return this.inflight.size;
   }
 
-  generate(req: GenerateRequest): Generation {
+  /** Starts a generation; `durable: false` keeps it out of the journal (FIM completions, features.md 5.2). */
+  generate(req: GenerateRequest, opts: { durable?: boolean } = {}): Generation {
     const id = randomUUID();
     const job = { type: "generate" as const, ...req, id, ignoreEos: req.ignoreEos ?? false };
+    if (opts.durable !== false) {
+      try {
+        this.opts.journal?.begin(id, job);
+      } catch (err) {
+        throw new JournalError(err as Error);
+      }
+    }
     const generation = new Generation(id, job, (gid) => this.sendWhenReady({ type: "cancel", id: gid }));
     this.inflight.set(id, generation);
-    this.opts.journal?.begin(id, job);
     this.sendWhenReady(job);
     return generation;
   }
@@ -238,10 +250,14 @@ export class WorkerClient {
     if (o.maxBatch) args.push("--max-batch", String(o.maxBatch));
     if (o.maxContext) args.push("--max-context", String(o.maxContext));
     if (o.threads) args.push("--threads", String(o.threads));
-    if (o.prefillBudget) args.push("--prefill-budget", String(o.prefillBudget));
-    if (o.hostCacheMb !== undefined) args.push("--prefix-blob-budget-mb", String(o.hostCacheMb));
+    if (o.prefillBudget !== undefined) args.push("--prefill-budget", String(o.prefillBudget));
+    if (o.hostCacheMb !== undefined) args.push("--host-cache-mb", String(o.hostCacheMb));
     if (o.pressureHigh !== undefined) args.push("--pressure-high", String(o.pressureHigh));
     if (o.pressureLow !== undefined) args.push("--pressure-low", String(o.pressureLow));
+    if (o.classLanes && Object.keys(o.classLanes).length > 0) {
+      args.push("--class-lanes", Object.entries(o.classLanes).map(([name, n]) => `${name}=${n}`).join(","));
+    }
+    if (o.starvationTicks !== undefined) args.push("--starvation-ticks", String(o.starvationTicks));
     let settle!: { resolve: () => void; reject: (e: Error) => void };
     const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     // A worker that does not answer in time is killed, so onExit replaces it (or gives up).
@@ -285,14 +301,21 @@ export class WorkerClient {
    * Runs `deliver` once everything journaled so far is durable, after every
    * earlier delivery. Without a journal it runs at once.
    */
-  private afterDurable(deliver: () => void): void {
+  private afterDurable(deliver: () => void, carried: Generation[]): void {
     const journal = this.opts.journal;
     if (!journal) return deliver();
     const durable = journal.flush();
-    this.delivery = this.delivery.then(
-      () => durable.then(deliver),
-      () => durable.then(deliver),
-    ).catch((err: Error) => this.failEverything(new JournalError(err)));
+    this.delivery = this.delivery
+      .then(() => durable.then(deliver))
+      .catch((err: Error) => {
+        // The generations this delivery would have ended are out of `inflight` already.
+        const error = new JournalError(err);
+        for (const generation of carried) {
+          generation.events.fail(error);
+          generation.notePrefilled();
+        }
+        this.failEverything(error);
+      });
   }
 
   /** The journal failed: no event can be acknowledged any more, so every generation ends with the error and the worker drops them. */
@@ -345,7 +368,7 @@ export class WorkerClient {
         generation.notePrefilled();
       }
       for (const [generation, f] of finished) this.deliverFinish(generation, f);
-    });
+    }, finished.map(([generation]) => generation));
   }
 
   /** Delivers a finish and closes the generation's stream. */
@@ -361,7 +384,7 @@ export class WorkerClient {
     if (!generation) return;
     this.inflight.delete(f.id);
     this.opts.journal?.end(f.id, f.reason, generation.job);
-    this.afterDurable(() => this.deliverFinish(generation, f));
+    this.afterDurable(() => this.deliverFinish(generation, f), [generation]);
   }
 
   private failOne(id: string, error: Error): void {
@@ -372,7 +395,7 @@ export class WorkerClient {
     this.afterDurable(() => {
       generation.events.fail(error);
       generation.notePrefilled();
-    });
+    }, [generation]);
   }
 
   private onExit(proc: Subprocess, code: number | null): void {

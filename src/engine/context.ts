@@ -30,6 +30,8 @@ export class LlamaContext {
   readonly sequences: number;
   readonly cellsPerSequence: number;
   readonly batchSize: number;
+  /** Tokens llama.cpp computes in one step (n_ubatch). */
+  readonly microBatchSize: number;
   private readonly batch: Pointer;
   private readonly threadpool: Pointer;
   // Flat per-token arrays handed to sf_decode; reused every tick.
@@ -60,6 +62,7 @@ export class LlamaContext {
     this.sequences = api.llama_n_seq_max(this.handle);
     this.cellsPerSequence = api.llama_n_ctx_seq(this.handle);
     this.batchSize = api.llama_n_batch(this.handle);
+    this.microBatchSize = api.llama_n_ubatch(this.handle);
     this.batch = handle(shim.sf_batch_new(this.batchSize), "batch (out of memory)");
     this.threadpool = threadpoolApi(model.llama).create(opts.threads);
     api.llama_attach_threadpool(this.handle, this.threadpool, this.threadpool);

@@ -13,6 +13,7 @@ import type { LlamaModel } from "./model.ts";
 import { positionLogprobs, type TokenLogprob } from "./logprobs.ts";
 import { PrefixCache } from "./prefix-cache.ts";
 import { GrammarError, SamplerChain, type SamplingSpec } from "./sampling.ts";
+import { ClassQueues, DEFAULT_QOS, PrefillBudget, preempts, QOS_NAMES, type ClassLanes, type QosClass } from "./scheduler.ts";
 
 export interface GenerateJob {
   id: string;
@@ -31,9 +32,13 @@ export interface GenerateJob {
    * the marker on (tool_choice "auto": a call that starts is held to its schema).
    */
   grammarTrigger?: string;
+  /** QoS class (features.md 4.3); agent when unset. */
+  qos?: QosClass;
+  /** Unix ms by which it must have started; still queued then, it finishes as "expired" (FIM deadline). */
+  startBy?: number;
 }
 
-export type FinishReason = "stop" | "length" | "cancelled" | "error";
+export type FinishReason = "stop" | "length" | "cancelled" | "error" | "expired";
 
 export interface FinishEvent {
   id: string;
@@ -60,8 +65,12 @@ export interface EngineOptions {
   lanes: number;
   cellsPerSequence: number;
   threads: number;
-  /** Prompt tokens per tick across lanes. */
+  /** Prompt tokens per tick across lanes (64-4096), or 0 for the adaptive controller (features.md 4.6). */
   prefillBudget: number;
+  /** Lane caps per class (--class-lanes). */
+  classLanes?: ClassLanes;
+  /** Queue-aging period and starvation bound in ticks (--starvation-ticks, default 8; 0 = no aging). */
+  starvationTicks?: number;
   batchSize?: number;
   microBatchSize?: number;
   /** Bytes of host memory for prefixes that leave the pool; 0 = none (default: host tier off). */
@@ -84,7 +93,20 @@ export interface EngineSnapshot {
   cellsUsed: number;
   /** The sequences (KV buffers) live lanes sit on, ascending. */
   liveSequences: number[];
+  /** The prompt tokens the next tick may take, as the budget rules size it now. */
   prefillBudget: number;
+  /** Learned milliseconds per prompt token (undefined until a prefill tick was seen). */
+  msPerPromptToken?: number;
+  /** Queued requests per class: interactive, completion, agent, background. */
+  queueDepths: [number, number, number, number];
+  /** Live lanes per class. */
+  classLanes: [number, number, number, number];
+  /** Preempted requests waiting to resume. */
+  paused: number;
+  preemptions: number;
+  resumes: number;
+  starvationGrants: number;
+  expired: number;
   ticks: number;
   decodedTokens: number;
   prefilledTokens: number;
@@ -121,6 +143,11 @@ interface KvSequence {
 
 interface Lane {
   job: GenerateJob;
+  qos: QosClass;
+  /** The tokens its KV must hold before the next sample: the prompt, or after a preemption the prompt and the reply so far. */
+  target: number[];
+  /** Tick of its last prefill chunk, for the starvation rule. */
+  prefilledAt: number;
   seq: KvSequence;
   chain: SamplerChain;
   cachedTokens: number;
@@ -136,6 +163,19 @@ const MIN_PREFIX_REUSE = 16;
 
 /** Shared prompt tokens that make a queued request wait for another lane's prefill (features.md 5.5). */
 const COALESCE_MIN = 1024;
+
+/** Queue-aging period in ticks (--starvation-ticks). */
+const STARVATION_TICKS = 8;
+
+/** Tick lengths the adaptive prefill budget aims at on llama.cpp: a lane free, every lane busy (features.md 4.1). */
+const TICK_TARGET_FREE_MS = 50;
+const TICK_TARGET_BUSY_MS = 250;
+
+/** A queued request: new, or paused by a preemption with its lane kept whole. */
+interface Queued {
+  job: GenerateJob;
+  paused?: Lane;
+}
 
 /** Default pressure watermarks, as fractions of the pool's cells (features.md 4.7). */
 const PRESSURE_HIGH = 0.85;
@@ -157,12 +197,25 @@ export class Engine {
   readonly context: LlamaContext;
   private readonly sequences: KvSequence[];
   private readonly lanes = new Set<Lane>();
-  private readonly queue: GenerateJob[] = [];
+  private readonly queue: ClassQueues<Queued>;
+  private readonly prefill: PrefillBudget;
   private readonly cancelledQueued = new Set<string>();
   /** [decoded, prefilled, milliseconds] of the recent ticks, oldest first. */
   private readonly recent: [number, number, number][] = [];
   /** Running totals, for /slots and tests. */
-  readonly stats = { ticks: 0, decodedTokens: 0, prefilledTokens: 0, reusedTokens: 0, prefixCopies: 0, coalesced: 0, pressureEvictions: 0 };
+  readonly stats = {
+    ticks: 0,
+    decodedTokens: 0,
+    prefilledTokens: 0,
+    reusedTokens: 0,
+    prefixCopies: 0,
+    coalesced: 0,
+    pressureEvictions: 0,
+    preemptions: 0,
+    resumes: 0,
+    starvationGrants: 0,
+    expired: 0,
+  };
   private readonly cache: PrefixCache;
   /** Queued requests that have waited for a shared prefill (counted once each in stats.coalesced). */
   private readonly waiting = new Set<string>();
@@ -172,6 +225,8 @@ export class Engine {
     readonly opts: EngineOptions,
   ) {
     const sequences = sequencesFor(opts.lanes);
+    this.queue = new ClassQueues(opts.starvationTicks ?? STARVATION_TICKS);
+    this.prefill = new PrefillBudget({ budget: opts.prefillBudget, targetFreeMs: TICK_TARGET_FREE_MS, targetBusyMs: TICK_TARGET_BUSY_MS });
     this.context = new LlamaContext(model, {
       sequences,
       cellsPerSequence: opts.cellsPerSequence,
@@ -191,13 +246,17 @@ export class Engine {
     return {
       lanes: this.opts.lanes,
       activeLanes: this.lanes.size,
-      queued: this.queue.length,
+      queued: this.queue.size,
       prefilling: [...this.lanes].filter((l) => l.next === undefined).length,
       sequences: this.sequences.length,
       cellsPerSequence: this.context.cellsPerSequence,
       cellsUsed: this.sequences.reduce((n, s) => n + s.tokens.length, 0),
       liveSequences: [...this.lanes].map((l) => l.seq.index).sort((a, b) => a - b),
-      prefillBudget: this.opts.prefillBudget,
+      prefillBudget: Math.min(this.prefill.next(this.newcomerCouldStart()), this.context.microBatchSize),
+      ...(this.prefill.msPerToken === undefined ? {} : { msPerPromptToken: this.prefill.msPerToken }),
+      queueDepths: this.queue.depths(),
+      classLanes: this.laneCounts(),
+      paused: this.queue.items().filter((q) => q.paused).length,
       ...this.stats,
       prefixCache: {
         poolEntries: this.cache.poolByAge().length,
@@ -231,21 +290,39 @@ export class Engine {
   }
 
   get queued(): number {
-    return this.queue.length;
+    return this.queue.size;
   }
 
   hasWork(): boolean {
-    return this.lanes.size > 0 || this.queue.length > 0;
+    return this.lanes.size > 0 || this.queue.size > 0;
   }
 
   submit(job: GenerateJob): void {
-    this.queue.push(job);
+    this.queue.push({ job }, job.qos ?? DEFAULT_QOS, this.stats.ticks);
   }
 
   /** Marks a request cancelled; it is retired at the start of the next tick. */
   cancel(id: string): void {
     for (const lane of this.lanes) if (lane.job.id === id) lane.cancelled = true;
-    if (this.queue.some((j) => j.id === id)) this.cancelledQueued.add(id);
+    if (this.queue.items().some((q) => q.job.id === id)) this.cancelledQueued.add(id);
+  }
+
+  /** Whether a request of this class is waiting and could take a lane from a lower class (the worker then cuts its tick short). */
+  urgentWaiting(): boolean {
+    return this.queue.items().some((q) => preempts(q.job.qos ?? DEFAULT_QOS));
+  }
+
+  /** A request arriving now could start after this tick: a lane is free, or one an interactive request may preempt. */
+  private newcomerCouldStart(): boolean {
+    if (this.lanes.size < this.opts.lanes) return true;
+    for (const lane of this.lanes) if (lane.qos > 0) return true;
+    return false;
+  }
+
+  private laneCounts(): [number, number, number, number] {
+    const counts: [number, number, number, number] = [0, 0, 0, 0];
+    for (const lane of this.lanes) counts[lane.qos]++;
+    return counts;
   }
 
   /** Runs one tick: retire cancelled lanes, admit queued jobs, one decode, one sample per lane. */
@@ -264,7 +341,11 @@ export class Engine {
       this.failAll(events, outputs, (err as Error).message);
       return events;
     }
-    this.recent.push([this.stats.decodedTokens - before[0]!, this.stats.prefilledTokens - before[1]!, performance.now() - started]);
+    const tickMs = performance.now() - started;
+    const decoded = this.stats.decodedTokens - before[0]!;
+    const prefilled = this.stats.prefilledTokens - before[1]!;
+    this.recent.push([decoded, prefilled, tickMs]);
+    this.prefill.observe(prefilled, decoded, tickMs);
     if (this.recent.length > RATE_WINDOW) this.recent.shift();
     this.sampleOutputs(events, outputs.sampled);
     this.relievePressure();
@@ -274,6 +355,7 @@ export class Engine {
   /** Frees native resources. */
   close(): void {
     for (const lane of this.lanes) lane.chain.free();
+    for (const q of this.queue.items()) q.paused?.chain.free();
     this.lanes.clear();
     this.context.free();
   }
@@ -297,58 +379,170 @@ export class Engine {
   private retireCancelled(events: TickEvents): void {
     for (const lane of [...this.lanes]) if (lane.cancelled) this.finish(events, lane, "cancelled");
     if (this.cancelledQueued.size === 0) return;
-    for (let i = this.queue.length - 1; i >= 0; i--) {
-      const job = this.queue[i]!;
-      if (!this.cancelledQueued.has(job.id)) continue;
-      this.queue.splice(i, 1);
-      this.waiting.delete(job.id);
-      events.finished.push({ id: job.id, reason: "cancelled", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0 });
+    for (const q of this.queue.items()) {
+      if (!this.cancelledQueued.has(q.job.id)) continue;
+      this.queue.remove(q);
+      this.waiting.delete(q.job.id);
+      this.retireQueued(events, q, "cancelled");
     }
     this.cancelledQueued.clear();
   }
 
+  /** Ends a request that is queued, not running (cancelled, or past its start deadline). */
+  private retireQueued(events: TickEvents, q: Queued, reason: FinishReason): void {
+    const paused = q.paused;
+    paused?.chain.free();
+    events.finished.push({
+      id: q.job.id,
+      reason,
+      promptTokens: q.job.prompt.length,
+      cachedTokens: paused?.cachedTokens ?? 0,
+      completionTokens: paused?.generated ?? 0,
+    });
+  }
+
+  /**
+   * Admission (features.md 4.2-4.4): queued work in class order (aging
+   * included), each class within its lane cap; then, while an interactive or
+   * completion request still waits with every lane busy, the lowest-class
+   * lane below it is paused and requeued at the head of its class.
+   */
   private admit(events: TickEvents): void {
-    for (let i = 0; i < this.queue.length && this.lanes.size < this.opts.lanes; ) {
-      const job = this.queue[i]!;
-      if (this.awaitsSharedPrefill(job)) {
-        this.waiting.add(job.id);
-        i++;
-        continue;
-      }
-      this.queue.splice(i, 1);
-      if (this.waiting.delete(job.id)) this.stats.coalesced++;
-      const room = this.context.cellsPerSequence;
-      if (job.prompt.length === 0 || job.prompt.length >= room) {
-        const error = job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
-        events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true });
-        continue;
-      }
-      let chain: SamplerChain;
-      try {
-        // ignore_eos never samples an end-of-generation token (as llama.cpp does), except
-        // under a grammar, whose only way to finish is one.
-        const banned = job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : [];
-        const grammar = job.grammar === undefined ? undefined : { gbnf: job.grammar, trigger: job.grammarTrigger };
-        chain = new SamplerChain(this.model, job.sampling, job.prompt, grammar, banned);
-      } catch (err) {
-        const clientError = err instanceof GrammarError;
-        events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message, clientError });
-        continue;
-      }
-      const { seq, cached } = this.seatFor(job.prompt);
-      const lane: Lane = {
-        job,
-        seq,
-        chain,
-        cachedTokens: cached,
-        generated: 0,
-        limit: Math.min(job.maxTokens, room - job.prompt.length),
-        cancelled: false,
-      };
-      seq.lane = lane;
-      this.lanes.add(lane);
-      events.admitted.push({ id: job.id, cachedTokens: cached });
+    this.expireQueued(events);
+    const tick = this.stats.ticks;
+    for (const { item, qos, effective } of this.queue.ordered(tick)) {
+      if (this.lanes.size >= this.opts.lanes) break;
+      if (!this.admissible(item, qos)) continue;
+      this.take(events, item, qos, effective);
     }
+    if (this.lanes.size < this.opts.lanes) return;
+    for (const { item, qos, effective } of this.queue.ordered(tick)) {
+      if (!preempts(qos) || !this.admissible(item, qos)) continue;
+      if (this.lanes.size >= this.opts.lanes) {
+        const victim = this.victimFor(qos);
+        if (!victim) continue;
+        this.pause(victim);
+      }
+      this.take(events, item, qos, effective);
+    }
+  }
+
+  /** A queued item may start now: its class is under its lane cap and it is not waiting for a shared prefill. */
+  private admissible(item: Queued, qos: QosClass): boolean {
+    const cap = this.opts.classLanes?.[QOS_NAMES[qos]];
+    if (cap !== undefined && this.laneCounts()[qos] >= cap) return false;
+    if (!item.paused && this.awaitsSharedPrefill(item.job)) {
+      this.waiting.add(item.job.id);
+      return false;
+    }
+    return true;
+  }
+
+  private take(events: TickEvents, item: Queued, qos: QosClass, effective: number): void {
+    this.queue.remove(item);
+    if (effective < qos) this.stats.starvationGrants++;
+    if (item.paused) this.resume(item.paused);
+    else this.start(events, item.job, qos);
+  }
+
+  /** Requests still queued past their start deadline expire (features.md 4.8). */
+  private expireQueued(events: TickEvents): void {
+    const now = Date.now();
+    for (const q of this.queue.items()) {
+      if (q.paused || q.job.startBy === undefined || now <= q.job.startBy) continue;
+      this.queue.remove(q);
+      this.waiting.delete(q.job.id);
+      this.stats.expired++;
+      this.retireQueued(events, q, "expired");
+    }
+  }
+
+  private start(events: TickEvents, job: GenerateJob, qos: QosClass): void {
+    if (this.waiting.delete(job.id)) this.stats.coalesced++;
+    const room = this.context.cellsPerSequence;
+    if (job.prompt.length === 0 || job.prompt.length >= room) {
+      const error = job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
+      events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true });
+      return;
+    }
+    let chain: SamplerChain;
+    try {
+      // ignore_eos never samples an end-of-generation token (as llama.cpp does), except
+      // under a grammar, whose only way to finish is one.
+      const banned = job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : [];
+      const grammar = job.grammar === undefined ? undefined : { gbnf: job.grammar, trigger: job.grammarTrigger };
+      chain = new SamplerChain(this.model, job.sampling, job.prompt, grammar, banned);
+    } catch (err) {
+      const clientError = err instanceof GrammarError;
+      events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message, clientError });
+      return;
+    }
+    const { seq, cached } = this.seatFor(job.prompt);
+    const lane: Lane = {
+      job,
+      qos,
+      target: job.prompt,
+      prefilledAt: this.stats.ticks,
+      seq,
+      chain,
+      cachedTokens: cached,
+      generated: 0,
+      limit: Math.min(job.maxTokens, room - job.prompt.length),
+      cancelled: false,
+    };
+    seq.lane = lane;
+    this.lanes.add(lane);
+    events.admitted.push({ id: job.id, cachedTokens: cached });
+  }
+
+  /**
+   * The lane an urgent request of class `qos` takes over: the lowest class
+   * below it, a decoding lane before a prefilling one (features.md 4.4), then
+   * the one admitted last.
+   */
+  private victimFor(qos: QosClass): Lane | undefined {
+    let victim: Lane | undefined;
+    for (const lane of this.lanes) {
+      if (lane.qos <= qos || lane.cancelled) continue;
+      if (
+        !victim ||
+        lane.qos > victim.qos ||
+        (lane.qos === victim.qos && (lane.next !== undefined) > (victim.next !== undefined)) ||
+        (lane.qos === victim.qos && (lane.next !== undefined) === (victim.next !== undefined) && lane.prefilledAt >= victim.prefilledAt)
+      ) {
+        victim = lane;
+      }
+    }
+    return victim;
+  }
+
+  /**
+   * Preemption: the lane stops and goes back to the head of its class with
+   * its sampler chain (so its random stream and penalty window go on where
+   * they were). Its KV stays behind as a cache entry, so resuming finds it in
+   * place or in the host tier; the token sampled last, already delivered but
+   * not yet decoded, becomes the end of what must be prefilled before the
+   * next sample. Its client's stream just pauses.
+   */
+  private pause(lane: Lane): void {
+    this.lanes.delete(lane);
+    lane.seq.lane = undefined;
+    if (lane.next !== undefined) {
+      lane.target = [...lane.seq.tokens, lane.next];
+      lane.next = undefined;
+    }
+    this.cache.publish(lane.seq);
+    this.stats.preemptions++;
+    this.queue.pushFront({ job: lane.job, paused: lane }, lane.qos, this.stats.ticks);
+  }
+
+  private resume(lane: Lane): void {
+    const { seq } = this.seatFor(lane.target);
+    lane.seq = seq;
+    lane.prefilledAt = this.stats.ticks;
+    seq.lane = lane;
+    this.lanes.add(lane);
+    this.stats.resumes++;
   }
 
   /**
@@ -402,8 +596,9 @@ export class Engine {
     } else {
       seq = this.freeSequence();
       if (inHost > live) {
-        this.keepOnly(seq, 0);
         const entry = found.host!.entry;
+        this.cache.touch(entry); // so spilling the sequence below cannot trim it away first
+        this.keepOnly(seq, 0);
         if (this.cache.restore(entry, seq)) {
           seq.tokens = entry.tokens.slice();
           this.cutTo(seq, inHost);
@@ -513,15 +708,26 @@ export class Engine {
         decoding++;
       }
     }
-    let budget = Math.min(this.opts.prefillBudget, this.context.batchSize - decoding);
-    const remaining = (l: Lane) => l.job.prompt.length - l.seq.tokens.length;
-    prefilling.sort((a, b) => remaining(a) - remaining(b));
+    // One engine step per tick: at most one micro-batch of prompt, so a cancel
+    // or an urgent request is seen at the next step (features.md 4.6 rule 5:
+    // the worker reads its messages between ticks).
+    let budget = Math.min(this.prefill.next(this.newcomerCouldStart()), this.context.microBatchSize, this.context.batchSize - decoding);
+    const tick = this.stats.ticks;
+    const starving = (l: Lane) => tick - l.prefilledAt >= (this.opts.starvationTicks ?? STARVATION_TICKS);
+    const remaining = (l: Lane) => l.target.length - l.seq.tokens.length;
+    // Starving lanes first, then by class, then shortest remaining prompt first (features.md 4.6 rule 1).
+    prefilling.sort((a, b) => Number(starving(b)) - Number(starving(a)) || a.qos - b.qos || remaining(a) - remaining(b));
     for (const lane of prefilling) {
       if (budget <= 0) break;
       const take = Math.min(budget, remaining(lane));
       chunk.set(lane, take);
       budget -= take;
     }
+    // Rule 2: in a tick where an interactive or completion prompt finishes
+    // prefilling, nothing of a lower class is prefilled beside it.
+    let finishing = Infinity;
+    for (const lane of prefilling) if (preempts(lane.qos) && chunk.get(lane) === remaining(lane)) finishing = Math.min(finishing, lane.qos);
+    if (finishing !== Infinity) for (const lane of prefilling) if (lane.qos > finishing) chunk.delete(lane);
     const ctx = this.context;
     const sampled: [Lane, number][] = [];
     const rollback: [KvSequence, number][] = [];
@@ -536,7 +742,8 @@ export class Engine {
         this.stats.decodedTokens++;
         continue;
       }
-      const prompt = lane.job.prompt;
+      const prompt = lane.target;
+      lane.prefilledAt = this.stats.ticks;
       for (let k = 0; k < count; k++) {
         const pos = seq.tokens.length;
         const last = pos === prompt.length - 1;

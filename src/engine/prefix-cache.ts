@@ -123,6 +123,7 @@ export class PrefixCache {
   }
 
   private dropHost(entry: Extract<CacheEntry, { kind: "host" }>): void {
+    if (!this.tree.tokensOf(entry)) return; // already dropped (e.g. trimmed while being restored)
     this.tree.remove(entry);
     this.hostBytes -= entry.blob.length;
     this.hostTokens -= entry.tokens.length;

@@ -3,6 +3,7 @@ import * as v from "valibot";
 import type { ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { effectiveDefaults, type OperatorSampling } from "../daemon/sampling-resolve.ts";
+import { QOS_NAMES, type ClassLanes } from "../engine/scheduler.ts";
 import { ApiError } from "./errors.ts";
 import { namedOrDefault } from "./models.ts";
 import { modelObject } from "./openai/models.ts";
@@ -43,9 +44,15 @@ export function props(registry: ModelRegistry, operator: OperatorSampling, id: s
   };
 }
 
+/** Per-class counts keyed by class name (interactive, completion, agent, background). */
+function perClass(counts: readonly number[]): Record<string, number> {
+  return Object.fromEntries(QOS_NAMES.map((name, i) => [name, counts[i] ?? 0]));
+}
+
 /** One aggregate entry in llama.cpp's slot shape, with the engine's live numbers. */
 export async function slots(model: ServedModel) {
   const { snapshot: s } = await model.worker.stats();
+  const caps: ClassLanes = model.worker.opts.classLanes ?? {};
   return [
     {
       id: 0,
@@ -53,9 +60,26 @@ export async function slots(model: ServedModel) {
       n_ctx: s.cellsPerSequence,
       speculative: false,
       is_processing: s.activeLanes > 0,
-      lanes: { total: s.lanes, active: s.activeLanes, prefilling: s.prefilling, decoding: s.activeLanes - s.prefilling, queued: s.queued },
+      lanes: {
+        total: s.lanes,
+        active: s.activeLanes,
+        prefilling: s.prefilling,
+        decoding: s.activeLanes - s.prefilling,
+        queued: s.queued,
+        per_class: perClass(s.classLanes),
+        // --class-lanes caps; a class without one is capped only by the lane count.
+        caps: Object.fromEntries(QOS_NAMES.map((name) => [name, caps[name] ?? s.lanes])),
+      },
+      queue: { depth: s.queued, per_class: perClass(s.queueDepths), paused: s.paused },
       kv_pool: { sequences: s.sequences, cells_per_sequence: s.cellsPerSequence, cells_total: s.sequences * s.cellsPerSequence, cells_used: s.cellsUsed, live_sequences: s.liveSequences },
-      tick_plan: { prefill_budget: s.prefillBudget, decode_grant: s.activeLanes - s.prefilling },
+      tick_plan: {
+        prefill_budget: s.prefillBudget,
+        // --prefill-budget as configured: 0 = the adaptive controller.
+        prefill_budget_mode: model.worker.opts.prefillBudget === 0 ? "adaptive" : "fixed",
+        decode_grant: s.activeLanes - s.prefilling,
+        ms_per_prompt_token: s.msPerPromptToken ?? null,
+        starvation_ticks: model.worker.opts.starvationTicks ?? null,
+      },
       totals: {
         ticks: s.ticks,
         decoded_tokens: s.decodedTokens,
@@ -64,6 +88,10 @@ export async function slots(model: ServedModel) {
         prefix_copies: s.prefixCopies,
         coalesced_requests: s.coalesced,
         pressure_evictions: s.pressureEvictions,
+        preemptions: s.preemptions,
+        resumes: s.resumes,
+        starvation_grants: s.starvationGrants,
+        expired: s.expired,
       },
       prefix_cache: {
         pool_entries: s.prefixCache.poolEntries,

@@ -38,7 +38,8 @@ export function createApp(ctx: ServerContext) {
     .get("/v1/models", () => listModels(ctx.registry))
     .get("/v1/models/*", ({ params }) => modelObject(modelOr404(ctx.registry, decodeModelId(params["*"]))))
     .post("/v1/chat/completions", ({ request }) => chatCompletions(ctx, request), noParse)
-    .post("/v1/completions", ({ request }) => completions(ctx, request), noParse)
+    // The FIM bucket is keyed by the TCP peer's address (X-Forwarded-For is not read, api.md 16.4).
+    .post("/v1/completions", ({ request, server }) => completions(ctx, request, server?.requestIP(request)?.address ?? "unknown"), noParse)
     .post("/v1/tokenize", async ({ request }) => tokenize(ctx.registry, await readJsonBody(request)), noParse)
     .get("/props", ({ query }) => props(ctx.registry, ctx.operatorSampling, (query as { model?: string }).model ?? null))
     .get("/slots", () => slots(namedOrDefault(ctx.registry, null)))

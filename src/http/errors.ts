@@ -1,13 +1,23 @@
 // Errors in OpenAI's envelope (api.md 4.4):
 // {"error": {"message", "type", "param", "code"}} with the right status.
 
+/** The envelope's `type` for a status (api.md 0.7): 4xx are invalid requests unless a more exact type exists. */
+function typeOf(status: number): string {
+  if (status >= 500) return "server_error";
+  if (status === 401) return "authentication_error";
+  if (status === 403) return "permission_error";
+  if (status === 404) return "not_found_error";
+  if (status === 429) return "rate_limit_error";
+  return "invalid_request_error";
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
     readonly code: string | null = null,
     readonly param: string | null = null,
-    readonly type: string = status >= 500 ? "server_error" : status === 404 ? "not_found_error" : status === 401 ? "authentication_error" : "invalid_request_error",
+    readonly type: string = typeOf(status),
     readonly headers: Record<string, string> = {},
   ) {
     super(message);
@@ -36,6 +46,7 @@ export function asApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   const e = err as { code?: string; message?: string; status?: number };
   if (e?.code === "worker_crashed") return new ApiError(500, e.message ?? "engine worker failed", null, null, "server_error");
+  if (e?.code === "session_log_failed") return new ApiError(500, e.message ?? "the session log could not be written", "session_log_failed", null, "server_error");
   if (e?.code === "generation_failed") return new ApiError(e.status ?? 500, e.message ?? "generation failed");
   return new ApiError(500, `internal error: ${e?.message ?? String(err)}`);
 }

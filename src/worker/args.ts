@@ -1,6 +1,8 @@
 // The worker's command line: `superfluid worker --model PATH [--max-batch N]
-// [--max-context N] [--threads N] [--prefill-budget N] [--prefix-blob-budget-mb N]
-// [--pressure-high PCT] [--pressure-low PCT]`.
+// [--max-context N] [--threads N] [--prefill-budget N] [--host-cache-mb N]
+// [--pressure-high PCT] [--pressure-low PCT] [--class-lanes class=N,...]
+// [--starvation-ticks N]`.
+import { parseClassLanes, type ClassLanes } from "../engine/scheduler.ts";
 import { physicalCores } from "../engine/threads.ts";
 
 export interface WorkerArgs {
@@ -14,6 +16,8 @@ export interface WorkerArgs {
   /** Pressure watermarks in percent of the pool's cells. */
   pressureHigh: number;
   pressureLow: number;
+  classLanes?: ClassLanes;
+  starvationTicks?: number;
 }
 
 export const WORKER_DEFAULTS = { maxBatch: 8, maxContext: 8192, prefillBudget: 512, pressureHigh: 85, pressureLow: 70 };
@@ -34,6 +38,7 @@ function wholeNumber(flag: string, value: string | undefined, max: number): numb
 
 export function parseWorkerArgs(argv: string[]): WorkerArgs {
   const args: Partial<WorkerArgs> = {};
+  let classLanes: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     const value = argv[i + 1];
@@ -52,9 +57,16 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
         args.threads = positiveInt(flag, value);
         break;
       case "--prefill-budget":
-        args.prefillBudget = positiveInt(flag, value);
+        // 0 = the adaptive controller.
+        args.prefillBudget = wholeNumber(flag, value, 4096);
         break;
-      case "--prefix-blob-budget-mb":
+      case "--class-lanes":
+        classLanes = value ?? "";
+        break;
+      case "--starvation-ticks":
+        args.starvationTicks = wholeNumber(flag, value, 2 ** 31 - 1);
+        break;
+      case "--host-cache-mb":
         args.hostCacheBytes = wholeNumber(flag, value, 2 ** 40) * 2 ** 20;
         break;
       case "--pressure-high":
@@ -69,6 +81,13 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
     i++;
   }
   if (!args.model) throw new UsageError("the worker needs --model");
+  if (classLanes !== undefined) {
+    try {
+      args.classLanes = parseClassLanes(classLanes, args.maxBatch ?? WORKER_DEFAULTS.maxBatch);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  }
   return {
     model: args.model,
     maxBatch: args.maxBatch ?? WORKER_DEFAULTS.maxBatch,
@@ -78,5 +97,7 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
     ...(args.hostCacheBytes === undefined ? {} : { hostCacheBytes: args.hostCacheBytes }),
     pressureHigh: args.pressureHigh ?? WORKER_DEFAULTS.pressureHigh,
     pressureLow: Math.min(args.pressureLow ?? WORKER_DEFAULTS.pressureLow, args.pressureHigh ?? WORKER_DEFAULTS.pressureHigh),
+    ...(args.classLanes ? { classLanes: args.classLanes } : {}),
+    ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),
   };
 }

@@ -64,6 +64,8 @@ export async function runWorker(argv: string[]): Promise<number> {
       hostCacheBytes: args.hostCacheBytes ?? defaultHostCacheBytes(),
       pressureHigh: args.pressureHigh / 100,
       pressureLow: args.pressureLow / 100,
+      ...(args.classLanes ? { classLanes: args.classLanes } : {}),
+      ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),
     });
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });

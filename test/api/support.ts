@@ -9,6 +9,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { startServer, type RunningServer } from "../../src/cli/serve.ts";
 import { parseServeOptions, type ServeOptions } from "../../src/cli/serve-options.ts";
+import type { FixtureKind } from "../../src/fixtures/index.ts";
 import { fixturePath } from "../support/models.ts";
 
 // One access-log line per request would drown the test output.
@@ -27,17 +28,19 @@ export interface ServerConfig {
   maxContext?: number;
   maxBatch?: number;
   extraArgs?: string[];
+  /** The fixture served (default tiny-chat). */
+  fixture?: FixtureKind;
 }
 
 /**
- * Starts a server on the tiny-chat fixture. One compute thread: on this
+ * Starts a server on the tiny-chat fixture (or cfg.fixture). One compute thread: on this
  * 2-core box llama.cpp's spinning thread barrier under CPU contention slows a
  * 2-thread decode by orders of magnitude, and greedy output does not depend
  * on it.
  */
 export async function startTestServer(cfg: ServerConfig = {}): Promise<TestServer & { sessions: string }> {
   const sessions = mkdtempSync(join(tmpdir(), "superfluid-api-test-"));
-  const path = await fixturePath("tiny-chat");
+  const path = await fixturePath(cfg.fixture ?? "tiny-chat");
   const opts = parseServeOptions([
     path,
     "--port", "0",

@@ -3,7 +3,7 @@
 // engine produced: the prompt span, every generated token, and how it ended.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { GREEDY } from "../../src/engine/sampling.ts";
-import { WorkerClient, type GenerateRequest, type GenerationJournal } from "../../src/daemon/worker-client.ts";
+import { JournalError, WorkerClient, type GenerateRequest, type GenerationJournal } from "../../src/daemon/worker-client.ts";
 import { LlamaModel } from "../../src/engine/model.ts";
 import type { FinishReason } from "../../src/engine/engine.ts";
 import { FINISH, type SessionEvent } from "../../src/sessions/events.ts";
@@ -36,21 +36,26 @@ class GatedJournal implements GenerationJournal {
   }
 }
 
-describe("delivery waits for the log", () => {
-  let worker: WorkerClient;
-  let prompt: number[];
-  const journal = new GatedJournal();
+/** A worker on the tiny model recording through `journal`, for one describe block, and a short chat prompt. */
+function useWorker(journal: GenerationJournal): { worker: WorkerClient; prompt: number[] } {
+  const handle = {} as { worker: WorkerClient; prompt: number[] };
   beforeAll(async () => {
     const path = await fixturePath("tiny-chat");
     const vocab = LlamaModel.load(path, { vocabOnly: true });
-    prompt = vocab.tokenize("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
+    handle.prompt = vocab.tokenize("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
     vocab.free();
-    worker = await WorkerClient.start({ model: path, maxBatch: 2, maxContext: 1024, threads: 1, journal });
+    handle.worker = await WorkerClient.start({ model: path, maxBatch: 2, maxContext: 1024, threads: 1, journal });
   });
-  afterAll(() => worker.close());
+  afterAll(() => handle.worker.close());
+  return handle;
+}
+
+describe("delivery waits for the log", () => {
+  const journal = new GatedJournal();
+  const w = useWorker(journal);
 
   test("a generation's tokens and its end reach the reader only after the journal's flush resolves", async () => {
-    const g = worker.generate({ prompt, sampling: GREEDY, maxTokens: 6, ignoreEos: true });
+    const g = w.worker.generate({ prompt: w.prompt, sampling: GREEDY, maxTokens: 6, ignoreEos: true });
     const seen: string[] = [];
     const reading = (async () => {
       for await (const e of g) seen.push(e.type);
@@ -68,6 +73,40 @@ describe("delivery waits for the log", () => {
     expect(seen[0]).toBe("admitted");
     expect(seen.at(-1)).toBe("finished");
     expect(seen.filter((t) => t === "tokens").length).toBeGreaterThan(0);
+  });
+});
+
+/** A journal whose writes fail from some point on, as a full or broken disk does. */
+class FailingJournal implements GenerationJournal {
+  broken = false;
+  begin() {
+    if (this.broken) throw new Error("EIO (simulated)");
+  }
+  tokens() {}
+  end() {}
+  flush(): Promise<void> {
+    return this.broken ? Promise.reject(new Error("EIO (simulated)")) : Promise.resolve();
+  }
+}
+
+describe("a journal that fails", () => {
+  const journal = new FailingJournal();
+  const w = useWorker(journal);
+
+  test("a generation whose events cannot be made durable ends with the log's error, never hangs, even when it finished in that tick", async () => {
+    journal.broken = false;
+    const g = w.worker.generate({ prompt: w.prompt, sampling: GREEDY, maxTokens: 1, ignoreEos: true });
+    journal.broken = true; // its admission, token and finish all arrive in one tick, then the flush fails
+    const outcome = await Promise.race([g.result().then(() => "finished", (e: Error) => e), Bun.sleep(5000).then(() => "hung")]);
+    expect(outcome).toBeInstanceOf(JournalError);
+    expect(w.worker.inflightCount).toBe(0);
+  });
+
+  test("a generation the log cannot even begin is refused at once and leaves nothing in flight", () => {
+    journal.broken = true;
+    expect(() => w.worker.generate({ prompt: w.prompt, sampling: GREEDY, maxTokens: 4, ignoreEos: true })).toThrow(JournalError);
+    expect(w.worker.inflightCount).toBe(0);
+    journal.broken = false;
   });
 });
 

@@ -110,6 +110,35 @@ describe("host tier", () => {
   });
 });
 
+describe("host tier accounting", () => {
+  test("an import llama.cpp refuses drops that entry once and serves the prompt cold", () => {
+    const probe = engine();
+    for (let i = 0; i < 5; i++) run(probe, [job(sized(`acct${i}`, 300))]);
+    const one = probe.snapshot().prefixCache.hostBytes;
+    // Room for one and a half exports: spilling the overwritten sequence trims the tier.
+    const e = engine({ hostCacheBytes: Math.floor(one * 1.5) });
+    const a = sized("acct-a", 300);
+    run(e, [job(a)]);
+    for (let i = 0; i < 4; i++) run(e, [job(sized(`acct-o${i}`, 300))]); // pushes A out to the host tier
+    const importSequence = e.context.importSequence.bind(e.context);
+    e.context.importSequence = () => false;
+    try {
+      const again = job(a);
+      const r = run(e, [again]);
+      expect(r.cached.get(again.id)).toBeLessThan(16);
+      expect(r.out.get(again.id)).toEqual(alone(a));
+    } finally {
+      e.context.importSequence = importSequence;
+    }
+    const pc = e.snapshot().prefixCache;
+    expect(pc.importFailures).toBe(1);
+    // The byte count matches the entries held (each about `one` bytes).
+    expect(pc.hostEntries).toBeGreaterThan(0);
+    expect(pc.hostBytes).toBeGreaterThanOrEqual(pc.hostEntries * one * 0.9);
+    expect(pc.hostBytes).toBeLessThanOrEqual(pc.hostEntries * one * 1.1);
+  });
+});
+
 describe("burst coalescing", () => {
   test("requests sharing a long prefix wait for one prefill of it and copy it", () => {
     const e = engine({ lanes: 4, coalesceMin: 64 });

@@ -85,11 +85,16 @@ const textOf = (e: any) => ({ content: e?.choices?.[0]?.delta?.content ?? "", re
  * Streams a chat request to its end. With `after`, `after.action` runs once
  * `after.chunks` chunks with text have arrived (reading then goes on to the end).
  */
-export async function streamChat(url: string, body: Record<string, unknown>, after?: { chunks: number; action: () => void | Promise<void> }): Promise<StreamResult> {
+export async function streamChat(
+  url: string,
+  body: Record<string, unknown>,
+  after?: { chunks: number; action: () => void | Promise<void> },
+  headers: Record<string, string> = {},
+): Promise<StreamResult> {
   const started = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify({ ...body, stream: true }),
   });
   if (res.status !== 200) {

@@ -4,10 +4,13 @@ import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choic
 import type { ToolDialect } from "../../codec/tool-dialects/index.ts";
 import { THINK_MARKERS, type ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
+import type { QosClass } from "../../engine/scheduler.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
 import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { badRequest } from "../errors.ts";
+import { nonStreamResponse } from "../keepalive.ts";
+import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { sseResponse } from "../sse.ts";
 import { parseWith } from "../validate.ts";
 import { buildChatPrompt } from "./chat-prompt.ts";
@@ -19,8 +22,10 @@ import {
   checkTextFits,
   generateRequest,
   logitBiasOf,
+  sseKeepaliveMs,
   startChoices,
   type ServerContext,
+  usageOf,
 } from "./generation.ts";
 import { requestSampling } from "./sampling-fields.ts";
 import { grammarOf } from "./structured.ts";
@@ -79,6 +84,7 @@ interface Prepared {
   /** Parse tool calls (and channels) in this dialect out of the reply. */
   toolDialect?: ToolDialect;
   startsInReasoning: boolean;
+  qos: QosClass;
   id: string;
   created: number;
 }
@@ -90,6 +96,8 @@ function completionId(ctx: ServerContext): string {
 export async function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
   const req = parseChatRequest(await readJsonBody(request));
   const model = modelOr404(ctx.registry, req.model);
+  const qos = requestQos(ctx.qos, request.headers);
+  checkBatchInvariant(ctx.qos, request.headers);
   checkTextFits(model, messageBytes(req), "messages");
   const tools = toolPlan(model, req);
   // A forced tool choice beats response_format (api.md 5.3); an auto one only
@@ -105,6 +113,7 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
     req,
     prompt,
     startsInReasoning,
+    qos,
     ...(grammar ? { grammar } : {}),
     ...(grammarTrigger ? { grammarTrigger } : {}),
     ...(tools.dialect ? { toolDialect: tools.dialect } : {}),
@@ -120,6 +129,7 @@ function generationOf(ctx: ServerContext, p: Prepared) {
     sampling: requestSampling(req, logitBiasOf(model, req.logit_bias)),
     maxTokens: req.max_completion_tokens ?? req.max_tokens ?? undefined,
     ignoreEos: req.ignore_eos ?? false,
+    qos: p.qos,
     ...(req.logprobs ? { logprobs: req.top_logprobs ?? 0 } : {}),
     ...(p.grammar ? { grammar: p.grammar } : {}),
     ...(p.grammarTrigger ? { grammarTrigger: p.grammarTrigger } : {}),
@@ -137,72 +147,73 @@ function choiceOptions(p: Prepared, stops: string[]) {
   };
 }
 
-function usageOf(promptTokens: number, completionTokens: number, cachedTokens: number) {
-  return {
-    prompt_tokens: promptTokens,
-    completion_tokens: completionTokens,
-    total_tokens: promptTokens + completionTokens,
-    prompt_tokens_details: { cached_tokens: cachedTokens },
-  };
-}
-
 async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal): Promise<Response> {
   const timer = new RequestTimer();
   const live: Generation[] = [];
   cancelOnAbort(signal, () => live);
-  const generations = await startChoices(p.model, generationOf(ctx, p), p.req.n ?? 1, live);
-  if (signal.aborted) generations.forEach((g) => g.cancel());
+  // startChoices puts the first choice in `live` at once and the others once it
+  // has prefilled; the first is read from the start, so its admission (which
+  // commits the 200 under --nonstream-keepalive) is seen before its prefill ends.
+  const starting = startChoices(p.model, generationOf(ctx, p), p.req.n ?? 1, live);
   const stops = stopsOf(p.req);
-  const choices = await Promise.all(
-    generations.map(async (generation, index) => {
-      let content = "";
-      let reasoning = "";
-      const calls = new ToolCallCollector();
-      const logprobs: ReturnType<typeof chatLogprob>[] = [];
-      const stream = choiceText(p.model.tokenizer, generation, choiceOptions(p, stops));
-      let step = await stream.next();
-      while (!step.done) {
-        const delta: ChoiceDelta = step.value;
-        timer.tokenDelivered();
-        content += delta.content;
-        reasoning += delta.reasoning;
-        calls.add(delta.calls);
-        for (const l of delta.logprobs ?? []) logprobs.push(chatLogprob(p.model, l.token, l.logprob));
-        step = await stream.next();
-      }
-      const end: ChoiceEnd = step.value;
-      return { index, content, reasoning, logprobs, end, toolCalls: calls.done() };
-    }),
-  ).catch((err) => {
-    generations.forEach((g) => g.cancel());
-    throw err;
-  });
-  const cached = choices[0]!.end.cachedTokens;
-  const completion = choices.reduce((n, c) => n + c.end.completionTokens, 0);
-  logAccess({ status: 200, route: ROUTE, model: p.model.id, prompt: p.prompt.length, cached, completion, finish: choices[0]!.end.finishReason }, timer);
-  return Response.json(
-    {
-      id: p.id,
-      object: "chat.completion",
-      created: p.created,
-      model: p.model.id,
-      choices: choices.map((c) => ({
-        index: c.index,
-        message: {
-          role: "assistant",
-          // OpenAI sends null content beside tool calls when there is no text.
-          content: c.content === "" && c.toolCalls.length > 0 ? null : c.content,
-          ...(c.reasoning ? { reasoning_content: c.reasoning } : {}),
-          ...(c.toolCalls.length > 0 ? { tool_calls: c.toolCalls } : {}),
-        },
-        logprobs: p.req.logprobs ? { content: c.logprobs } : null,
-        finish_reason: c.end.finishReason,
-      })),
-      usage: usageOf(p.prompt.length, completion, cached),
-      superfluid: { warm: cached },
-    },
-    { headers: { "x-superfluid-warm": String(cached) } },
-  );
+  let onAdmit!: (headers: Record<string, string>) => void;
+  const admitted = new Promise<Record<string, string>>((resolve) => (onAdmit = resolve));
+  const collect = async (generation: Generation, index: number, onAdmitted?: (cached: number) => void) => {
+    let content = "";
+    let reasoning = "";
+    const calls = new ToolCallCollector();
+    const logprobs: ReturnType<typeof chatLogprob>[] = [];
+    const stream = choiceText(p.model.tokenizer, generation, choiceOptions(p, stops), onAdmitted);
+    let step = await stream.next();
+    while (!step.done) {
+      const delta: ChoiceDelta = step.value;
+      timer.tokenDelivered();
+      content += delta.content;
+      reasoning += delta.reasoning;
+      calls.add(delta.calls);
+      for (const l of delta.logprobs ?? []) logprobs.push(chatLogprob(p.model, l.token, l.logprob));
+      step = await stream.next();
+    }
+    const end: ChoiceEnd = step.value;
+    return { index, content, reasoning, logprobs, end, toolCalls: calls.done() };
+  };
+  const first = collect(live[0]!, 0, (cached) => onAdmit({ "x-superfluid-warm": String(cached) }));
+  first.catch(() => {}); // awaited below; this only keeps an early failure from counting as unhandled
+  const reply = (async () => {
+    const generations = await starting;
+    if (signal.aborted) generations.forEach((g) => g.cancel());
+    const choices = await Promise.all([first, ...generations.slice(1).map((g, i) => collect(g, i + 1))]).catch((err) => {
+      generations.forEach((g) => g.cancel());
+      throw err;
+    });
+    const cached = choices[0]!.end.cachedTokens;
+    const completion = choices.reduce((n, c) => n + c.end.completionTokens, 0);
+    logAccess({ status: 200, route: ROUTE, model: p.model.id, prompt: p.prompt.length, cached, completion, finish: choices[0]!.end.finishReason }, timer);
+    return {
+      body: {
+        id: p.id,
+        object: "chat.completion",
+        created: p.created,
+        model: p.model.id,
+        choices: choices.map((c) => ({
+          index: c.index,
+          message: {
+            role: "assistant",
+            // OpenAI sends null content beside tool calls when there is no text.
+            content: c.content === "" && c.toolCalls.length > 0 ? null : c.content,
+            ...(c.reasoning ? { reasoning_content: c.reasoning } : {}),
+            ...(c.toolCalls.length > 0 ? { tool_calls: c.toolCalls } : {}),
+          },
+          logprobs: p.req.logprobs ? { content: c.logprobs } : null,
+          finish_reason: c.end.finishReason,
+        })),
+        usage: usageOf(p.prompt.length, completion, cached),
+        superfluid: { warm: cached },
+      },
+      headers: { "x-superfluid-warm": String(cached) },
+    };
+  })();
+  return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted, reply, cancel: () => live.forEach((g) => g.cancel()), route: ROUTE });
 }
 
 async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortSignal): Promise<Response> {
@@ -260,5 +271,5 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
     sink.send(
       chunk({}, { usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens } }, end.finishReason),
     );
-  }, headers);
+  }, headers, sseKeepaliveMs(ctx));
 }

@@ -1,24 +1,39 @@
 // POST /v1/completions (api.md 6): a plain text prompt, tokenized as given (no
-// chat scaffold). Fill-in-the-middle (`suffix`) lands with the scheduling work.
+// chat scaffold); with a non-empty `suffix`, fill-in-the-middle: the prompt is
+// the text before the cursor, the suffix the text after it, the reply the
+// middle. FIM runs in the completion class, on the --fim-model when there is
+// one, under the per-client bucket and the start deadline, and is kept out of
+// the session log.
 import * as v from "valibot";
-import { choiceText, type ChoiceDelta } from "../../daemon/choice-stream.ts";
+import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
+import type { Generation } from "../../daemon/worker-client.ts";
 import type { TokenLogprob } from "../../engine/logprobs.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
 import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { ApiError, badRequest } from "../errors.ts";
+import { nonStreamResponse } from "../keepalive.ts";
+import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { sseResponse } from "../sse.ts";
 import { int, opt, parseWith } from "../validate.ts";
-import { cancelOnAbort, checkContext, checkTextFits, generateRequest, startChoices, type ServerContext } from "./generation.ts";
+import { FIM_MODES, fimMarkersOf, fimPrompt, type FimMode } from "./fim.ts";
+import { cancelOnAbort, checkContext, checkTextFits, generateRequest, sseKeepaliveMs, usageOf, type ServerContext } from "./generation.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
 
 const ROUTE = "/v1/completions";
+
+/** The FIM reply cap when neither the request nor --max-tokens names one (api.md 6). */
+export const FIM_DEFAULT_MAX_TOKENS = 128;
+
+/** The FIM scheduling class: always `completion` (api.md 20). */
+const COMPLETION_CLASS = 1;
 
 const completionSchema = v.looseObject({
   model: v.string("model must be a string"),
   prompt: v.string("prompt must be a string (arrays and token ids are not accepted)"),
   suffix: opt(v.string()),
+  fim_mode: opt(v.string()),
   stream: opt(v.boolean()),
   stream_options: opt(v.looseObject({ include_usage: opt(v.boolean()) })),
   echo: opt(v.boolean()),
@@ -35,19 +50,33 @@ function parseCompletion(body: unknown): CompletionRequest {
   return parseWith(completionSchema, body);
 }
 
-/** api.md 6: suffix means fill-in-the-middle; a model without FIM tokens refuses it. */
-function refuseFim(model: ServedModel, req: CompletionRequest): void {
-  if (req.suffix === undefined || req.suffix === null) return;
-  if (!model.dialect().fim) {
-    throw new ApiError(400, `model '${model.id}' has no fill-in-the-middle tokens and no --fim-model is set`, "fim_unsupported", "suffix");
+function fimModeOf(req: CompletionRequest): FimMode {
+  const mode = req.fim_mode ?? "psm";
+  if (!(FIM_MODES as readonly string[]).includes(mode)) {
+    throw badRequest(`fim_mode must be one of ${FIM_MODES.join(", ")}; got '${mode}'`, "fim_mode");
   }
-  throw new ApiError(400, "suffix (fill-in-the-middle) is not served by this build yet", "unsupported_parameter", "suffix");
+  return mode as FimMode;
 }
 
 function refuseEchoLogprobs(req: CompletionRequest): void {
   if (req.echo && req.logprobs !== undefined && req.logprobs !== null) {
     throw new ApiError(400, "echo with logprobs needs prompt logprobs, which this server does not compute", "unsupported_parameter", "echo");
   }
+}
+
+/** api.md 6: FIM refuses echo and logprobs. */
+function refuseFimParameters(req: CompletionRequest): void {
+  if (req.echo) throw new ApiError(400, "echo is not supported with suffix (fill-in-the-middle)", "unsupported_parameter", "echo");
+  if (req.logprobs !== undefined && req.logprobs !== null) {
+    throw new ApiError(400, "logprobs is not supported with suffix (fill-in-the-middle)", "unsupported_parameter", "logprobs");
+  }
+}
+
+/** The model a FIM request runs on, or 400 fim_unsupported. */
+function fimTargetOf(model: ServedModel): ServedModel {
+  const target = model.fimTarget();
+  if (!target) throw new ApiError(400, `model '${model.id}' has no fill-in-the-middle tokens and no --fim-model is set`, "fim_unsupported", "suffix");
+  return target;
 }
 
 /** OpenAI's legacy logprobs shape, accumulated over a reply. */
@@ -83,10 +112,13 @@ class LegacyLogprobs {
   }
 }
 
-export async function completions(ctx: ServerContext, request: Request): Promise<Response> {
+export async function completions(ctx: ServerContext, request: Request, peer = "unknown"): Promise<Response> {
   const req = parseCompletion(await readJsonBody(request));
   const model = modelOr404(ctx.registry, req.model);
-  refuseFim(model, req);
+  const mode = fimModeOf(req);
+  checkBatchInvariant(ctx.qos, request.headers);
+  if (req.suffix) return fimCompletion(ctx, request, req, model, mode, peer);
+  const qos = requestQos(ctx.qos, request.headers);
   refuseEchoLogprobs(req);
   checkTextFits(model, Buffer.byteLength(req.prompt), "prompt");
   const prompt = model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
@@ -96,67 +128,159 @@ export async function completions(ctx: ServerContext, request: Request): Promise
     sampling: requestSampling(req),
     maxTokens: req.max_tokens ?? undefined,
     ignoreEos: req.ignore_eos ?? false,
+    qos,
     ...(wantLogprobs ? { logprobs: req.logprobs! } : {}),
   });
   const timer = new RequestTimer();
-  const live = await startChoices(model, genReq, 1);
-  cancelOnAbort(request.signal, () => live);
-  const generation = live[0]!;
+  const generation = model.worker.generate(genReq);
+  cancelOnAbort(request.signal, () => [generation]);
   const id = `cmpl-superfluid-${ctx.nextId()}`;
   const created = Math.floor(Date.now() / 1000);
   const echo = req.echo ? req.prompt : "";
   const logprobs = wantLogprobs ? new LegacyLogprobs(model, echo.length) : undefined;
-  const stream = choiceText(model.tokenizer, generation, { stops: [] });
-  const usage = (completion: number, cached: number) => ({
-    prompt_tokens: prompt.length,
-    completion_tokens: completion,
-    total_tokens: prompt.length + completion,
-    prompt_tokens_details: { cached_tokens: cached },
-  });
+  let onAdmit!: (headers: Record<string, string>) => void;
+  const admitted = new Promise<Record<string, string>>((resolve) => (onAdmit = resolve));
+  const stream = choiceText(model.tokenizer, generation, { stops: [] }, (cached) => onAdmit({ "x-superfluid-warm": String(cached) }));
   const record = (d: ChoiceDelta) => {
     timer.tokenDelivered();
     for (const l of d.logprobs ?? []) logprobs?.add(l.token, l.logprob);
   };
   const base = { id, object: "text_completion", created, model: model.id };
+  const log = (end: ChoiceEnd) =>
+    logAccess({ status: 200, route: ROUTE, model: model.id, prompt: prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, timer);
 
   if (!req.stream) {
-    let text = echo;
-    let step = await stream.next();
-    while (!step.done) {
-      record(step.value);
-      text += step.value.content + step.value.reasoning;
-      step = await stream.next();
-    }
-    const end = step.value;
-    logAccess({ status: 200, route: ROUTE, model: model.id, prompt: prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, timer);
-    return Response.json(
-      {
-        ...base,
-        choices: [{ index: 0, text, logprobs: logprobs ? logprobs.since(0) : null, finish_reason: end.finishReason }],
-        usage: usage(end.completionTokens, end.cachedTokens),
-        superfluid: { warm: end.cachedTokens },
-      },
-      { headers: { "x-superfluid-warm": String(end.cachedTokens) } },
-    );
+    const reply = (async () => {
+      let text = echo;
+      let step = await stream.next();
+      while (!step.done) {
+        record(step.value);
+        text += step.value.content + step.value.reasoning;
+        step = await stream.next();
+      }
+      const end = step.value;
+      log(end);
+      return {
+        body: {
+          ...base,
+          choices: [{ index: 0, text, logprobs: logprobs ? logprobs.since(0) : null, finish_reason: end.finishReason }],
+          usage: usageOf(prompt.length, end.completionTokens, end.cachedTokens),
+          superfluid: { warm: end.cachedTokens },
+        },
+        headers: { "x-superfluid-warm": String(end.cachedTokens) },
+      };
+    })();
+    return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted, reply, cancel: () => generation.cancel(), route: ROUTE });
   }
 
-  return sseResponse(async (sink, signal) => {
-    signal.addEventListener("abort", () => generation.cancel(), { once: true });
-    const send = (text: string, lp: unknown, finish: string | null, extra: Record<string, unknown> = {}) =>
-      sink.send({ ...base, choices: [{ index: 0, text, logprobs: lp, finish_reason: finish }], ...extra });
-    if (echo) send(echo, null, null);
-    let step = await stream.next();
-    let sent = 0;
-    while (!step.done) {
-      record(step.value);
-      const lp = logprobs ? logprobs.since(sent) : null;
-      sent = logprobs?.tokens.length ?? 0;
-      const text = step.value.content + step.value.reasoning;
-      if (text || lp) send(text, lp, null);
-      step = await stream.next();
-    }
-    const end = step.value;
-    logAccess({ status: 200, route: ROUTE, model: model.id, prompt: prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, timer);
-    send("", null, end.finishReason, { usage: usage(end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens } });
+  return sseResponse(
+    async (sink, signal) => {
+      signal.addEventListener("abort", () => generation.cancel(), { once: true });
+      const send = (text: string, lp: unknown, finish: string | null, extra: Record<string, unknown> = {}) =>
+        sink.send({ ...base, choices: [{ index: 0, text, logprobs: lp, finish_reason: finish }], ...extra });
+      if (echo) send(echo, null, null);
+      let step = await stream.next();
+      let sent = 0;
+      while (!step.done) {
+        record(step.value);
+        const lp = logprobs ? logprobs.since(sent) : null;
+        sent = logprobs?.tokens.length ?? 0;
+        const text = step.value.content + step.value.reasoning;
+        if (text || lp) send(text, lp, null);
+        step = await stream.next();
+      }
+      const end = step.value;
+      log(end);
+      send("", null, end.finishReason, { usage: usageOf(prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens } });
+    },
+    {},
+    sseKeepaliveMs(ctx),
+  );
+}
+
+/**
+ * Fill-in-the-middle (api.md 6). The reply's `superfluid` object carries
+ * `cached` (prompt tokens reused from the prefix cache), `expired` (the
+ * request was still queued at --completion-deadline-ms: 200 with empty text
+ * and finish_reason "stop", api.md 0.12) and `served_by` (the model that ran
+ * it: the --fim-model when there is one).
+ */
+async function fimCompletion(ctx: ServerContext, request: Request, req: CompletionRequest, model: ServedModel, mode: FimMode, peer: string): Promise<Response> {
+  refuseFimParameters(req);
+  const target = fimTargetOf(model);
+  const markers = fimMarkersOf(target.info.fimTokens)!;
+  const taken = ctx.fim.buckets.take(peer);
+  if (!taken.ok) {
+    throw new ApiError(
+      429,
+      `fill-in-the-middle requests from this client are over --completion-rate (${ctx.fim.buckets.rate}/s, burst ${ctx.fim.buckets.capacity}); retry after ${taken.retryAfter} s`,
+      "completion_rate_limited",
+      null,
+      "rate_limit_error",
+      { "retry-after": String(taken.retryAfter) },
+    );
+  }
+  checkTextFits(target, Buffer.byteLength(req.prompt) + Buffer.byteLength(req.suffix!), "prompt");
+  const prompt = fimPrompt(target, markers, req.prompt, req.suffix!, mode);
+  checkContext(target, prompt.length, "prompt");
+  const genReq = generateRequest(ctx, target, prompt, {
+    sampling: requestSampling(req),
+    maxTokens: req.max_tokens ?? undefined,
+    defaultMaxTokens: ctx.maxTokens ?? FIM_DEFAULT_MAX_TOKENS,
+    ignoreEos: req.ignore_eos ?? false,
+    qos: COMPLETION_CLASS,
+    ...(ctx.fim.deadlineMs > 0 ? { startBy: Date.now() + ctx.fim.deadlineMs } : {}),
   });
+  const timer = new RequestTimer();
+  // Not durable: FIM completions are not written to the session log (api.md 6).
+  const generation: Generation = target.worker.generate(genReq, { durable: false });
+  cancelOnAbort(request.signal, () => [generation]);
+  const base = { id: `cmpl-superfluid-${ctx.nextId()}`, object: "text_completion", created: Math.floor(Date.now() / 1000), model: model.id };
+  let onAdmit!: (headers: Record<string, string>) => void;
+  const admitted = new Promise<Record<string, string>>((resolve) => (onAdmit = resolve));
+  const stream = choiceText(target.tokenizer, generation, { stops: [] }, (cached) => onAdmit({ "x-superfluid-warm": String(cached) }));
+  const finish = (end: ChoiceEnd) => {
+    logAccess({ status: 200, route: ROUTE, model: target.id, prompt: prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.expired ? "expired" : end.finishReason }, timer);
+    return {
+      usage: usageOf(prompt.length, end.completionTokens, end.cachedTokens),
+      superfluid: { cached: end.cachedTokens, expired: end.expired, served_by: target.id },
+    };
+  };
+
+  if (!req.stream) {
+    const reply = (async () => {
+      let text = "";
+      let step = await stream.next();
+      while (!step.done) {
+        timer.tokenDelivered();
+        text += step.value.content + step.value.reasoning;
+        step = await stream.next();
+      }
+      const end = step.value;
+      return {
+        body: { ...base, choices: [{ index: 0, text, logprobs: null, finish_reason: end.finishReason }], ...finish(end) },
+        headers: { "x-superfluid-warm": String(end.cachedTokens) },
+      };
+    })();
+    return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted, reply, cancel: () => generation.cancel(), route: ROUTE });
+  }
+
+  return sseResponse(
+    async (sink, signal) => {
+      signal.addEventListener("abort", () => generation.cancel(), { once: true });
+      const send = (text: string, finishReason: string | null, extra: Record<string, unknown> = {}) =>
+        sink.send({ ...base, choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }], ...extra });
+      let step = await stream.next();
+      while (!step.done) {
+        timer.tokenDelivered();
+        const text = step.value.content + step.value.reasoning;
+        if (text) send(text, null);
+        step = await stream.next();
+      }
+      const end = step.value;
+      send("", end.finishReason, finish(end));
+    },
+    {},
+    sseKeepaliveMs(ctx),
+  );
 }

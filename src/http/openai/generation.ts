@@ -7,15 +7,37 @@ import { resolveSampling, type OperatorSampling, type RequestSampling } from "..
 import type { Generation, GenerateRequest } from "../../daemon/worker-client.ts";
 import type { TokenLogprob } from "../../engine/logprobs.ts";
 import { drawSeed } from "../../engine/sampling.ts";
+import type { QosClass } from "../../engine/scheduler.ts";
 import { ApiError, badRequest } from "../errors.ts";
+import { KEEPALIVE_INTERVAL_MS } from "../sse.ts";
+import type { QosPolicy } from "../qos.ts";
+import type { TokenBuckets } from "../rate-limit.ts";
+
+/** Fill-in-the-middle settings (api.md 6, 18.7). */
+export interface FimPolicy {
+  /** --completion-deadline-ms: a completion not started by then expires; 0 = none. */
+  deadlineMs: number;
+  /** The per-client bucket (--completion-rate, --completion-burst). */
+  buckets: TokenBuckets;
+}
 
 export interface ServerContext {
   registry: ModelRegistry;
   operatorSampling: OperatorSampling;
   /** --max-tokens: the default cap when a request names none. */
   maxTokens?: number;
+  /** QoS trust (--http-default-qos, --no-http-qos-header, --http-allow-batch-invariant). */
+  qos: QosPolicy;
+  /** --nonstream-keepalive in seconds (0 = off); also the SSE keep-alive period when set. */
+  keepaliveSec: number;
+  fim: FimPolicy;
   /** Counter behind `chatcmpl-superfluid-<n>` ids. */
   nextId(): number;
+}
+
+/** The SSE comment period: the --nonstream-keepalive interval when set (api.md 0.21), else 15 s. */
+export function sseKeepaliveMs(ctx: ServerContext): number {
+  return ctx.keepaliveSec > 0 ? ctx.keepaliveSec * 1000 : KEEPALIVE_INTERVAL_MS;
 }
 
 /** api.md 4.4: the prompt must leave room in the window. */
@@ -68,13 +90,27 @@ export function generateRequest(
   ctx: ServerContext,
   model: ServedModel,
   prompt: number[],
-  opts: { sampling: RequestSampling; maxTokens?: number; ignoreEos?: boolean; logprobs?: number; grammar?: string; grammarTrigger?: string },
+  opts: {
+    sampling: RequestSampling;
+    maxTokens?: number;
+    /** The cap when the request names none (default --max-tokens, else the rest of the window). */
+    defaultMaxTokens?: number;
+    ignoreEos?: boolean;
+    logprobs?: number;
+    grammar?: string;
+    grammarTrigger?: string;
+    qos?: QosClass;
+    /** Unix ms by which it must have started (else it expires). */
+    startBy?: number;
+  },
 ): GenerateRequest {
   return {
     prompt,
     sampling: resolveSampling(opts.sampling, ctx.operatorSampling, model.info.sampling),
-    maxTokens: replyCap(model, prompt.length, opts.maxTokens, ctx.maxTokens),
+    maxTokens: replyCap(model, prompt.length, opts.maxTokens, opts.defaultMaxTokens ?? ctx.maxTokens),
     ignoreEos: opts.ignoreEos ?? false,
+    ...(opts.qos === undefined ? {} : { qos: opts.qos }),
+    ...(opts.startBy === undefined ? {} : { startBy: opts.startBy }),
     ...(opts.logprobs === undefined ? {} : { logprobs: opts.logprobs }),
     ...(opts.grammar === undefined ? {} : { grammar: opts.grammar }),
     ...(opts.grammarTrigger === undefined ? {} : { grammarTrigger: opts.grammarTrigger }),
@@ -95,6 +131,16 @@ export async function startChoices(model: ServedModel, req: GenerateRequest, n: 
     live.push(model.worker.generate({ ...req, sampling: { ...req.sampling, seed: drawSeed(req.sampling.seed + i) } }));
   }
   return live;
+}
+
+/** OpenAI's usage object, with the prompt tokens served from the prefix cache. */
+export function usageOf(promptTokens: number, completionTokens: number, cachedTokens: number) {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+    prompt_tokens_details: { cached_tokens: cachedTokens },
+  };
 }
 
 /** Cancels every choice when the client goes away. */

@@ -1,0 +1,61 @@
+// QoS over HTTP (api.md 4.1, 16.5, 20): the class a request runs in, from the
+// x-superfluid-qos header (unless the operator turned it off) or
+// --http-default-qos, and the batch-invariant header's permission check.
+import { parseQos, QOS_NAMES, type QosClass } from "../engine/scheduler.ts";
+import { ApiError } from "./errors.ts";
+
+export const QOS_HEADER = "x-superfluid-qos";
+export const BATCH_INVARIANT_HEADER = "x-superfluid-batch-invariant";
+
+/** The operator's QoS trust settings (api.md 16.5). */
+export interface QosPolicy {
+  /** --http-default-qos: the class of a request that names none. */
+  defaultQos: QosClass;
+  /** false under --no-http-qos-header. */
+  honourHeader: boolean;
+  /** --http-allow-batch-invariant. */
+  allowBatchInvariant: boolean;
+}
+
+export const DEFAULT_QOS_POLICY: QosPolicy = { defaultQos: 2, honourHeader: true, allowBatchInvariant: false };
+
+const ACCEPTED = `${QOS_NAMES.map((n, i) => `${n} (${i})`).join(", ")}, or the aliases interactive-chat, inline-completion, foreground, foreground-agent, background-agent`;
+
+/**
+ * The class of a generation request. An unknown header value is a 400 naming
+ * the header and what it accepts; under --no-http-qos-header the header is not
+ * read at all (not even to refuse it).
+ */
+export function requestQos(policy: QosPolicy, headers: Headers): QosClass {
+  const raw = policy.honourHeader ? headers.get(QOS_HEADER) : null;
+  if (raw === null) return policy.defaultQos;
+  const qos = parseQos(raw);
+  if (qos === undefined) {
+    throw new ApiError(400, `${QOS_HEADER}: '${raw}' is not a QoS class; accepted: ${ACCEPTED}`, null, QOS_HEADER);
+  }
+  return qos;
+}
+
+/** api.md 0.9: `true` or `1`, case-insensitive, turns it on; anything else (or nothing) is off. */
+export function wantsBatchInvariant(headers: Headers): boolean {
+  const raw = headers.get(BATCH_INVARIANT_HEADER)?.trim().toLowerCase();
+  return raw === "true" || raw === "1";
+}
+
+/**
+ * Refuses a batch-invariant request unless the operator allows them: 403 with
+ * `admin_required` (api.md 0.8). When allowed the request is accepted and run
+ * like any other: llama.cpp has no batch-invariant kernels, so a lane that
+ * ticks alone would give the same numbers as one that shares its batch only
+ * by accident, and this runtime does not pretend to isolate it
+ * (features.md 4.5).
+ */
+export function checkBatchInvariant(policy: QosPolicy, headers: Headers): void {
+  if (!wantsBatchInvariant(headers) || policy.allowBatchInvariant) return;
+  throw new ApiError(
+    403,
+    `${BATCH_INVARIANT_HEADER} asks for a lane that ticks alone, which this server does not allow (start it with --http-allow-batch-invariant)`,
+    "admin_required",
+    BATCH_INVARIANT_HEADER,
+  );
+}
