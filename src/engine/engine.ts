@@ -148,6 +148,12 @@ interface Lane {
   target: number[];
   /** Tick of its last prefill chunk, for the starvation rule. */
   prefilledAt: number;
+  /**
+   * No preemption takes it before this tick: it was started or resumed this
+   * tick, or got its lane by aging (then it keeps it for one aging period, so
+   * it makes progress instead of being paused again at once).
+   */
+  protectedUntil: number;
   seq: KvSequence;
   chain: SamplerChain;
   cachedTokens: number;
@@ -440,9 +446,10 @@ export class Engine {
 
   private take(events: TickEvents, item: Queued, qos: QosClass, effective: number): void {
     this.queue.remove(item);
-    if (effective < qos) this.stats.starvationGrants++;
-    if (item.paused) this.resume(item.paused);
-    else this.start(events, item.job, qos);
+    const aged = effective < qos;
+    if (aged) this.stats.starvationGrants++;
+    const lane = item.paused ? this.resume(item.paused) : this.start(events, item.job, qos);
+    if (lane) lane.protectedUntil = this.stats.ticks + (aged ? (this.opts.starvationTicks ?? STARVATION_TICKS) : 1);
   }
 
   /** Requests still queued past their start deadline expire (features.md 4.8). */
@@ -457,13 +464,13 @@ export class Engine {
     }
   }
 
-  private start(events: TickEvents, job: GenerateJob, qos: QosClass): void {
+  private start(events: TickEvents, job: GenerateJob, qos: QosClass): Lane | undefined {
     if (this.waiting.delete(job.id)) this.stats.coalesced++;
     const room = this.context.cellsPerSequence;
     if (job.prompt.length === 0 || job.prompt.length >= room) {
       const error = job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
       events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true });
-      return;
+      return undefined;
     }
     let chain: SamplerChain;
     try {
@@ -475,7 +482,7 @@ export class Engine {
     } catch (err) {
       const clientError = err instanceof GrammarError;
       events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message, clientError });
-      return;
+      return undefined;
     }
     const { seq, cached } = this.seatFor(job.prompt);
     const lane: Lane = {
@@ -483,6 +490,7 @@ export class Engine {
       qos,
       target: job.prompt,
       prefilledAt: this.stats.ticks,
+      protectedUntil: this.stats.ticks + 1,
       seq,
       chain,
       cachedTokens: cached,
@@ -493,6 +501,7 @@ export class Engine {
     seq.lane = lane;
     this.lanes.add(lane);
     events.admitted.push({ id: job.id, cachedTokens: cached });
+    return lane;
   }
 
   /**
@@ -503,7 +512,7 @@ export class Engine {
   private victimFor(qos: QosClass): Lane | undefined {
     let victim: Lane | undefined;
     for (const lane of this.lanes) {
-      if (lane.qos <= qos || lane.cancelled) continue;
+      if (lane.qos <= qos || lane.cancelled || this.stats.ticks < lane.protectedUntil) continue;
       if (
         !victim ||
         lane.qos > victim.qos ||
@@ -536,13 +545,14 @@ export class Engine {
     this.queue.pushFront({ job: lane.job, paused: lane }, lane.qos, this.stats.ticks);
   }
 
-  private resume(lane: Lane): void {
+  private resume(lane: Lane): Lane {
     const { seq } = this.seatFor(lane.target);
     lane.seq = seq;
     lane.prefilledAt = this.stats.ticks;
     seq.lane = lane;
     this.lanes.add(lane);
     this.stats.resumes++;
+    return lane;
   }
 
   /**
@@ -727,7 +737,8 @@ export class Engine {
     // prefilling, nothing of a lower class is prefilled beside it.
     let finishing = Infinity;
     for (const lane of prefilling) if (preempts(lane.qos) && chunk.get(lane) === remaining(lane)) finishing = Math.min(finishing, lane.qos);
-    if (finishing !== Infinity) for (const lane of prefilling) if (lane.qos > finishing) chunk.delete(lane);
+    // A starving lane keeps its chunk (else rule 2 could hold it back for ever).
+    if (finishing !== Infinity) for (const lane of prefilling) if (lane.qos > finishing && !starving(lane)) chunk.delete(lane);
     const ctx = this.context;
     const sampled: [Lane, number][] = [];
     const rollback: [KvSequence, number][] = [];

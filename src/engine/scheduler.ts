@@ -41,7 +41,9 @@ export function preempts(qos: QosClass): boolean {
 interface Entry<T> {
   item: T;
   qos: QosClass;
-  /** Admission order within a class: lower first (the head of a class is negative). */
+  /** Place within its competing class: the tick it arrived, or just ahead of its class for work put back. */
+  rank: number;
+  /** Tie-break among equal ranks: lower first (work put back at the head of its class is negative). */
   order: number;
   /** Tick at which it was (re)queued, for aging. */
   since: number;
@@ -72,12 +74,14 @@ export class ClassQueues<T> {
   }
 
   push(item: T, qos: QosClass, tick: number): void {
-    this.entries.push({ item, qos, order: ++this.tail, since: tick });
+    this.entries.push({ item, qos, rank: tick, order: ++this.tail, since: tick });
   }
 
-  /** Requeues at the head of its class (preempted work). */
+  /** Requeues at the head of its class (preempted work): ahead of everything of its class queued now. */
   pushFront(item: T, qos: QosClass, tick: number): void {
-    this.entries.push({ item, qos, order: -++this.head, since: tick });
+    let rank = tick;
+    for (const e of this.entries) if (e.qos === qos) rank = Math.min(rank, e.rank);
+    this.entries.push({ item, qos, rank: rank - 0.5, order: -++this.head, since: tick });
   }
 
   /** The class an entry competes in at `tick`, after aging. */
@@ -86,11 +90,17 @@ export class ClassQueues<T> {
     return Math.max(0, qos - Math.floor((tick - since) / this.starvationTicks));
   }
 
-  /** Items in admission order at `tick`, each with its own class and the class it competes in. */
+  /**
+   * Items in admission order at `tick`, each with its own class and the
+   * class it competes in. Within a competing class the longest waiting goes
+   * first, whatever its own class: a job aged up to a class ties with that
+   * class's own work and wins by having waited longer, so a steady stream of
+   * better-class work cannot hold it back for ever.
+   */
   ordered(tick: number): { item: T; qos: QosClass; effective: number }[] {
     return this.entries
       .map((e) => ({ e, effective: this.effectiveClass(e.qos, e.since, tick) }))
-      .sort((a, b) => a.effective - b.effective || a.e.qos - b.e.qos || a.e.order - b.e.order)
+      .sort((a, b) => a.effective - b.effective || a.e.rank - b.e.rank || a.e.order - b.e.order)
       .map(({ e, effective }) => ({ item: e.item, qos: e.qos, effective }));
   }
 
@@ -159,7 +169,8 @@ export class PrefillBudget {
 
   /** Prompt tokens for the next tick; `laneFree` when a newcomer could be admitted after it. */
   next(laneFree: boolean): number {
-    const cost = this.msPerToken;
+    // An unknown or degenerate cost (a 0 ms tick) says nothing: fall back to the plain budget.
+    const cost = this.msPerToken !== undefined && this.msPerToken > 0 && Number.isFinite(this.msPerToken) ? this.msPerToken : undefined;
     if (this.policy.budget === 0) {
       const target = laneFree ? this.policy.targetFreeMs : this.policy.targetBusyMs;
       return cost === undefined ? 512 : clamp(Math.floor(target / cost), 256, 4096);

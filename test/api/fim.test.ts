@@ -192,6 +192,15 @@ describe("per-client bucket", () => {
     expect((await postJson(b, "/v1/completions", req)).status).toBe(200);
     expect((await post(b, "/v1/completions", req)).status).toBe(429);
   });
+
+  test("a request refused for its own content (too long for the window) takes no token", async () => {
+    await Bun.sleep(2100); // the bucket is full again
+    const tooLong = { model: b.model, prompt: "word ".repeat(5000), suffix: SUFFIX, max_tokens: 2 };
+    for (let i = 0; i < 3; i++) expect((await post(b, "/v1/completions", tooLong)).status).toBe(400);
+    const req = { model: b.model, prompt: PREFIX, suffix: SUFFIX, max_tokens: 2 };
+    expect((await postJson(b, "/v1/completions", req)).status).toBe(200);
+    expect((await postJson(b, "/v1/completions", req)).status).toBe(200);
+  });
 });
 
 describe("start deadline", () => {

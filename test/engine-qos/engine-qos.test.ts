@@ -186,6 +186,49 @@ describe("preemption", () => {
   });
 });
 
+describe("no starvation", () => {
+  test("a background job gets in although interactive work never stops queueing", () => {
+    const e = engine({ lanes: 1, starvationTicks: 4 });
+    const bg = job(prompt("starved"), 3, 2);
+    e.submit(job(prompt("first"), 0, 3));
+    e.submit(bg);
+    const trace: Trace = { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] };
+    for (let i = 0; i < 400 && !trace.finished.has(bg.id); i++) {
+      if (e.queued < 3) e.submit(job(prompt(`chat${i}`), 0, 3));
+      step(e, trace);
+    }
+    expect(trace.finished.get(bg.id)?.reason).toBe("length");
+    drain(e, trace);
+  });
+
+  test("a job granted a lane by aging keeps it long enough to finish, not paused again at once", () => {
+    const e = engine({ lanes: 1, starvationTicks: 4 });
+    e.submit(job(prompt("c-first"), 1, 6));
+    const agent = job(prompt("agent"), 2, 4);
+    e.submit(agent);
+    const trace: Trace = { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] };
+    for (let i = 0; i < 300 && !trace.finished.has(agent.id); i++) {
+      if (e.snapshot().queueDepths[1] < 1) e.submit(job(prompt(`c${i}`), 1, 1));
+      step(e, trace);
+    }
+    expect(trace.finished.get(agent.id)).toMatchObject({ reason: "length", completionTokens: 4 });
+    drain(e, trace);
+  });
+
+  test("a starving prefill keeps its chunk beside interactive prompts finishing every tick", () => {
+    const e = engine({ lanes: 2, prefillBudget: 64, starvationTicks: 4 });
+    const agent = job(prompt("long agent", 60), 2, 2);
+    e.submit(agent);
+    const trace: Trace = { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] };
+    for (let t = 0; t < 400 && !trace.finished.has(agent.id); t++) {
+      e.submit(job(prompt(`hi${t}`, 3), 0, 1));
+      step(e, trace);
+    }
+    expect(trace.finished.get(agent.id)?.reason).toBe("length");
+    drain(e, trace);
+  });
+});
+
 describe("tick planning", () => {
   test("in the tick an interactive prompt finishes prefilling, no lower-class prompt is prefilled beside it", () => {
     const e = engine({ lanes: 2, prefillBudget: 64 });

@@ -29,8 +29,8 @@ describe("class queues", () => {
     q.push("bg-1", 3, 0);
     q.push("inter-1", 0, 0);
     q.push("agent-2", 2, 0);
-    q.pushFront("agent-paused", 2, 0);
-    expect(q.ordered(0).map((e) => e.item)).toEqual(["inter-1", "agent-paused", "agent-1", "agent-2", "bg-1"]);
+    q.pushFront("agent-paused", 2, 5);
+    expect(q.ordered(5).map((e) => e.item)).toEqual(["inter-1", "agent-paused", "agent-1", "agent-2", "bg-1"]);
     expect(q.depths()).toEqual([1, 0, 3, 1]);
     q.remove("agent-1");
     expect(q.size).toBe(4);
@@ -39,14 +39,19 @@ describe("class queues", () => {
   test("a job moves up one class for each starvation period it waits", () => {
     const q = new ClassQueues<string>(8);
     q.push("bg", 3, 0);
-    q.push("agent", 2, 10);
-    expect(q.ordered(10).map((e) => e.item)).toEqual(["agent", "bg"]);
+    q.push("agent", 2, 5);
+    expect(q.ordered(5).map((e) => e.item)).toEqual(["agent", "bg"]);
+    // At tick 8 the background job has waited one period: it competes as an agent, and has waited longer.
+    expect(q.ordered(8)).toMatchObject([{ item: "bg", effective: 2 }, { item: "agent", effective: 2 }]);
     // At tick 16 the background job has waited two periods: it competes as completion (1).
     const at16 = q.ordered(16);
     expect(at16.map((e) => e.item)).toEqual(["bg", "agent"]);
     expect(at16[0]).toMatchObject({ qos: 3, effective: 1 });
-    // Both fully aged: equal effective class, then their own class decides.
-    expect(q.ordered(100)).toMatchObject([{ item: "agent", effective: 0 }, { item: "bg", effective: 0 }]);
+    // Both fully aged: equal competing class, so the one waiting longer goes first.
+    expect(q.ordered(100)).toMatchObject([{ item: "bg", effective: 0 }, { item: "agent", effective: 0 }]);
+    // A new interactive job ties with them and queues behind both.
+    q.push("inter", 0, 100);
+    expect(q.ordered(100).map((e) => e.item)).toEqual(["bg", "agent", "inter"]);
   });
 });
 

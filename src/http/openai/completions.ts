@@ -209,6 +209,10 @@ async function fimCompletion(ctx: ServerContext, request: Request, req: Completi
   refuseFimParameters(req);
   const target = fimTargetOf(model);
   const markers = fimMarkersOf(target.info.fimTokens)!;
+  checkTextFits(target, Buffer.byteLength(req.prompt) + Buffer.byteLength(req.suffix!), "prompt");
+  const prompt = fimPrompt(target, markers, req.prompt, req.suffix!, mode);
+  checkContext(target, prompt.length, "prompt");
+  // A request refused above takes nothing from the client's bucket.
   const taken = ctx.fim.buckets.take(peer);
   if (!taken.ok) {
     throw new ApiError(
@@ -220,9 +224,6 @@ async function fimCompletion(ctx: ServerContext, request: Request, req: Completi
       { "retry-after": String(taken.retryAfter) },
     );
   }
-  checkTextFits(target, Buffer.byteLength(req.prompt) + Buffer.byteLength(req.suffix!), "prompt");
-  const prompt = fimPrompt(target, markers, req.prompt, req.suffix!, mode);
-  checkContext(target, prompt.length, "prompt");
   const genReq = generateRequest(ctx, target, prompt, {
     sampling: requestSampling(req),
     maxTokens: req.max_tokens ?? undefined,
