@@ -6,7 +6,7 @@
 // the generation's reader.
 import type { Subprocess } from "bun";
 import { randomUUID } from "node:crypto";
-import type { EngineSnapshot, FinishEvent, FinishReason, GenerateJob } from "../engine/engine.ts";
+import type { EngineSnapshot, FinishEvent, FinishReason, GenerateJob } from "../engine/jobs.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { ClassLanes } from "../engine/scheduler.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";

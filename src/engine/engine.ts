@@ -2,64 +2,15 @@
 // per tick carrying every decoding lane's next token plus a budgeted chunk of
 // pending prompt, then one sample per lane from its own sampler chain.
 //
-// KV layout (features.md 2.1): lanes + 2 sequences, each its own buffer of
-// max-context cells. A sequence keeps the tokens of its last request after the
-// lane retires (the prefix cache), so a later prompt that shares a prefix
-// reuses those cells in place, copies them (llama_memory_seq_cp) from a
-// sequence a live lane holds, or imports them from the host tier, where
-// prefixes go when their cells are needed for something else.
+// Which request runs when (QoS, preemption, deadlines) is decided with
+// scheduler.ts; where its KV lives, with kv-pool.ts.
 import { LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
-import { positionLogprobs, type TokenLogprob } from "./logprobs.ts";
-import { PrefixCache } from "./prefix-cache.ts";
-import { GrammarError, SamplerChain, type SamplingSpec } from "./sampling.ts";
+import { positionLogprobs } from "./logprobs.ts";
+import type { EngineSnapshot, FinishReason, GenerateJob, TickEvents } from "./jobs.ts";
+import { commonPrefix, KvPool, sequencesFor, type KvSequence } from "./kv-pool.ts";
+import { GrammarError, SamplerChain } from "./sampling.ts";
 import { ClassQueues, DEFAULT_QOS, PrefillBudget, preempts, QOS_NAMES, type ClassLanes, type QosClass } from "./scheduler.ts";
-
-export interface GenerateJob {
-  id: string;
-  prompt: number[];
-  sampling: SamplingSpec;
-  /** Most tokens to generate; the context window caps it further. */
-  maxTokens: number;
-  /** Decode to maxTokens even past end-of-generation tokens. */
-  ignoreEos: boolean;
-  /** Report each token's logprob and this many alternatives (0-20); off when undefined. */
-  logprobs?: number;
-  /** GBNF (root rule `root`) the reply must match. */
-  grammar?: string;
-  /**
-   * Makes the grammar lazy: free text until this marker appears, the grammar from
-   * the marker on (tool_choice "auto": a call that starts is held to its schema).
-   */
-  grammarTrigger?: string;
-  /** QoS class (features.md 4.3); agent when unset. */
-  qos?: QosClass;
-  /** Unix ms by which it must have started; still queued then, it finishes as "expired" (FIM deadline). */
-  startBy?: number;
-}
-
-export type FinishReason = "stop" | "length" | "cancelled" | "error" | "expired";
-
-export interface FinishEvent {
-  id: string;
-  reason: FinishReason;
-  promptTokens: number;
-  cachedTokens: number;
-  completionTokens: number;
-  error?: string;
-  /** The error is the request's own fault (a grammar that cannot go on, a prompt that cannot fit). */
-  clientError?: boolean;
-}
-
-export type TokenEvent = [id: string, token: number, logprobs?: TokenLogprob];
-
-export interface TickEvents {
-  /** Requests that got a lane this tick, with how many prompt tokens their KV already held. */
-  admitted: { id: string; cachedTokens: number }[];
-  /** [request id, token, logprobs when asked] in generation order. */
-  tokens: TokenEvent[];
-  finished: FinishEvent[];
-}
 
 export interface EngineOptions {
   lanes: number;
@@ -83,63 +34,8 @@ export interface EngineOptions {
   coalesceMin?: number;
 }
 
-export interface EngineSnapshot {
-  lanes: number;
-  activeLanes: number;
-  queued: number;
-  prefilling: number;
-  sequences: number;
-  cellsPerSequence: number;
-  cellsUsed: number;
-  /** The sequences (KV buffers) live lanes sit on, ascending. */
-  liveSequences: number[];
-  /** The prompt tokens the next tick may take, as the budget rules size it now. */
-  prefillBudget: number;
-  /** Learned milliseconds per prompt token (undefined until a prefill tick was seen). */
-  msPerPromptToken?: number;
-  /** Queued requests per class: interactive, completion, agent, background. */
-  queueDepths: [number, number, number, number];
-  /** Live lanes per class. */
-  classLanes: [number, number, number, number];
-  /** Preempted requests waiting to resume. */
-  paused: number;
-  preemptions: number;
-  resumes: number;
-  starvationGrants: number;
-  expired: number;
-  ticks: number;
-  decodedTokens: number;
-  prefilledTokens: number;
-  reusedTokens: number;
-  prefixCopies: number;
-  /** Queued requests that waited for another lane's prefill of their prefix instead of prefilling it too. */
-  coalesced: number;
-  /** Cached prefixes moved out of the pool because KV occupancy crossed the high watermark. */
-  pressureEvictions: number;
-  prefixCache: {
-    poolEntries: number;
-    hostEntries: number;
-    hostBytes: number;
-    hostBudgetBytes: number;
-    spills: number;
-    imports: number;
-    importFailures: number;
-    hostEvictions: number;
-  };
-  /** Tokens per second of engine time over the recent ticks. */
-  decodeRate: number;
-  prefillRate: number;
-}
-
 /** Recent ticks the rates in snapshot() are measured over. */
 const RATE_WINDOW = 64;
-
-interface KvSequence {
-  index: number;
-  /** The tokens whose KV this sequence holds, in position order. */
-  tokens: number[];
-  lane?: Lane;
-}
 
 interface Lane {
   job: GenerateJob;
@@ -164,9 +60,6 @@ interface Lane {
   cancelled: boolean;
 }
 
-/** Shorter shared prefixes than this do not decide where a prompt runs (they save too little). */
-const MIN_PREFIX_REUSE = 16;
-
 /** Shared prompt tokens that make a queued request wait for another lane's prefill (features.md 5.5). */
 const COALESCE_MIN = 1024;
 
@@ -187,42 +80,28 @@ interface Queued {
 const PRESSURE_HIGH = 0.85;
 const PRESSURE_LOW = 0.7;
 
-/** Sequence count for a lane count (features.md 2.1: lanes + 2, within [4, 256]). */
-export function sequencesFor(lanes: number): number {
-  return Math.min(256, Math.max(4, lanes + 2));
-}
-
-function commonPrefix(a: number[], b: number[], max: number): number {
-  const n = Math.min(a.length, b.length, max);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
-}
+export { sequencesFor } from "./kv-pool.ts";
+export type { EngineSnapshot, FinishEvent, FinishReason, GenerateJob, TickEvents, TokenEvent } from "./jobs.ts";
 
 export class Engine {
   readonly context: LlamaContext;
-  private readonly sequences: KvSequence[];
+  private readonly pool: KvPool;
   private readonly lanes = new Set<Lane>();
   private readonly queue: ClassQueues<Queued>;
   private readonly prefill: PrefillBudget;
   private readonly cancelledQueued = new Set<string>();
   /** [decoded, prefilled, milliseconds] of the recent ticks, oldest first. */
   private readonly recent: [number, number, number][] = [];
-  /** Running totals, for /slots and tests. */
-  readonly stats = {
+  private readonly counters = {
     ticks: 0,
     decodedTokens: 0,
     prefilledTokens: 0,
-    reusedTokens: 0,
-    prefixCopies: 0,
     coalesced: 0,
-    pressureEvictions: 0,
     preemptions: 0,
     resumes: 0,
     starvationGrants: 0,
     expired: 0,
   };
-  private readonly cache: PrefixCache;
   /** Queued requests that have waited for a shared prefill (counted once each in stats.coalesced). */
   private readonly waiting = new Set<string>();
 
@@ -240,11 +119,16 @@ export class Engine {
       microBatchSize: opts.microBatchSize ?? 512,
       threads: opts.threads,
     });
-    this.sequences = Array.from({ length: this.context.sequences }, (_, index) => ({ index, tokens: [] }));
-    this.cache = new PrefixCache(this.context, {
-      bytes: opts.hostCacheBytes ?? 0,
-      tokens: this.context.sequences * this.context.cellsPerSequence,
+    this.pool = new KvPool(this.context, {
+      hostCacheBytes: opts.hostCacheBytes ?? 0,
+      pressureHigh: opts.pressureHigh ?? PRESSURE_HIGH,
+      pressureLow: opts.pressureLow ?? PRESSURE_LOW,
     });
+  }
+
+  /** Running totals, for /slots and tests. */
+  get stats() {
+    return { ...this.counters, ...this.pool.stats };
   }
 
   /** A snapshot for /slots. */
@@ -254,9 +138,9 @@ export class Engine {
       activeLanes: this.lanes.size,
       queued: this.queue.size,
       prefilling: [...this.lanes].filter((l) => l.next === undefined).length,
-      sequences: this.sequences.length,
+      sequences: this.pool.sequences.length,
       cellsPerSequence: this.context.cellsPerSequence,
-      cellsUsed: this.sequences.reduce((n, s) => n + s.tokens.length, 0),
+      cellsUsed: this.pool.cellsUsed,
       liveSequences: [...this.lanes].map((l) => l.seq.index).sort((a, b) => a - b),
       prefillBudget: Math.min(this.prefill.next(this.newcomerCouldStart()), this.context.microBatchSize),
       ...(this.prefill.msPerToken === undefined ? {} : { msPerPromptToken: this.prefill.msPerToken }),
@@ -265,11 +149,11 @@ export class Engine {
       paused: this.queue.items().filter((q) => q.paused).length,
       ...this.stats,
       prefixCache: {
-        poolEntries: this.cache.poolByAge().length,
-        hostEntries: this.cache.hostEntries,
-        hostBytes: this.cache.hostBytes,
-        hostBudgetBytes: this.cache.hostLimits.bytes,
-        ...this.cache.stats,
+        poolEntries: this.pool.cache.poolByAge().length,
+        hostEntries: this.pool.cache.hostEntries,
+        hostBytes: this.pool.cache.hostBytes,
+        hostBudgetBytes: this.pool.cache.hostLimits.bytes,
+        ...this.pool.cache.stats,
       },
       ...this.rates(),
     };
@@ -304,7 +188,7 @@ export class Engine {
   }
 
   submit(job: GenerateJob): void {
-    this.queue.push({ job }, job.qos ?? DEFAULT_QOS, this.stats.ticks);
+    this.queue.push({ job }, job.qos ?? DEFAULT_QOS, this.counters.ticks);
   }
 
   /** Marks a request cancelled; it is retired at the start of the next tick. */
@@ -333,12 +217,12 @@ export class Engine {
 
   /** Runs one tick: retire cancelled lanes, admit queued jobs, one decode, one sample per lane. */
   tick(): TickEvents {
-    this.stats.ticks++;
+    this.counters.ticks++;
     const events: TickEvents = { admitted: [], tokens: [], finished: [] };
     this.retireCancelled(events);
     this.admit(events);
     if (this.lanes.size === 0) return events;
-    const before = [this.stats.decodedTokens, this.stats.prefilledTokens];
+    const before = [this.counters.decodedTokens, this.counters.prefilledTokens];
     const outputs = this.stageBatch();
     const started = performance.now();
     try {
@@ -348,13 +232,13 @@ export class Engine {
       return events;
     }
     const tickMs = performance.now() - started;
-    const decoded = this.stats.decodedTokens - before[0]!;
-    const prefilled = this.stats.prefilledTokens - before[1]!;
+    const decoded = this.counters.decodedTokens - before[0]!;
+    const prefilled = this.counters.prefilledTokens - before[1]!;
     this.recent.push([decoded, prefilled, tickMs]);
     this.prefill.observe(prefilled, decoded, tickMs);
     if (this.recent.length > RATE_WINDOW) this.recent.shift();
     this.sampleOutputs(events, outputs.sampled);
-    this.relievePressure();
+    this.pool.relievePressure();
     return events;
   }
 
@@ -368,8 +252,7 @@ export class Engine {
 
   private finish(events: TickEvents, lane: Lane, reason: FinishReason, error?: string, clientError = false): void {
     this.lanes.delete(lane);
-    lane.seq.lane = undefined;
-    this.cache.publish(lane.seq);
+    this.pool.release(lane.seq);
     lane.chain.free();
     events.finished.push({
       id: lane.job.id,
@@ -415,7 +298,7 @@ export class Engine {
    */
   private admit(events: TickEvents): void {
     this.expireQueued(events);
-    const tick = this.stats.ticks;
+    const tick = this.counters.ticks;
     for (const { item, qos, effective } of this.queue.ordered(tick)) {
       if (this.lanes.size >= this.opts.lanes) break;
       if (!this.admissible(item, qos)) continue;
@@ -447,9 +330,9 @@ export class Engine {
   private take(events: TickEvents, item: Queued, qos: QosClass, effective: number): void {
     this.queue.remove(item);
     const aged = effective < qos;
-    if (aged) this.stats.starvationGrants++;
+    if (aged) this.counters.starvationGrants++;
     const lane = item.paused ? this.resume(item.paused) : this.start(events, item.job, qos);
-    if (lane) lane.protectedUntil = this.stats.ticks + (aged ? (this.opts.starvationTicks ?? STARVATION_TICKS) : 1);
+    if (lane) lane.protectedUntil = this.counters.ticks + (aged ? (this.opts.starvationTicks ?? STARVATION_TICKS) : 1);
   }
 
   /** Requests still queued past their start deadline expire (features.md 4.8). */
@@ -459,13 +342,13 @@ export class Engine {
       if (q.paused || q.job.startBy === undefined || now <= q.job.startBy) continue;
       this.queue.remove(q);
       this.waiting.delete(q.job.id);
-      this.stats.expired++;
+      this.counters.expired++;
       this.retireQueued(events, q, "expired");
     }
   }
 
   private start(events: TickEvents, job: GenerateJob, qos: QosClass): Lane | undefined {
-    if (this.waiting.delete(job.id)) this.stats.coalesced++;
+    if (this.waiting.delete(job.id)) this.counters.coalesced++;
     const room = this.context.cellsPerSequence;
     if (job.prompt.length === 0 || job.prompt.length >= room) {
       const error = job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
@@ -484,13 +367,13 @@ export class Engine {
       events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message, clientError });
       return undefined;
     }
-    const { seq, cached } = this.seatFor(job.prompt);
+    const { seq, cached } = this.pool.seat(job.prompt);
     const lane: Lane = {
       job,
       qos,
       target: job.prompt,
-      prefilledAt: this.stats.ticks,
-      protectedUntil: this.stats.ticks + 1,
+      prefilledAt: this.counters.ticks,
+      protectedUntil: this.counters.ticks + 1,
       seq,
       chain,
       cachedTokens: cached,
@@ -498,7 +381,6 @@ export class Engine {
       limit: Math.min(job.maxTokens, room - job.prompt.length),
       cancelled: false,
     };
-    seq.lane = lane;
     this.lanes.add(lane);
     events.admitted.push({ id: job.id, cachedTokens: cached });
     return lane;
@@ -512,7 +394,7 @@ export class Engine {
   private victimFor(qos: QosClass): Lane | undefined {
     let victim: Lane | undefined;
     for (const lane of this.lanes) {
-      if (lane.qos <= qos || lane.cancelled || this.stats.ticks < lane.protectedUntil) continue;
+      if (lane.qos <= qos || lane.cancelled || this.counters.ticks < lane.protectedUntil) continue;
       if (
         !victim ||
         lane.qos > victim.qos ||
@@ -535,23 +417,20 @@ export class Engine {
    */
   private pause(lane: Lane): void {
     this.lanes.delete(lane);
-    lane.seq.lane = undefined;
     if (lane.next !== undefined) {
       lane.target = [...lane.seq.tokens, lane.next];
       lane.next = undefined;
     }
-    this.cache.publish(lane.seq);
-    this.stats.preemptions++;
-    this.queue.pushFront({ job: lane.job, paused: lane }, lane.qos, this.stats.ticks);
+    this.pool.release(lane.seq);
+    this.counters.preemptions++;
+    this.queue.pushFront({ job: lane.job, paused: lane }, lane.qos, this.counters.ticks);
   }
 
   private resume(lane: Lane): Lane {
-    const { seq } = this.seatFor(lane.target);
-    lane.seq = seq;
-    lane.prefilledAt = this.stats.ticks;
-    seq.lane = lane;
+    lane.seq = this.pool.seat(lane.target).seq;
+    lane.prefilledAt = this.counters.ticks;
     this.lanes.add(lane);
-    this.stats.resumes++;
+    this.counters.resumes++;
     return lane;
   }
 
@@ -569,135 +448,9 @@ export class Engine {
       if (lane.next !== undefined) continue; // decoding: its whole prompt is in its KV
       const shared = commonPrefix(lane.job.prompt, job.prompt, reusable);
       if (shared < least || lane.seq.tokens.length >= shared) continue;
-      const cached = this.cache.lookup(job.prompt, reusable);
-      return Math.max(cached.pool?.length ?? 0, cached.host?.length ?? 0) < shared;
+      return this.pool.cachedLength(job.prompt, reusable) < shared;
     }
     return false;
-  }
-
-  /**
-   * Picks the sequence a prompt runs on and seeds it with the longest prefix
-   * held anywhere: in place when a free sequence has it, else copied from a
-   * live lane's sequence, else imported from the host tier. At least the
-   * prompt's last token is always prefilled, since sampling needs its logits.
-   * Whatever the chosen sequence held beyond the part kept goes to the host
-   * tier first.
-   *
-   * Where the prompt does not run in place, freeSequence() picks where it runs.
-   */
-  private seatFor(prompt: number[]): { seq: KvSequence; cached: number } {
-    const reusable = prompt.length - 1;
-    const worth = (len: number) => (len >= MIN_PREFIX_REUSE ? len : 0);
-    const found = this.cache.lookup(prompt, reusable);
-    let donor: KvSequence | undefined;
-    let donorLen = 0;
-    for (const s of this.sequences) {
-      if (!s.lane) continue;
-      const l = commonPrefix(s.tokens, prompt, reusable);
-      if (l > donorLen) [donor, donorLen] = [s, l];
-    }
-    const inPool = worth(found.pool?.length ?? 0);
-    const inHost = worth(found.host?.length ?? 0);
-    const live = worth(donorLen);
-    let seq: KvSequence;
-    if (inPool > 0 && inPool >= inHost && inPool >= live) {
-      seq = this.sequences[found.pool!.entry.seq.index]!;
-      this.keepOnly(seq, inPool);
-    } else {
-      seq = this.freeSequence();
-      if (inHost > live) {
-        const entry = found.host!.entry;
-        this.cache.touch(entry); // so spilling the sequence below cannot trim it away first
-        this.keepOnly(seq, 0);
-        if (this.cache.restore(entry, seq)) {
-          seq.tokens = entry.tokens.slice();
-          this.cutTo(seq, inHost);
-        }
-      } else if (live > 0) {
-        this.keepOnly(seq, 0);
-        const copied = this.context.copyPrefix(donor!.index, seq.index, donorLen);
-        seq.tokens = copied ? donor!.tokens.slice(0, donorLen) : [];
-        if (copied) this.stats.prefixCopies++;
-      } else {
-        this.keepOnly(seq, commonPrefix(seq.tokens, prompt, reusable));
-      }
-    }
-    this.stats.reusedTokens += seq.tokens.length;
-    return { seq, cached: seq.tokens.length };
-  }
-
-  /**
-   * The free sequence a prompt that does not run in place takes: the one that
-   * keeps the live lanes' sequences spanning the fewest buffers, then an empty
-   * one, then the least recently used cache entry, then the lowest index.
-   * llama.cpp's attention views every KV buffer from the lowest to the highest
-   * sequence in a batch, idle ones between included, so a spread costs (4
-   * lanes on 0,2,4,6 took 11.2 ms a step against 7.9 ms on 0-3, measured
-   * here). An entry overwritten goes to the host tier, so losing it costs an
-   * import later, not a prefill.
-   */
-  private freeSequence(): KvSequence {
-    let lo = Infinity;
-    let hi = -Infinity;
-    for (const s of this.sequences) {
-      if (!s.lane) continue;
-      lo = Math.min(lo, s.index);
-      hi = Math.max(hi, s.index);
-    }
-    const age = new Map(this.cache.poolByAge().map((s, i) => [s.index, i]));
-    const cost = (s: KvSequence): number[] => [
-      Math.max(hi, s.index) - Math.min(lo, s.index),
-      s.tokens.length === 0 ? -1 : (age.get(s.index) ?? -1),
-      s.index,
-    ];
-    let best: KvSequence | undefined;
-    let bestCost: number[] = [];
-    for (const s of this.sequences) {
-      if (s.lane) continue;
-      const c = cost(s);
-      if (!best || c[0]! < bestCost[0]! || (c[0] === bestCost[0] && (c[1]! < bestCost[1]! || (c[1] === bestCost[1] && c[2]! < bestCost[2]!)))) {
-        [best, bestCost] = [s, c];
-      }
-    }
-    // lanes + 2 sequences: with at most `lanes` live lanes a free one always exists.
-    return best!;
-  }
-
-  /** Takes a free sequence out of the cache and cuts it to `length` tokens, spilling what is cut to the host tier. */
-  private keepOnly(seq: KvSequence, length: number): void {
-    this.cache.withdraw(seq);
-    if (seq.tokens.length > length) this.cache.spill(seq, length);
-    this.cutTo(seq, length);
-  }
-
-  /**
-   * The pressure watermarks (features.md 4.7): once the pool's occupancy
-   * reaches the high mark, cached prefixes leave it, least recently used
-   * first, for the host tier, until it is down to the low mark. Live lanes
-   * are never touched.
-   */
-  private relievePressure(): void {
-    const total = this.sequences.length * this.context.cellsPerSequence;
-    let used = 0;
-    for (const s of this.sequences) used += s.tokens.length;
-    if (used < (this.opts.pressureHigh ?? PRESSURE_HIGH) * total) return;
-    const low = (this.opts.pressureLow ?? PRESSURE_LOW) * total;
-    for (const cached of this.cache.poolByAge()) {
-      if (used <= low) break;
-      const seq = this.sequences[cached.index]!;
-      used -= seq.tokens.length;
-      this.keepOnly(seq, 0);
-      this.stats.pressureEvictions++;
-    }
-  }
-
-  /** Cuts a sequence back to `length` tokens; a memory that cannot cut mid-sequence (recurrent, hybrid) is emptied. */
-  private cutTo(seq: KvSequence, length: number): void {
-    if (this.context.truncate(seq.index, length)) seq.tokens.length = length;
-    else {
-      this.context.truncate(seq.index, 0);
-      seq.tokens = [];
-    }
   }
 
   /**
@@ -722,7 +475,7 @@ export class Engine {
     // or an urgent request is seen at the next step (features.md 4.6 rule 5:
     // the worker reads its messages between ticks).
     let budget = Math.min(this.prefill.next(this.newcomerCouldStart()), this.context.microBatchSize, this.context.batchSize - decoding);
-    const tick = this.stats.ticks;
+    const tick = this.counters.ticks;
     const starving = (l: Lane) => tick - l.prefilledAt >= (this.opts.starvationTicks ?? STARVATION_TICKS);
     const remaining = (l: Lane) => l.target.length - l.seq.tokens.length;
     // Starving lanes first, then by class, then shortest remaining prompt first (features.md 4.6 rule 1).
@@ -750,11 +503,11 @@ export class Engine {
         ctx.stage(n, lane.next, seq.tokens.length, seq.index, true);
         seq.tokens.push(lane.next);
         sampled.push([lane, n++]);
-        this.stats.decodedTokens++;
+        this.counters.decodedTokens++;
         continue;
       }
       const prompt = lane.target;
-      lane.prefilledAt = this.stats.ticks;
+      lane.prefilledAt = this.counters.ticks;
       for (let k = 0; k < count; k++) {
         const pos = seq.tokens.length;
         const last = pos === prompt.length - 1;
@@ -763,7 +516,7 @@ export class Engine {
         if (last) sampled.push([lane, n]);
         n++;
       }
-      this.stats.prefilledTokens += count;
+      this.counters.prefilledTokens += count;
     }
     return { staged: n, sampled, rollback };
   }
@@ -796,7 +549,7 @@ export class Engine {
 
   /** A failed decode fails its lanes; their sequences go back to what they held before. */
   private failAll(events: TickEvents, staged: { rollback: [KvSequence, number][] }, message: string): void {
-    for (const [seq, length] of staged.rollback) this.cutTo(seq, length);
+    for (const [seq, length] of staged.rollback) this.pool.cutTo(seq, length);
     for (const lane of [...this.lanes]) this.finish(events, lane, "error", message);
   }
 }

@@ -1,7 +1,7 @@
 // Messages between the daemon and a worker process (Bun IPC, JSON). Token
 // streams travel as one message per tick carrying every lane's new tokens, not
 // one message per token.
-import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./engine.ts";
+import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
 export const PROTOCOL_VERSION = 1;

@@ -6,7 +6,7 @@
 import { IncrementalDecoder } from "../codec/index.ts";
 import type { Tokenizer } from "../codec/tokenizer.ts";
 import type { GenerateRequest, GenerationJournal } from "../daemon/worker-client.ts";
-import type { FinishReason } from "../engine/engine.ts";
+import type { FinishReason } from "../engine/jobs.ts";
 import { FINISH, type FinishCode } from "./events.ts";
 import type { SessionStore } from "./store.ts";
 

@@ -3,7 +3,7 @@
 // "parameters"), or an array of them, optionally inside a ```json fence.
 // Anything else is content. Also holds the JSON helpers the Llama 3 dialect uses.
 import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore, seq, WS } from "../tool-grammar.ts";
-import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
+import type { ToolCallEvent, ToolCallParser, ToolDialect } from "./types.ts";
 import { newCallId } from "./ids.ts";
 import { jsonValueEnd, skipWs } from "../json-scan.ts";
 import { emitCall, emitText } from "./events.ts";

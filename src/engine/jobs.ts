@@ -1,0 +1,100 @@
+// What the engine takes and gives: a generation job, the events of a tick,
+// how a generation ends, and the live snapshot /slots shows. Shared by the
+// engine, the worker protocol and the daemon.
+import type { TokenLogprob } from "./logprobs.ts";
+import type { SamplingSpec } from "./sampling.ts";
+import type { QosClass } from "./scheduler.ts";
+
+export interface GenerateJob {
+  id: string;
+  prompt: number[];
+  sampling: SamplingSpec;
+  /** Most tokens to generate; the context window caps it further. */
+  maxTokens: number;
+  /** Decode to maxTokens even past end-of-generation tokens. */
+  ignoreEos: boolean;
+  /** Report each token's logprob and this many alternatives (0-20); off when undefined. */
+  logprobs?: number;
+  /** GBNF (root rule `root`) the reply must match. */
+  grammar?: string;
+  /**
+   * Makes the grammar lazy: free text until this marker appears, the grammar from
+   * the marker on (tool_choice "auto": a call that starts is held to its schema).
+   */
+  grammarTrigger?: string;
+  /** QoS class (features.md 4.3); agent when unset. */
+  qos?: QosClass;
+  /** Unix ms by which it must have started; still queued then, it finishes as "expired" (FIM deadline). */
+  startBy?: number;
+}
+
+export type FinishReason = "stop" | "length" | "cancelled" | "error" | "expired";
+
+export interface FinishEvent {
+  id: string;
+  reason: FinishReason;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  error?: string;
+  /** The error is the request's own fault (a grammar that cannot go on, a prompt that cannot fit). */
+  clientError?: boolean;
+}
+
+export type TokenEvent = [id: string, token: number, logprobs?: TokenLogprob];
+
+export interface TickEvents {
+  /** Requests that got a lane this tick, with how many prompt tokens their KV already held. */
+  admitted: { id: string; cachedTokens: number }[];
+  /** [request id, token, logprobs when asked] in generation order. */
+  tokens: TokenEvent[];
+  finished: FinishEvent[];
+}
+
+export interface EngineSnapshot {
+  lanes: number;
+  activeLanes: number;
+  queued: number;
+  prefilling: number;
+  sequences: number;
+  cellsPerSequence: number;
+  cellsUsed: number;
+  /** The sequences (KV buffers) live lanes sit on, ascending. */
+  liveSequences: number[];
+  /** The prompt tokens the next tick may take, as the budget rules size it now. */
+  prefillBudget: number;
+  /** Learned milliseconds per prompt token (undefined until a prefill tick was seen). */
+  msPerPromptToken?: number;
+  /** Queued requests per class: interactive, completion, agent, background. */
+  queueDepths: [number, number, number, number];
+  /** Live lanes per class. */
+  classLanes: [number, number, number, number];
+  /** Preempted requests waiting to resume. */
+  paused: number;
+  preemptions: number;
+  resumes: number;
+  starvationGrants: number;
+  expired: number;
+  ticks: number;
+  decodedTokens: number;
+  prefilledTokens: number;
+  reusedTokens: number;
+  prefixCopies: number;
+  /** Queued requests that waited for another lane's prefill of their prefix instead of prefilling it too. */
+  coalesced: number;
+  /** Cached prefixes moved out of the pool because KV occupancy crossed the high watermark. */
+  pressureEvictions: number;
+  prefixCache: {
+    poolEntries: number;
+    hostEntries: number;
+    hostBytes: number;
+    hostBudgetBytes: number;
+    spills: number;
+    imports: number;
+    importFailures: number;
+    hostEvictions: number;
+  };
+  /** Tokens per second of engine time over the recent ticks. */
+  decodeRate: number;
+  prefillRate: number;
+}
