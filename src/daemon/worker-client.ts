@@ -64,16 +64,11 @@ export type GenerationEvent =
   | { type: "tokens"; tokens: number[]; logprobs?: TokenLogprob[] }
   | ({ type: "finished" } & Omit<FinishEvent, "id">);
 
-export interface GenerationResult {
+/** A whole generation: its tokens and how it ended. */
+export interface GenerationResult extends Omit<FinishEvent, "id"> {
   tokens: number[];
   /** One entry per token when logprobs were asked for. */
   logprobs?: TokenLogprob[];
-  reason: FinishReason;
-  promptTokens: number;
-  cachedTokens: number;
-  completionTokens: number;
-  error?: string;
-  clientError?: boolean;
 }
 
 /** The worker died (or was killed) while this request was in flight. */
