@@ -15,6 +15,7 @@
 // itself after --deadline seconds, printing what it measured so far.
 import { writeFileSync } from "node:fs";
 import { uniform } from "../src/fixtures/prng.ts";
+import { sseEvents } from "./sse.ts";
 
 // ---------------------------------------------------------------- arguments
 
@@ -187,44 +188,6 @@ interface RequestResult {
   promptTokens?: number;
   completionTokens: number; // usage if given, else the chunk count
   itlMs?: number; // (last token - first token) / (completion tokens - 1)
-}
-
-// Server-Sent Events: `data:` lines (several make one event), `:` comments,
-// blank line ends an event, `data: [DONE]` ends the stream. llama-server may
-// send an `error: {...}` line instead of an event; that is an error.
-async function* sseEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<{ data?: string; error?: string }> {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  let data: string[] = [];
-  const reader = body.getReader();
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
-      let nl: number;
-      while ((nl = buffer.search(/\r\n|\r|\n/)) >= 0) {
-        // A lone \r at the end of the buffer may be half of \r\n: wait for more.
-        if (buffer[nl] === "\r" && nl === buffer.length - 1 && !done) break;
-        const line = buffer.slice(0, nl);
-        buffer = buffer.slice(nl + (buffer.startsWith("\r\n", nl) ? 2 : 1));
-        if (line === "") {
-          if (data.length) yield { data: data.join("\n") };
-          data = [];
-        } else if (line.startsWith(":")) {
-          // comment / keep-alive
-        } else if (line.startsWith("data:")) {
-          data.push(line.slice(line[5] === " " ? 6 : 5));
-        } else if (line.startsWith("error:")) {
-          yield { error: line.slice(6).trim() };
-        } // `event:`, `id:`, `retry:` carry nothing we need
-      }
-      if (done) break;
-    }
-    if (buffer.trim().startsWith("data:")) data.push(buffer.trim().slice(5).trimStart());
-    if (data.length) yield { data: data.join("\n") };
-  } finally {
-    reader.releaseLock();
-  }
 }
 
 async function runRequest(sys: System, prompt: string): Promise<RequestResult> {

@@ -10,6 +10,7 @@
 // does not read the header treats it as one more request. Agents stream with
 // `ignore_eos`, so each must return exactly --agent-tokens tokens.
 import { COMMON_WORDS } from "../src/fixtures/words.ts";
+import { timedChat } from "./sse.ts";
 
 function flag(name: string, fallback?: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -43,31 +44,9 @@ async function modelOf(url: string): Promise<string> {
   return res.data[0]!.id;
 }
 
-/** Streams a chat; returns ms to the first chunk with text and the completion tokens reported. */
-async function chat(url: string, model: string, content: string, maxTokens: number, headers: Record<string, string> = {}) {
-  const t0 = performance.now();
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify({ model, messages: [{ role: "user", content }], stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens: maxTokens, ignore_eos: true }),
-  });
-  let first = NaN;
-  let completion = 0;
-  let buffered = "";
-  const decoder = new TextDecoder();
-  for await (const bytes of res.body!) {
-    buffered += decoder.decode(bytes, { stream: true });
-    const lines = buffered.split("\n");
-    buffered = lines.pop()!;
-    for (const line of lines) {
-      if (!line.startsWith("data: {")) continue;
-      const c = JSON.parse(line.slice(6));
-      const d = c.choices?.[0]?.delta ?? {};
-      if ((d.content || d.reasoning_content) && Number.isNaN(first)) first = performance.now() - t0;
-      if (c.usage) completion = c.usage.completion_tokens;
-    }
-  }
-  return { first, completion, status: res.status };
+/** A greedy streamed chat of one user message, `ignore_eos` so it runs to `maxTokens`. */
+function chat(url: string, model: string, content: string, maxTokens: number, headers: Record<string, string> = {}) {
+  return timedChat(url, { model, messages: [{ role: "user", content }], temperature: 0, max_tokens: maxTokens, ignore_eos: true }, headers);
 }
 
 const results = new Map<string, { idle: number[]; busy: number[]; agentsOk: number; agentsTotal: number }>();
@@ -80,15 +59,15 @@ for (let r = 0; r < rounds; r++) {
     const model = models.get(url)!;
     const res = results.get(url)!;
     const question = `quick question number ${r}: ${words(9000 + r, 8)}`;
-    res.idle.push((await chat(url, model, question, 8, { "x-superfluid-qos": "interactive" })).first);
+    res.idle.push((await chat(url, model, question, 8, { "x-superfluid-qos": "interactive" })).firstMs);
     const agents = Array.from({ length: agentsN }, (_, i) => chat(url, model, words(r * 1000 + i + (url === systems[0] ? 0 : 500), agentWords), agentTokens));
     await Bun.sleep(settleMs);
     const urgent = await chat(url, model, `${question} again`, 8, { "x-superfluid-qos": "interactive" });
-    res.busy.push(urgent.first);
+    res.busy.push(urgent.firstMs);
     const done = await Promise.all(agents);
     res.agentsTotal += done.length;
-    res.agentsOk += done.filter((d) => d.status === 200 && d.completion === agentTokens).length;
-    console.error(`round ${r} ${url}: idle ${res.idle.at(-1)!.toFixed(1)} ms, busy ${urgent.first.toFixed(1)} ms`);
+    res.agentsOk += done.filter((d) => d.status === 200 && d.completionTokens === agentTokens).length;
+    console.error(`round ${r} ${url}: idle ${res.idle.at(-1)!.toFixed(1)} ms, busy ${urgent.firstMs.toFixed(1)} ms`);
   }
 }
 

@@ -25,6 +25,7 @@ import { GREEDY } from "../src/engine/sampling.ts";
 import { physicalCores } from "../src/engine/threads.ts";
 import { ensureFixture } from "../src/fixtures/index.ts";
 import { COMMON_WORDS } from "../src/fixtures/words.ts";
+import { timedChat } from "./sse.ts";
 import { SessionJournal } from "../src/sessions/journal.ts";
 import { SessionStore } from "../src/sessions/store.ts";
 import { LlamaModel } from "../src/engine/model.ts";
@@ -113,35 +114,10 @@ async function startServer(sessions: string, port: number) {
   throw new Error("server did not start");
 }
 
-/** Streams a chat request; returns ms to the first chunk carrying reply text, the reply and the cached count. */
+/** A greedy 8-token streamed chat: ms to its first text, the reply and the cached prompt tokens. */
 async function firstToken(server: { url: string; model: string }, messages: { role: string; content: string }[]) {
-  const url = server.url;
-  const t0 = performance.now();
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: server.model, messages, stream: true, temperature: 0, max_tokens: 8, ignore_eos: true }),
-  });
-  let ms = NaN;
-  let content = "";
-  let cached = 0;
-  let buffered = "";
-  const decoder = new TextDecoder();
-  for await (const bytes of res.body!) {
-    buffered += decoder.decode(bytes, { stream: true });
-    const lines = buffered.split("\n");
-    buffered = lines.pop()!;
-    for (const line of lines) {
-      if (!line.startsWith("data: {")) continue;
-      const chunk = JSON.parse(line.slice(6));
-      if (chunk.usage) cached = chunk.usage.prompt_tokens_details?.cached_tokens ?? 0;
-      const delta = chunk.choices?.[0]?.delta ?? {};
-      const piece = (delta.content ?? "") + (delta.reasoning_content ?? "");
-      if (piece && Number.isNaN(ms)) ms = performance.now() - t0;
-      content += delta.content ?? "";
-    }
-  }
-  return { ms, content, cached };
+  const r = await timedChat(server.url, { model: server.model, messages, temperature: 0, max_tokens: 8, ignore_eos: true });
+  return { ms: r.firstMs, content: r.content, cached: r.cachedTokens };
 }
 
 /** A first turn of about `tokens` tokens: distinct words from a seed. */

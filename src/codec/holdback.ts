@@ -1,5 +1,7 @@
-// Shared by the stop matcher and the reasoning splitter: how much of a text's
-// end might be the start of one of some marker strings.
+// Shared by the stop matcher, the reasoning splitter and the tool-call
+// parsers: how much of a text's end might be the start of one of some marker
+// strings, and splitting streamed text at a marker without letting half of
+// one out as text.
 
 /** Length of the longest suffix of `text` that is a proper prefix of one of `markers`. */
 export function partialSuffixLength(text: string, markers: readonly string[]): number {
@@ -13,4 +15,20 @@ export function partialSuffixLength(text: string, markers: readonly string[]): n
     }
   }
   return best;
+}
+
+/**
+ * Looks for `marker` in buffered text. Found: the text before it and the text
+ * after it. Not found: the text that can go out now and what must be held
+ * back because it may be the start of the marker (nothing when `final`).
+ */
+export function seekMarker(
+  buffered: string,
+  marker: string,
+  final = false,
+): { before: string; after: string } | { before: string; after: undefined; held: string } {
+  const at = buffered.indexOf(marker);
+  if (at >= 0) return { before: buffered.slice(0, at), after: buffered.slice(at + marker.length) };
+  const keep = final ? 0 : partialSuffixLength(buffered, [marker]);
+  return { before: buffered.slice(0, buffered.length - keep), after: undefined, held: buffered.slice(buffered.length - keep) };
 }

@@ -1,7 +1,7 @@
 // Streaming parser for tool calls written as JSON inside tags, e.g. Qwen3/Hermes:
 //   <tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>
 // Text arrives in arbitrary chunks; tags may be split at any character.
-import { partialSuffixLength } from "./holdback.ts";
+import { partialSuffixLength, seekMarker } from "./holdback.ts";
 import { newCallId } from "./tool-dialects/ids.ts";
 import { jsonValueEnd, removeTrailingCommas } from "./json-scan.ts";
 import { emitText } from "./tool-dialects/events.ts";
@@ -114,17 +114,14 @@ export class TaggedJsonToolParser {
   private drain(out: ToolCallEvent[]): void {
     for (;;) {
       if (!this.call) {
-        const at = this.pending.indexOf(this.open);
-        if (at < 0) {
-          const keep = partialSuffixLength(this.pending, [this.open]);
-          emitText(out, this.pending.slice(0, this.pending.length - keep));
-          this.pending = this.pending.slice(this.pending.length - keep);
+        const found = seekMarker(this.pending, this.open);
+        emitText(out, found.before);
+        if (found.after === undefined) {
+          this.pending = found.held;
           return;
         }
-        emitText(out, this.pending.slice(0, at));
-        const rest = this.pending.slice(at + this.open.length);
         this.pending = "";
-        this.call = { buf: rest, index: -1, started: false, argsStart: 0, streamed: "" };
+        this.call = { buf: found.after, index: -1, started: false, argsStart: 0, streamed: "" };
         continue;
       }
       const call = this.call;

@@ -10,7 +10,7 @@ import { positionLogprobs } from "./logprobs.ts";
 import type { EngineSnapshot, FinishReason, GenerateJob, TickEvents } from "./jobs.ts";
 import { commonPrefix, KvPool, sequencesFor, type KvSequence } from "./kv-pool.ts";
 import { GrammarError, SamplerChain } from "./sampling.ts";
-import { ClassQueues, DEFAULT_QOS, PrefillBudget, preempts, QOS_NAMES, type ClassLanes, type QosClass } from "./scheduler.ts";
+import { ClassQueues, DEFAULT_QOS, PrefillBudget, preempts, QOS, QOS_NAMES, type ClassLanes, type QosClass } from "./scheduler.ts";
 
 export interface EngineOptions {
   lanes: number;
@@ -149,7 +149,7 @@ export class Engine {
       paused: this.queue.items().filter((q) => q.paused).length,
       ...this.stats,
       prefixCache: {
-        poolEntries: this.pool.cache.poolByAge().length,
+        poolEntries: this.pool.cache.poolEntryCount,
         hostEntries: this.pool.cache.hostEntries,
         hostBytes: this.pool.cache.hostBytes,
         hostBudgetBytes: this.pool.cache.hostLimits.bytes,
@@ -197,15 +197,10 @@ export class Engine {
     if (this.queue.items().some((q) => q.job.id === id)) this.cancelledQueued.add(id);
   }
 
-  /** Whether a request of this class is waiting and could take a lane from a lower class (the worker then cuts its tick short). */
-  urgentWaiting(): boolean {
-    return this.queue.items().some((q) => preempts(q.job.qos ?? DEFAULT_QOS));
-  }
-
   /** A request arriving now could start after this tick: a lane is free, or one an interactive request may preempt. */
   private newcomerCouldStart(): boolean {
     if (this.lanes.size < this.opts.lanes) return true;
-    for (const lane of this.lanes) if (lane.qos > 0) return true;
+    for (const lane of this.lanes) if (lane.qos > QOS.interactive) return true;
     return false;
   }
 
@@ -298,13 +293,19 @@ export class Engine {
    */
   private admit(events: TickEvents): void {
     this.expireQueued(events);
+    if (this.queue.size === 0) return;
     const tick = this.counters.ticks;
-    for (const { item, qos, effective } of this.queue.ordered(tick)) {
-      if (this.lanes.size >= this.opts.lanes) break;
-      if (!this.admissible(item, qos)) continue;
-      this.take(events, item, qos, effective);
+    if (this.lanes.size < this.opts.lanes) {
+      for (const { item, qos, effective } of this.queue.ordered(tick)) {
+        if (this.lanes.size >= this.opts.lanes) break;
+        if (!this.admissible(item, qos)) continue;
+        this.take(events, item, qos, effective);
+      }
+      if (this.lanes.size < this.opts.lanes) return;
     }
-    if (this.lanes.size < this.opts.lanes) return;
+    // Every lane busy: only queued interactive or completion work can get in, by preemption.
+    const [interactive, completion] = this.queue.depths();
+    if (interactive + completion === 0) return;
     for (const { item, qos, effective } of this.queue.ordered(tick)) {
       if (!preempts(qos) || !this.admissible(item, qos)) continue;
       if (this.lanes.size >= this.opts.lanes) {

@@ -138,10 +138,9 @@ export class KvPool {
       lo = Math.min(lo, s.index);
       hi = Math.max(hi, s.index);
     }
-    const age = new Map(this.cache.poolByAge().map((s, i) => [s.index, i]));
     const cost = (s: KvSequence): number[] => [
       Math.max(hi, s.index) - Math.min(lo, s.index),
-      s.tokens.length === 0 ? -1 : (age.get(s.index) ?? -1),
+      s.tokens.length === 0 ? -1 : (this.cache.lastUsed(s) ?? -1),
       s.index,
     ];
     let best: KvSequence | undefined;

@@ -47,6 +47,15 @@ export class PrefixCache {
     return this.tree.size - this.poolEntries.size;
   }
 
+  get poolEntryCount(): number {
+    return this.poolEntries.size;
+  }
+
+  /** When a free sequence's entry was last published or used (a logical clock); undefined when it holds none. */
+  lastUsed(seq: CachedSequence): number | undefined {
+    return this.poolEntries.get(seq.index)?.usedAt;
+  }
+
   /** A sequence's lane retired: what its cells hold becomes reusable. */
   publish(seq: CachedSequence): void {
     this.withdraw(seq);
@@ -115,11 +124,6 @@ export class PrefixCache {
   /** Free sequences holding cached tokens, least recently used first (pressure eviction order). */
   poolByAge(): CachedSequence[] {
     return [...this.poolEntries.values()].sort((a, b) => a.usedAt - b.usedAt).map((e) => e.seq);
-  }
-
-  /** Drops every host entry (OS memory pressure). */
-  clearHost(): void {
-    for (const e of [...this.tree.entries()]) if (e.kind === "host") this.dropHost(e);
   }
 
   private dropHost(entry: Extract<CacheEntry, { kind: "host" }>): void {

@@ -9,8 +9,11 @@ export type QosClass = 0 | 1 | 2 | 3;
 export const QOS_NAMES = ["interactive", "completion", "agent", "background"] as const;
 export type QosName = (typeof QOS_NAMES)[number];
 
+/** Each class by name. */
+export const QOS = { interactive: 0, completion: 1, agent: 2, background: 3 } as const satisfies Record<QosName, QosClass>;
+
 /** The class of a request that names none (features.md 4.3). */
-export const DEFAULT_QOS: QosClass = 2;
+export const DEFAULT_QOS: QosClass = QOS.agent;
 
 const ALIASES: Record<string, QosClass> = {
   interactive: 0,
@@ -35,7 +38,7 @@ export function parseQos(raw: string): QosClass | undefined {
 
 /** Classes that may preempt a running lane of a lower class (features.md 4.4). */
 export function preempts(qos: QosClass): boolean {
-  return qos <= 1;
+  return qos <= QOS.completion;
 }
 
 interface Entry<T> {

@@ -25,6 +25,17 @@ export interface NonStreamOptions {
   route: string;
 }
 
+/**
+ * The headers a reply can commit at admission (`x-superfluid-warm`), as a
+ * promise for nonStreamResponse and the callback choiceText calls when the
+ * generation is admitted.
+ */
+export function admissionHeaders(): { admitted: Promise<Record<string, string>>; onAdmitted: (cachedTokens: number) => void } {
+  let settle!: (headers: Record<string, string>) => void;
+  const admitted = new Promise<Record<string, string>>((resolve) => (settle = resolve));
+  return { admitted, onAdmitted: (cached) => settle({ "x-superfluid-warm": String(cached) }) };
+}
+
 export async function nonStreamResponse(o: NonStreamOptions): Promise<Response> {
   if (!(o.keepaliveSec > 0)) {
     const r = await o.reply;

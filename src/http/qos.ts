@@ -1,7 +1,7 @@
 // QoS over HTTP (api.md 4.1, 16.5, 20): the class a request runs in, from the
 // x-superfluid-qos header (unless the operator turned it off) or
 // --http-default-qos, and the batch-invariant header's permission check.
-import { parseQos, QOS_NAMES, type QosClass } from "../engine/scheduler.ts";
+import { DEFAULT_QOS, parseQos, QOS_NAMES, type QosClass } from "../engine/scheduler.ts";
 import { ApiError } from "./errors.ts";
 
 export const QOS_HEADER = "x-superfluid-qos";
@@ -17,7 +17,7 @@ export interface QosPolicy {
   allowBatchInvariant: boolean;
 }
 
-export const DEFAULT_QOS_POLICY: QosPolicy = { defaultQos: 2, honourHeader: true, allowBatchInvariant: false };
+export const DEFAULT_QOS_POLICY: QosPolicy = { defaultQos: DEFAULT_QOS, honourHeader: true, allowBatchInvariant: false };
 
 const ACCEPTED = `${QOS_NAMES.map((n, i) => `${n} (${i})`).join(", ")}, or the aliases interactive-chat, inline-completion, foreground, foreground-agent, background-agent`;
 

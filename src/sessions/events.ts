@@ -22,9 +22,3 @@ export interface SessionEvent {
 /** `Generated.finish` codes: 0 while the turn is still open. */
 export const FINISH = { open: 0, endOfTurn: 1, maxTokens: 2, grammar: 3, cancelled: 4, error: 5 } as const;
 export type FinishCode = (typeof FINISH)[keyof typeof FINISH];
-
-/** The record kind of a body: its single key ("Created", "Generated", ...). */
-export function bodyKind(body: EventBody | Record<string, unknown>): string {
-  for (const k in body) return k;
-  return "";
-}

@@ -38,11 +38,6 @@ export class SessionJournal implements GenerationJournal {
     private readonly tokenizer: Tokenizer,
   ) {}
 
-  /** Sessions being generated right now. */
-  get live(): number {
-    return this.open.size;
-  }
-
   begin(id: string, job: GenerateRequest): void {
     const s = job.sampling;
     // Per-request extras (penalties, logit_bias, logprobs) are not recorded (features.md 5.2).

@@ -133,16 +133,23 @@ function flockLock(dir: string, path: string, c: Libc): DirLock {
     closeSync(fd);
     throw e;
   }
+  return heldLock(path, () => {
+    try {
+      ftruncateSync(fd, 0); // no pid left behind for a reader to blame
+    } catch {}
+    closeSync(fd); // drops the flock
+  });
+}
+
+/** A lock whose release runs `release` once, however often it is called. */
+function heldLock(path: string, release: () => void): DirLock {
   let held = true;
   return {
     path,
     release() {
       if (!held) return;
       held = false;
-      try {
-        ftruncateSync(fd, 0); // no pid left behind for a reader to blame
-      } catch {}
-      closeSync(fd); // drops the flock
+      release();
     },
   };
 }
@@ -177,19 +184,13 @@ function pidFileLock(dir: string, path: string): DirLock {
     writeSync(fd, `${process.pid}\n`);
     closeSync(fd);
     heldPidFiles.add(path);
-    let held = true;
-    return {
-      path,
-      release() {
-        if (!held) return;
-        held = false;
-        heldPidFiles.delete(path);
-        if (readPid(path) === process.pid) {
-          try {
-            unlinkSync(path);
-          } catch {}
-        }
-      },
-    };
+    return heldLock(path, () => {
+      heldPidFiles.delete(path);
+      if (readPid(path) === process.pid) {
+        try {
+          unlinkSync(path);
+        } catch {}
+      }
+    });
   }
 }

@@ -2,34 +2,19 @@
 // burst coalescing, and the pressure watermarks. Each compares greedy output
 // with the same prompt run cold, so a wrong import or copy shows as different
 // tokens, not only as a wrong count.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { Engine, type EngineOptions, type GenerateJob, type TickEvents } from "../../src/engine/engine.ts";
-import { LlamaModel } from "../../src/engine/model.ts";
 import { GREEDY } from "../../src/engine/sampling.ts";
-import { fixturePath } from "../support/models.ts";
+import { useTinyEngines } from "../support/engines.ts";
 
-let model: LlamaModel;
-const engines: Engine[] = [];
-
-beforeAll(async () => {
-  model = LlamaModel.load(await fixturePath("tiny-chat"));
-});
-afterAll(() => {
-  engines.forEach((e) => e.close());
-  model.free();
-});
-
-function engine(opts: Partial<EngineOptions> = {}): Engine {
-  const e = new Engine(model, { lanes: 1, cellsPerSequence: 1024, threads: 1, prefillBudget: 128, hostCacheBytes: 64 * 2 ** 20, ...opts });
-  engines.push(e);
-  return e;
-}
+const tiny = useTinyEngines({ lanes: 1, cellsPerSequence: 1024, threads: 1, prefillBudget: 128, hostCacheBytes: 64 * 2 ** 20 });
+const engine = (opts: Partial<EngineOptions> = {}): Engine => tiny.engine(opts);
 
 let nextId = 0;
 const job = (prompt: number[], maxTokens = 8): GenerateJob => ({ id: `c${nextId++}`, prompt, sampling: GREEDY, maxTokens, ignoreEos: true });
 
 const text = (seed: string, words: number) => Array.from({ length: words }, (_, i) => `${seed}${(i * 7919) % 101}`).join(" ");
-const prompt = (s: string) => model.tokenize(s, { addSpecial: true, parseSpecial: true });
+const prompt = (s: string) => tiny.model.tokenize(s, { addSpecial: true, parseSpecial: true });
 /** A prompt of exactly `tokens` tokens. */
 const sized = (seed: string, tokens: number) => prompt(text(seed, tokens)).slice(0, tokens);
 
@@ -87,7 +72,7 @@ describe("host tier", () => {
     const base = prompt(text("gamma", 150));
     run(e, [job(base)]);
     run(e, [job(prompt(text("delta", 100)))]); // pushes gamma to the host tier
-    const branch = [...base.slice(0, 90), ...model.tokenize(" a different ending", { parseSpecial: true })];
+    const branch = [...base.slice(0, 90), ...tiny.model.tokenize(" a different ending", { parseSpecial: true })];
     const j = job(branch);
     const r = run(e, [j]);
     expect(r.cached.get(j.id)).toBe(90);
@@ -143,7 +128,7 @@ describe("burst coalescing", () => {
   test("requests sharing a long prefix wait for one prefill of it and copy it", () => {
     const e = engine({ lanes: 4, coalesceMin: 64 });
     const shared = prompt(text("shared", 160));
-    const jobs = Array.from({ length: 4 }, (_, i) => job([...shared, ...model.tokenize(` question ${i}?`, { parseSpecial: true })]));
+    const jobs = Array.from({ length: 4 }, (_, i) => job([...shared, ...tiny.model.tokenize(` question ${i}?`, { parseSpecial: true })]));
     const prefilledBefore = e.stats.prefilledTokens;
     const r = run(e, jobs);
     const warm = jobs.filter((j) => r.cached.get(j.id)! >= shared.length);
@@ -157,7 +142,7 @@ describe("burst coalescing", () => {
   test("below the threshold nobody waits", () => {
     const e = engine({ lanes: 4, coalesceMin: 1024 });
     const shared = prompt(text("short", 60));
-    const jobs = Array.from({ length: 4 }, (_, i) => job([...shared, ...model.tokenize(` q${i}`, { parseSpecial: true })]));
+    const jobs = Array.from({ length: 4 }, (_, i) => job([...shared, ...tiny.model.tokenize(` q${i}`, { parseSpecial: true })]));
     const r = run(e, jobs);
     expect(r.ticks[0]!.admitted.length).toBe(4);
     expect(e.stats.coalesced).toBe(0);

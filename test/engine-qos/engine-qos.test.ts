@@ -2,32 +2,18 @@
 // resumes and its reply equals the same request run alone), the rule that an
 // urgent prompt finishing its prefill has no lower-class prefill beside it,
 // and start deadlines.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { Engine, type EngineOptions, type GenerateJob, type TickEvents } from "../../src/engine/engine.ts";
-import { LlamaModel } from "../../src/engine/model.ts";
 import { GREEDY } from "../../src/engine/sampling.ts";
 import type { QosClass } from "../../src/engine/scheduler.ts";
-import { fixturePath } from "../support/models.ts";
+import { useTinyEngines } from "../support/engines.ts";
 
-let model: LlamaModel;
-const engines: Engine[] = [];
-beforeAll(async () => {
-  model = LlamaModel.load(await fixturePath("tiny-chat"));
-});
-afterAll(() => {
-  engines.forEach((e) => e.close());
-  model.free();
-});
-
-function engine(opts: Partial<EngineOptions> = {}): Engine {
-  const e = new Engine(model, { lanes: 1, cellsPerSequence: 1024, threads: 1, prefillBudget: 64, hostCacheBytes: 64 * 2 ** 20, ...opts });
-  engines.push(e);
-  return e;
-}
+const tiny = useTinyEngines({ lanes: 1, cellsPerSequence: 1024, threads: 1, prefillBudget: 64, hostCacheBytes: 64 * 2 ** 20 });
+const engine = (opts: Partial<EngineOptions> = {}): Engine => tiny.engine(opts);
 
 let nextId = 0;
 const words = (seed: string, n: number) => Array.from({ length: n }, (_, i) => `${seed}${(i * 7919) % 97}`).join(" ");
-const prompt = (seed: string, n = 20) => model.tokenize(words(seed, n), { addSpecial: true, parseSpecial: true });
+const prompt = (seed: string, n = 20) => tiny.model.tokenize(words(seed, n), { addSpecial: true, parseSpecial: true });
 const job = (p: number[], qos: QosClass, maxTokens = 12, extra: Partial<GenerateJob> = {}): GenerateJob => ({
   id: `${["i", "c", "a", "b"][qos]}${nextId++}`,
   prompt: p,

@@ -5,7 +5,7 @@
 // Calls come out whole when their call-end token arrives; anything that does not
 // parse stays content, verbatim.
 import { forcedCallGrammar, lit, oneOrMore, repeat, seq, type CallShape } from "../tool-grammar.ts";
-import { partialSuffixLength } from "../holdback.ts";
+import { partialSuffixLength, seekMarker } from "../holdback.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
 import { newCallId } from "./ids.ts";
 import { emitCall, emitText } from "./events.ts";
@@ -105,15 +105,13 @@ class DeepseekToolParser implements ToolCallParser {
   private drain(out: ToolCallEvent[]): void {
     for (;;) {
       if (!this.inBlock) {
-        const at = this.buf.indexOf(M.callsBegin);
-        if (at < 0) {
-          const keep = partialSuffixLength(this.buf, [M.callsBegin]);
-          emitText(out, this.buf.slice(0, this.buf.length - keep));
-          this.buf = this.buf.slice(this.buf.length - keep);
+        const found = seekMarker(this.buf, M.callsBegin);
+        emitText(out, found.before);
+        if (found.after === undefined) {
+          this.buf = found.held;
           return;
         }
-        emitText(out, this.buf.slice(0, at));
-        this.buf = this.buf.slice(at + M.callsBegin.length);
+        this.buf = found.after;
         this.heldOpen = M.callsBegin;
         this.blockHasCall = false;
         this.inBlock = true;

@@ -5,7 +5,7 @@
 // marker is content. Calls come out whole, once each is complete; a call section that does not
 // parse stays content, verbatim. Mistral templates require call ids of exactly 9 alphanumerics.
 import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore, seq, WS } from "../tool-grammar.ts";
-import { partialSuffixLength } from "../holdback.ts";
+import { seekMarker } from "../holdback.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
 import { randomAlnum } from "./ids.ts";
 import { jsonValueEnd, skipWs } from "../json-scan.ts";
@@ -157,15 +157,13 @@ export class MistralToolParser implements ToolCallParser {
   private drain(out: ToolCallEvent[], final: boolean): void {
     for (;;) {
       if (this.section === null) {
-        const at = this.pending.indexOf(MISTRAL_TOOL_CALLS);
-        if (at < 0) {
-          const keep = final ? 0 : partialSuffixLength(this.pending, [MISTRAL_TOOL_CALLS]);
-          emitText(out, this.pending.slice(0, this.pending.length - keep));
-          this.pending = this.pending.slice(this.pending.length - keep);
+        const found = seekMarker(this.pending, MISTRAL_TOOL_CALLS, final);
+        emitText(out, found.before);
+        if (found.after === undefined) {
+          this.pending = found.held;
           return;
         }
-        emitText(out, this.pending.slice(0, at));
-        this.section = this.pending.slice(at + MISTRAL_TOOL_CALLS.length);
+        this.section = found.after;
         this.pending = "";
         continue;
       }

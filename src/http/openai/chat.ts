@@ -9,7 +9,7 @@ import { logAccess, RequestTimer } from "../access-log.ts";
 import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { badRequest } from "../errors.ts";
-import { nonStreamResponse } from "../keepalive.ts";
+import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { sseResponse } from "../sse.ts";
 import { parseWith } from "../validate.ts";
@@ -156,8 +156,7 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
   // commits the 200 under --nonstream-keepalive) is seen before its prefill ends.
   const starting = startChoices(p.model, generationOf(ctx, p), p.req.n ?? 1, live);
   const stops = stopsOf(p.req);
-  let onAdmit!: (headers: Record<string, string>) => void;
-  const admitted = new Promise<Record<string, string>>((resolve) => (onAdmit = resolve));
+  const admission = admissionHeaders();
   const collect = async (generation: Generation, index: number, onAdmitted?: (cached: number) => void) => {
     let content = "";
     let reasoning = "";
@@ -177,7 +176,7 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
     const end: ChoiceEnd = step.value;
     return { index, content, reasoning, logprobs, end, toolCalls: calls.done() };
   };
-  const first = collect(live[0]!, 0, (cached) => onAdmit({ "x-superfluid-warm": String(cached) }));
+  const first = collect(live[0]!, 0, admission.onAdmitted);
   first.catch(() => {}); // awaited below; this only keeps an early failure from counting as unhandled
   const reply = (async () => {
     const generations = await starting;
@@ -213,7 +212,7 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
       headers: { "x-superfluid-warm": String(cached) },
     };
   })();
-  return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted, reply, cancel: () => live.forEach((g) => g.cancel()), route: ROUTE });
+  return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted: admission.admitted, reply, cancel: () => live.forEach((g) => g.cancel()), route: ROUTE });
 }
 
 async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortSignal): Promise<Response> {

@@ -9,11 +9,12 @@ import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choic
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import type { TokenLogprob } from "../../engine/logprobs.ts";
+import { QOS } from "../../engine/scheduler.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
 import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { ApiError, badRequest } from "../errors.ts";
-import { nonStreamResponse } from "../keepalive.ts";
+import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { sseResponse } from "../sse.ts";
 import { int, opt, parseWith } from "../validate.ts";
@@ -26,8 +27,6 @@ const ROUTE = "/v1/completions";
 /** The FIM reply cap when neither the request nor --max-tokens names one (api.md 6). */
 export const FIM_DEFAULT_MAX_TOKENS = 128;
 
-/** The FIM scheduling class: always `completion` (api.md 20). */
-const COMPLETION_CLASS = 1;
 
 const completionSchema = v.looseObject({
   model: v.string("model must be a string"),
@@ -131,71 +130,16 @@ export async function completions(ctx: ServerContext, request: Request, peer = "
     qos,
     ...(wantLogprobs ? { logprobs: req.logprobs! } : {}),
   });
-  const timer = new RequestTimer();
-  const generation = model.worker.generate(genReq);
-  cancelOnAbort(request.signal, () => [generation]);
-  const id = `cmpl-superfluid-${ctx.nextId()}`;
-  const created = Math.floor(Date.now() / 1000);
-  const echo = req.echo ? req.prompt : "";
-  const logprobs = wantLogprobs ? new LegacyLogprobs(model, echo.length) : undefined;
-  let onAdmit!: (headers: Record<string, string>) => void;
-  const admitted = new Promise<Record<string, string>>((resolve) => (onAdmit = resolve));
-  const stream = choiceText(model.tokenizer, generation, { stops: [] }, (cached) => onAdmit({ "x-superfluid-warm": String(cached) }));
-  const record = (d: ChoiceDelta) => {
-    timer.tokenDelivered();
-    for (const l of d.logprobs ?? []) logprobs?.add(l.token, l.logprob);
-  };
-  const base = { id, object: "text_completion", created, model: model.id };
-  const log = (end: ChoiceEnd) =>
-    logAccess({ status: 200, route: ROUTE, model: model.id, prompt: prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, timer);
-
-  if (!req.stream) {
-    const reply = (async () => {
-      let text = echo;
-      let step = await stream.next();
-      while (!step.done) {
-        record(step.value);
-        text += step.value.content + step.value.reasoning;
-        step = await stream.next();
-      }
-      const end = step.value;
-      log(end);
-      return {
-        body: {
-          ...base,
-          choices: [{ index: 0, text, logprobs: logprobs ? logprobs.since(0) : null, finish_reason: end.finishReason }],
-          usage: usageOf(prompt.length, end.completionTokens, end.cachedTokens),
-          superfluid: { warm: end.cachedTokens },
-        },
-        headers: { "x-superfluid-warm": String(end.cachedTokens) },
-      };
-    })();
-    return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted, reply, cancel: () => generation.cancel(), route: ROUTE });
-  }
-
-  return sseResponse(
-    async (sink, signal) => {
-      signal.addEventListener("abort", () => generation.cancel(), { once: true });
-      const send = (text: string, lp: unknown, finish: string | null, extra: Record<string, unknown> = {}) =>
-        sink.send({ ...base, choices: [{ index: 0, text, logprobs: lp, finish_reason: finish }], ...extra });
-      if (echo) send(echo, null, null);
-      let step = await stream.next();
-      let sent = 0;
-      while (!step.done) {
-        record(step.value);
-        const lp = logprobs ? logprobs.since(sent) : null;
-        sent = logprobs?.tokens.length ?? 0;
-        const text = step.value.content + step.value.reasoning;
-        if (text || lp) send(text, lp, null);
-        step = await stream.next();
-      }
-      const end = step.value;
-      log(end);
-      send("", null, end.finishReason, { usage: usageOf(prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens } });
-    },
-    {},
-    sseKeepaliveMs(ctx),
-  );
+  return reply(ctx, request, {
+    generation: model.worker.generate(genReq),
+    model,
+    servedAs: model.id,
+    promptTokens: prompt.length,
+    stream: req.stream ?? false,
+    echo: req.echo ? req.prompt : "",
+    logprobs: wantLogprobs,
+    extras: (end) => ({ superfluid: { warm: end.cachedTokens } }),
+  });
 }
 
 /**
@@ -229,57 +173,96 @@ async function fimCompletion(ctx: ServerContext, request: Request, req: Completi
     maxTokens: req.max_tokens ?? undefined,
     defaultMaxTokens: ctx.maxTokens ?? FIM_DEFAULT_MAX_TOKENS,
     ignoreEos: req.ignore_eos ?? false,
-    qos: COMPLETION_CLASS,
+    // Always the completion class (api.md 20).
+    qos: QOS.completion,
     ...(ctx.fim.deadlineMs > 0 ? { startBy: Date.now() + ctx.fim.deadlineMs } : {}),
   });
-  const timer = new RequestTimer();
-  // Not durable: FIM completions are not written to the session log (api.md 6).
-  const generation: Generation = target.worker.generate(genReq, { durable: false });
+  return reply(ctx, request, {
+    // Not durable: FIM completions are not written to the session log (api.md 6).
+    generation: target.worker.generate(genReq, { durable: false }),
+    model: target,
+    servedAs: model.id,
+    promptTokens: prompt.length,
+    stream: req.stream ?? false,
+    echo: "",
+    logprobs: false,
+    extras: (end) => ({ superfluid: { cached: end.cachedTokens, expired: end.expired, served_by: target.id } }),
+    logFinish: (end) => (end.expired ? "expired" : end.finishReason),
+  });
+}
+
+interface ReplyOptions {
+  generation: Generation;
+  /** The model generating (its tokenizer, its id in the access log). */
+  model: ServedModel;
+  /** The model id the reply names (the requested one). */
+  servedAs: string;
+  promptTokens: number;
+  stream: boolean;
+  /** The prompt text to put before the reply (`echo`), or "". */
+  echo: string;
+  logprobs: boolean;
+  /** What the terminal object adds beside `usage` (the `superfluid` object). */
+  extras: (end: ChoiceEnd) => Record<string, unknown>;
+  /** The finish the access log shows; the reply's by default. */
+  logFinish?: (end: ChoiceEnd) => string;
+}
+
+/** A text completion's reply, whole (padded under --nonstream-keepalive) or streamed. */
+function reply(ctx: ServerContext, request: Request, o: ReplyOptions): Response | Promise<Response> {
+  const { generation, model } = o;
   cancelOnAbort(request.signal, () => [generation]);
-  const base = { id: `cmpl-superfluid-${ctx.nextId()}`, object: "text_completion", created: Math.floor(Date.now() / 1000), model: model.id };
-  let onAdmit!: (headers: Record<string, string>) => void;
-  const admitted = new Promise<Record<string, string>>((resolve) => (onAdmit = resolve));
-  const stream = choiceText(target.tokenizer, generation, { stops: [] }, (cached) => onAdmit({ "x-superfluid-warm": String(cached) }));
-  const finish = (end: ChoiceEnd) => {
-    logAccess({ status: 200, route: ROUTE, model: target.id, prompt: prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.expired ? "expired" : end.finishReason }, timer);
-    return {
-      usage: usageOf(prompt.length, end.completionTokens, end.cachedTokens),
-      superfluid: { cached: end.cachedTokens, expired: end.expired, served_by: target.id },
-    };
+  const timer = new RequestTimer();
+  const base = { id: `cmpl-superfluid-${ctx.nextId()}`, object: "text_completion", created: Math.floor(Date.now() / 1000), model: o.servedAs };
+  const logprobs = o.logprobs ? new LegacyLogprobs(model, o.echo.length) : undefined;
+  const admission = admissionHeaders();
+  const stream = choiceText(model.tokenizer, generation, { stops: [] }, admission.onAdmitted);
+  const record = (d: ChoiceDelta) => {
+    timer.tokenDelivered();
+    for (const l of d.logprobs ?? []) logprobs?.add(l.token, l.logprob);
+  };
+  const terminal = (end: ChoiceEnd) => {
+    const finish = o.logFinish?.(end) ?? end.finishReason;
+    logAccess({ status: 200, route: ROUTE, model: model.id, prompt: o.promptTokens, cached: end.cachedTokens, completion: end.completionTokens, finish }, timer);
+    return { usage: usageOf(o.promptTokens, end.completionTokens, end.cachedTokens), ...o.extras(end) };
   };
 
-  if (!req.stream) {
-    const reply = (async () => {
-      let text = "";
+  if (!o.stream) {
+    const whole = (async () => {
+      let text = o.echo;
       let step = await stream.next();
       while (!step.done) {
-        timer.tokenDelivered();
+        record(step.value);
         text += step.value.content + step.value.reasoning;
         step = await stream.next();
       }
       const end = step.value;
       return {
-        body: { ...base, choices: [{ index: 0, text, logprobs: null, finish_reason: end.finishReason }], ...finish(end) },
+        body: { ...base, choices: [{ index: 0, text, logprobs: logprobs ? logprobs.since(0) : null, finish_reason: end.finishReason }], ...terminal(end) },
         headers: { "x-superfluid-warm": String(end.cachedTokens) },
       };
     })();
-    return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted, reply, cancel: () => generation.cancel(), route: ROUTE });
+    return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted: admission.admitted, reply: whole, cancel: () => generation.cancel(), route: ROUTE });
   }
 
   return sseResponse(
     async (sink, signal) => {
       signal.addEventListener("abort", () => generation.cancel(), { once: true });
-      const send = (text: string, finishReason: string | null, extra: Record<string, unknown> = {}) =>
-        sink.send({ ...base, choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }], ...extra });
+      const send = (text: string, lp: unknown, finish: string | null, extra: Record<string, unknown> = {}) =>
+        sink.send({ ...base, choices: [{ index: 0, text, logprobs: lp, finish_reason: finish }], ...extra });
+      if (o.echo) send(o.echo, null, null);
       let step = await stream.next();
+      let sent = 0;
       while (!step.done) {
-        timer.tokenDelivered();
+        record(step.value);
+        const lp = logprobs ? logprobs.since(sent) : null;
+        sent = logprobs?.tokens.length ?? 0;
         const text = step.value.content + step.value.reasoning;
-        if (text) send(text, null);
+        if (text || lp) send(text, lp, null);
         step = await stream.next();
       }
       const end = step.value;
-      send("", end.finishReason, finish(end));
+      send("", null, end.finishReason, terminal(end));
     },
     {},
     sseKeepaliveMs(ctx),
