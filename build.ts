@@ -31,8 +31,10 @@ const generated = [
 
 // The list of embedded libraries replaces ffi/embedded-files.ts in the bundle
 // only; the source tree is never modified.
+// The prompt thread's entry is a second entrypoint: a Worker in a compiled
+// binary can only start from a file bundled into it (src/daemon/prompt-thread.ts).
 const result = await Bun.build({
-  entrypoints: [join(root, "src", "main.ts")],
+  entrypoints: [join(root, "src", "main.ts"), join(root, "src", "daemon", "prompt-thread-entry.ts")],
   compile: { outfile },
   minify: { syntax: true },
   plugins: [

@@ -1,10 +1,16 @@
 // Static checks on a GBNF grammar: the mistakes llama.cpp either rejects at
 // load time (undefined rules, missing root, left recursion, oversized
-// repetitions) or accepts but cannot do anything useful with (rules that match
-// nothing, unreachable rules).
+// repetitions), accepts but cannot do anything useful with (rules that match
+// nothing, unreachable rules), or would spend unbounded work on (./cost.ts).
+// Grammars come from clients, so every check is linear in the grammar's size.
 
 import type { Expr, Grammar, Rule } from "./ast.ts";
 import { RULE_NAME, sourceLocation } from "./ast.ts";
+import { costProblems, sizeProblem } from "./cost.ts";
+import { rulesWhere, sccs } from "./graph.ts";
+import { countRuleHeads, parseGbnf } from "./parse.ts";
+import { printGbnf } from "./print.ts";
+import { type GrammarLimits, limitsWith, overLimit } from "../limits.ts";
 
 export type GbnfProblemCode =
   | "undefined-rule"
@@ -15,7 +21,10 @@ export type GbnfProblemCode =
   | "empty-language"
   | "left-recursion"
   | "repetition-limit"
-  | "token-reference";
+  | "token-reference"
+  | "grammar-size"
+  | "parse-stacks"
+  | "rule-depth";
 
 export interface GbnfProblem {
   severity: "error" | "warning";
@@ -23,6 +32,8 @@ export interface GbnfProblem {
   message: string;
   /** The rule the problem is about (or found in). */
   rule?: string;
+  /** For the size and cost checks: the GrammarLimits entry exceeded. */
+  limit?: keyof GrammarLimits;
   line?: number;
   column?: number;
 }
@@ -30,6 +41,8 @@ export interface GbnfProblem {
 export interface CheckOptions {
   /** Start symbol; llama.cpp uses "root". */
   root?: string;
+  /** Overrides of DEFAULT_LIMITS (../limits.ts) for the size and cost checks. */
+  limits?: Partial<GrammarLimits>;
 }
 
 // llama.cpp refuses a repetition whose expansion would create this many rules.
@@ -70,40 +83,17 @@ export function exprNullable(e: Expr, nullable: (name: string) => boolean): bool
   }
 }
 
-/** Can `e` derive at least one finite string, given the set of productive rules? */
-function exprProductive(e: Expr, productive: (name: string) => boolean): boolean {
-  switch (e.kind) {
-    case "lit":
-    case "any":
-    case "token":
-      return true;
-    case "class":
-      return e.negated || e.ranges.length > 0;
-    case "ref":
-      return productive(e.name);
-    case "seq":
-      return e.items.every((x) => exprProductive(x, productive));
-    case "alt":
-      return e.alts.some((x) => exprProductive(x, productive));
-    case "repeat":
-      return e.min === 0 || exprProductive(e.body, productive);
-  }
+// Leaves of the nullable / productive fixpoints (see rulesWhere).
+function derivesEmpty(e: Expr): boolean | undefined {
+  if (e.kind === "lit") return e.value === "";
+  if (e.kind === "class" || e.kind === "any" || e.kind === "token") return false;
+  return e.kind === "repeat" && e.min === 0 ? true : undefined;
 }
 
-/** Least fixpoint of a per-rule predicate. */
-function fixpoint(rules: Map<string, Expr>, pred: (e: Expr, has: (n: string) => boolean) => boolean): Set<string> {
-  const set = new Set<string>();
-  let changed = true;
-  while (changed) {
-    changed = false;
-    for (const [name, body] of rules) {
-      if (!set.has(name) && pred(body, (n) => set.has(n))) {
-        set.add(name);
-        changed = true;
-      }
-    }
-  }
-  return set;
+function derivesString(e: Expr): boolean | undefined {
+  if (e.kind === "lit" || e.kind === "any" || e.kind === "token") return true;
+  if (e.kind === "class") return e.negated || e.ranges.length > 0;
+  return e.kind === "repeat" && e.min === 0 ? true : undefined;
 }
 
 /** Rules that can appear at the left edge of `e` (before any character is consumed). */
@@ -125,43 +115,6 @@ function leftRefs(e: Expr, nullable: (n: string) => boolean, out: Set<string>): 
       if (e.max !== 0) leftRefs(e.body, nullable, out);
       break;
   }
-}
-
-/** Strongly connected components (Tarjan), in reverse topological order. */
-function sccs(nodes: string[], edges: Map<string, Set<string>>): string[][] {
-  let index = 0;
-  const idx = new Map<string, number>();
-  const low = new Map<string, number>();
-  const onStack = new Set<string>();
-  const stack: string[] = [];
-  const out: string[][] = [];
-  const visit = (v: string) => {
-    idx.set(v, index);
-    low.set(v, index);
-    index++;
-    stack.push(v);
-    onStack.add(v);
-    for (const w of edges.get(v) ?? []) {
-      if (!idx.has(w)) {
-        visit(w);
-        low.set(v, Math.min(low.get(v)!, low.get(w)!));
-      } else if (onStack.has(w)) {
-        low.set(v, Math.min(low.get(v)!, idx.get(w)!));
-      }
-    }
-    if (low.get(v) === idx.get(v)) {
-      const comp: string[] = [];
-      let w: string;
-      do {
-        w = stack.pop()!;
-        onStack.delete(w);
-        comp.push(w);
-      } while (w !== v);
-      out.push(comp.reverse());
-    }
-  };
-  for (const n of nodes) if (!idx.has(n)) visit(n);
-  return out;
 }
 
 // Mirrors how llama.cpp counts rules synthesised while parsing a group, which
@@ -242,9 +195,17 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
     problems.push({ severity: "error", code: "missing-root", message: `grammar has no '${root}' rule` });
   }
 
+  // Too big for llama.cpp to load cheaply: refused before the analyses below.
+  const limits = limitsWith(opts.limits);
+  const tooBig = sizeProblem(defs, root, limits);
+  if (tooBig) {
+    problems.push({ severity: "error", code: tooBig.code, rule: tooBig.rule, limit: tooBig.limit, message: tooBig.message });
+    return problems;
+  }
+
   // Nullable and productive rules (undefined rules are neither).
-  const nullable = fixpoint(defs, (e, has) => exprNullable(e, has));
-  const productive = fixpoint(defs, (e, has) => exprProductive(e, has));
+  const nullable = rulesWhere(defs, derivesEmpty);
+  const productive = rulesWhere(defs, derivesString);
   const isNullable = (n: string) => nullable.has(n);
 
   for (const r of g.rules) {
@@ -258,15 +219,17 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
   // Left recursion: a cycle in the "can start with" graph. A starred group
   // that can match empty is expanded by llama.cpp into a rule that starts with
   // itself, so it counts too.
-  const edges = new Map<string, Set<string>>();
-  for (const [name, body] of defs) {
+  const names = [...defs.keys()];
+  const index = new Map(names.map((n, i) => [n, i]));
+  const edges = names.map((name) => {
     const out = new Set<string>();
-    leftRefs(body, isNullable, out);
-    for (const n of [...out]) if (!defs.has(n)) out.delete(n);
-    edges.set(name, out);
-  }
-  for (const comp of sccs([...defs.keys()], edges)) {
-    const self = comp.length === 1 && edges.get(comp[0]!)!.has(comp[0]!);
+    leftRefs(defs.get(name)!, isNullable, out);
+    return [...out].filter((n) => defs.has(n)).map((n) => index.get(n)!);
+  });
+  const components = sccs(names.length, edges);
+  for (const ids of components) {
+    const comp = ids.map((i) => names[i]!);
+    const self = comp.length === 1 && edges[ids[0]!]!.includes(ids[0]!);
     if (comp.length > 1 || self) {
       const cycle = [...comp, comp[0]].join(" -> ");
       const kind = comp.length > 1 ? "indirect" : "direct";
@@ -300,10 +263,37 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
       }
     }
   }
+  // What the grammar would cost llama.cpp, once it is one llama.cpp can load.
+  if (!problems.some((p) => p.severity === "error")) {
+    const order = components.map((c) => names[c[0]!]!);
+    for (const p of costProblems(defs, root, order, limits)) {
+      problems.push({ severity: "error", code: p.code, rule: p.rule, limit: p.limit, message: p.message, ...locOf(firstRule.get(p.rule) ?? {}) });
+    }
+  }
   return problems;
 }
 
 /** Only the errors from checkGbnf. */
 export function gbnfErrors(g: Grammar, opts?: CheckOptions): GbnfProblem[] {
   return checkGbnf(g, opts).filter((p) => p.severity === "error");
+}
+
+/**
+ * Check GBNF text as a client sent it: its size (bytes, then rules counted
+ * without parsing) before anything else, then gbnfErrors. Returns the
+ * grammar printed canonically, which is exactly what the checks measured,
+ * so that is what should go to llama.cpp. Throws GbnfSyntaxError for text
+ * that does not parse.
+ */
+export function checkGbnfText(source: string, opts: CheckOptions = {}): { gbnf: string; errors: GbnfProblem[] } {
+  const limits = limitsWith(opts.limits);
+  const tooBig = (limit: "maxGbnfBytes" | "maxRules", what: string) => ({
+    gbnf: source,
+    errors: [{ severity: "error" as const, code: "grammar-size" as const, limit, message: overLimit(what, limit, limits) }],
+  });
+  if (source.length > limits.maxGbnfBytes) return tooBig("maxGbnfBytes", `the grammar is ${source.length} bytes`);
+  const heads = countRuleHeads(source);
+  if (heads > limits.maxRules) return tooBig("maxRules", `the grammar defines ${heads} rules`);
+  const grammar = parseGbnf(source);
+  return { gbnf: printGbnf(grammar), errors: gbnfErrors(grammar, opts) };
 }

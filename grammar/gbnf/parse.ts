@@ -32,7 +32,9 @@ export class GbnfSyntaxError extends Error {
 const MAX_COUNT = 2000;
 
 function isWordChar(c: string | undefined): boolean {
-  return c !== undefined && /[a-zA-Z0-9-]/.test(c);
+  if (c === undefined) return false;
+  const k = c.charCodeAt(0);
+  return (k >= 97 && k <= 122) || (k >= 65 && k <= 90) || (k >= 48 && k <= 57) || k === 45;
 }
 
 function isDigit(c: string | undefined): boolean {
@@ -42,9 +44,25 @@ function isDigit(c: string | undefined): boolean {
 class Parser {
   private pos = 0;
   private readonly lineStarts: number[] = [0];
+  /** Surrogate pairs ended before each offset (only when the source has any), so columns cost O(1). */
+  private readonly lowSurrogates?: Int32Array;
 
   constructor(private readonly src: string) {
-    for (let i = 0; i < src.length; i++) if (src[i] === "\n") this.lineStarts.push(i + 1);
+    let surrogates = false;
+    for (let i = 0; i < src.length; i++) {
+      const c = src.charCodeAt(i);
+      if (c === 0x0a) this.lineStarts.push(i + 1);
+      else if (c >= 0xdc00 && c <= 0xdfff) surrogates = true;
+    }
+    if (surrogates) {
+      const counts = new Int32Array(src.length + 1);
+      for (let i = 0; i < src.length; i++) {
+        const c = src.charCodeAt(i);
+        const p = i > 0 ? src.charCodeAt(i - 1) : 0;
+        counts[i + 1] = counts[i]! + (c >= 0xdc00 && c <= 0xdfff && p >= 0xd800 && p <= 0xdbff ? 1 : 0);
+      }
+      this.lowSurrogates = counts;
+    }
   }
 
   private locAt(offset: number): { line: number; column: number } {
@@ -55,9 +73,10 @@ class Parser {
       if (this.lineStarts[mid]! <= offset) lo = mid;
       else hi = mid - 1;
     }
-    // Columns count code points, 1-based.
-    const column = [...this.src.slice(this.lineStarts[lo]!, offset)].length + 1;
-    return { line: lo + 1, column };
+    // Columns count code points, 1-based: UTF-16 units less the second halves of pairs.
+    const start = this.lineStarts[lo]!;
+    const pairs = this.lowSurrogates ? this.lowSurrogates[offset]! - this.lowSurrogates[start]! : 0;
+    return { line: lo + 1, column: offset - start - pairs + 1 };
   }
 
   private fail(detail: string, offset = this.pos): never {
@@ -218,6 +237,9 @@ class Parser {
           }
           ranges.push([lo, hi]);
         }
+        // llama.cpp's parser emits no element for an empty class: `[^]*` fails to
+        // load there and a bare `[^]` matches nothing. Refused here instead.
+        if (ranges.length === 0) this.fail("empty character class", start);
         this.pos++;
         atom = { kind: "class", negated, ranges };
       } else if (c === "<" || c === "!") {
@@ -311,4 +333,27 @@ class Parser {
 /** Parse GBNF source text; throws GbnfSyntaxError with line and column. */
 export function parseGbnf(src: string): Grammar {
   return new Parser(src).parseGrammar();
+}
+
+/**
+ * How many rules the text defines (its `::=` outside literals, classes and
+ * comments), found in one pass without building anything: lets a client's
+ * grammar with far too many rules be refused before it is parsed.
+ */
+export function countRuleHeads(src: string): number {
+  let n = 0;
+  for (let i = 0; i < src.length; i++) {
+    const c = src.charCodeAt(i);
+    if (c === 0x22 || c === 0x5b) {
+      // "literal" or [class]: skip to the closing quote or bracket, over escapes.
+      const close = c === 0x22 ? 0x22 : 0x5d;
+      for (i++; i < src.length && src.charCodeAt(i) !== close; i++) if (src.charCodeAt(i) === 0x5c) i++;
+    } else if (c === 0x23) {
+      while (i < src.length && src.charCodeAt(i) !== 0x0a) i++;
+    } else if (c === 0x3a && src.startsWith("::=", i)) {
+      n++;
+      i += 2;
+    }
+  }
+  return n;
 }

@@ -12,12 +12,16 @@
 
 import type { CharSet } from "../charset.ts";
 import * as cs from "../charset.ts";
+import { DEFAULT_LIMITS } from "../limits.ts";
 
 export type RNode =
   | { t: "set"; set: CharSet }
   | { t: "seq"; items: RNode[] }
   | { t: "alt"; alts: RNode[] }
   | { t: "rep"; body: RNode; min: number; max: number | null };
+
+/** Largest {m,n} count accepted: DEFAULT_LIMITS.maxCount (../limits.ts); beyond it counts lose precision. */
+const MAX_QUANTIFIER = DEFAULT_LIMITS.maxCount;
 
 export class RegexError extends Error {
   /** True for valid ECMAScript that this translator does not support. */
@@ -111,6 +115,9 @@ class RegexParser {
       min = Number(m[1]);
       max = m[2] === undefined ? min : m[3] === "" ? null : Number(m[3]);
       if (max !== null && max < min) this.invalid("quantifier range out of order");
+      if ((max ?? min) > MAX_QUANTIFIER) {
+        throw new RegexError(`quantifier count ${max ?? min} at offset ${this.pos} is above the limit of ${MAX_QUANTIFIER} (maxCount)`, true);
+      }
       this.pos += m[0].length - 1;
     } else {
       return node;

@@ -17,6 +17,19 @@ import { RegexError, parseRegex } from "./parse.ts";
  */
 export const REPEAT_LIMIT = 1000;
 
+/**
+ * The block size for counts beyond that. llama.cpp makes one rule per
+ * optional copy (x{0,n} is n rules, ~4 µs each to load in the worker), and
+ * refuses a group repeated so often that (rules made for the group) x
+ * (count) reaches 2000. So larger counts are written in nested blocks of
+ * BLOCK copies, each level repeated at most BLOCK times: O(BLOCK · log n)
+ * rules for n copies, and no count in a nested block above BLOCK. Up to
+ * REPEAT_LIMIT a range stays one {m,n}: its chain of rules keeps a single
+ * parse stack, where blocks keep about three (block or tail) and would slow
+ * every character of a long constrained string.
+ */
+export const BLOCK = 32;
+
 export interface TranslateOptions {
   /** GBNF for "one character from this set"; null when the set is empty. */
   encodeSet: (set: CharSet) => Expr | null;
@@ -32,27 +45,29 @@ function isAtom(e: Expr): boolean {
   return e.kind === "lit" || e.kind === "class" || e.kind === "any" || e.kind === "ref" || e.kind === "token";
 }
 
-/** Repetition that never puts a count above REPEAT_LIMIT into the grammar. */
+/** `min` to `max` (null: unbounded) copies of `body`, unambiguously, with no count above `limit`. */
 export function boundedRepeat(body: Expr, min: number, max: number | null, limit = REPEAT_LIMIT): Expr {
-  if (max !== null && max <= limit) return repeat(body, min, max);
-  if (max === null && min <= limit) return repeat(body, min, null);
-  const parts: Expr[] = [];
-  let m = min;
-  while (m > limit) {
-    parts.push(repeat(body, limit, limit));
-    m -= limit;
-  }
-  if (max === null) return seq(...parts, repeat(body, m, null));
-  parts.push(repeat(body, m, m));
-  parts.push(upTo(body, max - min, limit));
-  return seq(...parts);
+  if (max === null) return min <= limit ? repeat(body, min, null) : seq(exactly(body, min, limit), repeat(body, 0, null));
+  if (max <= limit) return repeat(body, min, max);
+  return seq(exactly(body, min, limit), upTo(body, max - min));
 }
 
-// Zero to n copies, unambiguously: fewer than `limit` copies, or exactly
-// `limit` copies followed by up to n - limit more.
-function upTo(body: Expr, n: number, limit: number): Expr {
-  if (n <= limit) return repeat(body, 0, n);
-  return alt(repeat(body, 0, limit - 1), seq(repeat(body, limit, limit), upTo(body, n - limit, limit)));
+// Exactly m copies: directly up to `direct`, otherwise whole blocks of BLOCK
+// copies (counted the same way, nested) and the rest.
+function exactly(body: Expr, m: number, direct: number): Expr {
+  if (m <= direct) return repeat(body, m, m);
+  const block = repeat(body, BLOCK, BLOCK);
+  return seq(exactly(block, Math.floor(m / BLOCK), BLOCK), repeat(body, m % BLOCK, m % BLOCK));
+}
+
+// Zero to n copies, unambiguously: with q = n / BLOCK, either fewer than q
+// blocks followed by fewer than BLOCK copies, or exactly q blocks followed
+// by at most n mod BLOCK copies.
+function upTo(body: Expr, n: number): Expr {
+  if (n <= BLOCK) return repeat(body, 0, n);
+  const q = Math.floor(n / BLOCK);
+  const block = repeat(body, BLOCK, BLOCK);
+  return alt(seq(upTo(block, q - 1), repeat(body, 0, BLOCK - 1)), seq(exactly(block, q, BLOCK), repeat(body, 0, n % BLOCK)));
 }
 
 export function nullable(n: RNode): boolean {

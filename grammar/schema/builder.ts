@@ -11,18 +11,40 @@ export function sanitizeName(hint: string): string {
   return s === "" ? "r" : s.length > 40 ? s.slice(0, 40).replace(/-$/, "") : s;
 }
 
+/**
+ * How JSON text may be laid out between its tokens. "pretty": a newline and
+ * indentation in any gap (bounded, see ./json.ts). "compact": one optional
+ * space after `:` and `,`, nothing elsewhere: the layout chat templates give
+ * tool-call arguments, leaving a small model no room to wander in whitespace.
+ */
+export type JsonLayout = "pretty" | "compact";
+
 export class RuleBuilder {
+  /**
+   * `grow` is told the GBNF size of each rule as it is made, so that a
+   * compilation can be stopped once its grammar outgrows the budget.
+   */
+  constructor(
+    readonly layout: JsonLayout = "pretty",
+    private readonly grow: (bytes: number) => void = () => {},
+  ) {}
+
   private readonly bodies = new Map<string, Expr | null>();
   private readonly byBody = new Map<string, string>();
   private readonly fixedNames = new Map<string, string>();
+  /** Next numeric suffix to try per base name (keeps naming linear). */
+  private readonly suffixes = new Map<string, number>();
 
   /** A fresh legal rule name based on `hint`. */
   private freshName(hint: string): string {
     const base = sanitizeName(hint);
     if (base !== "root" && !this.bodies.has(base)) return base;
-    for (let i = 2; ; i++) {
+    for (let i = this.suffixes.get(base) ?? 2; ; i++) {
       const n = `${base}-${i}`;
-      if (!this.bodies.has(n)) return n;
+      if (!this.bodies.has(n)) {
+        this.suffixes.set(base, i + 1);
+        return n;
+      }
     }
   }
 
@@ -35,6 +57,7 @@ export class RuleBuilder {
 
   define(name: string, body: Expr): void {
     if (this.bodies.get(name) !== null) throw new Error(`rule ${name} is not reserved`);
+    this.grow(name.length + printExpr(body).length + 6);
     this.bodies.set(name, body);
   }
 
@@ -45,6 +68,7 @@ export class RuleBuilder {
     const existing = this.byBody.get(key);
     if (existing) return ref(existing);
     const name = this.freshName(hint);
+    this.grow(name.length + key.length + 6);
     this.bodies.set(name, body);
     this.byBody.set(key, name);
     return ref(name);

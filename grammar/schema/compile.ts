@@ -42,6 +42,9 @@ export function compileParts(parts: Part[], hint: string, ctx: Ctx): Expr {
   if (++ctx.depth > MAX_DEPTH) {
     throw new SchemaError("$ref", parts[0]?.path ?? "", "schema nesting is too deep (or recursion never reaches a value)");
   }
+  const outer = ctx.budget.at;
+  ctx.budget.at = parts[parts.length - 1]?.path ?? outer;
+  ctx.budget.step();
   try {
     const live = parts.filter((p) => !isTrivial(p.schema));
     if (live.length === 0) return anyValue(ctx.b);
@@ -51,6 +54,7 @@ export function compileParts(parts: Part[], hint: string, ctx: Ctx): Expr {
     return emitNorm(norm, hint, ctx);
   } finally {
     ctx.depth--;
+    ctx.budget.at = outer;
   }
 }
 
@@ -89,10 +93,7 @@ function compileGroup(norm: Norm, hint: string, ctx: Ctx): Expr {
   const alts: Expr[] = [];
   const norms: Norm[] = [];
   for (const [i, branch] of g.branches.entries()) {
-    // Distributing several anyOf/oneOf over each other multiplies branches.
-    if (--ctx.branchBudget < 0) {
-      throw new SchemaError(g.kind, g.at, "too many anyOf/oneOf combinations to expand (nested or sibling anyOf/oneOf multiply)");
-    }
+    ctx.budget.branch(g.kind, g.at);
     const parts = [...base, branch];
     try {
       const e = compileParts(parts, `${hint}-${i + 1}`, ctx);
@@ -110,6 +111,7 @@ function compileGroup(norm: Norm, hint: string, ctx: Ctx): Expr {
   if (g.kind === "oneOf") {
     for (let i = 0; i < norms.length; i++) {
       for (let j = i + 1; j < norms.length; j++) {
+        ctx.budget.step();
         if (!disjoint(norms[i]!, norms[j]!, ctx)) {
           ctx.unsupported(
             "oneOf",
@@ -129,10 +131,13 @@ function finish(ctx: Ctx, root: Expr): CompileResult {
   const grammar = ctx.b.toGrammar(root);
   // Recursion through $ref can produce rules llama.cpp cannot run: a rule
   // that starts with itself (e.g. anyOf: [{$ref: self}, ...]) or one that
-  // can never finish (a required property that recurses forever).
-  const errors = gbnfErrors(grammar);
+  // can never finish (a required property that recurses forever). And a
+  // grammar within the compile budget can still be one llama.cpp's engine
+  // would spend too long on (../gbnf/cost.ts).
+  const errors = gbnfErrors(grammar, { limits: ctx.budget.limits });
   if (errors.length) {
     const e = errors[0]!;
+    if (e.limit) throw ctx.budget.error(e.limit, "", "", `the compiled grammar is too costly for llama.cpp: ${e.message}`);
     if (e.code === "empty-language") {
       throw new SchemaError("$ref", "", `only infinitely deep values satisfy this recursive schema (${e.message})`, "unsatisfiable");
     }
@@ -141,7 +146,10 @@ function finish(ctx: Ctx, root: Expr): CompileResult {
     }
     throw new SchemaError("$ref", "", `the schema compiles to a grammar llama.cpp cannot use: ${e.message}`, "invalid");
   }
-  return { gbnf: printGbnf(grammar), grammar, ignored: [...ctx.ignored] };
+  const gbnf = printGbnf(grammar);
+  const maxBytes = ctx.budget.limits.maxGbnfBytes;
+  if (gbnf.length > maxBytes) throw ctx.budget.error("maxGbnfBytes", "", "", `the compiled grammar is ${gbnf.length} bytes, above the limit of ${maxBytes} (maxGbnfBytes)`);
+  return { gbnf, grammar, ignored: [...ctx.ignored] };
 }
 
 /**

@@ -1,7 +1,9 @@
 // State shared by one compilation: options, the rule builder, $ref
 // resolution and the list of keywords ignored under strict: false.
 
-import { RuleBuilder } from "./builder.ts";
+import type { GrammarLimits } from "../limits.ts";
+import { CompileBudget } from "./budget.ts";
+import { RuleBuilder, type JsonLayout } from "./builder.ts";
 import { SchemaError, pointer } from "./errors.ts";
 
 /** A (sub)schema together with the JSON pointer where it sits. */
@@ -23,20 +25,27 @@ export interface CompileOptions {
    * every object produced is still valid.
    */
   additionalProperties?: boolean;
+  /** Whitespace allowed between JSON tokens (default "pretty"; see JsonLayout). */
+  layout?: JsonLayout;
+  /** Overrides of the compile budget's DEFAULT_LIMITS (../limits.ts). */
+  limits?: Partial<GrammarLimits>;
+  /** A budget shared with other compilations (then `limits` is ignored). */
+  budget?: CompileBudget;
 }
 
 export class Ctx {
-  readonly b = new RuleBuilder();
+  readonly b: RuleBuilder;
   readonly strict: boolean;
   readonly openObjects: boolean;
   readonly ignored = new Set<string>();
   /** $ref target pointer → rule name. */
   readonly refRules = new Map<string, string>();
   depth = 0;
-  /** Branch compilations left for anyOf/oneOf distribution. */
-  branchBudget = 500;
+  readonly budget: CompileBudget;
 
   constructor(readonly root: unknown, opts: CompileOptions) {
+    this.budget = opts.budget ?? new CompileBudget(opts.limits);
+    this.b = new RuleBuilder(opts.layout, (bytes) => this.budget.grow(bytes));
     this.strict = opts.strict ?? true;
     this.openObjects = opts.additionalProperties ?? false;
   }
@@ -88,4 +97,12 @@ export function deepEqual(a: unknown, b: unknown): boolean {
   const ka = Object.keys(a as object);
   const kb = Object.keys(b as object);
   return ka.length === kb.length && ka.every((k) => k in (b as object) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
+/** A canonical text per JSON value: equal texts exactly for deepEqual values (hashable, unlike deepEqual). */
+export function canonical(v: unknown): string {
+  if (v === null || typeof v !== "object") return JSON.stringify(v) ?? "undefined";
+  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
+  const keys = Object.keys(v).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(",")}}`;
 }

@@ -10,7 +10,7 @@ import type { Ctx, Part } from "./context.ts";
 import { SchemaError } from "./errors.ts";
 import { NUMBER_FORMATS, STRING_FORMATS } from "./formats.ts";
 import {
-  anyArray, anyInteger, anyNumber, anyObject, anyValue, booleanExpr, jsonStringLiteral, jsonValueLiteral, nullExpr, ws,
+  anyArray, anyInteger, anyNumber, anyObject, anyValue, booleanExpr, jsonStringLiteral, jsonValueLiteral, literalTrie, nullExpr, sepWs, ws,
 } from "./json.ts";
 import type { NumBound, Norm } from "./normalize.ts";
 import { type Caps, type Dec, decimalRange, integerRange, toDec } from "./numbers.ts";
@@ -38,8 +38,11 @@ export function emitNorm(n: Norm, hint: string, ctx: Ctx): Expr {
   if (n.enumValues !== null) {
     // Only values that also satisfy every sibling keyword are offered.
     const values = n.enumValues.filter((v) => n.flat.every((p) => valueMatches(v, p.schema, p.path, ctx)));
+    ctx.budget.step(values.length);
     if (values.length === 0) throw unsat(n.enumAt.endsWith("/const") ? "const" : "enum", n.enumAt, "no enum/const value satisfies the other constraints");
-    return alt(...values.map((v) => jsonValueLiteral(v, b)));
+    const strings = values.filter((v): v is string => typeof v === "string");
+    const others = values.filter((v) => typeof v !== "string");
+    return alt(...(strings.length ? [literalTrie(strings.map((v) => JSON.stringify(v)))] : []), ...others.map((v) => jsonValueLiteral(v, b)));
   }
   // Without `type`, generate the types whose keywords appear (a schema with
   // `properties` is meant to describe objects); with none, any value.
@@ -190,11 +193,12 @@ export interface ObjectShape {
 }
 
 export function objectShape(n: Norm, ctx: Ctx): ObjectShape {
-  const mentioned: string[] = [];
-  const add = (k: string) => mentioned.includes(k) || mentioned.push(k);
-  for (const o of n.objects) for (const k of o.properties.keys()) add(k);
+  const names = new Set<string>();
+  for (const o of n.objects) for (const k of o.properties.keys()) names.add(k);
   const required = new Set(n.objects.flatMap((o) => o.required));
-  for (const k of required) add(k);
+  for (const k of required) names.add(k);
+  const mentioned = [...names];
+  ctx.budget.step(mentioned.length * n.objects.length);
   const declared = mentioned.filter((k) => propertyParts(n, k) !== null);
   // A part keeps extra keys out if additionalProperties is false, or — by
   // this compiler's policy — absent while the part lists properties.
@@ -209,46 +213,54 @@ function emitObject(n: Norm, hint: string, ctx: Ctx): Expr {
   const b = ctx.b;
   const shape = objectShape(n, ctx);
   if (shape.mentioned.length === 0 && shape.extras && shape.extraParts.length === 0) return anyObject(b);
+  const declared = new Set(shape.declared);
   for (const k of shape.required) {
-    if (!shape.declared.includes(k)) {
+    if (!declared.has(k)) {
       const o = n.objects.find((x) => x.required.includes(k))!;
       throw unsat("required", `${o.path}/required`, `required property '${k}' is forbidden by another keyword`);
     }
   }
   const W = ws(b);
+  const S = sepWs(b);
   type Member = { required: boolean; kv: Expr };
   const members: Member[] = [];
   for (const k of shape.declared) {
+    ctx.budget.step();
     const required = shape.required.has(k);
     const compile = () => compileParts(propertyParts(n, k)!, `${hint}-${k}`, ctx);
     const value = required ? compile() : orNull(compile);
     if (value === null) continue; // an optional property no value fits is simply never emitted
-    let kv = seq(jsonStringLiteral(k), W, lit(":"), W, value, W);
+    let kv = seq(jsonStringLiteral(k), W, lit(":"), S, value, W);
     if (!required) kv = b.rule(`${hint}-${k}-kv`, kv);
     members.push({ required, kv });
   }
   let extra: Expr | null = null;
   if (shape.extras) {
     const value = orNull(() => compileParts(shape.extraParts, `${hint}-extra`, ctx));
-    if (value !== null) extra = b.rule(`${hint}-extra-kv`, seq(stringExcluding(shape.mentioned, b), W, lit(":"), W, value, W));
+    if (value !== null) extra = b.rule(`${hint}-extra-kv`, seq(stringExcluding(shape.mentioned, b), W, lit(":"), S, value, W));
   }
-  const comma = (x: Expr) => seq(lit(","), W, x);
+  const comma = (x: Expr) => seq(lit(","), S, x);
   // T(i): the rest after at least one member was written; F(i): nothing yet.
   const T: Expr[] = [];
   T[members.length] = extra ? star(b.rule(`${hint}-extra-next`, comma(extra))) : EMPTY;
+  let hasOptional = extra !== null;
   for (let i = members.length - 1; i >= 0; i--) {
     const m = members[i]!;
     const rest = seq(m.required ? comma(m.kv) : opt(comma(m.kv)), T[i + 1]!);
-    const hasOptional = members.slice(i).some((x) => !x.required) || extra !== null;
+    hasOptional ||= !m.required;
     T[i] = hasOptional && i > 0 ? b.rule(`${hint}-rest-${i}`, rest) : rest;
   }
-  let F: Expr = extra ? opt(seq(extra, T[members.length]!)) : EMPTY;
+  // F: the first member written is one of the optional ones up to and
+  // including the first required one (alternatives gathered in one list: a
+  // nested alt per member would copy the list each time).
+  const starts: Expr[] = [extra ? opt(seq(extra, T[members.length]!)) : EMPTY];
   for (let i = members.length - 1; i >= 0; i--) {
     const m = members[i]!;
     const start = seq(m.kv, T[i + 1]!);
-    F = m.required ? start : alt(start, F);
+    if (m.required) starts.length = 0;
+    starts.push(start);
   }
-  return b.rule(hint, seq(lit("{"), W, F, lit("}")));
+  return b.rule(hint, seq(lit("{"), W, alt(...starts.reverse()), lit("}")));
 }
 
 // --- arrays ------------------------------------------------------------------
@@ -261,8 +273,10 @@ function emitArray(n: Norm, hint: string, ctx: Ctx): Expr {
   for (const p of n.arrays) if (p.items === false) max = Math.min(max, p.prefix.length);
   if (n.arrays.length === 0 && min === 0 && max === Infinity) return anyArray(b);
   const W = ws(b);
+  const S = sepWs(b);
   const elements: Expr[] = [];
   for (let i = 0; i < Math.min(K, max); i++) {
+    ctx.budget.step();
     const parts = n.arrays.flatMap((p) => (i < p.prefix.length ? [p.prefix[i]!] : p.items ? [p.items] : []));
     const e = orNull(() => compileParts(parts, `${hint}-item-${i}`, ctx));
     if (e === null) {
@@ -283,10 +297,10 @@ function emitArray(n: Norm, hint: string, ctx: Ctx): Expr {
   const rest = (i: number): Expr => {
     if (i >= max) return EMPTY;
     if (i >= K) {
-      const next = b.rule(`${hint}-next`, seq(lit(","), W, tail!));
+      const next = b.rule(`${hint}-next`, seq(lit(","), S, tail!));
       return boundedRepeat(next, Math.max(0, min - i), max === Infinity ? null : max - i);
     }
-    const cont = seq(lit(","), W, item(i), rest(i + 1));
+    const cont = seq(lit(","), S, item(i), rest(i + 1));
     return i >= min ? opt(cont) : cont;
   };
   const body = max === 0 ? EMPTY : min === 0 ? opt(seq(item(0), rest(1))) : seq(item(0), rest(1));

@@ -14,7 +14,17 @@ import type { RuleBuilder } from "./builder.ts";
  */
 export const MAX_INDENT = 20;
 
+/** Whitespace in a gap where compact JSON has none (after `{`, `[`, a key, a value). */
 export function ws(b: RuleBuilder): Expr {
+  return b.layout === "compact" ? EMPTY : prettyWs(b);
+}
+
+/** Whitespace after `:` and `,`: one optional space in compact JSON. */
+export function sepWs(b: RuleBuilder): Expr {
+  return b.layout === "compact" ? b.fixed("sp", () => opt(lit(" "))) : prettyWs(b);
+}
+
+function prettyWs(b: RuleBuilder): Expr {
   return b.fixed("ws", () => seq(opt(lit("\n")), repeat(chars(" ", "\t"), 0, MAX_INDENT)));
 }
 
@@ -78,15 +88,15 @@ export function anyValue(b: RuleBuilder): Expr {
 /** Any JSON object (what response_format json_object asks for). */
 export function anyObject(b: RuleBuilder): Expr {
   return b.fixed("object", () => {
-    const member = b.fixed("member", () => seq(anyString(b), ws(b), lit(":"), ws(b), anyValue(b), ws(b)));
-    return seq(lit("{"), ws(b), opt(seq(member, star(seq(lit(","), ws(b), member)))), lit("}"));
+    const member = b.fixed("member", () => seq(anyString(b), ws(b), lit(":"), sepWs(b), anyValue(b), ws(b)));
+    return seq(lit("{"), ws(b), opt(seq(member, star(seq(lit(","), sepWs(b), member)))), lit("}"));
   });
 }
 
 export function anyArray(b: RuleBuilder): Expr {
   return b.fixed("array", () => {
     const item = b.fixed("item", () => seq(anyValue(b), ws(b)));
-    return seq(lit("["), ws(b), opt(seq(item, star(seq(lit(","), ws(b), item)))), lit("]"));
+    return seq(lit("["), ws(b), opt(seq(item, star(seq(lit(","), sepWs(b), item)))), lit("]"));
   });
 }
 
@@ -147,6 +157,46 @@ export function jsonStringLiteral(s: string): Expr {
   return lit(JSON.stringify(s));
 }
 
+interface TrieNode {
+  next: Map<string, TrieNode>;
+  end: boolean;
+}
+
+/**
+ * Exactly these literal texts, as a trie: shared prefixes written once and
+ * alternatives only where the texts part. To llama.cpp's grammar engine an
+ * enum of n strings is then a handful of parse stacks per character instead
+ * of n (all n alternatives start with the same quote).
+ */
+export function literalTrie(texts: string[]): Expr {
+  const root: TrieNode = { next: new Map(), end: false };
+  for (const t of texts) {
+    let node = root;
+    for (const ch of t) {
+      let child = node.next.get(ch);
+      if (!child) node.next.set(ch, (child = { next: new Map(), end: false }));
+      node = child;
+    }
+    node.end = true;
+  }
+  const emit = (node: TrieNode): Expr => {
+    const alts: Expr[] = node.end ? [EMPTY] : [];
+    for (const [ch, child] of node.next) {
+      // Runs without a branch become one literal.
+      let text = ch;
+      let n = child;
+      while (!n.end && n.next.size === 1) {
+        const [[c, only]] = n.next;
+        text += c;
+        n = only!;
+      }
+      alts.push(seq(lit(text), emit(n)));
+    }
+    return alt(...alts);
+  };
+  return emit(root);
+}
+
 /** Grammar for exactly this JSON value, allowing whitespace between tokens. */
 export function jsonValueLiteral(v: unknown, b: RuleBuilder): Expr {
   if (v === null) return lit("null");
@@ -155,14 +205,14 @@ export function jsonValueLiteral(v: unknown, b: RuleBuilder): Expr {
   if (typeof v === "string") return jsonStringLiteral(v);
   if (Array.isArray(v)) {
     if (v.length === 0) return seq(lit("["), ws(b), lit("]"));
-    const items = v.map((x, i) => seq(i === 0 ? EMPTY : seq(lit(","), ws(b)), jsonValueLiteral(x, b), ws(b)));
+    const items = v.map((x, i) => seq(i === 0 ? EMPTY : seq(lit(","), sepWs(b)), jsonValueLiteral(x, b), ws(b)));
     return seq(lit("["), ws(b), ...items, lit("]"));
   }
   if (typeof v === "object") {
     const entries = Object.entries(v as Record<string, unknown>);
     if (entries.length === 0) return seq(lit("{"), ws(b), lit("}"));
     const members = entries.map(([k, x], i) =>
-      seq(i === 0 ? EMPTY : seq(lit(","), ws(b)), jsonStringLiteral(k), ws(b), lit(":"), ws(b), jsonValueLiteral(x, b), ws(b)),
+      seq(i === 0 ? EMPTY : seq(lit(","), sepWs(b)), jsonStringLiteral(k), ws(b), lit(":"), sepWs(b), jsonValueLiteral(x, b), ws(b)),
     );
     return seq(lit("{"), ws(b), ...members, lit("}"));
   }

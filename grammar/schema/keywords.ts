@@ -28,5 +28,8 @@ export const TYPE_KEYWORDS: Record<string, string[]> = {
   number: ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"],
 };
 
+/** The type family of each type-specific keyword. */
+export const FAMILY_OF: ReadonlyMap<string, string> = new Map(Object.entries(TYPE_KEYWORDS).flatMap(([fam, kws]) => kws.map((k) => [k, fam] as const)));
+
 export const JSON_TYPES = ["object", "array", "string", "number", "integer", "boolean", "null"] as const;
 export type JsonType = (typeof JSON_TYPES)[number];

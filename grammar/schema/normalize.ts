@@ -6,10 +6,10 @@
 // only knows its own part's properties).
 
 import type { Part } from "./context.ts";
-import { Ctx, deepEqual, isObject } from "./context.ts";
+import { Ctx, canonical, isObject } from "./context.ts";
 import { SchemaError, pointer } from "./errors.ts";
 import { NUMBER_FORMATS, STRING_FORMATS } from "./formats.ts";
-import { ANNOTATIONS, ENFORCED, JSON_TYPES, type JsonType, TYPE_KEYWORDS } from "./keywords.ts";
+import { ANNOTATIONS, ENFORCED, FAMILY_OF, JSON_TYPES, type JsonType } from "./keywords.ts";
 import { type Dec, cmpDec, toDec } from "./numbers.ts";
 
 export interface NumBound {
@@ -81,11 +81,31 @@ function intersectTypes(a: Set<JsonType>, b: Set<JsonType>): Set<JsonType> {
   return out;
 }
 
-function nonNegInt(v: unknown, keyword: string, at: string): number {
+/** A length or item count: expanded into the grammar, so bounded by maxCount. */
+function count(v: unknown, keyword: string, at: string, ctx: Ctx): number {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) {
     throw new SchemaError(keyword, at, `${keyword} must be a non-negative integer`, "invalid");
   }
+  ctx.budget.cap("maxCount", v, keyword, at, `${keyword} is ${v}`);
   return v;
+}
+
+/** A list keyword's entries, at most maxEntries of them. */
+function entries<T>(list: T[], keyword: string, at: string, ctx: Ctx): T[] {
+  ctx.budget.cap("maxEntries", list.length, keyword, at, `${keyword} has ${list.length} entries`);
+  ctx.budget.step(list.length);
+  return list;
+}
+
+/** The values once each (in first-seen order). */
+function distinct(values: unknown[]): unknown[] {
+  const seen = new Set<string>();
+  return values.filter((x) => {
+    const key = canonical(x);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }
 
 /** Schemas that constrain nothing (true, {}, only annotations / definitions). */
@@ -108,8 +128,15 @@ export function normalize(parts: Part[], ctx: Ctx): Norm {
     numberFormats: [], minItems: 0, maxItems: null, minItemsAt: "", arrays: [], objects: [], groups: [],
   };
   const inlining: string[] = [];
+  let merged = 0;
+  // Each schema folded in (through $ref or allOf) counts against maxMerged.
+  const include = (part: Part, keyword: string, at: string) => {
+    ctx.budget.cap("maxMerged", ++merged, keyword, at, `expanding allOf and $ref merges ${merged} schemas into one`);
+    add(part);
+  };
 
   const add = (part: Part) => {
+    ctx.budget.step();
     const s = part.schema;
     if (s === true) return;
     if (s === false) throw new SchemaError("false", part.path, "the schema is `false`, which no value satisfies", "unsatisfiable");
@@ -121,14 +148,15 @@ export function normalize(parts: Part[], ctx: Ctx): Norm {
         throw new SchemaError("$ref", pointer(part.path, "$ref"), "circular $ref that never reaches a property or item", "invalid");
       }
       inlining.push(target.path);
-      add(target);
+      include(target, "$ref", pointer(part.path, "$ref"));
       inlining.pop();
       delete stripped.$ref;
     }
     if ("allOf" in s) {
       const list = s.allOf;
       if (!Array.isArray(list) || list.length === 0) throw new SchemaError("allOf", pointer(part.path, "allOf"), "allOf must be a non-empty array", "invalid");
-      list.forEach((sub, i) => add({ schema: sub, path: pointer(part.path, "allOf", i) }));
+      entries(list, "allOf", pointer(part.path, "allOf"), ctx);
+      list.forEach((sub, i) => include({ schema: sub, path: pointer(part.path, "allOf", i) }, "allOf", pointer(part.path, "allOf")));
       delete stripped.allOf;
     }
     const owner = n.flat.length;
@@ -152,7 +180,8 @@ function addKeywords(n: Norm, s: Record<string, unknown>, path: string, owner: n
       ctx.unsupported(k, path);
       continue;
     }
-    for (const [fam, kws] of Object.entries(TYPE_KEYWORDS)) if (kws.includes(k)) n.families.add(fam);
+    const family = FAMILY_OF.get(k);
+    if (family) n.families.add(family);
     switch (k) {
       case "type": {
         const list = Array.isArray(v) ? v : [v];
@@ -174,11 +203,15 @@ function addKeywords(n: Norm, s: Record<string, unknown>, path: string, owner: n
         let values: unknown[];
         if (k === "enum") {
           if (!Array.isArray(v)) throw new SchemaError(k, at(k), "enum must be an array", "invalid");
-          values = v.filter((x, i) => v.findIndex((y) => deepEqual(x, y)) === i);
+          values = distinct(entries(v, k, at(k), ctx));
         } else {
           values = [v];
         }
-        n.enumValues = n.enumValues === null ? values : n.enumValues.filter((x) => values.some((y) => deepEqual(x, y)));
+        if (n.enumValues === null) n.enumValues = values;
+        else {
+          const keys = new Set(values.map(canonical));
+          n.enumValues = n.enumValues.filter((x) => keys.has(canonical(x)));
+        }
         n.enumAt = at(k);
         break;
       }
@@ -201,13 +234,13 @@ function addKeywords(n: Norm, s: Record<string, unknown>, path: string, owner: n
         break;
       }
       case "minLength":
-        if (nonNegInt(v, k, at(k)) >= n.minLength) {
+        if (count(v, k, at(k), ctx) >= n.minLength) {
           n.minLength = v as number;
           n.minLengthAt = at(k);
         }
         break;
       case "maxLength": {
-        const m = nonNegInt(v, k, at(k));
+        const m = count(v, k, at(k), ctx);
         n.maxLength = n.maxLength === null ? m : Math.min(n.maxLength, m);
         break;
       }
@@ -222,24 +255,24 @@ function addKeywords(n: Norm, s: Record<string, unknown>, path: string, owner: n
         else ctx.unsupported(k, path, `format '${v}' is not supported`);
         break;
       case "minItems":
-        if (nonNegInt(v, k, at(k)) >= n.minItems) {
+        if (count(v, k, at(k), ctx) >= n.minItems) {
           n.minItems = v as number;
           n.minItemsAt = at(k);
         }
         break;
       case "maxItems": {
-        const m = nonNegInt(v, k, at(k));
+        const m = count(v, k, at(k), ctx);
         n.maxItems = n.maxItems === null ? m : Math.min(n.maxItems, m);
         break;
       }
       case "prefixItems":
         if (!Array.isArray(v)) throw new SchemaError(k, at(k), "prefixItems must be an array", "invalid");
-        arr().prefix = v.map((x, i) => ({ schema: x, path: pointer(path, k, i) }));
+        arr().prefix = entries(v, k, at(k), ctx).map((x, i) => ({ schema: x, path: pointer(path, k, i) }));
         break;
       case "items":
         if (Array.isArray(v)) {
           // Draft-07 tuple form: items is the prefix, additionalItems the rest.
-          arr().prefix = v.map((x, i) => ({ schema: x, path: pointer(path, k, i) }));
+          arr().prefix = entries(v, k, at(k), ctx).map((x, i) => ({ schema: x, path: pointer(path, k, i) }));
         } else {
           arr().items = v === true ? undefined : v === false ? false : { schema: v, path: at(k) };
         }
@@ -249,11 +282,11 @@ function addKeywords(n: Norm, s: Record<string, unknown>, path: string, owner: n
         break;
       case "properties":
         if (!isObject(v)) throw new SchemaError(k, at(k), "properties must be an object", "invalid");
-        for (const [name, ps] of Object.entries(v)) obj().properties.set(name, { schema: ps, path: pointer(path, k, name) });
+        for (const [name, ps] of entries(Object.entries(v), k, at(k), ctx)) obj().properties.set(name, { schema: ps, path: pointer(path, k, name) });
         break;
       case "required":
         if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) throw new SchemaError(k, at(k), "required must be an array of strings", "invalid");
-        obj().required = [...new Set(v as string[])];
+        obj().required = [...new Set(entries(v as string[], k, at(k), ctx))];
         break;
       case "additionalProperties":
         obj().additional = typeof v === "boolean" ? v : { schema: v, path: at(k) };
@@ -261,7 +294,7 @@ function addKeywords(n: Norm, s: Record<string, unknown>, path: string, owner: n
       case "anyOf":
       case "oneOf":
         if (!Array.isArray(v) || v.length === 0) throw new SchemaError(k, at(k), `${k} must be a non-empty array`, "invalid");
-        n.groups.push({ kind: k, branches: v.map((x, i) => ({ schema: x, path: pointer(path, k, i) })), at: at(k), owner });
+        n.groups.push({ kind: k, branches: entries(v, k, at(k), ctx).map((x, i) => ({ schema: x, path: pointer(path, k, i) })), at: at(k), owner });
         break;
       case "$ref":
       case "allOf":

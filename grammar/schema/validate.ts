@@ -5,7 +5,7 @@
 // like the compiler.
 
 import type { Ctx } from "./context.ts";
-import { deepEqual, isObject } from "./context.ts";
+import { canonical, deepEqual, isObject } from "./context.ts";
 import { SchemaError, pointer } from "./errors.ts";
 import { NUMBER_FORMATS, STRING_FORMATS } from "./formats.ts";
 import { ANNOTATIONS } from "./keywords.ts";
@@ -19,6 +19,20 @@ function formatRegex(src: string): RegExp {
     formatRegexCache.set(src, re);
   }
   return re;
+}
+
+// Each enum's values as canonical texts, built once per enum array: checking
+// every value of one enum against another would otherwise be quadratic.
+const enumKeyCache = new WeakMap<unknown[], Set<string>>();
+
+function enumKeys(values: unknown[], ctx: Ctx): Set<string> {
+  let keys = enumKeyCache.get(values);
+  if (!keys) {
+    ctx.budget.step(values.length);
+    keys = new Set(values.map(canonical));
+    enumKeyCache.set(values, keys);
+  }
+  return keys;
 }
 
 export function jsonTypeOf(v: unknown): "null" | "boolean" | "number" | "string" | "array" | "object" {
@@ -38,6 +52,7 @@ export function valueMatches(v: unknown, schema: unknown, path: string, ctx: Ctx
   if (schema === false) return false;
   if (!isObject(schema)) throw new SchemaError("type", path, "a schema must be an object or a boolean", "invalid");
   if (depth > 64) throw new SchemaError("$ref", path, "schema nesting too deep to check enum values");
+  ctx.budget.step();
   const s = schema;
   const sub = (x: unknown, sch: unknown, p: string) => valueMatches(x, sch, p, ctx, depth + 1);
   for (const [k, kv] of Object.entries(s)) {
@@ -49,7 +64,7 @@ export function valueMatches(v: unknown, schema: unknown, path: string, ctx: Ctx
         break;
       }
       case "enum":
-        if (!Array.isArray(kv) || !kv.some((x) => deepEqual(x, v))) return false;
+        if (!Array.isArray(kv) || !enumKeys(kv, ctx).has(canonical(v))) return false;
         break;
       case "const":
         if (!deepEqual(kv, v)) return false;

@@ -6,6 +6,8 @@ import { ServedModel } from "../daemon/served-model.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { ensureFixture } from "../fixtures/index.ts";
 import { createApp } from "../http/app.ts";
+import { listen, type Listener } from "../http/listener.ts";
+import { isLoopbackName } from "../http/origin-guard.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../paths.ts";
 import { parseServeOptions, SERVE_USAGE, UsageError, type ServeOptions } from "./serve-options.ts";
@@ -104,30 +106,33 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     }
   }
   let counter = 0;
-  const app = createApp({
-    registry,
-    operatorSampling: options.sampling,
-    maxTokens: options.maxTokens,
-    qos: { defaultQos: options.defaultQos, honourHeader: options.qosHeader, allowBatchInvariant: options.allowBatchInvariant },
-    keepaliveSec: options.nonstreamKeepalive,
-    fim: { deadlineMs: options.completionDeadlineMs, buckets: new TokenBuckets(options.completionRate, options.completionBurst) },
-    nextId: () => ++counter,
-  });
+  const loopback = isLoopbackName(options.host);
+  const app = createApp(
+    {
+      registry,
+      operatorSampling: options.sampling,
+      maxTokens: options.maxTokens,
+      qos: { defaultQos: options.defaultQos, honourHeader: options.qosHeader, allowBatchInvariant: options.allowBatchInvariant },
+      keepaliveSec: options.nonstreamKeepalive,
+      fim: { deadlineMs: options.completionDeadlineMs, buckets: new TokenBuckets(options.completionRate, options.completionBurst) },
+      nextId: () => ++counter,
+    },
+    { bind: options.host, authenticated: false },
+  );
+  let listener: Listener;
   try {
     // Our reader enforces the 100 MiB body limit while streaming (413 in OpenAI's
-    // envelope); Bun's own cap is set above it. No idle timeout: a long
-    // non-streamed generation sends nothing until it is done. No port sharing:
-    // a second server on a port in use must fail, not split the traffic.
-    app.listen({ hostname: options.host, port: options.port, maxRequestBodySize: 1024 * 1024 * 1024, idleTimeout: 0, reusePort: false });
+    // envelope). No idle timeout: a long non-streamed generation sends nothing
+    // until it is done. No port sharing: a second server on a port in use must
+    // fail, not split the traffic.
+    listener = await listen(app, options.host, options.port);
   } catch (err) {
     await registry.close();
     await sessions.close();
     throw new Error(`cannot listen on ${options.host}:${options.port}: ${(err as Error).message}`);
   }
-  const port = app.server!.port;
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
-  const url = `http://${host}:${port}`;
-  const loopback = /^(127\.|localhost$|::1$)/.test(options.host);
+  const url = `http://${host}:${listener.port}`;
   log(
     loopback
       ? "superfluid: authentication is off (loopback only)"
@@ -139,9 +144,11 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     registry,
     sessions,
     close: async () => {
-      await app.stop(true);
+      await listener.close();
       await registry.close();
-      await sessions.close();
+      // What is still buffered belongs to generations the stop cut off, none of it
+      // delivered: a log that cannot take it (disk full) is reported, and the stop goes on.
+      await sessions.close().catch((err: Error) => log(`superfluid: the session log could not take its last records: ${err.message}`));
     },
   };
 }

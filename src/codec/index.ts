@@ -14,7 +14,8 @@ export {
   type RenderedPrompt,
   type PromptSegment,
 } from "./template.ts";
-export { renderToTokens, tokenizeSegments, type PromptTokens, type PromptTokenOptions } from "./prompt.ts";
+export { renderToTokens, tokenizeSegments, tokenizeText, type PromptTokens, type PromptTokenOptions } from "./prompt.ts";
+export { ControlTokens, type ControlToken } from "./control-tokens.ts";
 export { IncrementalDecoder } from "./detokenizer.ts";
 export { StopMatcher, type StopResult } from "./stop.ts";
 export { ReasoningSplitter, splitReasoning, type ReasoningOptions, type SplitText } from "./reasoning.ts";

@@ -8,10 +8,15 @@
 // content joins the plain runs. So for content without control-token text the
 // ids are exactly what llama.cpp would produce (including where a tokenizer
 // inserts its SentencePiece space prefix: at the start of each plain run), and
-// content that spells `<|im_end|>` becomes ordinary text tokens.
+// content that spells `<|im_end|>` becomes ordinary text tokens. The control
+// texts are cut out in JS (./control-tokens.ts), never by llama_tokenize's
+// special parsing, whose cost grows with the square of a prompt's length.
 //
-// Not reproduced: llama.cpp's lstrip/rstrip attributes on a few models' special
-// tokens (whitespace next to such a token is tokenized here, not dropped).
+// Not reproduced in chat prompts: llama.cpp's lstrip/rstrip attributes on a few
+// models' special tokens (whitespace next to such a token is tokenized here,
+// not dropped). tokenizeText, for text tokenized whole (/v1/completions,
+// /v1/tokenize), does apply them, as llama_tokenize does.
+import type { ControlTokens } from "./control-tokens.ts";
 import type { Tokenizer } from "./tokenizer.ts";
 import type { ChatTemplate, PromptSegment, RenderInput } from "./template.ts";
 
@@ -36,13 +41,14 @@ export interface PromptTokenOptions {
 export function renderToTokens(
   template: ChatTemplate,
   tokenizer: Tokenizer,
+  controls: ControlTokens,
   input: RenderInput,
   opts: PromptTokenOptions,
 ): PromptTokens {
   const rendered = template.render(input);
-  const tokens = tokenizeSegments(tokenizer, rendered.segments);
+  const tokens = tokenizeSegments(tokenizer, controls, rendered.segments);
   if (opts.addBos) {
-    const bos = opts.bosToken ?? bosFromText(tokenizer, template.bosToken);
+    const bos = opts.bosToken ?? bosFromText(tokenizer, controls, template.bosToken);
     const alreadyThere = tokens[0] === bos || (template.bosToken !== "" && rendered.text.startsWith(template.bosToken));
     if (!alreadyThere) tokens.unshift(bos);
   }
@@ -55,8 +61,8 @@ export function renderToTokens(
   };
 }
 
-function bosFromText(tokenizer: Tokenizer, text: string): number {
-  const ids = text === "" ? [] : tokenizer.tokenize(text, { parseSpecial: true });
+function bosFromText(tokenizer: Tokenizer, controls: ControlTokens, text: string): number {
+  const ids = tokenizeText(tokenizer, controls, text, { addSpecial: false });
   if (ids.length !== 1) throw new Error("addBos needs a BOS id: pass bosToken, or give the template a bos_token that is one token");
   return ids[0]!;
 }
@@ -74,11 +80,7 @@ function endsInsideBlock(segments: PromptSegment[], open: string, close: string)
 }
 
 /** Token ids for the segments: control tokens recognized in trusted text only. */
-export function tokenizeSegments(tokenizer: Tokenizer, segments: PromptSegment[]): number[] {
-  const controls = controlTokensIn(tokenizer, segments);
-  // Longest first, like llama.cpp's partitioning, so one control text inside another cannot win.
-  const ordered = [...controls.keys()].sort((a, b) => b.length - a.length);
-
+export function tokenizeSegments(tokenizer: Tokenizer, controls: ControlTokens, segments: PromptSegment[]): number[] {
   // Pieces: a control token id, or plain text (trusted or not; adjacent plain text is merged).
   const pieces: (number | string)[] = [];
   const pushText = (text: string) => {
@@ -92,12 +94,27 @@ export function tokenizeSegments(tokenizer: Tokenizer, segments: PromptSegment[]
       pushText(seg.text);
       continue;
     }
-    for (const piece of splitOnControls(seg.text, ordered, controls)) {
+    for (const piece of controls.split(seg.text)) {
       if (typeof piece === "number") pieces.push(piece);
       else pushText(piece);
     }
   }
+  return tokenizePieces(tokenizer, pieces);
+}
 
+/**
+ * Text to token ids with its control-token text parsed: what llama_tokenize
+ * gives with parse_special (lstrip/rstrip included), in linear time.
+ * `addSpecial` frames it as the vocabulary asks (BOS, EOS, CLS/SEP).
+ */
+export function tokenizeText(tokenizer: Tokenizer, controls: ControlTokens, text: string, opts: { addSpecial: boolean }): number[] {
+  const tokens = tokenizePieces(tokenizer, controls.split(text, { strip: true }));
+  if (!opts.addSpecial) return tokens;
+  const frame = specialFrame(tokenizer);
+  return [...frame.before, ...tokens, ...frame.after];
+}
+
+function tokenizePieces(tokenizer: Tokenizer, pieces: (number | string)[]): number[] {
   const tokens: number[] = [];
   for (const piece of pieces) {
     if (typeof piece === "number") tokens.push(piece);
@@ -106,43 +123,22 @@ export function tokenizeSegments(tokenizer: Tokenizer, segments: PromptSegment[]
   return tokens;
 }
 
-/** The control tokens (text → id) that special parsing finds in the trusted segments. */
-function controlTokensIn(tokenizer: Tokenizer, segments: PromptSegment[]): Map<string, number> {
-  const found = new Map<string, number>();
-  const checked = new Set<number>();
-  const decoder = new TextDecoder();
-  for (const seg of segments) {
-    if (!seg.trusted || seg.text === "") continue;
-    for (const id of tokenizer.tokenize(seg.text, { addSpecial: false, parseSpecial: true })) {
-      if (checked.has(id)) continue;
-      checked.add(id);
-      // A control token renders as nothing unless asked for its text; plain and
-      // user-defined tokens come out of plain tokenization anyway.
-      if (tokenizer.tokenBytes(id, false).length > 0) continue;
-      const text = decoder.decode(tokenizer.tokenBytes(id, true));
-      if (text !== "") found.set(text, id);
-    }
-  }
-  return found;
+/** The tokens add_special puts before and after any text (they do not depend on it). */
+interface SpecialFrame {
+  before: number[];
+  after: number[];
 }
 
-function splitOnControls(text: string, ordered: string[], controls: Map<string, number>): (number | string)[] {
-  let pieces: (number | string)[] = [text];
-  for (const control of ordered) {
-    const id = controls.get(control)!;
-    const next: (number | string)[] = [];
-    for (const piece of pieces) {
-      if (typeof piece === "number") {
-        next.push(piece);
-        continue;
-      }
-      const parts = piece.split(control);
-      parts.forEach((part, i) => {
-        if (i > 0) next.push(id);
-        if (part !== "") next.push(part);
-      });
-    }
-    pieces = next;
-  }
-  return pieces;
+const frames = new WeakMap<Tokenizer, SpecialFrame>();
+
+function specialFrame(tokenizer: Tokenizer): SpecialFrame {
+  let frame = frames.get(tokenizer);
+  if (frame) return frame;
+  const plain = tokenizer.tokenize("a", { addSpecial: false, parseSpecial: false });
+  const framed = tokenizer.tokenize("a", { addSpecial: true, parseSpecial: false });
+  const at = framed.findIndex((_, i) => plain.every((id, j) => framed[i + j] === id));
+  if (at < 0) throw new Error("the vocabulary's special tokens do not frame text: cannot tell what add_special adds");
+  frame = { before: framed.slice(0, at), after: framed.slice(at + plain.length) };
+  frames.set(tokenizer, frame);
+  return frame;
 }

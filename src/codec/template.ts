@@ -1,4 +1,6 @@
-// Chat templates: Hugging Face-style Jinja rendered with @huggingface/jinja.
+// Chat templates: Hugging Face-style Jinja rendered as Python Jinja2 renders
+// it (./jinja/: an adapter over @huggingface/jinja), from the messages in the
+// form the templates are written for (./openai-form.ts).
 //
 // Besides plain rendering, `render` splits the prompt into trusted text (the
 // template's own scaffolding and replayed assistant turns) and untrusted text
@@ -17,42 +19,16 @@
 // on what the content says, cannot produce a wrong split: the prompt then falls
 // back to one trusted segment (the whole real render tokenized with special
 // parsing, as llama.cpp's server does), and `isolated` says so.
-import { Environment, Interpreter, Template } from "@huggingface/jinja";
+import { Template } from "@huggingface/jinja";
+import { renderProgram } from "./jinja/interpreter.ts";
+import { toReferenceForm, type ChatMessage, type ReferenceMessage } from "./openai-form.ts";
 import { align, pickNonce, sentinel } from "./sentinels.ts";
 import { strftime } from "./strftime.ts";
+import { TemplateError } from "./template-error.ts";
 import { identifierRead } from "./template-reads.ts";
 
-/** An error from a chat template: a parse error, a render error, or the template's own raise_exception. */
-export class TemplateError extends Error {
-  /** "raised": the template called raise_exception (message is the template's); "render"/"parse": the template failed. */
-  readonly kind: "raised" | "render" | "parse";
-  constructor(message: string, kind: "raised" | "render" | "parse", options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "TemplateError";
-    this.kind = kind;
-  }
-}
-
-export interface TextPart {
-  type: "text";
-  text: string;
-}
-
-export interface ToolCall {
-  id?: string | null;
-  type?: string | null;
-  /** `arguments`: a JSON string as OpenAI sends it, or an object. */
-  function: { name: string; arguments: string | Record<string, unknown> };
-}
-
-export interface ChatMessage {
-  role: "system" | "user" | "assistant" | "tool" | (string & {});
-  content?: string | null | TextPart[];
-  tool_calls?: ToolCall[] | null;
-  tool_call_id?: string | null;
-  name?: string | null;
-  reasoning_content?: string | null;
-}
+export { TemplateError } from "./template-error.ts";
+export type { ChatMessage, TextPart, ToolCall } from "./openai-form.ts";
 
 /** A tool as OpenAI describes it: `{type: "function", function: {name, description, parameters}}`. */
 export type ToolDef = Record<string, unknown>;
@@ -106,8 +82,6 @@ export class ChatTemplate {
   readonly eosToken: string;
   readonly loadedAt: Date;
   private readonly template: Template;
-  /** How the template wants assistant tool-call arguments; found on first use by argumentsForm(). */
-  private argsForm?: "string" | "object";
   private readonly readsCache = new Map<string, boolean>();
 
   constructor(source: string, opts: { bosToken?: string; eosToken?: string; loadedAt?: Date } = {}) {
@@ -133,9 +107,9 @@ export class ChatTemplate {
   }
 
   render(input: RenderInput): RenderedPrompt {
-    const messages = input.messages.map((m) => this.normalize(m));
+    const messages = input.messages.map(toReferenceForm);
     const context = this.context(input);
-    const text = this.renderOrRetry(context, messages);
+    const text = this.renderRaw(context, messages);
 
     const nonce = pickNonce(JSON.stringify([messages, input.tools ?? null, input.kwargs ?? null]));
     const untrusted = new Map<number, string>();
@@ -148,7 +122,7 @@ export class ChatTemplate {
 
     let maskedText: string;
     try {
-      maskedText = this.renderOrRetry(context, masked);
+      maskedText = this.renderRaw(context, masked);
     } catch {
       return { text, segments: [{ text, trusted: true }], isolated: false };
     }
@@ -162,10 +136,10 @@ export class ChatTemplate {
     for (const key of Object.keys(kwargs)) {
       if (RESERVED.has(key)) throw new TemplateError(`chat_template_kwargs may not set "${key}"`, "render");
     }
-    return {
+    const context: Record<string, unknown> = {
+      ...JINJA_CONSTANTS,
+      range,
       ...kwargs,
-      // transformers passes tools=None when there are none; templates are written against that.
-      tools: input.tools && input.tools.length > 0 ? input.tools : null,
       add_generation_prompt: input.addGenerationPrompt ?? true,
       bos_token: this.bosToken,
       eos_token: this.eosToken,
@@ -174,110 +148,20 @@ export class ChatTemplate {
       },
       strftime_now: (format: unknown) => strftime(this.loadedAt, String(format)),
     };
+    // transformers leaves `tools` out when there are none, so it is undefined
+    // (not none) in the template: `tools is defined`, `for t in tools` rely on it.
+    if (input.tools && input.tools.length > 0) context.tools = input.tools;
+    return context;
   }
 
-  /**
-   * Renders; when that fails for a reason other than raise_exception and some
-   * message has null content, retries with "" there (templates that do
-   * `'x' in message.content` break on an assistant tool-call turn's null).
-   */
-  private renderOrRetry(context: Record<string, unknown>, messages: NormalizedMessage[]): string {
+  private renderRaw(context: Record<string, unknown>, messages: ReferenceMessage[]): string {
     try {
-      return this.renderRaw(context, messages);
-    } catch (err) {
-      const hasNull = messages.some((m) => m.content === null);
-      if (!(err instanceof TemplateError) || err.kind !== "render" || !hasNull) throw err;
-      try {
-        return this.renderRaw(context, messages.map((m) => (m.content === null ? { ...m, content: "" } : m)));
-      } catch {
-        throw err;
-      }
-    }
-  }
-
-  private renderRaw(context: Record<string, unknown>, messages: NormalizedMessage[]): string {
-    try {
-      // Template.render would declare its own raise_exception and an undated
-      // strftime_now, which cannot then be replaced; so the globals are set here.
-      const env = new Environment();
-      for (const [name, value] of Object.entries(JINJA_CONSTANTS)) env.set(name, value);
-      env.set("range", range);
-      for (const [name, value] of Object.entries(context)) env.set(name, value);
       // Through JSON so the interpreter sees plain data only (no undefined members).
-      env.set("messages", JSON.parse(JSON.stringify(messages)));
-      return new Interpreter(env).run(this.template.parsed).value as string;
+      return renderProgram(this.template.parsed, { ...context, messages: JSON.parse(JSON.stringify(messages)) });
     } catch (err) {
       if (err instanceof RaisedByTemplate) throw new TemplateError(err.message, "raised");
       throw new TemplateError(`chat template failed to render: ${errorMessage(err)}`, "render", { cause: err });
     }
-  }
-
-  /**
-   * OpenAI clients send tool-call arguments as a JSON string. Some templates
-   * print that string as it is (Qwen, DeepSeek); others `tojson` the arguments
-   * and so need an object (Llama 3), or a string would come out quoted and
-   * escaped. A probe conversation rendered once tells which: if the string
-   * comes through verbatim, strings stay; otherwise arguments are parsed into
-   * objects. A template that renders neither probe is judged by whether its
-   * source tests `arguments is string`.
-   */
-  private argumentsForm(): "string" | "object" {
-    if (this.argsForm) return this.argsForm;
-    const args = { probe_argument: "probe value" };
-    const asText = JSON.stringify(args);
-    const probe = (value: unknown): string | undefined => {
-      const call = { id: "probe0001", type: "function", function: { name: "probe_tool", arguments: value } };
-      const tool = { type: "function", function: { name: "probe_tool", description: "probe", parameters: { type: "object", properties: {} } } };
-      const messages = [
-        { role: "user", content: "probe" },
-        { role: "assistant", content: null, tool_calls: [call] },
-      ] as NormalizedMessage[];
-      try {
-        return this.renderOrRetry(this.context({ messages: [], tools: [tool], addGenerationPrompt: false }), messages);
-      } catch {
-        return undefined;
-      }
-    };
-    if (probe(asText)?.includes(asText)) this.argsForm = "string";
-    else if (probe(args)?.includes('"probe_argument"')) this.argsForm = "object";
-    else this.argsForm = /arguments\s+is\s+string/.test(this.source) ? "string" : "object";
-    return this.argsForm;
-  }
-
-  private normalize(m: ChatMessage): NormalizedMessage {
-    const out: NormalizedMessage = { ...m, content: contentText(m.content) };
-    if (m.tool_calls && this.argumentsForm() === "object") {
-      out.tool_calls = m.tool_calls.map((call) => {
-        const args = call.function?.arguments;
-        if (typeof args !== "string") return call;
-        const parsed = tryParseObject(args);
-        return parsed ? { ...call, function: { ...call.function, arguments: parsed } } : call;
-      });
-    }
-    return out;
-  }
-}
-
-type NormalizedMessage = Omit<ChatMessage, "content"> & { content: string | null };
-
-/** OpenAI content parts become one string, parts joined by newlines (as llama.cpp and vLLM do). */
-function contentText(content: ChatMessage["content"]): string | null {
-  if (content === undefined || content === null) return null;
-  if (typeof content === "string") return content;
-  return content
-    .map((part) => {
-      if (part.type !== "text") throw new TemplateError(`unsupported content part type "${part.type}"`, "render");
-      return part.text;
-    })
-    .join("\n");
-}
-
-function tryParseObject(text: string): Record<string, unknown> | undefined {
-  try {
-    const value: unknown = JSON.parse(text);
-    return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-  } catch {
-    return undefined;
   }
 }
 

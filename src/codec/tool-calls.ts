@@ -96,18 +96,16 @@ export class TaggedJsonToolParser {
     const call = this.call;
     if (call) {
       this.call = null;
+      // Cut-off output: a started call ends with its arguments as far as they
+      // can be told; one cut before its name is dropped. Call markup is never
+      // content (the reply's finish says it was cut).
       if (call.started) {
-        // Cut-off output: end with the arguments as far as they can be told.
         const body = call.buf.slice(0, call.buf.length - partialSuffixLength(call.buf, [this.close]));
         this.finishClosed(call, body, out);
-      } else {
-        emitText(out, this.open + call.buf);
       }
     }
-    if (this.pending) {
-      emitText(out, this.pending);
-      this.pending = "";
-    }
+    if (this.pending && !(this.count > 0 && this.pending.trim() === "")) emitText(out, this.pending);
+    this.pending = "";
     return out;
   }
 
@@ -115,7 +113,11 @@ export class TaggedJsonToolParser {
     for (;;) {
       if (!this.call) {
         const found = seekMarker(this.pending, this.open);
-        emitText(out, found.before);
+        // Whitespace after a call (the template's newline between calls) is
+        // held: it is content only if more content follows.
+        const separator = this.count > 0 && found.before.trim() === "";
+        if (separator && found.after === undefined) return;
+        if (!separator) emitText(out, found.before);
         if (found.after === undefined) {
           this.pending = found.held;
           return;
@@ -183,11 +185,8 @@ export class TaggedJsonToolParser {
       return;
     }
     const parsed = parseCall(body);
-    if (!parsed) {
-      // Malformed: stays content, verbatim.
-      emitText(out, this.open + body + this.close);
-      return;
-    }
+    // A malformed block is dropped: call markup is never content.
+    if (!parsed) return;
     const index = this.count++;
     out.push({ type: "call-start", index, id: this.newId(), name: parsed.name });
     if (parsed.args) out.push({ type: "call-args", index, text: parsed.args });

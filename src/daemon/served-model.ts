@@ -1,12 +1,14 @@
 // One model as the daemon serves it: its GGUF facts, a vocabulary-only copy of
-// the model for tokenizing in the daemon (the worker only ever sees token ids),
-// its chat template, and the worker process that generates.
-import { ChatTemplate, templateReads } from "../codec/index.ts";
+// the model for turning tokens into text in the daemon (the worker only ever
+// sees token ids), the prompt thread that renders its chat template and
+// tokenizes request text, and the worker process that generates.
+import { templateReads } from "../codec/index.ts";
 import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
 import { SessionJournal } from "../sessions/journal.ts";
 import type { SessionStore } from "../sessions/store.ts";
+import { PromptThread } from "./prompt-thread.ts";
 import { WorkerClient, type WorkerOptions } from "./worker-client.ts";
 
 export interface ServedModelOptions extends Omit<WorkerOptions, "journal"> {
@@ -31,47 +33,57 @@ export class ServedModel {
     readonly info: ModelInfo,
     readonly tokenizer: LlamaModel,
     readonly worker: WorkerClient,
-    readonly template: ChatTemplate | undefined,
-    readonly toolTemplate: ChatTemplate | undefined,
+    /** Renders chat templates and tokenizes request text off the event loop. */
+    readonly prompts: PromptThread,
     /** The model has `<think>`/`</think>` as single tokens: its output may hold reasoning. */
     readonly thinks: boolean,
     /** The most bytes one token stands for: text of n bytes is at least n / this many tokens. */
     readonly maxTokenBytes: number,
     /** How this model writes tool calls, learned from its template; undefined when no known wire fits. */
     readonly toolDialect: ToolDialect | undefined,
+    /** The tool wire's call openers that are single tokens: never sampled when no call may be made. */
+    readonly callOpenerTokens: number[],
   ) {}
 
   /**
-   * Fewest tokens text of this many bytes can become. Lets a prompt that cannot
-   * fit be refused before it is rendered and tokenized, which for a 100 MB body
-   * would hold the event loop (and every stream) for many seconds.
+   * Fewest tokens text of this many characters (UTF-16 code units, never more
+   * than its UTF-8 bytes) can become. Lets a prompt that cannot fit be refused
+   * before it is rendered and tokenized, work that for a 100 MB body would
+   * keep its prompt thread busy for many seconds.
    */
-  minTokensFor(bytes: number): number {
-    return Math.ceil(bytes / this.maxTokenBytes);
+  minTokensFor(chars: number): number {
+    return Math.ceil(chars / this.maxTokenBytes);
   }
 
   static async load(opts: ServedModelOptions): Promise<ServedModel> {
     const info = describeModel(await readGguf(opts.model));
     const tokenizer = LlamaModel.load(opts.model, { vocabOnly: true });
-    let worker: WorkerClient;
-    try {
-      const journal = opts.sessions ? new SessionJournal(opts.sessions, opts.id, tokenizer) : undefined;
-      worker = await WorkerClient.start({ ...opts, ...(journal ? { journal } : {}) });
-    } catch (err) {
-      tokenizer.free();
-      throw err;
-    }
     const text = (id: number | undefined) => (id === undefined ? undefined : Buffer.from(tokenizer.tokenBytes(id, true)).toString("utf8"));
-    const templateOpts = { bosToken: text(info.specialTokens.bos), eosToken: text(info.specialTokens.eos), loadedAt: new Date() };
-    const template = info.chatTemplate ? new ChatTemplate(info.chatTemplate, templateOpts) : undefined;
-    const toolTemplate = info.toolUseTemplate ? new ChatTemplate(info.toolUseTemplate, templateOpts) : template;
+    const journal = opts.sessions ? new SessionJournal(opts.sessions, opts.id, tokenizer) : undefined;
+    const [worker, prompts] = await Promise.allSettled([
+      WorkerClient.start({ ...opts, ...(journal ? { journal } : {}) }),
+      PromptThread.start({
+        model: opts.model,
+        chatTemplate: info.chatTemplate,
+        toolTemplate: info.toolUseTemplate,
+        bosText: text(info.specialTokens.bos),
+        eosText: text(info.specialTokens.eos),
+        loadedAt: new Date(),
+      }),
+    ]);
+    if (worker.status === "rejected" || prompts.status === "rejected") {
+      await Promise.all([worker.status === "fulfilled" && worker.value.close(), prompts.status === "fulfilled" && prompts.value.close()]);
+      tokenizer.free();
+      throw worker.status === "rejected" ? worker.reason : (prompts as PromiseRejectedResult).reason;
+    }
     const single = (s: string) => tokenizer.tokenize(s, { parseSpecial: true }).length === 1;
     const thinks = single(THINK_MARKERS.open) && single(THINK_MARKERS.close);
     let maxTokenBytes = 1;
     for (let t = 0; t < tokenizer.vocabInfo.size; t++) maxTokenBytes = Math.max(maxTokenBytes, tokenizer.tokenBytes(t).length);
     const templateSource = info.toolUseTemplate ?? info.chatTemplate ?? "";
     const toolDialect = templateSource ? detectToolDialect(templateSource, single) : undefined;
-    return new ServedModel(opts.id, opts.model, info, tokenizer, worker, template, toolTemplate, thinks, maxTokenBytes, toolDialect);
+    const callOpenerTokens = (toolDialect?.openers ?? []).filter(single).map((s) => tokenizer.tokenize(s, { parseSpecial: true })[0]!);
+    return new ServedModel(opts.id, opts.model, info, tokenizer, worker.value, prompts.value, thinks, maxTokenBytes, toolDialect, callOpenerTokens);
   }
 
   /** Tokens one request may hold in all: prompt plus reply. */
@@ -106,7 +118,7 @@ export class ServedModel {
   async close(): Promise<void> {
     const fim = this.fimModel;
     this.fimModel = undefined;
-    await Promise.all([this.worker.close(), fim?.close()]);
+    await Promise.all([this.worker.close(), this.prompts.close(), fim?.close()]);
     this.tokenizer.free();
   }
 }

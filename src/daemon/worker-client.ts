@@ -44,14 +44,17 @@ export interface GenerationJournal {
   tokens(id: string, tokens: number[]): void;
   /** The generation ended; "crashed" when its worker died under it. */
   end(id: string, reason: FinishReason | "crashed", job: GenerateRequest): void;
+  /** Rejects when the records could not be made durable; a later flush tries again. */
   flush(): Promise<void>;
+  /** Why the journal cannot be written, while it cannot (null or absent when it can). */
+  readonly failure?: Error | null;
 }
 
-/** The session log could not be written: nothing more can be acknowledged. */
+/** The session log could not record a generation's events: they are never delivered. */
 export class JournalError extends Error {
   readonly code = "session_log_failed";
   constructor(cause: Error) {
-    super(`the session log could not be written (${cause.message}); the generation was stopped`);
+    super(`the session log could not be written (${cause.message}); the generation was stopped`, { cause });
     this.name = "JournalError";
   }
 }
@@ -175,6 +178,11 @@ export class WorkerClient {
 
   get inflightCount(): number {
     return this.inflight.size;
+  }
+
+  /** Why the journal (the session log) cannot be written, while it cannot; null otherwise. */
+  get journalFailure(): Error | null {
+    return this.opts.journal?.failure ?? null;
   }
 
   /** Starts a generation; `durable: false` keeps it out of the journal (FIM completions, features.md 5.2). */
@@ -313,7 +321,11 @@ export class WorkerClient {
       });
   }
 
-  /** The journal failed: no event can be acknowledged any more, so every generation ends with the error and the worker drops them. */
+  /**
+   * A journal flush failed: the events it carried are lost, and the journal ended
+   * every open session with it, so every generation in flight ends with the error
+   * and the worker drops them. Generations started later try the journal again.
+   */
   private failEverything(error: Error): void {
     for (const [id, generation] of [...this.inflight]) {
       this.inflight.delete(id);

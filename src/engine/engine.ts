@@ -360,7 +360,7 @@ export class Engine {
     try {
       // ignore_eos never samples an end-of-generation token (as llama.cpp does), except
       // under a grammar, whose only way to finish is one.
-      const banned = job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : [];
+      const banned = [...(job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : []), ...(job.bannedTokens ?? [])];
       const grammar = job.grammar === undefined ? undefined : { gbnf: job.grammar, trigger: job.grammarTrigger };
       chain = new SamplerChain(this.model, job.sampling, job.prompt, grammar, banned);
     } catch (err) {

@@ -22,6 +22,8 @@ export interface GenerateJob {
    * the marker on (tool_choice "auto": a call that starts is held to its schema).
    */
   grammarTrigger?: string;
+  /** Tokens never sampled (a tool wire's call openers when no call may be made). */
+  bannedTokens?: number[];
   /** QoS class (features.md 4.3); agent when unset. */
   qos?: QosClass;
   /** Unix ms by which it must have started; still queued then, it finishes as "expired" (FIM deadline). */

@@ -130,7 +130,7 @@ export class SamplerChain {
     const { api, shim } = model.llama;
     if (grammar !== undefined) {
       const g = grammar.trigger === undefined ? api.llama_sampler_init_grammar(model.vocab, cstr(grammar.gbnf), cstr("root")) : lazyGrammar(model, grammar.gbnf, grammar.trigger);
-      if (!g || typeof g === "bigint") throw new GrammarError("response_format grammar did not compile on this engine");
+      if (!g || typeof g === "bigint") throw new GrammarError("the request's grammar (from response_format, grammar or tools) did not compile on this engine");
       this.grammar = g;
     }
     const chain = handle(shim.sf_sampler_chain_new(), "sampler chain");

@@ -1,5 +1,7 @@
 // /health, /props, /slots and /v1/tokenize (api.md 9).
+import { basename } from "node:path";
 import * as v from "valibot";
+import { TESTED_LLAMA_RELEASE } from "../../ffi/abi.ts";
 import type { ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { effectiveDefaults, type OperatorSampling } from "../daemon/sampling-resolve.ts";
@@ -9,9 +11,16 @@ import { namedOrDefault } from "./models.ts";
 import { modelObject } from "./openai/models.ts";
 import { opt, parseWith } from "./validate.ts";
 
+/**
+ * api.md 9: ok, or 503 `degraded` with the reason while the session log cannot be
+ * written (every generation then fails with session_log_failed until a write succeeds).
+ */
 export function health(registry: ModelRegistry) {
-  const n = registry.all().length;
-  return { status: "ok", models_loaded: n, models_known: n };
+  const models = registry.all();
+  const n = models.length;
+  const failure = models.map((m) => m.worker.journalFailure).find((f) => f !== null);
+  if (!failure) return { status: "ok", models_loaded: n, models_known: n };
+  return Response.json({ status: "degraded", reason: `session log: ${failure.message}`, models_loaded: n, models_known: n }, { status: 503 });
 }
 
 export function props(registry: ModelRegistry, operator: OperatorSampling, id: string | null) {
@@ -19,7 +28,8 @@ export function props(registry: ModelRegistry, operator: OperatorSampling, id: s
   const d = effectiveDefaults(operator, model.info.sampling);
   return {
     model_alias: model.id,
-    model_path: model.path,
+    // The file name only: a reply never maps this machine's folders.
+    model_path: basename(model.path),
     default_generation_settings: {
       n_ctx: model.contextWindow,
       params: {
@@ -40,7 +50,7 @@ export function props(registry: ModelRegistry, operator: OperatorSampling, id: s
     eos_token: model.info.specialTokens.eos ?? null,
     kv_cache: { type_k: "f16", type_v: "f16", sequences: model.worker.info.sequences, cells_per_sequence: model.contextWindow },
     capabilities: modelObject(model).capabilities,
-    build_info: `superfluid (llama.cpp ${model.worker.info.library.path})`,
+    build_info: `superfluid (llama.cpp ${TESTED_LLAMA_RELEASE})`,
   };
 }
 
@@ -118,12 +128,24 @@ const tokenizeSchema = v.looseObject({
   with_pieces: opt(v.boolean()),
 });
 
-export function tokenize(registry: ModelRegistry, body: unknown) {
+/**
+ * The most characters /v1/tokenize takes (128 Ki): the reply, up to one token
+ * a character, is built and serialized on the event loop, so it stays within
+ * some tens of milliseconds there; longer text is tokenized in pieces.
+ */
+export const TOKENIZE_MAX_CHARS = 128 * 1024;
+
+/** Tokenized on the model's prompt thread, with control-token text parsed. */
+export async function tokenize(registry: ModelRegistry, body: unknown) {
   const req = parseWith(tokenizeSchema, body);
   const model = namedOrDefault(registry, req.model);
   const text = req.content ?? req.text ?? req.input;
   if (text === undefined || text === null) throw new ApiError(400, "content is required: the text to tokenize", null, "content");
-  const tokens = model.tokenizer.tokenize(text, { addSpecial: req.add_special ?? false, parseSpecial: true });
+  if (text.length > TOKENIZE_MAX_CHARS) {
+    const field = req.content != null ? "content" : req.text != null ? "text" : "input";
+    throw new ApiError(400, `${field} is ${text.length} characters long; /v1/tokenize takes at most ${TOKENIZE_MAX_CHARS}`, "text_too_long", field);
+  }
+  const tokens = Array.from(await model.prompts.tokenize(text, { addSpecial: req.add_special ?? false, parseSpecial: true }));
   if (!req.with_pieces) return { tokens };
   return { tokens: tokens.map((id) => ({ id, piece: Buffer.from(model.tokenizer.tokenBytes(id)).toString("utf8") })) };
 }

@@ -1,8 +1,44 @@
 // Reads a JSON request body with a size cap that is enforced while streaming,
-// so a 100 MiB+ body is refused (413) without being buffered whole.
+// so a 100 MiB+ body is refused (413) without being buffered whole. Only JSON
+// is read: a form or text/plain POST is what any web page can send without a
+// CORS preflight, so it is refused (415) before its body is looked at.
 import { ApiError, MAX_BODY_BYTES, badRequest, payloadTooLarge } from "./errors.ts";
 
+/** application/json and the +json types; no Content-Type at all reads as JSON too. */
+function checkJsonContentType(request: Request): void {
+  const declared = request.headers.get("content-type");
+  if (declared === null) return;
+  const essence = declared.split(";", 1)[0]!.trim().toLowerCase();
+  if (essence === "application/json" || /^application\/[!#$%&'*.^`|~\w-]+\+json$/.test(essence)) return;
+  throw new ApiError(415, `the request body must be JSON (content-type: application/json), not '${essence}'`, "unsupported_media_type", null);
+}
+
+/**
+ * Deepest nesting of arrays and objects a body may have. Every handler walks
+ * request values recursively (validation, templates, schema compilation), so
+ * a body nested tens of thousands deep would overflow the stack; no API
+ * request needs more than a few dozen levels.
+ */
+export const MAX_JSON_DEPTH = 256;
+
+/** Refuses JSON text nested deeper than MAX_JSON_DEPTH (a linear scan, strings skipped), before it is parsed. */
+function checkDepth(text: string): void {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > MAX_JSON_DEPTH) throw badRequest(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+}
+
 export async function readJsonBody(request: Request, limit = MAX_BODY_BYTES): Promise<unknown> {
+  checkJsonContentType(request);
   const declared = Number(request.headers.get("content-length") ?? NaN);
   if (declared > limit) throw payloadTooLarge();
   if (!request.body) throw badRequest("request body is empty; expected a JSON object");
@@ -10,7 +46,14 @@ export async function readJsonBody(request: Request, limit = MAX_BODY_BYTES): Pr
   let size = 0;
   const reader = request.body.getReader();
   for (;;) {
-    const { done, value } = await reader.read();
+    let step: Awaited<ReturnType<typeof reader.read>>;
+    try {
+      step = await reader.read();
+    } catch {
+      // The client went away before its whole body arrived: nobody is left to answer.
+      throw badRequest("the request body ended before all of it arrived");
+    }
+    const { done, value } = step;
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
@@ -21,6 +64,7 @@ export async function readJsonBody(request: Request, limit = MAX_BODY_BYTES): Pr
   }
   const text = Buffer.concat(chunks).toString("utf8");
   if (text.trim() === "") throw badRequest("request body is empty; expected a JSON object");
+  checkDepth(text);
   try {
     return JSON.parse(text);
   } catch (err) {

@@ -41,12 +41,24 @@ export const MAX_BODY_BYTES = 100 * 1024 * 1024;
 export const payloadTooLarge = () =>
   new ApiError(413, `request body is larger than the limit of ${MAX_BODY_BYTES} bytes (100 MiB)`, "payload_too_large");
 
-/** Any thrown value as an ApiError: ours pass through, the rest are 500s. */
+/**
+ * An absolute path (POSIX, Windows or file://) in a message, with the file
+ * name it ends in: what a client is told never maps this machine's folders.
+ */
+const ABSOLUTE_PATH = /(?<![\w.~%:/\\-])(?:file:\/\/)?(?:[A-Za-z]:[\\/]|\/)(?:[^\s\\/'"`,;:()<>[\]{}]+[\\/])+([^\s\\/'"`,;:()<>[\]{}]*)/g;
+
+/** The text with every absolute path cut to its last name (the file name). */
+export function withoutPaths(text: string): string {
+  return text.replace(ABSOLUTE_PATH, (path: string, name: string) => name || (path.split(/[\\/]/).filter(Boolean).pop() ?? ""));
+}
+
+/** Any thrown value as an ApiError: ours pass through, the rest are 500s whose messages carry no paths. */
 export function asApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   const e = err as { code?: string; message?: string; status?: number };
-  if (e?.code === "worker_crashed") return new ApiError(500, e.message ?? "engine worker failed", null, null, "server_error");
-  if (e?.code === "session_log_failed") return new ApiError(500, e.message ?? "the session log could not be written", "session_log_failed", null, "server_error");
-  if (e?.code === "generation_failed") return new ApiError(e.status ?? 500, e.message ?? "generation failed");
-  return new ApiError(500, `internal error: ${e?.message ?? String(err)}`);
+  const message = (fallback: string) => withoutPaths(e?.message ?? fallback);
+  if (e?.code === "worker_crashed") return new ApiError(500, message("engine worker failed"), null, null, "server_error");
+  if (e?.code === "session_log_failed") return new ApiError(500, message("the session log could not be written"), "session_log_failed", null, "server_error");
+  if (e?.code === "generation_failed") return new ApiError(e.status ?? 500, message("generation failed"));
+  return new ApiError(500, `internal error: ${withoutPaths(e?.message ?? String(err))}`);
 }

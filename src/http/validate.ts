@@ -29,3 +29,13 @@ export const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
 
 export const num = (min: number, max: number) =>
   v.pipe(v.number(), v.finite(), v.minValue(min, `must be at least ${min}`), v.maxValue(max, `must be at most ${max}`));
+
+const isJsonObject = (value: unknown) => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** A JSON object (an array is not one) with these fields; fields not named pass through. */
+export const object = <E extends v.ObjectEntries>(entries: E, message = "must be an object") =>
+  v.pipe(v.custom<unknown>(isJsonObject, message), v.looseObject(entries, message));
+
+/** A JSON object (an array is not one) whose values all match `value`. */
+export const record = <S extends v.GenericSchema>(value: S, message = "must be an object") =>
+  v.pipe(v.custom<unknown>(isJsonObject, message), v.record(v.string(), value, message));

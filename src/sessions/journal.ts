@@ -2,7 +2,8 @@
 // every token the engine commits go into the session log, and the worker
 // client delivers nothing to a reader before the log has it on disk. Spans are
 // token ids, so a replay never re-renders; the text beside them is for people
-// and tools reading the log.
+// and tools reading the log. A failed write ends every open session (store.ts):
+// the journal then forgets them, and records nothing more for them.
 import { IncrementalDecoder } from "../codec/index.ts";
 import type { Tokenizer } from "../codec/tokenizer.ts";
 import type { GenerateRequest, GenerationJournal } from "../daemon/worker-client.ts";
@@ -53,14 +54,21 @@ export class SessionJournal implements GenerationJournal {
     this.open.set(id, { session, decoder: new IncrementalDecoder(this.tokenizer) });
   }
 
-  tokens(id: string, tokens: number[]): void {
+  /** The generation's session, while the store still takes its records. */
+  private live(id: string): OpenSession | undefined {
     const open = this.open.get(id);
+    if (open && !this.store.isLive(open.session)) this.open.delete(id);
+    return this.open.get(id);
+  }
+
+  tokens(id: string, tokens: number[]): void {
+    const open = this.live(id);
     if (!open) return;
     this.store.append(open.session, { Generated: { span: tokens, text: open.decoder.push(tokens), finish: FINISH.open } });
   }
 
   end(id: string, reason: FinishReason | "crashed", job: GenerateRequest): void {
-    const open = this.open.get(id);
+    const open = this.live(id);
     if (!open) return;
     this.open.delete(id);
     const finish = finishCode(reason, job.grammar !== undefined && job.grammarTrigger === undefined);
@@ -69,6 +77,14 @@ export class SessionJournal implements GenerationJournal {
   }
 
   flush(): Promise<void> {
-    return this.store.flush();
+    return this.store.flush().catch((err: unknown) => {
+      // The failed write ended every open session; their generations are failed, never ended.
+      for (const id of [...this.open.keys()]) this.live(id);
+      throw err;
+    });
+  }
+
+  get failure(): Error | null {
+    return this.store.failure;
   }
 }

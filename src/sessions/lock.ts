@@ -12,8 +12,9 @@
 // Windows (no flock): a pid file created exclusively, with a liveness check of the
 // recorded pid (process.kill(pid, 0)) to take over a stale one.
 import { dlopen, read as ffiRead } from "bun:ffi";
-import { closeSync, constants, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, ftruncateSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
+import { openPrivate } from "./private-files.ts";
 
 export const LOCK_FILE = "serve.lock";
 
@@ -113,7 +114,7 @@ export function acquireDirLock(dir: string): DirLock {
 }
 
 function flockLock(dir: string, path: string, c: Libc): DirLock {
-  const fd = openSync(path, constants.O_RDWR | constants.O_CREAT, 0o644);
+  const fd = openPrivate(path, constants.O_RDWR | constants.O_CREAT);
   try {
     setCloseOnExec(fd);
     if (c.flock(fd, LOCK_EX | LOCK_NB) !== 0) {
@@ -171,7 +172,7 @@ function pidFileLock(dir: string, path: string): DirLock {
   for (let attempt = 0; ; attempt++) {
     let fd: number;
     try {
-      fd = openSync(path, "wx", 0o644);
+      fd = openPrivate(path, "wx");
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST" || attempt >= 2) throw e;
       const pid = readPid(path);

@@ -3,7 +3,8 @@
 // time through <dir>/serve.lock (lock.ts).
 //
 // Opening:
-//   1. mkdir -p <dir>, take serve.lock (SessionsLockedError if another server holds it).
+//   1. mkdir -p <dir> (folders created 0700, files 0600: private-files.ts), take
+//      serve.lock (SessionsLockedError if another server holds it).
 //   2. cache mode (--sessions-cache): a non-empty wal.log becomes wal.log.prev (replacing
 //      an older one) and a fresh log starts; wal.log.store-id gets a new id, since session
 //      ids start over in the fresh log.
@@ -22,12 +23,20 @@
 //
 // Memory: only a counter (next event id) per live session, dropped by release(); events
 // themselves are never kept, read() goes back to the file.
+//
+// A failed write (disk full, I/O error) drops the failed batch and everything buffered
+// behind it (wal.ts) and ends every live session: a session whose records were lost
+// must not go on with a gap in its event ids, so its generation is stopped too (the
+// worker client fails every generation in flight). The ids of sessions lost that way
+// are not reused. `failure` reports the error until a later write succeeds: the store
+// itself stays usable, and new sessions retry the log.
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, statSync, truncateSync } from "node:fs";
 import { join } from "node:path";
 import type { EventBody, SessionEvent } from "./events.ts";
 import { acquireDirLock, setCloseOnExec, type DirLock } from "./lock.ts";
-import { encodeRecord, fsyncDir, scanLog, WAL_FILE, WalWriter, type SyncMode } from "./wal.ts";
+import { makePrivateDir, openPrivate, writePrivateFile } from "./private-files.ts";
+import { encodeRecord, fsyncDir, scanLog, WAL_FILE, WalWriter, type SyncMode, type WalFileOps } from "./wal.ts";
 
 export { WalCorruptError } from "./wal.ts";
 export { SessionsLockedError, acquireDirLock, type DirLock } from "./lock.ts";
@@ -40,6 +49,8 @@ export interface StoreOptions {
   fullFsync?: boolean;
   /** false: never sync (benchmark floor only; records are not durable). Default true. */
   fsync?: boolean;
+  /** Test seam: the log writer's file calls (a failing write stands in for a full disk). */
+  fileOps?: Partial<WalFileOps>;
 }
 
 export interface RecoveredStats {
@@ -82,10 +93,11 @@ export class SessionStore {
     this.storeId = init.storeId;
     this.nextSession = init.nextSession;
     this.nextGlobal = init.nextGlobal;
+    writer.onFailure = () => this.live.clear();
   }
 
   static async open(dir: string, opts: StoreOptions = {}): Promise<SessionStore> {
-    mkdirSync(dir, { recursive: true });
+    makePrivateDir(dir);
     const lock = acquireDirLock(dir);
     let fd: number | undefined;
     let writer: WalWriter | undefined;
@@ -102,7 +114,7 @@ export class SessionStore {
       if (!rotated && existsSync(idPath)) storeId = (await Bun.file(idPath).text()).trim();
       if (!storeId) {
         storeId = randomBytes(16).toString("hex");
-        writeFileSync(`${idPath}.tmp`, `${storeId}\n`);
+        writePrivateFile(`${idPath}.tmp`, `${storeId}\n`);
         renameSync(`${idPath}.tmp`, idPath);
       }
 
@@ -132,11 +144,11 @@ export class SessionStore {
         }
       }
 
-      fd = openSync(path, "a", 0o600);
+      fd = openPrivate(path, "a");
       setCloseOnExec(fd);
       if (!existed || rotated) fsyncDir(dir);
       const mode: SyncMode = opts.fsync === false ? "none" : (opts.fullFsync ?? envFullFsync()) ? "full" : "data";
-      writer = new WalWriter(path, fd, mode);
+      writer = new WalWriter(path, fd, mode, opts.fileOps);
       fd = undefined; // the writer owns it now
 
       const epoch = recovered.records > 0 ? maxEpoch + 1 : 1;
@@ -167,6 +179,16 @@ export class SessionStore {
   /** Live sessions (created or resumed and not released). */
   get liveSessions(): number {
     return this.live.size;
+  }
+
+  /** The session takes appends: created or resumed, not released, not ended by a failed write. */
+  isLive(session: number): boolean {
+    return this.live.has(session);
+  }
+
+  /** Why the log could not be written, while it cannot: null once a later write succeeds. */
+  get failure(): Error | null {
+    return this.writer.failure;
   }
 
   private record(session: number, eventId: number, body: EventBody): void {
@@ -225,7 +247,8 @@ export class SessionStore {
   /**
    * Resolves once every event appended before the call is written and synced. Concurrent
    * callers share one write and sync; appends made while a sync is in flight go with the
-   * next one. Rejects if writing fails (and so does every later flush: the store is dead).
+   * next one. Rejects if writing fails; the sessions live then are ended (see the header),
+   * and later sessions try the log again.
    */
   flush(): Promise<void> {
     return this.writer.flush();

@@ -17,10 +17,13 @@
 //     through bun:ffi on libSystem, run on a worker thread (an FFI call is synchronous),
 //     falling back to fsync where the file system refuses F_FULLFSYNC. Elsewhere
 //     fullFsync changes nothing.
-// After a failed write or sync the writer stops for good (the file's tail is then
-// unknown; writing more could bury a torn record under complete ones): every later
-// push/flush fails with the same error.
-import { closeSync, fdatasync, fstatSync, fsync, fsyncSync, openSync, readSync, writeSync } from "node:fs";
+// A failed write or sync (a full disk, an I/O error) fails its batch and every record
+// buffered behind it, and the file is cut back to the end of the last committed batch,
+// so a partly written record never stays in the log to be buried under later ones
+// (replay would refuse it as corruption). The writer is not left failed: the next batch
+// tries again, first repeating the cut if it failed too. `failure` holds the last
+// batch's error until a batch commits.
+import { closeSync, fdatasync, fstatSync, fsync, fsyncSync, ftruncateSync, openSync, readSync, writeSync } from "node:fs";
 import type { SessionEvent } from "./events.ts";
 
 export const WAL_FILE = "wal.log";
@@ -265,47 +268,67 @@ function makeSync(mode: SyncMode): { sync: (fd: number) => Promise<void>; close(
   return { sync: (fd) => syncFd(fd, fn), close() {} };
 }
 
+/** The file calls a writer makes; tests replace them to fail the way a full or broken disk does. */
+export interface WalFileOps {
+  /** Writes all of data at the end of the file (opened O_APPEND); may write part of it, then throw. */
+  write(fd: number, data: Buffer): void;
+  /** Makes what is written durable. */
+  sync(fd: number): Promise<void>;
+  /** Cuts the file to len bytes. */
+  truncate(fd: number, len: number): void;
+}
+
 /** Appends records to an open log file with group commit. Owns fd (closes it on close()). */
 export class WalWriter {
-  readonly stats = { appended: 0, syncs: 0, bytes: 0 };
+  readonly stats = { appended: 0, syncs: 0, bytes: 0, failedBatches: 0 };
+  /** Called, before any waiter hears of it, when a batch fails (its records and those buffered behind it are dropped). */
+  onFailure: ((err: Error) => void) | null = null;
   private buffered: string[] = [];
   /** Waiters for the batch that will carry `buffered`. */
   private next: Deferred | null = null;
   /** The batch being written and synced. */
   private current: Promise<void> | null = null;
   private kickQueued = false;
-  private failure: Error | null = null;
+  private lastFailure: Error | null = null;
   private closed = false;
-  private syncer: { sync: (fd: number) => Promise<void>; close(): void };
-  /** Size of the file as far as this writer has written it. */
-  private written: number;
+  private syncer: { close(): void };
+  private ops: WalFileOps;
+  /** Bytes of the file holding committed records: where the next batch starts. */
+  private committed: number;
+  /** The file may hold bytes past `committed` (a batch that failed, not yet cut off). */
+  private tornTail = false;
 
   constructor(
     readonly path: string,
     readonly fd: number,
     readonly mode: SyncMode,
-    syncOverride?: (fd: number) => Promise<void>,
+    ops: Partial<WalFileOps> = {},
   ) {
-    this.written = fstatSync(fd).size;
-    this.syncer = syncOverride ? { sync: syncOverride, close() {} } : makeSync(mode);
+    this.committed = fstatSync(fd).size;
+    const syncer = makeSync(ops.sync ? "none" : mode);
+    this.syncer = syncer;
+    this.ops = { write: ops.write ?? writeAll, sync: ops.sync ?? syncer.sync, truncate: ops.truncate ?? ftruncateSync };
   }
 
-  /** Bytes written to the file (flushed or being flushed). */
+  /** Bytes of the file holding committed records. */
   get size(): number {
-    return this.written;
+    return this.committed;
+  }
+
+  /** Why the last batch failed; null once a batch has committed since (or none ever failed). */
+  get failure(): Error | null {
+    return this.lastFailure;
   }
 
   /** Buffers one encoded record (see encodeRecord). */
   push(line: string): void {
-    if (this.failure) throw this.failure;
     if (this.closed) throw new Error(`session log ${this.path} is closed`);
     this.buffered.push(line);
     this.stats.appended++;
   }
 
-  /** Resolves when everything pushed before the call is written and synced. */
+  /** Resolves when everything pushed before the call is written and synced; rejects if its batch fails. */
   flush(): Promise<void> {
-    if (this.failure) return Promise.reject(this.failure);
     if (this.buffered.length > 0) {
       this.next ??= deferred();
       const p = this.next.promise;
@@ -319,6 +342,18 @@ export class WalWriter {
     return this.current ?? Promise.resolve();
   }
 
+  /** Cuts a failed batch's bytes off the end of the file. Throws if the file system refuses. */
+  private cutTornTail(): void {
+    if (!this.tornTail) return;
+    try {
+      this.ops.truncate(this.fd, this.committed);
+    } catch (e) {
+      const err = asError(e);
+      throw Object.assign(new Error(`cannot cut a failed write off the log: ${err.message}`), { cause: err });
+    }
+    this.tornTail = false;
+  }
+
   private kick(): void {
     this.kickQueued = false;
     if (this.current || this.buffered.length === 0 || !this.next) return;
@@ -327,27 +362,40 @@ export class WalWriter {
     const data = Buffer.from(this.buffered.join(""));
     this.buffered = [];
     const batch = (async () => {
-      writeAll(this.fd, data);
-      this.written += data.length;
-      this.stats.bytes += data.length;
-      await this.syncer.sync(this.fd);
-      this.stats.syncs++;
+      this.cutTornTail();
+      this.tornTail = true; // until the sync returns, what follows `committed` is not known to be whole
+      this.ops.write(this.fd, data);
+      await this.ops.sync(this.fd);
     })();
     this.current = waiters.promise;
     batch.then(
       () => {
+        this.committed += data.length;
+        this.tornTail = false;
+        this.lastFailure = null;
+        this.stats.bytes += data.length;
+        this.stats.syncs++;
         this.current = null;
         waiters.resolve();
         if (this.next && this.buffered.length > 0) this.kick();
       },
       (e: unknown) => {
-        const err = e instanceof Error ? e : new Error(String(e));
-        this.failure = Object.assign(new Error(`writing the session log ${this.path} failed: ${err.message}`), { cause: err });
+        // Records buffered behind the batch may continue sessions whose records it
+        // carried: they are dropped with it, so the log never holds a gap.
+        const err = asError(e);
+        this.lastFailure = err;
+        this.stats.failedBatches++;
+        try {
+          this.cutTornTail();
+        } catch {
+          // the next batch tries the cut again before writing
+        }
         this.current = null;
         this.buffered = [];
-        waiters.reject(this.failure);
+        this.onFailure?.(err);
+        waiters.reject(err);
         if (this.next) {
-          this.next.reject(this.failure);
+          this.next.reject(err);
           this.next = null;
         }
       },
@@ -366,8 +414,15 @@ export class WalWriter {
     }
     this.syncer.close();
     try {
+      this.cutTornTail(); // a cut that failed before may work now: leave whole records behind
+    } catch {}
+    try {
       closeSync(this.fd);
     } catch {}
     if (err) throw err;
   }
+}
+
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
 }

@@ -67,16 +67,14 @@ describe("a slow non-streamed request through an idle-timing client", () => {
     const json = JSON.parse(res.body);
     expect(json.object).toBe("text_completion");
     expect(json.usage.completion_tokens).toBe(3000);
-    // No silence as long as the client's limit.
-    const gaps = r.arrivals.map((t, i) => t - (i === 0 ? 0 : r.arrivals[i - 1]!));
-    expect(Math.max(...gaps.slice(1))).toBeLessThan(IDLE_MS);
+    // No silence as long as the client's limit: the client above never idled out.
   });
 
   test("without it the same client loses the reply (and the generation is cancelled)", async () => {
     const r = await idleTimingPost(plain, "/v1/completions", slow(plain));
     expect(r.idled).toBe(true);
     expect(r.response).toBeUndefined();
-    expect((await waitIdle(plain, 1000)).idle).toBe(true);
+    expect((await waitIdle(plain)).idle).toBe(true);
   });
 });
 
@@ -124,7 +122,7 @@ describe("other keep-alive rules", () => {
     expect((await slots(padded)).lanes.active).toBe(1);
     controller.abort();
     await reader.cancel().catch(() => {});
-    const idle = await waitIdle(padded, 1000);
+    const idle = await waitIdle(padded);
     expect(idle.idle).toBe(true);
   });
 

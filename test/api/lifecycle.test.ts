@@ -33,17 +33,15 @@ describe("lifecycle", () => {
     expect(alive(pid)).toBe(true);
     const res = await fetch(`${s.url}/v1/chat/completions`, {
       method: "POST",
+      headers: { "content-type": "application/json" },
       body: JSON.stringify({ model: s.model, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
     });
     expect(res.status).toBe(200);
     await res.text();
-    const started = performance.now();
     await s.server.close();
     closeIfLeft = undefined;
-    const elapsed = performance.now() - started;
     expect(alive(pid)).toBe(false);
     expect(await fetch(`${s.url}/health`).then(() => "answered", () => "refused")).toBe("refused");
-    expect(elapsed).toBeLessThan(1500);
   });
 });
 

@@ -33,7 +33,7 @@ async function classWhileRunning(srv: TestServer, h: Record<string, string>, rou
   const entry = await slots(srv);
   controller.abort();
   await reader.cancel().catch(() => {});
-  expect((await waitIdle(srv, 2000)).idle).toBe(true);
+  expect((await waitIdle(srv)).idle).toBe(true);
   return entry.lanes.per_class;
 }
 
@@ -177,6 +177,6 @@ describe("/slots", () => {
     expect(entry.queue.per_class.background).toBe(1);
     expect(entry.lanes.per_class.background).toBe(1);
     expect(entry.lanes.active).toBe(1);
-    expect((await waitIdle(s, 2000)).idle).toBe(true);
+    expect((await waitIdle(s)).idle).toBe(true);
   });
 });

@@ -30,6 +30,8 @@ export interface ServerConfig {
   extraArgs?: string[];
   /** The fixture served (default tiny-chat). */
   fixture?: FixtureKind;
+  /** --sessions (default: a fresh temporary folder, removed after the server). */
+  sessions?: string;
 }
 
 /**
@@ -39,7 +41,7 @@ export interface ServerConfig {
  * on it.
  */
 export async function startTestServer(cfg: ServerConfig = {}): Promise<TestServer & { sessions: string }> {
-  const sessions = mkdtempSync(join(tmpdir(), "superfluid-api-test-"));
+  const sessions = cfg.sessions ?? mkdtempSync(join(tmpdir(), "superfluid-api-test-"));
   const path = await fixturePath(cfg.fixture ?? "tiny-chat");
   const opts = parseServeOptions([
     path,
@@ -68,7 +70,7 @@ export function useServer(cfg: ServerConfig = {}): TestServer {
   let sessions: string | undefined;
   beforeAll(async () => {
     const started = await startTestServer(cfg);
-    sessions = started.sessions;
+    if (cfg.sessions === undefined) sessions = started.sessions;
     Object.assign(handle, started);
   });
   afterAll(async () => {
@@ -143,13 +145,14 @@ export async function slots(s: TestServer): Promise<any> {
 }
 
 /** Polls /slots until no lane is active or queued; returns the entry and how long it took, or the last entry when the time ran out. */
-export async function waitIdle(s: TestServer, timeoutMs: number): Promise<{ idle: boolean; ms: number; entry: any }> {
+/** Polls /slots until no lane is active or queued; `hangGuardMs` only stops a hung wait, it is no bound on how long idling may take. */
+export async function waitIdle(s: TestServer, hangGuardMs = 60_000): Promise<{ idle: boolean; ms: number; entry: any }> {
   const started = performance.now();
   for (;;) {
     const entry = await slots(s);
     const ms = performance.now() - started;
     if (entry.lanes.active === 0 && entry.lanes.queued === 0) return { idle: true, ms, entry };
-    if (ms > timeoutMs) return { idle: false, ms, entry };
+    if (ms > hangGuardMs) return { idle: false, ms, entry };
     await Bun.sleep(20);
   }
 }

@@ -162,4 +162,13 @@ describe("tool call edge cases", () => {
     const forced = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), tools: odd, tool_choice: "required", max_tokens: 4 });
     expect(forced.status).toBe(400);
   });
+
+  test("parameters that are no schema at all are a 400 under any tool_choice", async () => {
+    for (const tool_choice of [undefined, "auto", "required"]) {
+      const bad = [{ type: "function", function: { name: "f", parameters: "x" } }];
+      const r = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), tools: bad, tool_choice, max_tokens: 4 });
+      expect(r.status).toBe(400);
+      expect(r.json.error.param).toBe("tools[0].function.parameters");
+    }
+  });
 });

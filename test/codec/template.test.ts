@@ -234,9 +234,9 @@ describe("telling content from scaffolding", () => {
     expect(untrusted(r)).toEqual([sneaky]);
   });
 
-  test("null content of a tool-call turn is retried as an empty string for templates that need a string", () => {
+  test("null content of an assistant tool-call turn reaches the template as an empty string", () => {
     const t = new ChatTemplate(
-      "{%- for m in messages -%}{%- if '</think>' in m.content -%}T{%- endif -%}[{{ m.role }}]{%- endfor -%}",
+      "{%- for m in messages -%}{%- if '</think>' in m.content -%}T{%- endif -%}[{{ m.role }}:{{ m.content | tojson }}]{%- endfor -%}",
     );
     const r = t.render({
       messages: [
@@ -244,20 +244,29 @@ describe("telling content from scaffolding", () => {
         { role: "assistant", content: null, tool_calls: [{ function: { name: "f", arguments: "{}" } }] },
       ],
     });
-    expect(r.text).toBe("[user][assistant]");
+    expect(r.text).toBe('[user:"q"][assistant:""]');
   });
 
-  test("tool-call arguments become objects unless the template handles strings", () => {
+  test("tool-call arguments reach the template as objects, as Hugging Face templates expect", () => {
+    // OpenAI clients send a JSON string; transformers (the reference) passes an object.
     const src = "{%- for c in messages[0].tool_calls -%}{{ c.function.arguments | tojson }}{%- endfor -%}";
     const messages: ChatMessage[] = [
       { role: "assistant", content: null, tool_calls: [{ function: { name: "f", arguments: '{"x":1}' } }] },
     ];
     expect(new ChatTemplate(src).render({ messages }).text).toBe('{"x": 1}');
-    // The fixture template tests `arguments is string` and prints strings verbatim.
+    // The fixture template, which also accepts strings, gets the object too.
     const r = chatml.render({ messages, addGenerationPrompt: false });
-    expect(r.text).toContain('"arguments": {"x":1}}');
-    // A template that concatenates the arguments into text keeps them as strings too.
-    const concat = new ChatTemplate("{%- for c in messages[-1].tool_calls -%}{{ 'args: ' + c.function.arguments }}{%- endfor -%}");
-    expect(concat.render({ messages }).text).toBe('args: {"x":1}');
+    expect(r.text).toContain('"arguments": {"x": 1}}');
+    // Arguments that are not a JSON object are passed on as sent.
+    const raw = new ChatTemplate("{%- for c in messages[-1].tool_calls -%}{{ c.function.arguments }}{%- endfor -%}");
+    const notJson: ChatMessage[] = [{ role: "assistant", content: null, tool_calls: [{ function: { name: "f", arguments: "not json" } }] }];
+    expect(raw.render({ messages: notJson }).text).toBe("not json");
+  });
+
+  test("without tools, `tools` is undefined in the template, as transformers leaves it", () => {
+    const t = new ChatTemplate("{{ tools is defined }} {{ tools is none }}{% for t in tools %}x{% endfor %}");
+    expect(t.render({ messages: [] }).text).toBe("False False");
+    expect(t.render({ messages: [], tools: [] }).text).toBe("False False");
+    expect(t.render({ messages: [], tools: [weatherTool] }).text).toBe("True Falsex");
   });
 });

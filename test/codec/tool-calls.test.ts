@@ -102,12 +102,18 @@ describe("TaggedJsonToolParser", () => {
   test("two parallel calls", () => {
     const text =
       '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>';
-    const m = checkAllSplits(text);
-    expect(m.text.trim()).toBe("");
+    const m = checkAllSplits(`${text}\n`);
+    // The newlines between and after calls are the wire's, not content.
+    expect(m.text).toBe("");
     expect(m.calls.map((c) => [c.index, c.name, c.end])).toEqual([
       [0, "a", '{"x": 1}'],
       [1, "b", "{}"],
     ]);
+  });
+
+  test("whitespace after a call is content only when more content follows", () => {
+    expect(checkAllSplits(`${ONE}\n\nDone.`).text).toBe("\n\nDone.");
+    expect(checkAllSplits(`Hi\n${ONE}\n `).text).toBe("Hi\n");
   });
 
   test("text before and after", () => {
@@ -146,13 +152,13 @@ describe("TaggedJsonToolParser", () => {
     expect(m.calls.map((c) => [c.name, c.end])).toEqual([["f", '{"a": 1}']]);
   });
 
-  test("malformed call stays text", () => {
+  test("a malformed call is dropped: call markup is never content", () => {
     const bad = '<tool_call>{"name": "f" "arguments": {}</tool_call>';
     const m = checkAllSplits(`x ${bad} y`);
     expect(m.calls).toHaveLength(0);
-    expect(m.text).toBe(`x ${bad} y`);
+    expect(m.text).toBe("x  y");
     const noName = '<tool_call>{"arguments": {}}</tool_call>';
-    expect(merge(run([noName]).events)).toEqual({ text: noName, calls: [] });
+    expect(merge(run([noName]).events)).toEqual({ text: "", calls: [] });
   });
 
   test("keys or text after the arguments object belong to the wrapper, not the arguments", () => {
@@ -181,11 +187,12 @@ describe("TaggedJsonToolParser", () => {
     expect(full.calls.map((c) => c.end)).toEqual(['{"a": 1}']);
   });
 
-  test("unterminated call without a known name is text", () => {
-    const raw = 'Hi <tool_call>{"name": "get_wea';
-    const m = checkAllSplits(raw);
-    expect(m.calls).toHaveLength(0);
-    expect(m.text).toBe(raw);
+  test("a call cut off before its name is known is dropped, never content", () => {
+    for (const cut of ["<tool_call>", "<tool_call>  \n", '<tool_call>{"name"   : "get_weathe', '<tool_call>{"name": "get_wea']) {
+      const m = checkAllSplits(`Hi ${cut}`);
+      expect(m.calls).toHaveLength(0);
+      expect(m.text).toBe("Hi ");
+    }
   });
 
   test("ids are distinct", () => {

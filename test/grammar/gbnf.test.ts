@@ -94,6 +94,8 @@ b ::= "b"
     ["repetition min > max", `root ::= "a"{3,1}`, 1, 13, /max below min/],
     ["repetition over llama.cpp limit", `root ::= "a"{1,5000}`, 1, 13, /above 2000/],
     ["unterminated class", `root ::= [a-z`, 1, 10, /unterminated character class/],
+    ["empty negated class", `root ::= [^]*`, 1, 10, /empty character class/],
+    ["empty class", `root ::= []`, 1, 10, /empty character class/],
     ["range out of order", `root ::= [z-a]`, 1, 12, /out of order/],
     ["garbage after rule on second line", `root ::= "a"\nx ::= "b" @`, 2, 11, /unexpected '@'/],
     ["rule without name", `::= "a"`, 1, 1, /expected a rule name/],

@@ -28,7 +28,7 @@ describe("KV exhaustion", () => {
       expect(r.json.usage.prompt_tokens).toBeGreaterThan(480);
       expect(r.json.usage.prompt_tokens).toBeLessThan(560);
     }
-    const idle = await waitIdle(s, 5000);
+    const idle = await waitIdle(s);
     expect(idle.idle).toBe(true);
     expect(idle.entry.respawns).toBe(0);
     expect(s.server.registry.default!.worker.inflightCount).toBe(0);

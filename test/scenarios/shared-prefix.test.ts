@@ -53,7 +53,7 @@ describe("shared-prefix burst", () => {
       { role: "user", content: q },
     ]);
     // The shared prefix, in tokens, as the server renders and tokenizes these prompts.
-    const prompts = conversations.map((m) => promptTokensOf(s, m));
+    const prompts = await Promise.all(conversations.map((m) => promptTokensOf(s, m)));
     const shared = Math.min(...prompts.slice(1).map((p) => commonPrefix(prompts[0]!, p)));
     expect(shared).toBeGreaterThan(1000);
     expect(shared).toBeLessThan(1300);
@@ -76,7 +76,7 @@ describe("shared-prefix burst", () => {
     hold.abort();
     expect(await holder).toBe("AbortError");
     const replies = await Promise.all(burst);
-    const idle = await waitIdle(s, 5000);
+    const idle = await waitIdle(s);
     expect(idle.idle).toBe(true);
     const after = idle.entry.totals;
 

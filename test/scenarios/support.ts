@@ -42,9 +42,9 @@ export async function proseOfTokens(url: string, seed: number, target: number): 
 }
 
 /** The exact prompt tokens the in-process server builds for these messages. */
-export function promptTokensOf(s: TestServer, messages: Message[]): number[] {
+export async function promptTokensOf(s: TestServer, messages: Message[]): Promise<number[]> {
   const model = s.server.registry.default!;
-  return buildChatPrompt(model, { model: s.model, messages } as never).tokens;
+  return (await buildChatPrompt(model, { model: s.model, messages } as never)).tokens;
 }
 
 export function commonPrefix(a: readonly number[], b: readonly number[]): number {

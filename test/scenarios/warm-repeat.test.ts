@@ -36,9 +36,9 @@ describe("warm repeat", () => {
     expect(p1).toBeGreaterThan(750);
     expect(p1).toBeLessThan(900);
 
-    const before = (await waitIdle(s, 5000)).entry.totals;
+    const before = (await waitIdle(s)).entry.totals;
     const second = await postChat(s.url, chat(s, turn2(messages, first.json.choices[0].message.content)));
-    const after = (await waitIdle(s, 5000)).entry.totals;
+    const after = (await waitIdle(s)).entry.totals;
     expect(second.status).toBe(200);
     const prompt = second.json.usage.prompt_tokens as number;
     const cached = second.json.usage.prompt_tokens_details.cached_tokens as number;

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FINISH, SessionsLockedError, SessionStore, WalCorruptError } from "../../src/sessions/store.ts";
@@ -303,5 +303,82 @@ describe("SessionStore", () => {
     store = await open(dir);
     expect(store.read(s).length).toBe(2);
     await store.close();
+  });
+
+  test("a failed write ends the live sessions and is reported; later sessions retry the log and replay clean", async () => {
+    const dir = tempDir();
+    let full = false;
+    const store = await open(dir, {
+      fileOps: {
+        write(fd, data) {
+          if (full) {
+            writeSync(fd, data, 0, Math.min(10, data.length)); // a torn start, then the disk is full
+            throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+          }
+          writeSync(fd, data);
+        },
+      },
+    });
+    const done = store.create({ n: 1 });
+    store.append(done, gen("whole", [1], FINISH.endOfTurn));
+    store.release(done);
+    const open1 = store.create({ n: 2 });
+    store.append(open1, gen("a", [2]));
+    await store.flush();
+    expect(store.failure).toBeNull();
+
+    full = true;
+    store.append(open1, gen("b", [3]));
+    const cut = store.create({ n: 3 });
+    await expect(store.flush()).rejects.toThrow(/ENOSPC/);
+    expect(store.failure?.message).toBe("ENOSPC: no space left on device, write");
+    // Neither session may go on: one lost a record, the other its Created.
+    expect(store.isLive(open1)).toBe(false);
+    expect(store.isLive(cut)).toBe(false);
+    expect(store.liveSessions).toBe(0);
+    expect(() => store.append(open1, gen("c", [4]))).toThrow(/not open/);
+    const stillFull = store.create({ n: 4 });
+    await expect(store.flush()).rejects.toThrow(/ENOSPC/);
+    expect(store.isLive(stillFull)).toBe(false);
+
+    full = false;
+    const after = store.create({ n: 5 });
+    store.append(after, gen("ok", [5], FINISH.endOfTurn));
+    await store.flush();
+    expect(store.failure).toBeNull();
+    expect(store.read(open1).map((e) => e.event_id)).toEqual([0, 1]); // what was committed, no more
+    expect(store.read(cut)).toEqual([]);
+    expect(store.read(after).map((e) => e.event_id)).toEqual([0, 1]);
+    expect(store.stats.bytes).toBe(statSync(join(dir, "wal.log")).size);
+    await store.close();
+
+    const again = await open(dir); // no torn bytes, no corruption
+    expect(again.recovered).toEqual({ records: 6, sessions: 3, truncatedBytes: 0 });
+    expect(again.create({})).toBe(after + 1);
+    await again.close();
+  });
+
+  test.if(process.platform !== "win32")("the sessions folder is created 0700 and its files 0600, even under umask 000", async () => {
+    const dir = join(tempDir(), "home", "sessions");
+    const old = process.umask(0);
+    try {
+      const store = await open(dir);
+      store.create({});
+      await store.close();
+      expect(statSync(dir).mode & 0o777).toBe(0o700);
+      expect(statSync(join(dir, "..")).mode & 0o777).toBe(0o700); // made by the same mkdir -p
+      for (const f of ["wal.log", "wal.log.store-id", "serve.lock"]) expect([f, statSync(join(dir, f)).mode & 0o777]).toEqual([f, 0o600]);
+      // A log an older version left readable to all is made private on open.
+      chmodSync(join(dir, "wal.log"), 0o644);
+      const reopened = await open(dir);
+      await reopened.close();
+      expect(statSync(join(dir, "wal.log")).mode & 0o777).toBe(0o600);
+      const rotated = await open(dir, { cache: true }); // a fresh log, a new store id
+      await rotated.close();
+      for (const f of ["wal.log", "wal.log.prev", "wal.log.store-id"]) expect([f, statSync(join(dir, f)).mode & 0o777]).toEqual([f, 0o600]);
+    } finally {
+      process.umask(old);
+    }
+    expect(process.umask()).toBe(old);
   });
 });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { encodeRecord, FfiSyncer, scanLog, WalCorruptError, WalWriter } from "../../src/sessions/wal.ts";
@@ -55,14 +55,19 @@ describe("wal", () => {
     expect(scanLog(path, null)).toEqual({ records: 1, validBytes: good.length, fileBytes: good.length + 20 });
   });
 
-  test("a failed sync rejects the flush and every later one; the writer stops writing", async () => {
+  test("a failed sync fails its batch and what is buffered behind it, cuts the file back, and the next batch commits", async () => {
     const path = join(tempDir(), "wal.log");
     const fd = openSync(path, "a");
     let fail = false;
-    const w = new WalWriter(path, fd, "data", async () => {
-      if (fail) throw Object.assign(new Error("EIO: i/o error"), { code: "EIO" });
+    const w = new WalWriter(path, fd, "data", {
+      sync: async () => {
+        if (fail) throw Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" });
+      },
     });
-    w.push(encodeRecord(ev(1, 0, "ok")));
+    const failures: Error[] = [];
+    w.onFailure = (e) => failures.push(e);
+    const good = encodeRecord(ev(1, 0, "ok"));
+    w.push(good);
     await w.flush();
     expect(w.stats.syncs).toBe(1);
     fail = true;
@@ -70,20 +75,96 @@ describe("wal", () => {
     const p1 = w.flush();
     await Promise.resolve(); // that batch is under way: the next push waits for the following one
     w.push(encodeRecord(ev(1, 2, "queued")));
-    await expect(p1).rejects.toThrow(/writing the session log .* failed: EIO/);
-    await expect(w.flush()).rejects.toThrow(/EIO/);
-    expect(() => w.push(encodeRecord(ev(1, 3, "later")))).toThrow(/EIO/);
-    await expect(w.close()).rejects.toThrow(/EIO/);
-    expect(readFileSync(path, "utf8")).not.toContain("queued");
+    const p2 = w.flush().then(() => null, (e: Error) => e); // (settles with p1: handled at once)
+    await expect(p1).rejects.toThrow(/^EIO: i\/o error/);
+    expect(String(await p2)).toMatch(/EIO/); // dropped with it: it may continue what the failed batch carried
+    expect(failures.map((e) => e.message)).toEqual(["EIO: i/o error, fdatasync"]);
+    expect(w.failure?.message).toBe("EIO: i/o error, fdatasync");
+    expect(w.stats.failedBatches).toBe(1);
+    expect(readFileSync(path, "utf8")).toBe(good); // written but never synced: cut off
+    expect(w.size).toBe(good.length);
+
+    fail = false;
+    const later = encodeRecord(ev(2, 0, "later"));
+    w.push(later);
+    await w.flush();
+    expect(w.failure).toBeNull();
+    expect(readFileSync(path, "utf8")).toBe(good + later);
+    expect(w.stats.bytes).toBe(statSync(path).size);
+    await w.close();
   });
 
-  test("a failed write rejects the flush", async () => {
+  test("a write cut short by a full disk leaves no torn record: the log is cut back to its last committed batch", async () => {
+    const path = join(tempDir(), "wal.log");
+    const fd = openSync(path, "a");
+    let room = Infinity; // bytes the "disk" still takes
+    const w = new WalWriter(path, fd, "data", {
+      write(fd, data) {
+        const n = Math.min(room, data.length);
+        if (n > 0) writeSync(fd, data, 0, n);
+        room -= n;
+        if (n < data.length) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+      },
+    });
+    const first = encodeRecord(ev(1, 0, "first"));
+    w.push(first);
+    await w.flush();
+    room = 30; // the next record gets 30 bytes in: a torn line
+    w.push(encodeRecord(ev(1, 1, "x".repeat(100))));
+    await expect(w.flush()).rejects.toThrow(/ENOSPC/);
+    expect(readFileSync(path, "utf8")).toBe(first);
+    expect(scanLog(path, null)).toEqual({ records: 1, validBytes: first.length, fileBytes: first.length });
+
+    room = Infinity; // space freed: the next batch goes where the torn one started
+    const next = encodeRecord(ev(2, 0, "after"));
+    w.push(next);
+    await w.flush();
+    expect(w.failure).toBeNull();
+    const seen: number[] = [];
+    expect(scanLog(path, (e) => seen.push(e.session))).toEqual({ records: 2, validBytes: first.length + next.length, fileBytes: first.length + next.length });
+    expect(seen).toEqual([1, 2]);
+    await w.close();
+  });
+
+  test("a cut that fails is tried again before the next write, and that batch fails if it fails again", async () => {
+    const path = join(tempDir(), "wal.log");
+    const fd = openSync(path, "a");
+    let failWrite = true;
+    let truncateFailures = 3; // after the first write, before the second batch, after it
+    const w = new WalWriter(path, fd, "data", {
+      write(fd, data) {
+        writeSync(fd, data, 0, failWrite ? 5 : data.length);
+        if (failWrite) throw Object.assign(new Error("EIO: i/o error, write"), { code: "EIO" });
+      },
+      truncate(fd, len) {
+        if (truncateFailures-- > 0) throw new Error("EIO: i/o error, ftruncate");
+        ftruncateSync(fd, len);
+      },
+    });
+    w.push(encodeRecord(ev(1, 0, "a")));
+    await expect(w.flush()).rejects.toThrow(/write/); // the write fails, then its cut fails
+    expect(statSync(path).size).toBe(5); // five torn bytes still there
+    failWrite = false;
+    w.push(encodeRecord(ev(2, 0, "b")));
+    await expect(w.flush()).rejects.toThrow(/cannot cut a failed write off the log: EIO/); // nothing written behind the torn bytes
+    expect(w.failure?.message).toMatch(/cannot cut/);
+    expect(statSync(path).size).toBe(5);
+    const c = encodeRecord(ev(3, 0, "c"));
+    w.push(c);
+    await w.flush(); // the cut works now, then the write
+    expect(readFileSync(path, "utf8")).toBe(c);
+    expect(w.failure).toBeNull();
+    await w.close();
+  });
+
+  test("a failed write rejects the flush and is reported until a batch commits", async () => {
     const path = join(tempDir(), "wal.log");
     writeFileSync(path, "");
     const fd = openSync(path, "r"); // read-only: write() fails with EBADF
     const w = new WalWriter(path, fd, "data");
     w.push(encodeRecord(ev(1, 0, "x")));
-    await expect(w.flush()).rejects.toThrow(/writing the session log/);
+    await expect(w.flush()).rejects.toThrow(/EBADF/);
+    expect(w.failure?.message).toMatch(/EBADF/);
     await w.close().catch(() => {});
   });
 

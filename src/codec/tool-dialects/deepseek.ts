@@ -2,8 +2,9 @@
 // (fullwidth bars U+FF5C, word separators U+2581):
 //   V3/R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{ARGS}\n```<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
 //   V3.1:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{ARGS}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
-// Calls come out whole when their call-end token arrives; anything that does not
-// parse stays content, verbatim.
+// Calls come out whole when their call-end token arrives. Markup that does not
+// make a call (a malformed call, an empty block, a call cut off by the end of
+// the reply) is dropped: call markup is never content.
 import { forcedCallGrammar, lit, oneOrMore, repeat, seq, type CallShape } from "../tool-grammar.ts";
 import { partialSuffixLength, seekMarker } from "../holdback.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
@@ -57,9 +58,7 @@ class DeepseekToolParser implements ToolCallParser {
   private readonly newId: () => string;
   private inBlock = false;
   private buf = ""; // outside: text not yet emitted; in a block: block text not yet consumed
-  private heldOpen = ""; // the calls-begin marker (and skipped whitespace) while no call in this block has parsed
   private count = 0;
-  private blockHasCall = false; // a call in the current block has parsed
 
   constructor(newId?: () => string) {
     this.newId = newId ?? newCallId;
@@ -78,22 +77,14 @@ class DeepseekToolParser implements ToolCallParser {
     if (this.inBlock) {
       const lead = this.buf.length - this.buf.trimStart().length;
       const rest = this.buf.slice(lead);
-      let done = false;
       if (rest.startsWith(M.callBegin)) {
         // An unclosed last call: finish it if it is complete.
         let body = rest.slice(M.callBegin.length);
         body = body.slice(0, body.length - partialSuffixLength(body, [M.callEnd]));
         const call = parseDeepseekCall(body);
-        if (call) {
-          this.emitCall(call, out);
-          done = true;
-        }
-      } else if (this.blockHasCall && M.callsEnd.startsWith(rest)) {
-        done = true; // only whitespace or a cut-off calls-end after parsed calls
+        if (call) this.emitCall(call, out);
       }
-      if (!done) emitText(out, this.heldOpen + this.buf);
       this.inBlock = false;
-      this.heldOpen = "";
       this.buf = "";
     } else if (this.buf) {
       emitText(out, this.buf);
@@ -112,8 +103,6 @@ class DeepseekToolParser implements ToolCallParser {
           return;
         }
         this.buf = found.after;
-        this.heldOpen = M.callsBegin;
-        this.blockHasCall = false;
         this.inBlock = true;
         continue;
       }
@@ -121,10 +110,7 @@ class DeepseekToolParser implements ToolCallParser {
       const rest = this.buf.slice(lead);
       if (rest === "") return;
       if (rest.startsWith(M.callsEnd)) {
-        // An empty block (no call parsed) stays text.
-        if (!this.blockHasCall) emitText(out, this.heldOpen + this.buf.slice(0, lead + M.callsEnd.length));
         this.buf = rest.slice(M.callsEnd.length);
-        this.heldOpen = "";
         this.inBlock = false;
         continue;
       }
@@ -133,21 +119,15 @@ class DeepseekToolParser implements ToolCallParser {
         if (end < 0) return; // wait for the call's end
         const whole = rest.slice(0, end + M.callEnd.length);
         const call = parseDeepseekCall(rest.slice(M.callBegin.length, end));
-        if (call) {
-          this.emitCall(call, out);
-          this.heldOpen = "";
-          this.blockHasCall = true;
-        } else {
-          emitText(out, this.heldOpen + this.buf.slice(0, lead) + whole);
-          this.heldOpen = "";
-        }
+        if (call) this.emitCall(call, out);
         this.buf = rest.slice(whole.length);
         continue;
       }
       if (M.callBegin.startsWith(rest) || M.callsEnd.startsWith(rest)) return; // a marker still arriving
-      // Something else inside the block: the block ends here and the rest is content.
-      emitText(out, this.heldOpen);
-      this.heldOpen = "";
+      // Something else inside the block: markup up to the block's end, dropped.
+      const blockEnd = rest.indexOf(M.callsEnd);
+      if (blockEnd < 0) return;
+      this.buf = rest.slice(blockEnd + M.callsEnd.length);
       this.inBlock = false;
     }
   }
@@ -169,4 +149,5 @@ export const deepseek: ToolDialect = {
   parser: (newId) => new DeepseekToolParser(newId),
   forcedGrammar: (tools, parallel) => deepseekToolGrammar(tools, parallel),
   trigger: M.callsBegin,
+  openers: [M.callsBegin, M.callBegin],
 };

@@ -2,7 +2,7 @@
 // reply as a whole is a JSON call `{"name": "f", "arguments": {...}}` (or
 // "parameters"), or an array of them, optionally inside a ```json fence.
 // Anything else is content. Also holds the JSON helpers the Llama 3 dialect uses.
-import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore, seq, WS } from "../tool-grammar.ts";
+import { callArray, forcedCallGrammar, jsonObjectCall } from "../tool-grammar.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect } from "./types.ts";
 import { newCallId } from "./ids.ts";
 import { jsonValueEnd, skipWs } from "../json-scan.ts";
@@ -92,6 +92,12 @@ function parseJsonCalls(text: string): ParsedCall[] | undefined {
 
 const FENCE = "```";
 
+/** A call object (or array of them) cut off before it closed: call markup, dropped rather than shown as content. */
+function isCutCall(s: string): boolean {
+  const m = /^\s*(?:```[\w-]*\s*)?(\[?\s*\{\s*(?:"(?:n(?:a(?:m(?:e(?:"[\s\S]*)?)?)?)?)?)?)$/.exec(s);
+  return m !== null && jsonValueEnd(s, s.length - m[1]!.length) < 0;
+}
+
 /** What the whole reply so far is: still undecided ("hold"), content ("text"), or calls (only when `final`). */
 function classify(s: string, final: boolean): "hold" | "text" | ParsedCall[] {
   const t = skipWs(s, 0);
@@ -141,7 +147,7 @@ class GenericJsonParser implements ToolCallParser {
     if (this.isText || !this.held) return out;
     const r = classify(this.held, true);
     if (Array.isArray(r)) r.forEach((c, i) => emitCall(out, i, this.newId(), c));
-    else emitText(out, this.held);
+    else if (!isCutCall(this.held)) emitText(out, this.held);
     this.held = "";
     return out;
   }
@@ -157,5 +163,5 @@ export const genericJson: ToolDialect = {
   detect: (template) => /\btools\b/.test(template),
   parser: (newId) => new GenericJsonParser(newId ?? newCallId),
   forcedGrammar: (tools, parallel) =>
-    forcedCallGrammar(tools, jsonObjectCall(), (call) => (parallel ? seq(lit("["), WS, oneOrMore(call, true, seq(WS, lit(","), WS)), WS, lit("]")) : call)),
+    forcedCallGrammar(tools, jsonObjectCall(), (call) => (parallel ? callArray(call) : call)),
 };

@@ -126,6 +126,12 @@ export class HarmonyParser implements ToolCallParser {
           continue;
         }
         if (!this.plausibleHeader(m.initial) || final) {
+          if (final && (this.buf.includes(CHANNEL) || this.buf.includes(START))) {
+            // A header cut off by the end of the reply: wire markup, never content.
+            this.buf = "";
+            this.mode = { kind: "outside" };
+            return;
+          }
           if (this.buf) {
             this.bail(out, 0);
             continue;

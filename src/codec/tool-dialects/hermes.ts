@@ -12,4 +12,5 @@ export const hermes: ToolDialect = {
   parser: (newId) => new TaggedJsonToolParser({ ...WIRE, ...(newId ? { newId } : {}) }),
   forcedGrammar: (tools, parallel) => toolCallGrammar(tools, WIRE, parallel),
   trigger: WIRE.open,
+  openers: [WIRE.open],
 };

@@ -8,7 +8,7 @@ import { llama3 } from "./llama3.ts";
 import { mistral } from "./mistral.ts";
 import type { ToolDialect } from "./types.ts";
 
-export type { ToolCallParser, ToolDialect } from "./types.ts";
+export type { ToolCallEvent, ToolCallParser, ToolDialect } from "./types.ts";
 
 export const TOOL_DIALECTS: ToolDialect[] = [
   // Harmony's channels carry reasoning and the answer too: every reply is parsed.

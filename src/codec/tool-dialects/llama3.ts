@@ -37,10 +37,12 @@ class Llama3ToolParser implements ToolCallParser {
     const out: ToolCallEvent[] = [];
     if (this.mode !== "text") {
       this.drain(out);
-      // Only separators after a call are dropped; anything else left (an unclosed object,
-      // a partial tag, leading whitespace of an empty reply) is content.
+      // Separators after a call are dropped, and so is a call cut off by the end of
+      // the reply (an unclosed object, a partial tag): call markup is never content.
+      // Anything else left (leading whitespace of an empty reply) is content.
       const onlySeparators = this.mode === "lead" && this.count > 0 && /^[\s;]*$/.test(this.held);
-      if (!onlySeparators) emitText(out, this.held);
+      const cutCall = this.mode === "object" || (this.mode === "lead" && this.held.trim() !== "" && PYTHON_TAG.startsWith(this.held.trim()));
+      if (!onlySeparators && !cutCall) emitText(out, this.held);
       this.held = "";
       this.mode = "text";
     }
@@ -96,4 +98,5 @@ export const llama3: ToolDialect = {
     (template.includes("<|start_header_id|>") && /"name"\s*:/.test(template) && /"parameters"\s*:/.test(template)),
   parser: (newId) => new Llama3ToolParser(newId ?? newCallId),
   forcedGrammar: (tools, parallel) => forcedCallGrammar(tools, jsonObjectCall("parameters"), (call) => oneOrMore(call, parallel, lit("; "))),
+  openers: [PYTHON_TAG],
 };

@@ -4,7 +4,7 @@
 // (an optional `[CALL_ID]id` between the name and `[ARGS]` is accepted). Text before the
 // marker is content. Calls come out whole, once each is complete; a call section that does not
 // parse stays content, verbatim. Mistral templates require call ids of exactly 9 alphanumerics.
-import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore, seq, WS } from "../tool-grammar.ts";
+import { callArray, forcedCallGrammar, jsonObjectCall, lit, seq } from "../tool-grammar.ts";
 import { seekMarker } from "../holdback.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
 import { randomAlnum } from "./ids.ts";
@@ -181,10 +181,11 @@ export class MistralToolParser implements ToolCallParser {
         this.pending = buf.slice(r.end);
         continue;
       }
-      // Malformed (or cut off at the end): the marker is content; rescan what follows it.
-      emitText(out, MISTRAL_TOOL_CALLS);
+      // Call markup is never content: a section cut off by the end of the reply
+      // is dropped; after a malformed one the marker is dropped and what follows
+      // it is scanned again.
       this.section = null;
-      this.pending = buf;
+      this.pending = r.state === "incomplete" ? "" : buf;
     }
   }
 
@@ -192,7 +193,7 @@ export class MistralToolParser implements ToolCallParser {
 
 /** GBNF: `[TOOL_CALLS]` and a JSON array of one call (several when `parallel`) to one of `tools`. */
 export function mistralToolCallGrammar(tools: ToolSpec[], parallel: boolean): string {
-  return forcedCallGrammar(tools, jsonObjectCall(), (call) => seq(lit(MISTRAL_TOOL_CALLS), lit("["), WS, oneOrMore(call, parallel, seq(WS, lit(","), WS)), WS, lit("]")));
+  return forcedCallGrammar(tools, jsonObjectCall(), (call) => seq(lit(MISTRAL_TOOL_CALLS), parallel ? callArray(call) : seq(lit("["), call, lit("]"))));
 }
 
 export const mistral: ToolDialect = {
@@ -201,4 +202,5 @@ export const mistral: ToolDialect = {
   parser: (newId) => new MistralToolParser(newId),
   forcedGrammar: (tools, parallel) => mistralToolCallGrammar(tools, parallel),
   trigger: MISTRAL_TOOL_CALLS,
+  openers: [MISTRAL_TOOL_CALLS],
 };

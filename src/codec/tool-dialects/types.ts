@@ -34,4 +34,10 @@ export interface ToolDialect {
    * is held to its tool's schema while free text stays free.
    */
   trigger?: string;
+  /**
+   * Texts that open a call (special tokens in the models that use the wire).
+   * Where one is a single token it is never sampled when no call may be made
+   * (no tools, or tool_choice "none"), so no call markup can reach the reply.
+   */
+  openers?: string[];
 }

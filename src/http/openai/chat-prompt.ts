@@ -1,12 +1,9 @@
-// OpenAI chat messages to prompt tokens through the model's own template.
-import { ChatTemplate, renderToTokens, TemplateError, type ChatMessage } from "../../codec/index.ts";
+// OpenAI chat messages to prompt tokens through the model's own template,
+// rendered and tokenized on the model's prompt thread (src/daemon/prompt-thread.ts).
+import { TemplateError, type ChatMessage } from "../../codec/index.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import { ApiError, badRequest } from "../errors.ts";
 import type { ChatMessageInput, ChatRequest } from "./chat-schema.ts";
-
-/** Used when a GGUF carries no chat template: plain "role: content" turns. */
-const FALLBACK_TEMPLATE =
-  "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
 
 const MEDIA_KIND: Record<string, string> = {
   image_url: "images",
@@ -63,23 +60,22 @@ export interface ChatPrompt {
   startsInReasoning: boolean;
 }
 
-export function buildChatPrompt(model: ServedModel, req: ChatRequest): ChatPrompt {
+export async function buildChatPrompt(model: ServedModel, req: ChatRequest): Promise<ChatPrompt> {
   refuseMedia(model, req.messages);
   const useTools = (req.tools?.length ?? 0) > 0 && req.tool_choice !== "none";
-  const template = (useTools ? model.toolTemplate : model.template) ?? new ChatTemplate(FALLBACK_TEMPLATE, {});
   try {
-    const rendered = renderToTokens(
-      template,
-      model.tokenizer,
-      {
+    const rendered = await model.prompts.render({
+      tools: useTools,
+      input: {
         messages: req.messages.map(toTemplateMessage),
         ...(useTools ? { tools: req.tools! } : {}),
         addGenerationPrompt: true,
         kwargs: templateKwargs(req),
       },
-      { addBos: model.tokenizer.vocabInfo.addBos, bosToken: model.tokenizer.vocabInfo.bos },
-    );
-    return { tokens: rendered.tokens, startsInReasoning: rendered.endsInReasoning };
+      addBos: model.tokenizer.vocabInfo.addBos,
+      bosToken: model.tokenizer.vocabInfo.bos,
+    });
+    return { tokens: Array.from(rendered.tokens), startsInReasoning: rendered.endsInReasoning };
   } catch (err) {
     if (err instanceof TemplateError) throw badRequest(`the chat template refused this request: ${err.message}`);
     throw err;

@@ -1,7 +1,7 @@
 // POST /v1/chat/completions (api.md 5): streaming and not, n choices,
 // logprobs, stop strings, reasoning split out.
 import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
-import type { ToolDialect } from "../../codec/tool-dialects/index.ts";
+import type { ToolCallEvent, ToolCallParser, ToolDialect } from "../../codec/tool-dialects/index.ts";
 import { THINK_MARKERS, type ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
@@ -13,17 +13,18 @@ import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { sseResponse } from "../sse.ts";
 import { parseWith } from "../validate.ts";
+import { checkChatText, checkListLengths } from "./chat-limits.ts";
 import { buildChatPrompt } from "./chat-prompt.ts";
 import { chatRequestSchema, type ChatRequest } from "./chat-schema.ts";
 import {
   cancelOnAbort,
   chatLogprob,
   checkContext,
-  checkTextFits,
   generateRequest,
   logitBiasOf,
   sseKeepaliveMs,
   startChoices,
+  stopsOf,
   type ServerContext,
   usageOf,
 } from "./generation.ts";
@@ -49,16 +50,6 @@ function parseChatRequest(body: unknown): ChatRequest {
   return req;
 }
 
-/** Bytes of text the messages carry. */
-function messageBytes(req: ChatRequest): number {
-  let bytes = 0;
-  for (const m of req.messages) {
-    if (typeof m.content === "string") bytes += Buffer.byteLength(m.content);
-    else for (const part of m.content ?? []) if (part.type === "text") bytes += Buffer.byteLength((part as { text: string }).text);
-  }
-  return bytes;
-}
-
 /** api.md 5.3: a forced tool_choice must name a declared function. */
 function refuseUndeclaredToolChoice(req: ChatRequest): void {
   const choice = req.tool_choice as { type?: unknown; function?: { name?: unknown } } | undefined | null;
@@ -66,12 +57,6 @@ function refuseUndeclaredToolChoice(req: ChatRequest): void {
   if (typeof name !== "string") return;
   const declared = (req.tools ?? []).filter((t) => t.type === "function").map((t) => t.function?.name);
   if (!declared.includes(name)) throw badRequest(`tool_choice names the function '${name}', which is not declared in tools`, "tool_choice");
-}
-
-/** Stop strings; ignore_eos ignores every stop condition (api.md 5.2). */
-function stopsOf(req: ChatRequest): string[] {
-  if (req.stop === undefined || req.stop === null || req.ignore_eos) return [];
-  return (typeof req.stop === "string" ? [req.stop] : req.stop).filter((s) => s.length > 0);
 }
 
 interface Prepared {
@@ -83,6 +68,8 @@ interface Prepared {
   grammarTrigger?: string;
   /** Parse tool calls (and channels) in this dialect out of the reply. */
   toolDialect?: ToolDialect;
+  /** The reply may make calls (see ToolPlan.callsAllowed). */
+  callsAllowed: boolean;
   startsInReasoning: boolean;
   qos: QosClass;
   id: string;
@@ -94,11 +81,13 @@ function completionId(ctx: ServerContext): string {
 }
 
 export async function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
-  const req = parseChatRequest(await readJsonBody(request));
+  const body = await readJsonBody(request);
+  checkListLengths(ctx.registry, body);
+  const req = parseChatRequest(body);
   const model = modelOr404(ctx.registry, req.model);
   const qos = requestQos(ctx.qos, request.headers);
   checkBatchInvariant(ctx.qos, request.headers);
-  checkTextFits(model, messageBytes(req), "messages");
+  checkChatText(model, req);
   const tools = toolPlan(model, req);
   // A forced tool choice beats response_format (api.md 5.3); an auto one only
   // constrains calls, so response_format still holds for the rest.
@@ -106,7 +95,7 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
   const format = forced ? undefined : grammarOf(req);
   const grammar = forced ? tools.grammar : (format ?? tools.grammar);
   const grammarTrigger = format === undefined && tools.trigger !== undefined ? tools.trigger : undefined;
-  const { tokens: prompt, startsInReasoning } = buildChatPrompt(model, req);
+  const { tokens: prompt, startsInReasoning } = await buildChatPrompt(model, req);
   checkContext(model, prompt.length, "messages");
   const prepared: Prepared = {
     model,
@@ -117,6 +106,7 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
     ...(grammar ? { grammar } : {}),
     ...(grammarTrigger ? { grammarTrigger } : {}),
     ...(tools.dialect ? { toolDialect: tools.dialect } : {}),
+    callsAllowed: tools.callsAllowed,
     id: completionId(ctx),
     created: Math.floor(Date.now() / 1000),
   };
@@ -133,7 +123,14 @@ function generationOf(ctx: ServerContext, p: Prepared) {
     ...(req.logprobs ? { logprobs: req.top_logprobs ?? 0 } : {}),
     ...(p.grammar ? { grammar: p.grammar } : {}),
     ...(p.grammarTrigger ? { grammarTrigger: p.grammarTrigger } : {}),
+    ...(p.callsAllowed ? {} : { bannedTokens: p.model.callOpenerTokens }),
   });
+}
+
+/** A parser whose call events are dropped: a wire parsed for its channels when no call may be made. */
+function withoutCalls(parser: ToolCallParser): ToolCallParser {
+  const keep = (events: ToolCallEvent[]) => events.filter((e) => e.type === "text" || e.type === "reasoning");
+  return { push: (text) => keep(parser.push(text)), flush: () => keep(parser.flush()) };
 }
 
 function choiceOptions(p: Prepared, stops: string[]) {
@@ -143,7 +140,7 @@ function choiceOptions(p: Prepared, stops: string[]) {
   return {
     stops,
     ...(splitsReasoning ? { reasoning: { ...THINK_MARKERS, startInside: p.startsInReasoning } } : {}),
-    ...(p.toolDialect ? { toolParser: () => p.toolDialect!.parser() } : {}),
+    ...(p.toolDialect ? { toolParser: () => (p.callsAllowed ? p.toolDialect!.parser() : withoutCalls(p.toolDialect!.parser())) } : {}),
   };
 }
 

@@ -1,43 +1,45 @@
-// POST /v1/completions (api.md 6): a plain text prompt, tokenized as given (no
-// chat scaffold); with a non-empty `suffix`, fill-in-the-middle: the prompt is
-// the text before the cursor, the suffix the text after it, the reply the
-// middle. FIM runs in the completion class, on the --fim-model when there is
-// one, under the per-client bucket and the start deadline, and is kept out of
-// the session log.
+// POST /v1/completions (api.md 6): prompts tokenized as given (no chat
+// scaffold), in every form OpenAI's API takes (completion-prompt.ts), each
+// with n choices, stop strings as on chat. With a non-empty `suffix`,
+// fill-in-the-middle: each prompt is the text before the cursor, the suffix
+// the text after it, the reply the middle. FIM runs in the completion class,
+// on the --fim-model when there is one, under the per-client bucket and the
+// start deadline, and is kept out of the session log.
 import * as v from "valibot";
-import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import type { Generation } from "../../daemon/worker-client.ts";
-import type { TokenLogprob } from "../../engine/logprobs.ts";
 import { QOS } from "../../engine/scheduler.ts";
-import { logAccess, RequestTimer } from "../access-log.ts";
 import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { ApiError, badRequest } from "../errors.ts";
-import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
-import { sseResponse } from "../sse.ts";
-import { int, opt, parseWith } from "../validate.ts";
-import { FIM_MODES, fimMarkersOf, fimPrompt, type FimMode } from "./fim.ts";
-import { cancelOnAbort, checkContext, checkTextFits, generateRequest, sseKeepaliveMs, usageOf, type ServerContext } from "./generation.ts";
+import { int, object, opt, parseWith } from "../validate.ts";
+import { chatRequestSchema } from "./chat-schema.ts";
+import { promptEntries, promptField, tokenizePrompts, type PromptEntry } from "./completion-prompt.ts";
+import { completionReply } from "./completion-reply.ts";
+import { FIM_MODES, fimMarkersOf, fimPrompts, type FimMode } from "./fim.ts";
+import { stopsOf, type ServerContext } from "./generation.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
-
-const ROUTE = "/v1/completions";
 
 /** The FIM reply cap when neither the request nor --max-tokens names one (api.md 6). */
 export const FIM_DEFAULT_MAX_TOKENS = 128;
 
+/** Choices one request may ask for, over all its prompts: as many as chat's n allows. */
+const MAX_CHOICES = 128;
 
 const completionSchema = v.looseObject({
   model: v.string("model must be a string"),
-  prompt: v.string("prompt must be a string (arrays and token ids are not accepted)"),
+  prompt: promptField,
   suffix: opt(v.string()),
   fim_mode: opt(v.string()),
   stream: opt(v.boolean()),
-  stream_options: opt(v.looseObject({ include_usage: opt(v.boolean()) })),
+  stream_options: opt(object({ include_usage: opt(v.boolean()) })),
   echo: opt(v.boolean()),
   max_tokens: opt(int(1)),
   logprobs: opt(int(0, 20)),
+  // n and stop are validated exactly as on chat.
+  n: chatRequestSchema.entries.n,
+  stop: chatRequestSchema.entries.stop,
+  best_of: opt(int(1)),
   ...samplingFields,
 });
 type CompletionRequest = v.InferOutput<typeof completionSchema>;
@@ -55,6 +57,23 @@ function fimModeOf(req: CompletionRequest): FimMode {
     throw badRequest(`fim_mode must be one of ${FIM_MODES.join(", ")}; got '${mode}'`, "fim_mode");
   }
   return mode as FimMode;
+}
+
+/** n, after checking best_of (accepted only as n: every choice generated is returned, none ranked) and the choice total. */
+function choicesPerPrompt(req: CompletionRequest, prompts: number): number {
+  const n = req.n ?? 1;
+  if (req.best_of !== undefined && req.best_of !== null && req.best_of !== n) {
+    throw new ApiError(
+      400,
+      `best_of (${req.best_of}) must equal n (${n}): this server returns every choice it generates and ranks none`,
+      "unsupported_parameter",
+      "best_of",
+    );
+  }
+  if (prompts * n > MAX_CHOICES) {
+    throw badRequest(`${prompts} prompts with n=${n} make ${prompts * n} choices; a request may ask for at most ${MAX_CHOICES}`, prompts > MAX_CHOICES ? "prompt" : "n");
+  }
+  return n;
 }
 
 function refuseEchoLogprobs(req: CompletionRequest): void {
@@ -78,84 +97,64 @@ function fimTargetOf(model: ServedModel): ServedModel {
   return target;
 }
 
-/** OpenAI's legacy logprobs shape, accumulated over a reply. */
-class LegacyLogprobs {
-  tokens: string[] = [];
-  token_logprobs: number[] = [];
-  top_logprobs: Record<string, number>[] = [];
-  text_offset: number[] = [];
-
-  constructor(
-    private readonly model: ServedModel,
-    private offset: number,
-  ) {}
-
-  add(token: number, lp: TokenLogprob): void {
-    const text = (t: number) => Buffer.from(this.model.tokenizer.tokenBytes(t)).toString("utf8");
-    const piece = text(token);
-    this.tokens.push(piece);
-    this.token_logprobs.push(lp.logprob);
-    this.top_logprobs.push(Object.fromEntries(lp.top.map(([t, l]) => [text(t), l])));
-    this.text_offset.push(this.offset);
-    this.offset += piece.length;
-  }
-
-  /** The entries added since `from`, for one streamed chunk. */
-  since(from: number) {
-    return {
-      tokens: this.tokens.slice(from),
-      token_logprobs: this.token_logprobs.slice(from),
-      top_logprobs: this.top_logprobs.slice(from),
-      text_offset: this.text_offset.slice(from),
-    };
-  }
+/** What plain and FIM completions take from the request alike. */
+function sharedPlan(req: CompletionRequest, n: number) {
+  return {
+    n,
+    stream: req.stream ?? false,
+    stops: stopsOf(req),
+    generation: { sampling: requestSampling(req), maxTokens: req.max_tokens ?? undefined, ignoreEos: req.ignore_eos ?? false },
+  };
 }
 
 export async function completions(ctx: ServerContext, request: Request, peer = "unknown"): Promise<Response> {
   const req = parseCompletion(await readJsonBody(request));
   const model = modelOr404(ctx.registry, req.model);
   const mode = fimModeOf(req);
+  const entries = promptEntries(req.prompt);
+  const n = choicesPerPrompt(req, entries.length);
   checkBatchInvariant(ctx.qos, request.headers);
-  if (req.suffix) return fimCompletion(ctx, request, req, model, mode, peer);
+  if (req.suffix) return fimCompletion(ctx, request, req, model, entries, n, mode, peer);
   const qos = requestQos(ctx.qos, request.headers);
   refuseEchoLogprobs(req);
-  checkTextFits(model, Buffer.byteLength(req.prompt), "prompt");
-  const prompt = model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
-  checkContext(model, prompt.length, "prompt");
+  const prompts = await tokenizePrompts(model, entries);
   const wantLogprobs = req.logprobs !== undefined && req.logprobs !== null;
-  const genReq = generateRequest(ctx, model, prompt, {
-    sampling: requestSampling(req),
-    maxTokens: req.max_tokens ?? undefined,
-    ignoreEos: req.ignore_eos ?? false,
-    qos,
-    ...(wantLogprobs ? { logprobs: req.logprobs! } : {}),
-  });
-  return reply(ctx, request, {
-    generation: model.worker.generate(genReq),
+  const shared = sharedPlan(req, n);
+  return completionReply(ctx, request, {
+    ...shared,
     model,
     servedAs: model.id,
-    promptTokens: prompt.length,
-    stream: req.stream ?? false,
-    echo: req.echo ? req.prompt : "",
+    prompts,
+    generation: { ...shared.generation, qos, ...(wantLogprobs ? { logprobs: req.logprobs! } : {}) },
+    durable: true,
+    echo: req.echo ?? false,
     logprobs: wantLogprobs,
-    extras: (end) => ({ superfluid: { warm: end.cachedTokens } }),
+    extras: (_, cached) => ({ superfluid: { warm: cached } }),
   });
 }
 
 /**
- * Fill-in-the-middle (api.md 6). The reply's `superfluid` object carries
- * `cached` (prompt tokens reused from the prefix cache), `expired` (the
- * request was still queued at --completion-deadline-ms: 200 with empty text
- * and finish_reason "stop", api.md 0.12) and `served_by` (the model that ran
- * it: the --fim-model when there is one).
+ * Fill-in-the-middle (api.md 6), one per prompt, all with the same suffix. The
+ * reply's `superfluid` object carries `cached` (prompt tokens reused from the
+ * prefix cache), `expired` (a choice was still queued at
+ * --completion-deadline-ms: 200 with empty text and finish_reason "stop",
+ * api.md 0.12) and `served_by` (the model that ran it: the --fim-model when
+ * there is one). A request takes one token from the client's bucket however
+ * many prompts it carries.
  */
-async function fimCompletion(ctx: ServerContext, request: Request, req: CompletionRequest, model: ServedModel, mode: FimMode, peer: string): Promise<Response> {
+async function fimCompletion(
+  ctx: ServerContext,
+  request: Request,
+  req: CompletionRequest,
+  model: ServedModel,
+  entries: PromptEntry[],
+  n: number,
+  mode: FimMode,
+  peer: string,
+): Promise<Response> {
   refuseFimParameters(req);
   const target = fimTargetOf(model);
-  const markers = fimMarkersOf(target.info.fimTokens)!;
-  checkTextFits(target, Buffer.byteLength(req.prompt) + Buffer.byteLength(req.suffix!), "prompt");
-  const prompt = fimPrompt(target, markers, req.prompt, req.suffix!, mode);
-  checkContext(target, prompt.length, "prompt");
+  const prompts = await fimPrompts(target, fimMarkersOf(target.info.fimTokens)!, entries, req.suffix!, mode);
   // A request refused above takes nothing from the client's bucket.
   const taken = ctx.fim.buckets.take(peer);
   if (!taken.ok) {
@@ -168,103 +167,24 @@ async function fimCompletion(ctx: ServerContext, request: Request, req: Completi
       { "retry-after": String(taken.retryAfter) },
     );
   }
-  const genReq = generateRequest(ctx, target, prompt, {
-    sampling: requestSampling(req),
-    maxTokens: req.max_tokens ?? undefined,
-    defaultMaxTokens: ctx.maxTokens ?? FIM_DEFAULT_MAX_TOKENS,
-    ignoreEos: req.ignore_eos ?? false,
-    // Always the completion class (api.md 20).
-    qos: QOS.completion,
-    ...(ctx.fim.deadlineMs > 0 ? { startBy: Date.now() + ctx.fim.deadlineMs } : {}),
-  });
-  return reply(ctx, request, {
-    // Not durable: FIM completions are not written to the session log (api.md 6).
-    generation: target.worker.generate(genReq, { durable: false }),
+  const shared = sharedPlan(req, n);
+  return completionReply(ctx, request, {
+    ...shared,
     model: target,
     servedAs: model.id,
-    promptTokens: prompt.length,
-    stream: req.stream ?? false,
-    echo: "",
-    logprobs: false,
-    extras: (end) => ({ superfluid: { cached: end.cachedTokens, expired: end.expired, served_by: target.id } }),
-    logFinish: (end) => (end.expired ? "expired" : end.finishReason),
-  });
-}
-
-interface ReplyOptions {
-  generation: Generation;
-  /** The model generating (its tokenizer, its id in the access log). */
-  model: ServedModel;
-  /** The model id the reply names (the requested one). */
-  servedAs: string;
-  promptTokens: number;
-  stream: boolean;
-  /** The prompt text to put before the reply (`echo`), or "". */
-  echo: string;
-  logprobs: boolean;
-  /** What the terminal object adds beside `usage` (the `superfluid` object). */
-  extras: (end: ChoiceEnd) => Record<string, unknown>;
-  /** The finish the access log shows; the reply's by default. */
-  logFinish?: (end: ChoiceEnd) => string;
-}
-
-/** A text completion's reply, whole (padded under --nonstream-keepalive) or streamed. */
-function reply(ctx: ServerContext, request: Request, o: ReplyOptions): Response | Promise<Response> {
-  const { generation, model } = o;
-  cancelOnAbort(request.signal, () => [generation]);
-  const timer = new RequestTimer();
-  const base = { id: `cmpl-superfluid-${ctx.nextId()}`, object: "text_completion", created: Math.floor(Date.now() / 1000), model: o.servedAs };
-  const logprobs = o.logprobs ? new LegacyLogprobs(model, o.echo.length) : undefined;
-  const admission = admissionHeaders();
-  const stream = choiceText(model.tokenizer, generation, { stops: [] }, admission.onAdmitted);
-  const record = (d: ChoiceDelta) => {
-    timer.tokenDelivered();
-    for (const l of d.logprobs ?? []) logprobs?.add(l.token, l.logprob);
-  };
-  const terminal = (end: ChoiceEnd) => {
-    const finish = o.logFinish?.(end) ?? end.finishReason;
-    logAccess({ status: 200, route: ROUTE, model: model.id, prompt: o.promptTokens, cached: end.cachedTokens, completion: end.completionTokens, finish }, timer);
-    return { usage: usageOf(o.promptTokens, end.completionTokens, end.cachedTokens), ...o.extras(end) };
-  };
-
-  if (!o.stream) {
-    const whole = (async () => {
-      let text = o.echo;
-      let step = await stream.next();
-      while (!step.done) {
-        record(step.value);
-        text += step.value.content + step.value.reasoning;
-        step = await stream.next();
-      }
-      const end = step.value;
-      return {
-        body: { ...base, choices: [{ index: 0, text, logprobs: logprobs ? logprobs.since(0) : null, finish_reason: end.finishReason }], ...terminal(end) },
-        headers: { "x-superfluid-warm": String(end.cachedTokens) },
-      };
-    })();
-    return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted: admission.admitted, reply: whole, cancel: () => generation.cancel(), route: ROUTE });
-  }
-
-  return sseResponse(
-    async (sink, signal) => {
-      signal.addEventListener("abort", () => generation.cancel(), { once: true });
-      const send = (text: string, lp: unknown, finish: string | null, extra: Record<string, unknown> = {}) =>
-        sink.send({ ...base, choices: [{ index: 0, text, logprobs: lp, finish_reason: finish }], ...extra });
-      if (o.echo) send(o.echo, null, null);
-      let step = await stream.next();
-      let sent = 0;
-      while (!step.done) {
-        record(step.value);
-        const lp = logprobs ? logprobs.since(sent) : null;
-        sent = logprobs?.tokens.length ?? 0;
-        const text = step.value.content + step.value.reasoning;
-        if (text || lp) send(text, lp, null);
-        step = await stream.next();
-      }
-      const end = step.value;
-      send("", null, end.finishReason, terminal(end));
+    prompts,
+    generation: {
+      ...shared.generation,
+      defaultMaxTokens: ctx.maxTokens ?? FIM_DEFAULT_MAX_TOKENS,
+      // Always the completion class (api.md 20).
+      qos: QOS.completion,
+      ...(ctx.fim.deadlineMs > 0 ? { startBy: Date.now() + ctx.fim.deadlineMs } : {}),
     },
-    {},
-    sseKeepaliveMs(ctx),
-  );
+    // Not durable: FIM completions are not written to the session log (api.md 6).
+    durable: false,
+    echo: false,
+    logprobs: false,
+    extras: (ends, cached) => ({ superfluid: { cached, expired: ends.some((e) => e.expired), served_by: target.id } }),
+    logFinish: (ends) => (ends.some((e) => e.expired) ? "expired" : ends[0]!.finishReason),
+  });
 }

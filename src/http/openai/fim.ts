@@ -1,7 +1,7 @@
-// Fill-in-the-middle prompts (api.md 6): the text before the cursor and the
-// text after it, each tokenized as plain text (control-token text in them
-// stays text, so a client cannot inject markers), framed by the model's FIM
-// tokens the way llama.cpp's server frames /infill (format_infill):
+// Fill-in-the-middle prompts (api.md 6): the text before the cursor (or its
+// token ids) and the text after it, text tokenized as plain text (control-token
+// text in it stays text, so a client cannot inject markers), framed by the
+// model's FIM tokens the way llama.cpp's server frames /infill (format_infill):
 //   psm: [BOS] <FIM_PRE> prefix <FIM_SUF> suffix <FIM_MID>
 //   spm: [BOS] <FIM_SUF> suffix <FIM_PRE> prefix <FIM_MID>
 // BOS only when the vocabulary asks for one (llama_vocab_get_add_bos).
@@ -11,6 +11,8 @@
 // a prompt that does not fit the window is refused like any other.
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { FimTokenIds } from "../../gguf/index.ts";
+import { promptLabel, tokenIdsOf, type PromptEntry, type TokenizedPrompt } from "./completion-prompt.ts";
+import { checkContext, checkTextFits } from "./generation.ts";
 
 export const FIM_MODES = ["psm", "spm"] as const;
 export type FimMode = (typeof FIM_MODES)[number];
@@ -35,9 +37,25 @@ export function assembleFimPrompt(markers: FimMarkers, prefix: readonly number[]
   return [...(bos === undefined ? [] : [bos]), ...first, ...second, markers.middle];
 }
 
-/** The whole FIM prompt for a model whose vocabulary has the markers. */
-export function fimPrompt(model: ServedModel, markers: FimMarkers, prefix: string, suffix: string, mode: FimMode): number[] {
-  const plain = (text: string) => model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: false });
+/** The whole FIM prompt for a model whose vocabulary has the markers; a prefix given as token ids is used as it is. */
+export async function fimPrompt(model: ServedModel, markers: FimMarkers, prefix: string | readonly number[], suffix: string, mode: FimMode): Promise<number[]> {
+  const plain = async (text: string) => Array.from(await model.prompts.tokenize(text, { addSpecial: false, parseSpecial: false }));
   const vocab = model.tokenizer.vocabInfo;
-  return assembleFimPrompt(markers, plain(prefix), plain(suffix), mode, vocab.addBos ? vocab.bos : undefined);
+  const before = typeof prefix === "string" ? await plain(prefix) : prefix;
+  return assembleFimPrompt(markers, before, await plain(suffix), mode, vocab.addBos ? vocab.bos : undefined);
+}
+
+/** One FIM prompt per request prompt (all with the same suffix), each checked against the window. */
+export async function fimPrompts(model: ServedModel, markers: FimMarkers, entries: PromptEntry[], suffix: string, mode: FimMode): Promise<TokenizedPrompt[]> {
+  const prompts: TokenizedPrompt[] = [];
+  for (const [i, entry] of entries.entries()) {
+    const prefixChars = typeof entry === "string" ? entry.length : 0;
+    checkTextFits(model, prefixChars + suffix.length, "prompt");
+    const prefix = typeof entry === "string" ? entry : tokenIdsOf(model, entry, promptLabel(entries.length, i));
+    const tokens = await fimPrompt(model, markers, prefix, suffix, mode);
+    checkContext(model, tokens.length, "prompt");
+    // FIM refuses echo, so there is no prompt text to put back.
+    prompts.push({ tokens, text: "" });
+  }
+  return prompts;
 }

@@ -53,13 +53,17 @@ export function checkContext(model: ServedModel, promptTokens: number, param: st
   }
 }
 
-/** Refuses text that cannot fit whatever it tokenizes to, before any work on it. */
-export function checkTextFits(model: ServedModel, bytes: number, param: string): void {
-  const fewest = model.minTokensFor(bytes);
+/**
+ * Refuses text (this many characters) that cannot fit whatever it tokenizes
+ * to, before any work on it. `subject` names the text in the message when it
+ * is more than the `param` field.
+ */
+export function checkTextFits(model: ServedModel, chars: number, param: string, subject = `${param} is`): void {
+  const fewest = model.minTokensFor(chars);
   if (fewest >= model.contextWindow) {
     throw new ApiError(
       400,
-      `This model's maximum context length is ${model.contextWindow} tokens. However, your ${param} is at least ${fewest} tokens long.`,
+      `This model's maximum context length is ${model.contextWindow} tokens. However, your ${subject} at least ${fewest} tokens long.`,
       "context_length_exceeded",
       param,
     );
@@ -99,6 +103,7 @@ export function generateRequest(
     logprobs?: number;
     grammar?: string;
     grammarTrigger?: string;
+    bannedTokens?: number[];
     qos?: QosClass;
     /** Unix ms by which it must have started (else it expires). */
     startBy?: number;
@@ -114,23 +119,37 @@ export function generateRequest(
     ...(opts.logprobs === undefined ? {} : { logprobs: opts.logprobs }),
     ...(opts.grammar === undefined ? {} : { grammar: opts.grammar }),
     ...(opts.grammarTrigger === undefined ? {} : { grammarTrigger: opts.grammarTrigger }),
+    ...(opts.bannedTokens?.length ? { bannedTokens: opts.bannedTokens } : {}),
   };
 }
 
 /**
  * Starts n choices of one prompt. The first prefills; the others are sent once
  * it has, so they copy its KV instead of prefilling again. Each choice gets its
- * own seed (seed + index) so seeded choices differ yet repeat.
+ * own seed (seed + index) so seeded choices differ yet repeat. `durable: false`
+ * keeps them all out of the session log (FIM completions).
  */
-export async function startChoices(model: ServedModel, req: GenerateRequest, n: number, live: Generation[] = []): Promise<Generation[]> {
-  const first = model.worker.generate(req);
+export async function startChoices(
+  model: ServedModel,
+  req: GenerateRequest,
+  n: number,
+  live: Generation[] = [],
+  opts: { durable?: boolean } = {},
+): Promise<Generation[]> {
+  const first = model.worker.generate(req, opts);
   live.push(first);
   if (n === 1) return live;
   await first.prefilled;
   for (let i = 1; i < n; i++) {
-    live.push(model.worker.generate({ ...req, sampling: { ...req.sampling, seed: drawSeed(req.sampling.seed + i) } }));
+    live.push(model.worker.generate({ ...req, sampling: { ...req.sampling, seed: drawSeed(req.sampling.seed + i) } }, opts));
   }
   return live;
+}
+
+/** Stop strings; ignore_eos ignores every stop condition (api.md 5.2). */
+export function stopsOf(req: { stop?: string | string[] | null; ignore_eos?: boolean | null }): string[] {
+  if (req.stop === undefined || req.stop === null || req.ignore_eos) return [];
+  return (typeof req.stop === "string" ? [req.stop] : req.stop).filter((s) => s.length > 0);
 }
 
 /** OpenAI's usage object, with the prompt tokens served from the prefix cache. */

@@ -1,7 +1,7 @@
 // Structured output (features.md 6): `response_format` json_object / json_schema
 // and a raw GBNF `grammar` become one GBNF grammar, compiled here in the daemon
 // so anything that cannot be enforced is a 400 before generation.
-import { compileJsonSchema, gbnfErrors, GbnfSyntaxError, jsonObjectGrammar, parseGbnf, SchemaError } from "../../../grammar/index.ts";
+import { checkGbnfText, compileJsonSchema, GbnfSyntaxError, jsonObjectGrammar, SchemaError } from "../../../grammar/index.ts";
 import { ApiError, badRequest } from "../errors.ts";
 
 export interface StructuredFields {
@@ -9,17 +9,22 @@ export interface StructuredFields {
   grammar?: string | null;
 }
 
+/**
+ * A raw GBNF grammar, checked (including what it would cost llama.cpp's
+ * grammar engine: grammar/limits.ts) and printed canonically, so the worker
+ * runs exactly the grammar the checks measured.
+ */
 function checkedGbnf(source: string): string {
   try {
-    const problems = gbnfErrors(parseGbnf(source));
-    if (problems.length > 0) throw badRequest(`constraint unsatisfiable: ${problems.map((p) => p.message).join("; ")}`, "grammar");
+    const { gbnf, errors } = checkGbnfText(source);
+    if (errors.length > 0) throw badRequest(`constraint unsatisfiable: ${errors.map((p) => p.message).join("; ")}`, "grammar");
+    return gbnf;
   } catch (err) {
     if (err instanceof GbnfSyntaxError) throw badRequest(`constraint unsatisfiable: ${err.message}`, "grammar");
     // A grammar nested deeper than the checker's recursion can follow.
     if (err instanceof RangeError) throw badRequest("constraint unsatisfiable: the grammar is nested too deeply", "grammar");
     throw err;
   }
-  return source;
 }
 
 function schemaGrammar(jsonSchema: unknown): string {
@@ -27,6 +32,9 @@ function schemaGrammar(jsonSchema: unknown): string {
     throw badRequest("response_format.json_schema must be an object with a schema", "response_format.json_schema");
   }
   const { schema, strict } = jsonSchema as { schema?: unknown; strict?: unknown };
+  if (strict !== undefined && strict !== null && typeof strict !== "boolean") {
+    throw badRequest("response_format.json_schema.strict must be true or false", "response_format.json_schema.strict");
+  }
   if (schema === undefined || schema === null) {
     throw badRequest("response_format of type json_schema needs json_schema.schema", "response_format.json_schema.schema");
   }

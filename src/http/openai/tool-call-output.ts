@@ -25,12 +25,35 @@ export class ToolCallCollector {
   }
 }
 
-/** One delta's calls as OpenAI stream entries: an opening entry with id and name, then argument fragments on the same index. */
-export function streamedToolCalls(events: ToolCallEvent[] | undefined) {
-  const out: Record<string, unknown>[] = [];
+interface StreamedCall {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
+}
+
+/**
+ * One delta's calls as OpenAI stream entries, one entry per call index as
+ * OpenAI sends them: the opening entry carries id and name (and whatever
+ * arguments arrived with it), later entries argument fragments.
+ */
+export function streamedToolCalls(events: ToolCallEvent[] | undefined): StreamedCall[] {
+  const out: StreamedCall[] = [];
+  const byIndex = new Map<number, StreamedCall>();
   for (const e of events ?? []) {
-    if (e.type === "call-start") out.push({ index: e.index, id: e.id, type: "function", function: { name: e.name, arguments: "" } });
-    else if (e.type === "call-args" && e.text !== "") out.push({ index: e.index, function: { arguments: e.text } });
+    if (e.type === "call-start") {
+      const entry: StreamedCall = { index: e.index, id: e.id, type: "function", function: { name: e.name, arguments: "" } };
+      byIndex.set(e.index, entry);
+      out.push(entry);
+    } else if (e.type === "call-args" && e.text !== "") {
+      const entry = byIndex.get(e.index);
+      if (entry) entry.function.arguments += e.text;
+      else {
+        const fresh: StreamedCall = { index: e.index, function: { arguments: e.text } };
+        byIndex.set(e.index, fresh);
+        out.push(fresh);
+      }
+    }
   }
   return out;
 }

@@ -4,6 +4,7 @@
 import type { ToolDialect } from "../../codec/tool-dialects/index.ts";
 import type { ToolSpec } from "../../codec/tool-grammar.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
+import { SchemaError } from "../../../grammar/index.ts";
 import { badRequest } from "../errors.ts";
 import type { ChatRequest } from "./chat-schema.ts";
 
@@ -14,12 +15,23 @@ export interface ToolPlan {
   grammar?: string;
   /** With tool_choice "auto": the grammar waits for this call opener (a lazy grammar). */
   trigger?: string;
+  /**
+   * Whether the reply may make calls. When not (no tools, or tool_choice
+   * "none") the wire's call openers are never sampled, and calls a parsed wire
+   * still finds are dropped: neither a call nor its markup reaches the reply.
+   */
+  callsAllowed: boolean;
 }
 
 function toolSpecs(req: ChatRequest): ToolSpec[] {
-  return (req.tools ?? [])
-    .filter((t) => t.type === "function" && t.function)
-    .map((t) => ({ name: t.function!.name, parameters: (t.function as { parameters?: unknown }).parameters ?? { type: "object" } }));
+  return (req.tools ?? []).flatMap((t, i) => {
+    if (t.type !== "function" || !t.function) return [];
+    const parameters = (t.function as { parameters?: unknown }).parameters ?? { type: "object" };
+    if (typeof parameters !== "boolean" && (typeof parameters !== "object" || parameters === null || Array.isArray(parameters))) {
+      throw badRequest("tool parameters must be a JSON Schema (an object)", `tools[${i}].function.parameters`);
+    }
+    return [{ name: t.function.name, parameters }];
+  });
 }
 
 /** The forced function's name, "required" for any, or undefined (auto; unknown values fall back to it). */
@@ -33,7 +45,7 @@ export function toolPlan(model: ServedModel, req: ChatRequest): ToolPlan {
   const dialect = model.toolDialect;
   const tools = toolSpecs(req);
   // Wires that carry reasoning and content channels are parsed whatever the tools.
-  const parsed = dialect?.alwaysParse ? { dialect } : {};
+  const parsed = dialect?.alwaysParse ? { dialect, callsAllowed: false } : { callsAllowed: false };
   if (req.tool_choice === "none") return parsed;
   const forced = forcedChoice(req.tool_choice);
   // A forced call is never served unconstrained (api.md 5.3).
@@ -41,18 +53,20 @@ export function toolPlan(model: ServedModel, req: ChatRequest): ToolPlan {
   if (tools.length === 0) return parsed;
   const parallel = req.parallel_tool_calls !== false;
   if (!forced) {
-    if (!dialect) return {};
-    if (!dialect.trigger) return { dialect };
-    // Under auto only a forced choice's grammar must compile: otherwise calls are parsed, not held.
+    if (!dialect) return { callsAllowed: true };
+    if (!dialect.trigger) return { dialect, callsAllowed: true };
+    // Under auto a schema the compiler cannot enforce is tolerated (calls are then
+    // parsed, not held); one that is no schema at all, or over the compile budget, is refused.
     try {
-      return { dialect, grammar: dialect.forcedGrammar(tools, parallel), trigger: dialect.trigger };
-    } catch {
-      return { dialect };
+      return { dialect, grammar: dialect.forcedGrammar(tools, parallel), trigger: dialect.trigger, callsAllowed: true };
+    } catch (err) {
+      if (err instanceof SchemaError && err.kind === "limit") throw badRequest(err.message, "tools");
+      return { dialect, callsAllowed: true };
     }
   }
   if (!dialect) throw badRequest(`constraint unsatisfiable: model '${model.id}' has no tool-call format superfluid can constrain`, "tool_choice");
   const chosen = forced === "required" ? tools : tools.filter((t) => t.name === forced);
-  return { dialect, grammar: compileCalls(dialect, chosen, parallel) };
+  return { dialect, grammar: compileCalls(dialect, chosen, parallel), callsAllowed: true };
 }
 
 /** The dialect's grammar for calls to these tools; a schema it cannot honour is a 400. */

@@ -91,22 +91,21 @@ describe("deepseek parser", () => {
     ]);
   });
 
-  test("malformed call stays text", () => {
+  test("a malformed call is dropped: call markup is never content", () => {
     const bad = `${CB}${B}function${S}f\n\`\`\`json\n{"x": \n\`\`\`${E}${CE}`;
-    expect(parseAllWays(`hi ${bad}`)).toEqual({ text: `hi ${bad}`, calls: [] });
+    expect(parseAllWays(`hi ${bad}`)).toEqual({ text: "hi ", calls: [] });
     const junk = `${CB}not a call${CE}`;
-    expect(parseAllWays(junk)).toEqual({ text: junk, calls: [] });
+    expect(parseAllWays(junk)).toEqual({ text: "", calls: [] });
   });
 
   test("plain text and partial markers come out", () => {
     expect(run(["a <｜tool", "▁ca"])).toEqual({ text: "a <｜tool▁ca", calls: [] });
   });
 
-  test("flush: complete unclosed call is finished, unparsable one is text", () => {
+  test("flush: complete unclosed call is finished, a cut one is dropped", () => {
     const m = run([`${CB}${v31("f", '{"a": 1}').slice(0, -E.length)}`]);
     expect(m.calls.map((c) => [c.name, c.end])).toEqual([["f", '{"a": 1}']]);
-    const cut = `${CB}${B}f${S}{"a": `;
-    expect(run([cut])).toEqual({ text: cut, calls: [] });
+    for (const cut of [`${CB}${B}f${S}{"a": `, CB, `${CB}${B}`, `${CB}${B}get_wea`]) expect(run([cut])).toEqual({ text: "", calls: [] });
   });
 });
 

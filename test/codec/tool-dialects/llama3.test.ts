@@ -119,10 +119,14 @@ describe("llama3 parser", () => {
       '{"name": "f", "parameters": {"a": 1,}}',
       '{"name": "f", "parameters": [1]}',
       '{"city": "Oslo"} is the answer',
-      '{"name": "f", "parameters": {"a": 1}', // never closed
       "<|python_tag|>brave_search.call(query=\"x\")",
     ]) {
       expect(parseAllWays(llama3, text)).toEqual({ text, calls: [] });
+    }
+  });
+  test("a call cut off by the end of the reply is dropped, never content", () => {
+    for (const cut of ['{"name": "f", "parameters": {"a": 1}', '{"name": "get_wea', "<|python_tag|>", '<|python_tag|>{"na', "{"]) {
+      expect(parseAllWays(llama3, cut)).toEqual({ text: "", calls: [] });
     }
   });
   test("two calls separated by ';' or a newline", () => {
@@ -198,10 +202,15 @@ describe("genericJson", () => {
       "[]",
       '[{"name": "f", "arguments": {}}, 3]',
       "```python\nprint(1)\n```",
-      '{"name": "f", "arguments": {}',
     ]) {
       expect(parseAllWays(genericJson, text)).toEqual({ text, calls: [] });
     }
+  });
+  test("a call cut off by the end of the reply is dropped, never content", () => {
+    for (const cut of ['{"name": "f", "arguments": {}', '[{"name": "f", "arguments": {}}, {"na', "{", '{"nam']) {
+      expect(parseAllWays(genericJson, cut)).toEqual({ text: "", calls: [] });
+    }
+    expect(parseAllWays(genericJson, '{"answer": 4')).toEqual({ text: '{"answer": 4', calls: [] });
   });
   test("non-call JSON is released as soon as it closes", () => {
     const p = genericJson.parser(ids());

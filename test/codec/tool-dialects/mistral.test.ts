@@ -109,16 +109,20 @@ describe("mistral parser", () => {
     expect(checkAllSplits("Hello [TOOL")).toEqual({ text: "Hello [TOOL", calls: [] });
   });
 
-  test("malformed call sections stay text", () => {
+  test("the marker of a malformed section is dropped, what follows it is content", () => {
     for (const s of [
       '[TOOL_CALLS][{"name": "f", "arguments": {"a": }}] after',
       '[TOOL_CALLS][{"arguments": {}}]',
       "[TOOL_CALLS]not a call",
       "[TOOL_CALLS]f[ARGS]nope",
-      '[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}', // unterminated at flush
-      '[TOOL_CALLS]f[ARGS]{"a": ', // unterminated at flush
     ]) {
-      expect(checkAllSplits(s)).toEqual({ text: s, calls: [] });
+      expect(checkAllSplits(s)).toEqual({ text: s.slice("[TOOL_CALLS]".length), calls: [] });
+    }
+  });
+
+  test("a section cut off by the end of the reply is dropped, never content", () => {
+    for (const s of ['[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}', '[TOOL_CALLS]f[ARGS]{"a": ', "[TOOL_CALLS]", "[TOOL_CALLS][{\"na"]) {
+      expect(checkAllSplits(`Hi ${s}`)).toEqual({ text: "Hi ", calls: [] });
     }
   });
 

@@ -28,6 +28,6 @@ export interface Refused {
   schema: unknown;
   keyword: string;
   path: string;
-  kind?: "unsupported" | "unsatisfiable" | "invalid";
+  kind?: "unsupported" | "unsatisfiable" | "invalid" | "limit";
   options?: CompileOptions;
 }

@@ -24,7 +24,7 @@ export const refused: Refused[] = [
   { name: "circular $ref chain", schema: { $defs: { a: { $ref: "#/$defs/b" }, b: { $ref: "#/$defs/a" } }, $ref: "#/$defs/a" }, keyword: "$ref", path: "/$defs/b/$ref", kind: "invalid" },
   { name: "recursion without progress", schema: { $defs: { a: { anyOf: [{ $ref: "#/$defs/a" }, { type: "null" }] } }, $ref: "#/$defs/a" }, keyword: "$ref", path: "" },
   { name: "recursion that never ends", schema: { type: "object", properties: { child: { $ref: "#" } }, required: ["child"] }, keyword: "$ref", path: "", kind: "unsatisfiable" },
-  { name: "anyOf combinations explode", schema: { type: "string", allOf: Array.from({ length: 12 }, (_, i) => ({ anyOf: [{ minLength: i }, { maxLength: 100 - i }] })) }, keyword: "anyOf", path: "/allOf/9/anyOf" },
+  { name: "anyOf combinations explode", schema: { type: "string", allOf: Array.from({ length: 12 }, (_, i) => ({ anyOf: [{ minLength: i }, { maxLength: 100 - i }] })) }, keyword: "anyOf", path: "/allOf/9/anyOf", kind: "limit" },
   { name: "lookahead pattern", schema: { type: "string", pattern: "^(?=.*\\d).{8,}$" }, keyword: "pattern", path: "/pattern" },
   { name: "backreference pattern (nested)", schema: { type: "object", properties: { code: { type: "string", pattern: "^(\\w)\\1$" } } }, keyword: "pattern", path: "/properties/code/pattern" },
   { name: "word boundary pattern", schema: { type: "string", pattern: "\\bcat\\b" }, keyword: "pattern", path: "/pattern" },

@@ -1,0 +1,202 @@
+// The HTTP listener: node:http carrying a fetch-style handler (the Elysia app).
+//
+// Not Bun.serve: its uWS core closes the connection when a pipelined request
+// arrives behind a reply that is still pending (any generation), so the reply
+// in flight is lost with 0 bytes sent; it resets the connection on a method it
+// does not know; and what its error path answers is Bun's HTML debug page.
+// Bun's node:http answers pipelined requests in order and hands us unknown
+// methods and CONNECT, so every request gets an answer in the API's envelope.
+import { createServer, METHODS, STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
+import { ApiError, asApiError } from "./errors.ts";
+
+export interface HttpHandler {
+  fetch(request: Request): Promise<Response> | Response;
+  /** The refusal of a request parsed no further than its request line: a method the parser does not know, or CONNECT. */
+  refuse(method: string, target: string): ApiError;
+}
+
+export interface Listener {
+  port: number;
+  close(): Promise<void>;
+}
+
+const peers = new WeakMap<Request, string>();
+
+/** The TCP peer's address of a request the listener made (X-Forwarded-For is never read, api.md 16.4). */
+export function peerAddress(request: Request): string {
+  return peers.get(request) ?? "unknown";
+}
+
+/** The request body as a web stream, read from the socket only as fast as the handler pulls it. */
+function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {
+  let finished = false;
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      req.on("data", (chunk: Buffer) => {
+        if (finished) return;
+        controller.enqueue(chunk);
+        if ((controller.desiredSize ?? 0) <= 0) req.pause();
+      });
+      req.once("end", () => {
+        if (!finished) controller.close();
+        finished = true;
+      });
+      req.once("error", (err) => {
+        if (!finished) controller.error(err);
+        finished = true;
+      });
+    },
+    pull() {
+      req.resume();
+    },
+    cancel() {
+      // The handler has what it needs (or refused the rest, 413): the rest is read and dropped.
+      finished = true;
+      req.resume();
+    },
+  });
+}
+
+function toRequest(req: IncomingMessage, base: string, signal: AbortSignal): Request {
+  const target = req.url ?? "";
+  if (!target.startsWith("/")) throw new ApiError(400, "the request target must be a path starting with '/'");
+  const headers = new Headers();
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
+  // HEAD is answered as GET; node:http leaves the body out.
+  const method = req.method === "HEAD" ? "GET" : (req.method ?? "GET");
+  const body = method === "GET" ? {} : { body: bodyStream(req), duplex: "half" as const };
+  const request = new Request(base + target, { method, headers, signal, ...body });
+  peers.set(request, req.socket.remoteAddress ?? "unknown");
+  return request;
+}
+
+/** The handler's reply; whatever it throws is a reply in the envelope too. */
+async function respond(handler: HttpHandler, req: IncomingMessage, base: string, signal: AbortSignal): Promise<Response> {
+  let request: Request;
+  try {
+    request = toRequest(req, base, signal);
+  } catch (err) {
+    // Headers node:http let through that a Request cannot carry.
+    return (err instanceof ApiError ? err : new ApiError(400, "malformed HTTP request")).toResponse();
+  }
+  try {
+    return await handler.fetch(request);
+  } catch (err) {
+    return asApiError(err).toResponse();
+  }
+}
+
+const PENDING = Symbol("pending");
+
+/** Resolves when the socket takes more (or is gone). */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
+}
+
+/** Writes a Response: a body ready whole goes out with a Content-Length, a stream as it comes. */
+async function send(req: IncomingMessage, res: ServerResponse, response: Response): Promise<void> {
+  res.statusCode = response.status;
+  for (const [name, value] of response.headers) if (name !== "set-cookie") res.setHeader(name, value);
+  // A body the handler did not read to its end (a 413, a refusal) is not waited for.
+  if (!req.complete) res.setHeader("connection", "close");
+  if (!response.body) return void res.end();
+  const reader = response.body.getReader();
+  res.once("close", () => void reader.cancel().catch(() => {}));
+  const first = await reader.read();
+  if (first.done) return void res.end();
+  let next = reader.read();
+  const ready = await Promise.race([next, new Promise<typeof PENDING>((resolve) => setImmediate(() => resolve(PENDING)))]);
+  if (ready !== PENDING && ready.done) {
+    res.setHeader("content-length", first.value.byteLength);
+    return void res.end(first.value);
+  }
+  let chunk = first.value;
+  for (;;) {
+    if (res.destroyed) return;
+    if (!res.write(chunk)) await drained(res);
+    const step = await next;
+    if (step.done) return void res.end();
+    chunk = step.value;
+    next = reader.read();
+  }
+}
+
+/** A refusal written straight to a socket node:http did not make a request of, then closed. */
+function writeRaw(socket: Duplex, error: ApiError): void {
+  if (!socket.writable) return void socket.destroy();
+  const body = JSON.stringify(error.envelope());
+  const headers = { "content-type": "application/json", ...error.headers, "content-length": String(Buffer.byteLength(body)), connection: "close" };
+  const head = [`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ""}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+  socket.end(`${head.join("\r\n")}\r\n\r\n${body}`);
+}
+
+const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.[01]$/;
+
+/**
+ * Method and target of the request the parser refused for its method. The raw
+ * bytes may also hold requests pipelined before it (already answered): it is
+ * the first line whose method the parser does not know.
+ */
+function refusedRequestLine(raw: Buffer | undefined): [string, string] | undefined {
+  const lines = (raw ?? Buffer.alloc(0))
+    .toString("latin1")
+    .split("\r\n")
+    .map((l) => REQUEST_LINE.exec(l))
+    .filter((m) => m !== null);
+  const m = lines.find((line) => !METHODS.includes(line[1]!.toUpperCase())) ?? lines.at(-1);
+  return m ? [m[1]!, m[2]!] : undefined;
+}
+
+function clientError(handler: HttpHandler, err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex): void {
+  if (err.code === "ECONNRESET") return void socket.destroy();
+  const line = err.code === "HPE_INVALID_METHOD" ? refusedRequestLine(err.rawPacket) : undefined;
+  if (line) return writeRaw(socket, handler.refuse(...line));
+  if (err.code === "HPE_HEADER_OVERFLOW") return writeRaw(socket, new ApiError(431, "the request headers are too large"));
+  writeRaw(socket, new ApiError(400, "malformed HTTP request"));
+}
+
+export function listen(handler: HttpHandler, hostname: string, port: number): Promise<Listener> {
+  let base = "";
+  const server = createServer(async (req, res) => {
+    const abort = new AbortController();
+    // The client went away before the reply was whole: the handler's signal fires.
+    res.once("close", () => res.writableFinished || abort.abort());
+    const response = await respond(handler, req, base, abort.signal);
+    try {
+      await send(req, res, response);
+    } catch {
+      res.destroy();
+    }
+  });
+  // A reply may take as long as its generation; a request's head may not.
+  server.requestTimeout = 0;
+  server.timeout = 0;
+  server.on("clientError", (err, socket) => clientError(handler, err, socket));
+  server.on("connect", (req: IncomingMessage, socket: Duplex) => writeRaw(socket, handler.refuse(req.method ?? "CONNECT", req.url ?? "")));
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ host: hostname, port, exclusive: true }, () => {
+      server.off("error", reject);
+      const bound = (server.address() as AddressInfo).port;
+      base = `http://${hostname.includes(":") ? `[${hostname}]` : hostname}:${bound}`;
+      resolve({
+        port: bound,
+        close: () =>
+          new Promise<void>((done) => {
+            server.close(() => done());
+            server.closeAllConnections();
+          }),
+      });
+    });
+  });
+}

@@ -1,0 +1,67 @@
+// Origin and Host checks on every request (api.md 16.2): a page from anywhere
+// but this machine may not drive the server through a visitor's browser
+// (Origin), and neither may a name an attacker's DNS points here (Host, the
+// DNS-rebinding defence).
+import { isIP } from "node:net";
+import { hostname } from "node:os";
+import { ApiError } from "./errors.ts";
+
+export interface HostPolicy {
+  /** The address the listener is bound to. */
+  bind: string;
+  /** A key is required on requests (then any Host is accepted off loopback). */
+  authenticated: boolean;
+}
+
+function isLoopbackAddress(address: string): boolean {
+  const a = address.replace(/^\[(.*)\]$/, "$1");
+  return (isIP(a) === 4 && a.startsWith("127.")) || (isIP(a) === 6 && a === "::1");
+}
+
+/** localhost, 127.0.0.0/8 or ::1 (bracketed or not). */
+export function isLoopbackName(host: string): boolean {
+  const h = host.toLowerCase();
+  return h === "localhost" || isLoopbackAddress(h);
+}
+
+/** The name in a Host value ("name", "name:port", "[v6]:port"); undefined when it is not that shape. */
+function hostName(value: string): string | undefined {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^[\]:/@\s]+)(?::\d{1,5})?$/.exec(value.trim());
+  return m?.[1];
+}
+
+/** api.md 16.2's Host table. */
+function hostAccepted(value: string, policy: HostPolicy): boolean {
+  const name = hostName(value)?.toLowerCase();
+  if (name === undefined) return false;
+  if (isLoopbackName(policy.bind)) return isLoopbackName(name);
+  if (policy.authenticated) return true;
+  const machine = hostname().toLowerCase();
+  return isIP(name.replace(/^\[(.*)\]$/, "$1")) !== 0 || name === "localhost" || name === machine || name === `${machine}.local`;
+}
+
+/** An Origin that names a page on this machine: http(s) on a loopback name, any port. */
+function isLocalOrigin(origin: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return false; // "null" (sandboxed or file pages) and anything unparsable
+  }
+  return (url.protocol === "http:" || url.protocol === "https:") && isLoopbackName(url.hostname);
+}
+
+/** The 403 a request gets before any route runs, or undefined when it may go on. */
+export function foreignRequestRefusal(request: Request, policy: HostPolicy): ApiError | undefined {
+  const origin = request.headers.get("origin");
+  if (origin !== null && !isLocalOrigin(origin)) {
+    return new ApiError(403, `requests from the page origin '${origin}' are refused: only pages on this machine may call this server`, "origin_refused");
+  }
+  // A request with no Host (HTTP/1.0) did not come from a browser.
+  const host = request.headers.get("host");
+  if (host !== null && !hostAccepted(host, policy)) {
+    const where = isLoopbackName(policy.bind) ? "this server listens on loopback and answers only loopback names" : "this server answers only its own names and IP addresses";
+    return new ApiError(403, `the Host '${host}' is refused: ${where}`, "origin_refused");
+  }
+  return undefined;
+}

@@ -1,0 +1,45 @@
+// The sessions directory holds every prompt and reply in plain text, so it is
+// private to the server's user whatever the umask: folders it creates are 0700,
+// files 0600. open() and mkdir() only ever take bits away through the umask, so
+// modes are set exactly afterwards.
+import { chmodSync, closeSync, fchmodSync, mkdirSync, openSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+
+export const PRIVATE_DIR_MODE = 0o700;
+export const PRIVATE_FILE_MODE = 0o600;
+
+/** mkdir -p dir; each folder it creates (not those already there) gets mode 0700. */
+export function makePrivateDir(dir: string): void {
+  const first = mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  if (first === undefined) return;
+  const top = resolve(first);
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    chmodSync(d, PRIVATE_DIR_MODE);
+    if (d === top || d === dirname(d)) break;
+  }
+}
+
+/**
+ * Opens path with flags (numeric or fs's letters), creating it 0600. An existing
+ * file is set to 0600 too (one left by an older version with the umask's mode),
+ * unless it belongs to someone else and cannot be changed.
+ */
+export function openPrivate(path: string, flags: string | number): number {
+  const fd = openSync(path, flags, PRIVATE_FILE_MODE);
+  try {
+    fchmodSync(fd, PRIVATE_FILE_MODE);
+  } catch {
+    // not ours to change (the open succeeded, so we may use it)
+  }
+  return fd;
+}
+
+/** Writes text to path as a private file (an existing one is overwritten). */
+export function writePrivateFile(path: string, text: string): void {
+  const fd = openPrivate(path, "w");
+  try {
+    writeFileSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
+}
