@@ -103,12 +103,30 @@ function drained(res: ServerResponse): Promise<void> {
   });
 }
 
+/** How long an unread request body is drained after its reply before the connection is closed. */
+const LINGER_MS = 5000;
+
+function lingerThenClose(req: IncomingMessage, res: ServerResponse): void {
+  res.once("finish", () => {
+    if (req.complete) return;
+    // Whatever still listens for the body (the handler's stream) pauses it when full.
+    req.removeAllListeners("data");
+    req.resume();
+    const timer = setTimeout(() => req.socket.destroy(), LINGER_MS);
+    req.once("end", () => clearTimeout(timer));
+    req.socket.once("close", () => clearTimeout(timer));
+  });
+}
+
 /** Writes a Response: a body ready whole goes out with a Content-Length, a stream as it comes. */
 async function send(req: IncomingMessage, res: ServerResponse, response: Response): Promise<void> {
   res.statusCode = response.status;
   for (const [name, value] of response.headers) if (name !== "set-cookie") res.setHeader(name, value);
-  // A body the handler did not read to its end (a 413, a refusal) is not waited for.
-  if (!req.complete) res.setHeader("connection", "close");
+  // A body the handler did not read to its end (a 413, a refusal) is read and
+  // dropped for a while after the reply (a lingering close): closing at once
+  // with unread bytes makes the kernel answer them with a reset, which can
+  // destroy the reply before the client has read it.
+  if (!req.complete) lingerThenClose(req, res);
   if (!response.body) return void res.end();
   const reader = response.body.getReader();
   res.once("close", () => void reader.cancel().catch(() => {}));
