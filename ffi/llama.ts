@@ -16,6 +16,11 @@ const llamaSymbols = {
   llama_model_get_vocab: { args: ["ptr"], returns: "ptr" },
   llama_model_n_embd: { args: ["ptr"], returns: "i32" },
   llama_model_n_ctx_train: { args: ["ptr"], returns: "i32" },
+  llama_model_n_layer: { args: ["ptr"], returns: "i32" },
+  llama_model_n_head: { args: ["ptr"], returns: "i32" },
+  llama_model_n_head_kv: { args: ["ptr"], returns: "i32" },
+  llama_model_size: { args: ["ptr"], returns: "u64" },
+  llama_model_meta_val_str: { args: ["ptr", "ptr", "ptr", "u64"], returns: "i32" },
   llama_model_chat_template: { args: ["ptr", "ptr"], returns: "ptr" },
   llama_n_ctx: { args: ["ptr"], returns: "u32" },
   llama_n_ctx_seq: { args: ["ptr"], returns: "u32" },
@@ -81,6 +86,11 @@ const shimSymbols = {
 
 const ggmlSymbols = {
   ggml_backend_load_all_from_path: { args: ["ptr"], returns: "void" },
+  // The devices llama.cpp offloads to, and their free memory (KV pool sizing).
+  ggml_backend_dev_count: { args: [], returns: "u64" },
+  ggml_backend_dev_get: { args: ["u64"], returns: "ptr" },
+  ggml_backend_dev_type: { args: ["ptr"], returns: "i32" },
+  ggml_backend_dev_memory: { args: ["ptr", "ptr", "ptr"], returns: "void" },
 } as const;
 
 function openLlama(path: string) {
@@ -127,10 +137,17 @@ function linkableLibrary(path: string, cache: string): { dir: string; name: stri
 
 export type LlamaApi = ReturnType<typeof openLlama>;
 export type LlamaShim = ReturnType<typeof compileShim>;
+export type GgmlApi = ReturnType<typeof openGgml>;
+
+function openGgml(path: string) {
+  return dlopen(path, ggmlSymbols).symbols;
+}
 
 export interface Llama {
   api: LlamaApi;
   shim: LlamaShim;
+  /** libggml: backend loading and the device registry. */
+  ggml: GgmlApi;
   location: LibraryLocation;
 }
 
@@ -162,10 +179,15 @@ export function loadLlama(env = process.env): Llama {
   const mismatches = abiMismatches(probe);
   if (mismatches.length > 0) throw new LlamaAbiError(location.llama, `struct layout differs at ${mismatches.join(", ")}`);
   if (env.SUPERFLUID_LLAMA_LOG !== "1") shim.sf_log_quiet();
-  const ggml = dlopen(location.ggml, ggmlSymbols).symbols;
+  let ggml: GgmlApi;
+  try {
+    ggml = openGgml(location.ggml);
+  } catch (err) {
+    throw new LlamaAbiError(location.ggml, `a function superfluid calls is missing (${(err as Error).message})`);
+  }
   ggml.ggml_backend_load_all_from_path(cstr(location.dir));
   api.llama_backend_init();
-  opened = { api, shim, location };
+  opened = { api, shim, ggml, location };
   return opened;
 }
 

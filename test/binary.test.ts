@@ -44,7 +44,7 @@ describe("compiled binary", () => {
   });
 
   test("opens its embedded libllama from an empty folder", async () => {
-    const run = Bun.spawnSync([outfile, "check", "--model", await fixturePath("tiny-chat")], { cwd: empty, env: bareEnv, stdout: "pipe", stderr: "pipe" });
+    const run = Bun.spawnSync([outfile, "check", "--model", await fixturePath("tiny-random")], { cwd: empty, env: bareEnv, stdout: "pipe", stderr: "pipe" });
     expect(run.stderr.toString()).toBe("");
     expect(run.exitCode).toBe(0);
     expect(run.stdout.toString()).toContain("(embedded)");
@@ -52,7 +52,7 @@ describe("compiled binary", () => {
   });
 
   test("serves one chat request from an empty folder", async () => {
-    server = Bun.spawn([outfile, "serve", await fixturePath("tiny-chat"), "--http", "127.0.0.1:0", "--max-batch", "2", "--max-context", "1024", "--threads", "1", "--sessions", join(empty, "sessions")], {
+    server = Bun.spawn([outfile, "serve", await fixturePath("tiny-random"), "--http", "127.0.0.1:0", "--max-batch", "2", "--max-context", "1024", "--threads", "1", "--sessions", join(empty, "sessions")], {
       cwd: empty,
       env: bareEnv,
       stdout: "pipe",

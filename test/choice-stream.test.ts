@@ -11,7 +11,7 @@ import { fixturePath } from "./support/models.ts";
 
 let tokenizer: LlamaModel;
 beforeAll(async () => {
-  tokenizer = LlamaModel.load(await fixturePath("tiny-chat"), { vocabOnly: true });
+  tokenizer = LlamaModel.load(await fixturePath("tiny-random"), { vocabOnly: true });
 });
 afterAll(() => tokenizer.free());
 

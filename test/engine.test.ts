@@ -11,7 +11,7 @@ let engine: Engine;
 const PREFILL_BUDGET = 64;
 
 beforeAll(async () => {
-  model = LlamaModel.load(await fixturePath("tiny-chat"));
+  model = LlamaModel.load(await fixturePath("tiny-random"));
   engine = new Engine(model, { lanes: 8, cellsPerSequence: 1024, threads: 2, prefillBudget: PREFILL_BUDGET });
 });
 afterAll(() => {

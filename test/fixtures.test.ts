@@ -13,6 +13,7 @@ import {
   buildVocab,
   CHAT_SPECIAL_TOKENS,
   CHATML_TOOLS_TEMPLATE,
+  chatmlToolsTemplate,
   defaultFixtureDir,
   ensureFixture,
   FIM_SPECIAL_TOKENS,
@@ -22,6 +23,7 @@ import {
   SPACE,
   tinyChat,
   tinyEmbed,
+  tinyRandom,
   tinyFim,
   TokenType,
   writeFixture,
@@ -48,9 +50,9 @@ async function describeSpec(spec: FixtureSpec) {
 
 describe("determinism", () => {
   test("same seed gives identical bytes, another seed different weights", () => {
-    const a = sha256(fixtureBytes(tinyChat(1)));
-    const b = sha256(fixtureBytes(tinyChat(1)));
-    const c = sha256(fixtureBytes(tinyChat(2)));
+    const a = sha256(fixtureBytes(tinyRandom(1)));
+    const b = sha256(fixtureBytes(tinyRandom(1)));
+    const c = sha256(fixtureBytes(tinyRandom(2)));
     expect(a).toBe(b);
     expect(c).not.toBe(a);
   });
@@ -145,13 +147,13 @@ describe("vocabulary", () => {
 });
 
 describe("fixture metadata", () => {
-  test("tiny-chat: shape, tokenizer, special ids, template", async () => {
-    const spec = tinyChat();
+  test("tiny-random: shape, tokenizer, special ids, template", async () => {
+    const spec = tinyRandom();
     const { file, info } = await describeSpec(spec);
     const id = (t: string) => spec.vocab.special[t]!;
     expect(info).toMatchObject({
       architecture: "llama",
-      name: "superfluid-tiny-chat",
+      name: "superfluid-tiny-random",
       contextLength: 4096,
       embeddingLength: 64,
       blockCount: 2,
@@ -190,6 +192,23 @@ describe("fixture metadata", () => {
     expect(t["blk.1.ffn_down.weight"]!.dims).toEqual([192, 64]);
   });
 
+  test("tiny-chat (the built-in): scripted weights, no thinking by default, a 128k window", async () => {
+    const spec = tinyChat();
+    const { file, info } = await describeSpec(spec);
+    expect(info).toMatchObject({ architecture: "llama", name: "superfluid-tiny-chat", contextLength: 131072, blockCount: 1, chatTemplate: chatmlToolsTemplate(false) });
+    expect(String(file.metadata["general.description"])).toContain("Hello from superfluid's built-in test model.");
+    // The seed names the file only: the weights are hand-set.
+    expect(sha256(fixtureBytes(tinyChat(2)))).toBe(sha256(fixtureBytes(tinyChat(1))));
+    // Thinking only when asked: the generation prompt closes an empty think block unless enable_thinking is true.
+    const render = (kwargs: object) => new Template(info.chatTemplate!).render({ messages: [{ role: "user", content: "hi" }], add_generation_prompt: true, ...kwargs });
+    expect(render({})).toEndWith("<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    expect(render({ enable_thinking: false })).toEndWith("<think>\n\n</think>\n\n");
+    expect(render({ enable_thinking: true })).toEndWith("<|im_start|>assistant\n");
+    // "\n" and "\n\n" are whole tokens: they tell the two generation prompts apart.
+    expect(spec.vocab.tokens).toContain("\n");
+    expect(spec.vocab.tokens).toContain("\n\n");
+  });
+
   test("tiny-fim: fim_* keys point at the FIM tokens", async () => {
     const spec = tinyFim();
     const { info } = await describeSpec(spec);
@@ -220,7 +239,7 @@ describe("fixture metadata", () => {
     const small = largeVocab(1, { vocabSize: 3000, nEmbd: 64, nBlocks: 1, nFf: 128 });
     const { info, file } = await describeSpec(small);
     expect(info.vocabSize).toBe(3000);
-    expect(info.contextLength).toBe(8192);
+    expect(info.contextLength).toBe(32768);
     expect(info.fileType).toBe(1);
     const t = Object.fromEntries(file.tensors.map((x) => [x.name, x]));
     expect(t["token_embd.weight"]).toMatchObject({ dims: [64, 3000], type: 1 });
@@ -229,7 +248,7 @@ describe("fixture metadata", () => {
 
     const full = largeVocab();
     expect(full.vocab.tokens.length).toBe(150_000);
-    expect(full.hparams).toMatchObject({ nEmbd: 256, nBlocks: 4, contextLength: 8192 });
+    expect(full.hparams).toMatchObject({ nEmbd: 256, nBlocks: 4, contextLength: 32768 });
     const size = layoutGguf(full.gguf).totalSize; // header only; no tensor data generated
     expect(size).toBeGreaterThan(100e6);
     expect(size).toBeLessThan(200e6);

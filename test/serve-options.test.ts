@@ -8,8 +8,11 @@ const parse = (...argv: string[]) => parseServeOptions(argv, { HOME: "/home/u" }
 describe("serve options", () => {
   test("defaults", () => {
     const o = parse();
-    expect(o).toMatchObject({ models: [], host: "127.0.0.1", port: 8453, maxBatch: 8, maxContext: 8192, prefillBudget: 4096, tui: false });
+    expect(o).toMatchObject({ models: [], host: "127.0.0.1", port: 8453, maxBatch: 8, prefillBudget: 4096, tui: false });
     expect(o.maxTokens).toBeUndefined();
+    // No sizing flag: a shared KV pool sized from memory (the worker decides).
+    expect(o.maxContext).toBeUndefined();
+    expect(o.kvPool).toBeUndefined();
     expect(o.threads).toBeGreaterThan(0);
   });
 
@@ -17,6 +20,17 @@ describe("serve options", () => {
     const o = parse("m.gguf", "--http=0.0.0.0:9000", "--port", "1", "--max-batch-size", "4", "--max-context=100", "--no-tui", "--speculate", "off");
     expect(o).toMatchObject({ models: ["m.gguf"], host: "0.0.0.0", port: 9000, maxBatch: 4, maxContext: 512, tui: false });
     expect(parse("--http", "[::1]:8080")).toMatchObject({ host: "::1", port: 8080 });
+  });
+
+  test("--max-context N|auto and --kv-pool N", () => {
+    expect(parse("--max-context", "16384").maxContext).toBe(16384);
+    expect(parse("--max-context", "auto").maxContext).toBeUndefined();
+    expect(parse("--max-context", "AUTO").maxContext).toBeUndefined();
+    expect(parse("--kv-pool", "100000")).toMatchObject({ kvPool: 100000 });
+    expect(parse("--kv-pool", "100").kvPool).toBe(512);
+    expect(parse("--kv-pool", "65536", "--max-context", "8192")).toMatchObject({ kvPool: 65536, maxContext: 8192 });
+    expect(() => parse("--max-context", "lots")).toThrow("--max-context expects a whole number or auto, got 'lots'");
+    expect(() => parse("--kv-pool", "0")).toThrow("--kv-pool expects a whole number of at least 1");
   });
 
   test("operator sampling flags", () => {

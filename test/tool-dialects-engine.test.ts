@@ -6,8 +6,7 @@
 import Ajv2020 from "ajv/dist/2020";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { IncrementalDecoder } from "../src/codec/index.ts";
-import type { ToolCallEvent } from "../src/codec/tool-calls.ts";
-import { TOOL_DIALECTS, type ToolDialect } from "../src/codec/tool-dialects/index.ts";
+import { TOOL_DIALECTS, type ToolCallEvent, type ToolDialect } from "../src/codec/tool-dialects/index.ts";
 import { Engine, type FinishEvent } from "../src/engine/engine.ts";
 import { LlamaModel } from "../src/engine/model.ts";
 import { GREEDY } from "../src/engine/sampling.ts";
@@ -28,7 +27,7 @@ let engine: Engine;
 let prompt: number[];
 
 beforeAll(async () => {
-  model = LlamaModel.load(await fixturePath("tiny-chat"));
+  model = LlamaModel.load(await fixturePath("tiny-random"));
   engine = new Engine(model, { lanes: 8, cellsPerSequence: 1024, threads: 2, prefillBudget: 512 });
   prompt = model.tokenize("<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
 });

@@ -11,7 +11,7 @@ let vocab: LlamaModel;
 let prompt: number[];
 
 beforeAll(async () => {
-  const path = await fixturePath("tiny-chat");
+  const path = await fixturePath("tiny-random");
   vocab = LlamaModel.load(path, { vocabOnly: true });
   prompt = vocab.tokenize("<|im_start|>user\ntell me a story<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
   worker = await WorkerClient.start({ model: path, maxBatch: 4, maxContext: 2048, threads: 2 });

@@ -51,7 +51,7 @@ export function compileParts(parts: Part[], hint: string, ctx: Ctx): Expr {
     if (live.length === 1 && isPureRef(live[0]!.schema)) return refRule(live[0]!, ctx);
     const norm = normalize(live, ctx);
     if (norm.groups.length) return compileGroup(norm, hint, ctx);
-    return emitNorm(norm, hint, ctx);
+    return emitNorm(norm, hint, ctx, compileParts);
   } finally {
     ctx.depth--;
     ctx.budget.at = outer;

@@ -7,7 +7,7 @@ import { SchemaError } from "./errors.ts";
 import { type JsonType, JSON_TYPES } from "./keywords.ts";
 import { type Norm, isTrivial, normalize } from "./normalize.ts";
 import { cmpDec } from "./numbers.ts";
-import { objectShape, propertyParts } from "./emit.ts";
+import { objectShape, propertyParts } from "./shape.ts";
 import { jsonTypeOf, valueMatches } from "./validate.ts";
 
 /** Types the compiler generates for this schema ("integer" folded into "number"). */

@@ -1,11 +1,13 @@
 // Emission of a normalized schema (no anyOf/oneOf left) as GBNF, per type.
+// Property and item values are whole schemas again: they go back through the
+// compiler, which the caller passes in (SubCompile) so that this module does
+// not import ./compile.ts, which imports it.
 
 import type { Expr } from "../gbnf/ast.ts";
 import { EMPTY, alt, lit, opt, seq, star } from "../gbnf/ast.ts";
 import type { RNode } from "../regex/parse.ts";
 import { RegexError, parseRegex } from "../regex/parse.ts";
 import { boundedRepeat } from "../regex/translate.ts";
-import { compileParts } from "./compile.ts";
 import type { Ctx, Part } from "./context.ts";
 import { SchemaError } from "./errors.ts";
 import { NUMBER_FORMATS, STRING_FORMATS } from "./formats.ts";
@@ -14,6 +16,7 @@ import {
 } from "./json.ts";
 import type { NumBound, Norm } from "./normalize.ts";
 import { type Caps, type Dec, decimalRange, integerRange, toDec } from "./numbers.ts";
+import { objectShape, propertyParts } from "./shape.ts";
 import { stringExcluding, stringExpr } from "./strings.ts";
 import { valueMatches } from "./validate.ts";
 
@@ -33,7 +36,10 @@ function orNull<T>(f: () => T): T | null {
 
 const schemaPathOf = (at: string) => at.slice(0, at.lastIndexOf("/"));
 
-export function emitNorm(n: Norm, hint: string, ctx: Ctx): Expr {
+/** Compiles the schemas that must all hold for a property or item value (compile.ts's compileParts). */
+export type SubCompile = (parts: Part[], hint: string, ctx: Ctx) => Expr;
+
+export function emitNorm(n: Norm, hint: string, ctx: Ctx, compileParts: SubCompile): Expr {
   const b = ctx.b;
   if (n.enumValues !== null) {
     // Only values that also satisfy every sibling keyword are offered.
@@ -51,8 +57,8 @@ export function emitNorm(n: Norm, hint: string, ctx: Ctx): Expr {
   const want = types ?? new Set(["object", "array", "string", "number", "boolean", "null"]);
   if (want.size === 0) throw unsat("type", n.typesAt, "the type constraints have no type in common");
   const emitters: [string, () => Expr][] = [
-    ["object", () => emitObject(n, hint, ctx)],
-    ["array", () => emitArray(n, hint, ctx)],
+    ["object", () => emitObject(n, hint, ctx, compileParts)],
+    ["array", () => emitArray(n, hint, ctx, compileParts)],
     ["string", () => emitString(n, hint, ctx)],
     ["number", () => emitNumber(n, hint, ctx, !want.has("number"))],
     ["boolean", () => booleanExpr(b)],
@@ -166,50 +172,7 @@ function emitString(n: Norm, hint: string, ctx: Ctx): Expr {
 
 // --- objects -----------------------------------------------------------------
 
-/** The parts constraining property `key`, or null if the schema forbids it. */
-export function propertyParts(n: Norm, key: string): Part[] | null {
-  const out: Part[] = [];
-  for (const o of n.objects) {
-    const p = o.properties.get(key);
-    if (p) {
-      if (p.schema === false) return null;
-      out.push(p);
-    } else if (o.additional === false) return null;
-    else if (o.additional !== undefined && o.additional !== true) out.push(o.additional);
-  }
-  return out;
-}
-
-export interface ObjectShape {
-  /** Properties the grammar may emit, in declaration order. */
-  declared: string[];
-  /** Every property name any part mentions (excluded from extra keys). */
-  mentioned: string[];
-  required: Set<string>;
-  /** Whether keys beyond `declared` may be emitted. */
-  extras: boolean;
-  /** Schemas extra values must satisfy. */
-  extraParts: Part[];
-}
-
-export function objectShape(n: Norm, ctx: Ctx): ObjectShape {
-  const names = new Set<string>();
-  for (const o of n.objects) for (const k of o.properties.keys()) names.add(k);
-  const required = new Set(n.objects.flatMap((o) => o.required));
-  for (const k of required) names.add(k);
-  const mentioned = [...names];
-  ctx.budget.step(mentioned.length * n.objects.length);
-  const declared = mentioned.filter((k) => propertyParts(n, k) !== null);
-  // A part keeps extra keys out if additionalProperties is false, or — by
-  // this compiler's policy — absent while the part lists properties.
-  const extras = n.objects.every((o) =>
-    o.additional === true || (typeof o.additional === "object") || (o.additional === undefined && (o.properties.size === 0 || ctx.openObjects)),
-  );
-  const extraParts = n.objects.flatMap((o) => (typeof o.additional === "object" ? [o.additional] : []));
-  return { declared, mentioned, required, extras, extraParts };
-}
-
-function emitObject(n: Norm, hint: string, ctx: Ctx): Expr {
+function emitObject(n: Norm, hint: string, ctx: Ctx, compileParts: SubCompile): Expr {
   const b = ctx.b;
   const shape = objectShape(n, ctx);
   if (shape.mentioned.length === 0 && shape.extras && shape.extraParts.length === 0) return anyObject(b);
@@ -265,7 +228,7 @@ function emitObject(n: Norm, hint: string, ctx: Ctx): Expr {
 
 // --- arrays ------------------------------------------------------------------
 
-function emitArray(n: Norm, hint: string, ctx: Ctx): Expr {
+function emitArray(n: Norm, hint: string, ctx: Ctx, compileParts: SubCompile): Expr {
   const b = ctx.b;
   const min = n.minItems;
   let max = n.maxItems ?? Infinity;

@@ -13,7 +13,14 @@ export interface ServeOptions {
   host: string;
   port: number;
   maxBatch: number;
-  maxContext: number;
+  /**
+   * --max-context N: tokens per conversation, each sequence its own KV buffer.
+   * Undefined (omitted or `auto`): sized from free memory by the worker
+   * (src/engine/kv-sizing.ts), a conversation up to the model's trained window.
+   */
+  maxContext?: number;
+  /** --kv-pool N: one shared KV pool of N cells (a conversation up to --max-context, else the trained window). */
+  kvPool?: number;
   maxTokens?: number;
   threads: number;
   /** --prefill-budget: prompt tokens per tick (64-4096), or 0 for the adaptive controller. */
@@ -60,6 +67,7 @@ const FLAGS: Record<string, FlagSpec> = {
   port: { value: true },
   "max-batch": { value: true, aliases: ["max-batch-size"] },
   "max-context": { value: true },
+  "kv-pool": { value: true },
   "max-tokens": { value: true },
   threads: { value: true },
   "prefill-budget": { value: true },
@@ -103,7 +111,14 @@ MODEL the built-in tiny model is served.
 
   --http ADDR:PORT        listener (default 127.0.0.1:8453); or --host / --port
   --max-batch N           concurrent lanes (default 8)
-  --max-context N         tokens per lane (default 8192, floor 512)
+  --max-context N|auto    tokens per conversation (prompt and reply), floor 512. N: each
+                          sequence gets its own KV buffer of N cells. auto (default):
+                          up to the model's trained window, the KV taking 60% of the
+                          memory the weights and a 1 GiB reserve leave: a buffer of
+                          the trained window per sequence where they fit, else one
+                          shared pool of that size (a conversation may grow into what
+                          the others leave). The startup log says what and why
+  --kv-pool N             one shared KV pool of N cells instead (floor 512)
   --max-tokens N          default reply cap (default: fill the context)
   --threads N             compute threads (default: physical cores)
   --prefill-budget N      prompt tokens per tick, 64-4096, or 0 = adaptive (default 4096;
@@ -118,7 +133,7 @@ MODEL the built-in tiny model is served.
   --nonstream-keepalive SEC  non-streamed replies commit 200 at admission and send a
                           space every SEC seconds until the JSON (default 0 = off)
   --fim-model MODEL       a dedicated fill-in-the-middle model in its own worker
-  --fim-max-context N     its tokens per lane (default min(--max-context, 8192))
+  --fim-max-context N     its tokens per lane (default min(the main window, 8192))
   --fim-max-batch N       its lanes (default 2)
   --completion-deadline-ms N  a FIM completion that has not started after N ms expires
                           (alias --request-timeout; default 0 = none)
@@ -174,6 +189,14 @@ function prefillBudget(raw: string | undefined): number {
   return n;
 }
 
+/** --max-context: a whole number (floor 512), or `auto` (the default: sized from free memory by the worker). */
+function maxContext(raw: string | undefined): { maxContext?: number } {
+  if (raw === undefined || raw.trim().toLowerCase() === "auto") return {};
+  const n = Number(raw);
+  if (raw.trim() === "" || !Number.isInteger(n) || n < 1) throw new UsageError(`--max-context expects a whole number or auto, got '${raw}'`);
+  return { maxContext: Math.max(512, n) };
+}
+
 /** A QoS class flag: a name, alias or number (features.md 4.3). */
 function qosClass(flag: string, raw: string | undefined): QosClass {
   if (raw === undefined) return DEFAULT_QOS;
@@ -224,7 +247,8 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     host,
     port,
     maxBatch,
-    maxContext: Math.max(512, opt("max-context", { int: true, min: 1 }) ?? 8192),
+    ...maxContext(one("max-context")),
+    ...(one("kv-pool") === undefined ? {} : { kvPool: Math.max(512, opt("kv-pool", { int: true, min: 1 })!) }),
     maxTokens: opt("max-tokens", { int: true, min: 1 }),
     threads: opt("threads", { int: true, min: 1 }) ?? physicalCores(),
     prefillBudget: prefillBudget(one("prefill-budget")),

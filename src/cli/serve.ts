@@ -17,7 +17,7 @@ export const BUILTIN_MODEL_ID = "tiny-chat";
 
 async function resolveServed(options: ServeOptions, log: (line: string) => void): Promise<ResolvedModel> {
   if (options.models.length > 0) return resolveModel(options.models[0]!, options.modelDirs);
-  log("superfluid: no model named; serving the built-in tiny model (random weights: for smoke tests, not for answers)");
+  log(`superfluid: no model named; serving the built-in ${BUILTIN_MODEL_ID} (hand-set weights: every chat turn gets one fixed sentence; for smoke tests, not for answers)`);
   return { path: await ensureFixture("tiny-chat", join(cacheDir(), "models")), id: BUILTIN_MODEL_ID };
 }
 
@@ -78,13 +78,15 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       ")",
   );
   const resolved = await resolveServed(options, log);
-  log(`superfluid: loading ${resolved.id} from ${resolved.path} (${options.maxBatch} lanes x ${options.maxContext} tokens, ${options.threads} threads) ...`);
+  const sizing = options.kvPool !== undefined ? `a shared KV pool of ${options.kvPool} cells` : options.maxContext !== undefined ? `${options.maxContext} tokens each` : "KV sized from free memory";
+  log(`superfluid: loading ${resolved.id} from ${resolved.path} (${options.maxBatch} lanes, ${sizing}, ${options.threads} threads) ...`);
   const started = performance.now();
   const model = await ServedModel.load({
     id: resolved.id,
     model: resolved.path,
     maxBatch: options.maxBatch,
-    maxContext: options.maxContext,
+    ...(options.maxContext === undefined ? {} : { maxContext: options.maxContext }),
+    ...(options.kvPool === undefined ? {} : { kvPool: options.kvPool }),
     threads: options.threads,
     prefillBudget: options.prefillBudget,
     starvationTicks: options.starvationTicks,
@@ -95,6 +97,7 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     sessions,
   });
   log(`superfluid: ${resolved.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  log(`superfluid: ${model.worker.info.kv.summary}`);
   const registry = new ModelRegistry();
   registry.add(model);
   if (options.fimModel !== undefined) {

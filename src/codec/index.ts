@@ -12,8 +12,8 @@ export {
   type TextPart,
   type RenderInput,
   type RenderedPrompt,
-  type PromptSegment,
 } from "./template.ts";
+export type { PromptSegment } from "./segments.ts";
 export { renderToTokens, tokenizeSegments, tokenizeText, type PromptTokens, type PromptTokenOptions } from "./prompt.ts";
 export { ControlTokens, type ControlToken } from "./control-tokens.ts";
 export { IncrementalDecoder } from "./detokenizer.ts";

@@ -18,7 +18,8 @@
 // /v1/tokenize), does apply them, as llama_tokenize does.
 import type { ControlTokens } from "./control-tokens.ts";
 import type { Tokenizer } from "./tokenizer.ts";
-import type { ChatTemplate, PromptSegment, RenderInput } from "./template.ts";
+import type { PromptSegment } from "./segments.ts";
+import type { ChatTemplate, RenderInput } from "./template.ts";
 
 export interface PromptTokens {
   tokens: number[];

@@ -1,7 +1,7 @@
 // Sentinels stand in for message content in a second render of a chat
 // template, so the scaffolding around the content can be found (see
 // template.ts for the whole scheme).
-import type { PromptSegment } from "./template.ts";
+import type { PromptSegment } from "./segments.ts";
 
 const SENTINEL_OPEN = "\uE000";
 const SENTINEL_CLOSE = "\uE001";

@@ -22,6 +22,7 @@
 import { Template } from "@huggingface/jinja";
 import { renderProgram } from "./jinja/interpreter.ts";
 import { toReferenceForm, type ChatMessage, type ReferenceMessage } from "./openai-form.ts";
+import type { PromptSegment } from "./segments.ts";
 import { align, pickNonce, sentinel } from "./sentinels.ts";
 import { strftime } from "./strftime.ts";
 import { TemplateError } from "./template-error.ts";
@@ -40,12 +41,6 @@ export interface RenderInput {
   addGenerationPrompt?: boolean;
   /** chat_template_kwargs (enable_thinking, reasoning_effort, ...): top-level template variables. */
   kwargs?: Record<string, unknown>;
-}
-
-export interface PromptSegment {
-  text: string;
-  /** true: template scaffolding or assistant history (special tokens parsed); false: message content (never parsed). */
-  trusted: boolean;
 }
 
 export interface RenderedPrompt {
@@ -170,6 +165,3 @@ function errorMessage(err: unknown): string {
 }
 
 export { templateReads } from "./template-reads.ts";
-
-// The tokenizing half lives in ./prompt.ts; re-exported so callers need one import.
-export { renderToTokens, type PromptTokens, type PromptTokenOptions } from "./prompt.ts";

@@ -3,8 +3,7 @@
 // out, a possible partial match held back), and `<think>` blocks are split
 // into reasoning. Shared by every route that generates.
 import { IncrementalDecoder, ReasoningSplitter, StopMatcher } from "../codec/index.ts";
-import type { ToolCallEvent } from "../codec/tool-calls.ts";
-import type { ToolCallParser } from "../codec/tool-dialects/index.ts";
+import type { ToolCallEvent, ToolCallParser } from "../codec/tool-dialects/index.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { LlamaModel } from "../engine/model.ts";
 import type { Generation } from "./worker-client.ts";

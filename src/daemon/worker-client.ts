@@ -16,7 +16,10 @@ import { selfCommand } from "./self-command.ts";
 export interface WorkerOptions {
   model: string;
   maxBatch?: number;
-  maxContext?: number;
+  /** Tokens per conversation in per-lane buffers; "auto" or unset = sized from free memory (kv-sizing.ts). */
+  maxContext?: number | "auto";
+  /** Cells of a shared KV pool (--kv-pool). */
+  kvPool?: number;
   threads?: number;
   prefillBudget?: number;
   /** Host-tier megabytes for prefixes that leave the KV pool (0 = none; default: the worker's). */
@@ -252,6 +255,7 @@ export class WorkerClient {
     const args = ["worker", "--model", o.model];
     if (o.maxBatch) args.push("--max-batch", String(o.maxBatch));
     if (o.maxContext) args.push("--max-context", String(o.maxContext));
+    if (o.kvPool) args.push("--kv-pool", String(o.kvPool));
     if (o.threads) args.push("--threads", String(o.threads));
     if (o.prefillBudget !== undefined) args.push("--prefill-budget", String(o.prefillBudget));
     if (o.hostCacheMb !== undefined) args.push("--host-cache-mb", String(o.hostCacheMb));

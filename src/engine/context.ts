@@ -1,6 +1,8 @@
-// A libllama context sized for the lanes: `sequences` KV buffers of
-// `cellsPerSequence` cells each, and one reusable batch. Everything here is a
-// thin, synchronous wrapper: the policy lives in engine.ts.
+// A libllama context sized for the lanes, in one of two KV layouts: per lane
+// (`sequences` KV buffers of `cellsPerSequence` cells each) or one shared pool
+// of `poolCells` cells every sequence draws from (llama.cpp kv_unified); and
+// one reusable batch. Everything here is a thin, synchronous wrapper: the
+// policy lives in engine.ts and kv-pool.ts.
 import { ptr, type Pointer } from "bun:ffi";
 import { handle } from "../../ffi/llama.ts";
 import { threadpoolApi } from "../../ffi/threadpool.ts";
@@ -9,7 +11,10 @@ import { floatView } from "./model.ts";
 
 export interface ContextOptions {
   sequences: number;
+  /** Per-lane layout: cells of each sequence's own buffer. Ignored with `sharedCells`. */
   cellsPerSequence: number;
+  /** Shared layout: cells of the one pool all sequences draw from. */
+  sharedCells?: number;
   /** Largest batch one decode call takes (llama.cpp n_batch). */
   batchSize: number;
   /** Physical micro-batch (llama.cpp n_ubatch). */
@@ -22,13 +27,26 @@ export class DecodeError extends Error {
     super(`llama_decode failed with status ${status}`);
     this.name = "DecodeError";
   }
+
+  /**
+   * llama_decode found no KV cells for the batch. It places every micro-batch
+   * before computing any, so nothing of the batch was applied.
+   */
+  get noSlot(): boolean {
+    return this.status === 1;
+  }
 }
 
 export class LlamaContext {
   readonly handle: Pointer;
   readonly memory: Pointer;
   readonly sequences: number;
+  /** The most cells one sequence may hold: its own buffer, or the whole shared pool. */
   readonly cellsPerSequence: number;
+  /** All sequences draw from one pool (kv_unified). */
+  readonly shared: boolean;
+  /** KV cells in all. */
+  readonly poolCells: number;
   readonly batchSize: number;
   /** Tokens llama.cpp computes in one step (n_ubatch). */
   readonly microBatchSize: number;
@@ -46,21 +64,15 @@ export class LlamaContext {
     opts: ContextOptions,
   ) {
     const { api, shim } = model.llama;
-    const ctx = shim.sf_context_new(
-      model.handle,
-      opts.sequences * opts.cellsPerSequence,
-      opts.batchSize,
-      opts.microBatchSize,
-      opts.sequences,
-      opts.threads,
-      false,
-      -1,
-      false,
-    );
-    this.handle = handle(ctx, `context of ${opts.sequences} x ${opts.cellsPerSequence} cells`);
+    this.shared = opts.sharedCells !== undefined;
+    const cells = opts.sharedCells ?? opts.sequences * opts.cellsPerSequence;
+    const ctx = shim.sf_context_new(model.handle, cells, opts.batchSize, opts.microBatchSize, opts.sequences, opts.threads, false, -1, this.shared);
+    const layout = this.shared ? `a shared pool of ${cells} cells` : `${opts.sequences} x ${opts.cellsPerSequence} cells`;
+    this.handle = handle(ctx, `context of ${layout} (out of memory?)`);
     this.memory = handle(api.llama_get_memory(this.handle), "context memory");
     this.sequences = api.llama_n_seq_max(this.handle);
     this.cellsPerSequence = api.llama_n_ctx_seq(this.handle);
+    this.poolCells = this.shared ? api.llama_n_ctx(this.handle) : this.sequences * this.cellsPerSequence;
     this.batchSize = api.llama_n_batch(this.handle);
     this.microBatchSize = api.llama_n_ubatch(this.handle);
     this.batch = handle(shim.sf_batch_new(this.batchSize), "batch (out of memory)");
@@ -110,11 +122,16 @@ export class LlamaContext {
   }
 
   /**
-   * Makes `dst` hold positions [0, length) of `src`. Sequences live in separate
-   * KV buffers, and llama.cpp copies across buffers only whole (the data moves
-   * at the next decode), so copy all of it and cut the tail.
+   * Makes `dst` hold positions [0, length) of `src`. In a shared pool this
+   * only tags the cells with `dst` too (no data moves, no cells taken). Across
+   * separate KV buffers llama.cpp copies only whole (the data moves at the
+   * next decode), so copy all of it and cut the tail.
    */
   copyPrefix(src: number, dst: number, length: number): boolean {
+    if (this.shared) {
+      this.model.llama.api.llama_memory_seq_cp(this.memory, src, dst, 0, length);
+      return true;
+    }
     this.model.llama.api.llama_memory_seq_cp(this.memory, src, dst, -1, -1);
     if (this.truncate(dst, length)) return true;
     this.truncate(dst, 0);

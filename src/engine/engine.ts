@@ -3,8 +3,12 @@
 // pending prompt, then one sample per lane from its own sampler chain.
 //
 // Which request runs when (QoS, preemption, deadlines) is decided with
-// scheduler.ts; where its KV lives, with kv-pool.ts.
-import { LlamaContext } from "./context.ts";
+// scheduler.ts; where its KV lives, with kv-pool.ts. On a shared pool the
+// engine also keeps the lanes within its cells: a request starts only when
+// its prompt fits beside what the live lanes hold, and a tick that finds too
+// few free cells first moves cached prefixes to the host tier, then pauses
+// the least urgent lane, before it decodes.
+import { DecodeError, LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
 import { positionLogprobs } from "./logprobs.ts";
 import type { EngineSnapshot, FinishReason, GenerateJob, TickEvents } from "./jobs.ts";
@@ -14,7 +18,12 @@ import { ClassQueues, DEFAULT_QOS, PrefillBudget, preempts, QOS, QOS_NAMES, type
 
 export interface EngineOptions {
   lanes: number;
+  /** Per-lane layout: each sequence's own buffer, and the window (ignored with sharedCells). */
   cellsPerSequence: number;
+  /** Shared layout: one pool of this many cells all sequences draw from (kv-sizing.ts). */
+  sharedCells?: number;
+  /** Shared layout: the most tokens one conversation may hold (default: the whole pool). */
+  window?: number;
   threads: number;
   /** Prompt tokens per tick across lanes (64-4096), or 0 for the adaptive controller (features.md 4.6). */
   prefillBudget: number;
@@ -24,8 +33,11 @@ export interface EngineOptions {
   starvationTicks?: number;
   batchSize?: number;
   microBatchSize?: number;
-  /** Bytes of host memory for prefixes that leave the pool; 0 = none (default: host tier off). */
-  hostCacheBytes?: number;
+  /**
+   * Bytes of host memory for prefixes that leave the pool; 0 = none (default:
+   * host tier off). A function is asked once the context (and its KV) exists.
+   */
+  hostCacheBytes?: number | (() => number);
   /** KV occupancy (0-1) that makes cached prefixes leave the pool (--pressure-high, default 0.85). */
   pressureHigh?: number;
   /** The occupancy eviction brings it down to (--pressure-low, default 0.70). */
@@ -58,6 +70,8 @@ interface Lane {
   /** Next token to feed while decoding; undefined while the prompt is still prefilling. */
   next?: number;
   cancelled: boolean;
+  /** Admission order (latest is paused first when a shared pool runs out of cells). */
+  order: number;
 }
 
 /** Shared prompt tokens that make a queued request wait for another lane's prefill (features.md 5.5). */
@@ -76,6 +90,12 @@ interface Queued {
   paused?: Lane;
 }
 
+/**
+ * Cells kept free per live lane (plus one) before a new request may start on a
+ * shared pool: room for the lanes to grow some ticks before relief is needed.
+ */
+const HEADROOM_PER_LANE = 16;
+
 /** Default pressure watermarks, as fractions of the pool's cells (features.md 4.7). */
 const PRESSURE_HIGH = 0.85;
 const PRESSURE_LOW = 0.7;
@@ -85,6 +105,8 @@ export type { EngineSnapshot, FinishEvent, FinishReason, GenerateJob, TickEvents
 
 export class Engine {
   readonly context: LlamaContext;
+  /** The most tokens one conversation (prompt and reply) may hold. */
+  readonly window: number;
   private readonly pool: KvPool;
   private readonly lanes = new Set<Lane>();
   private readonly queue: ClassQueues<Queued>;
@@ -101,7 +123,9 @@ export class Engine {
     resumes: 0,
     starvationGrants: 0,
     expired: 0,
+    spacePauses: 0,
   };
+  private admissions = 0;
   /** Queued requests that have waited for a shared prefill (counted once each in stats.coalesced). */
   private readonly waiting = new Set<string>();
 
@@ -115,14 +139,17 @@ export class Engine {
     this.context = new LlamaContext(model, {
       sequences,
       cellsPerSequence: opts.cellsPerSequence,
+      ...(opts.sharedCells === undefined ? {} : { sharedCells: opts.sharedCells }),
       batchSize: opts.batchSize ?? 2048,
       microBatchSize: opts.microBatchSize ?? 512,
       threads: opts.threads,
     });
+    this.window = this.context.shared ? Math.min(opts.window ?? this.context.poolCells, this.context.poolCells) : this.context.cellsPerSequence;
     this.pool = new KvPool(this.context, {
-      hostCacheBytes: opts.hostCacheBytes ?? 0,
+      hostCacheBytes: typeof opts.hostCacheBytes === "function" ? opts.hostCacheBytes() : (opts.hostCacheBytes ?? 0),
       pressureHigh: opts.pressureHigh ?? PRESSURE_HIGH,
       pressureLow: opts.pressureLow ?? PRESSURE_LOW,
+      lanes: opts.lanes,
     });
   }
 
@@ -139,7 +166,9 @@ export class Engine {
       queued: this.queue.size,
       prefilling: [...this.lanes].filter((l) => l.next === undefined).length,
       sequences: this.pool.sequences.length,
-      cellsPerSequence: this.context.cellsPerSequence,
+      layout: this.pool.shared ? "shared" : "per-lane",
+      cellsPerSequence: this.window,
+      poolCells: this.pool.capacity,
       cellsUsed: this.pool.cellsUsed,
       liveSequences: [...this.lanes].map((l) => l.seq.index).sort((a, b) => a - b),
       prefillBudget: Math.min(this.prefill.next(this.newcomerCouldStart()), this.context.microBatchSize),
@@ -218,13 +247,28 @@ export class Engine {
     this.admit(events);
     if (this.lanes.size === 0) return events;
     const before = [this.counters.decodedTokens, this.counters.prefilledTokens];
-    const outputs = this.stageBatch();
-    const started = performance.now();
-    try {
-      this.context.decode(outputs.staged);
-    } catch (err) {
-      this.failAll(events, outputs, (err as Error).message);
-      return events;
+    let outputs: ReturnType<Engine["stageBatch"]>;
+    let started: number;
+    for (;;) {
+      outputs = this.stageBatch();
+      started = performance.now();
+      // A shared pool too full for this tick is relieved first rather than have llama_decode refuse.
+      if (outputs.staged <= this.pool.freeCells) {
+        try {
+          this.context.decode(outputs.staged);
+          break;
+        } catch (err) {
+          // No slot on a shared pool: nothing of the batch was applied (llama.cpp places
+          // every micro-batch before computing any), so relieve it and try again.
+          if (!(err instanceof DecodeError && err.noSlot && this.pool.shared)) {
+            this.failAll(events, outputs, (err as Error).message);
+            return events;
+          }
+        }
+      }
+      this.unstage(outputs, before);
+      this.makeRoom(events, outputs.staged);
+      if (this.lanes.size === 0) return events;
     }
     const tickMs = performance.now() - started;
     const decoded = this.counters.decodedTokens - before[0]!;
@@ -299,6 +343,8 @@ export class Engine {
       for (const { item, qos, effective } of this.queue.ordered(tick)) {
         if (this.lanes.size >= this.opts.lanes) break;
         if (!this.admissible(item, qos)) continue;
+        // Waiting for cells keeps its place: nothing behind it overtakes it.
+        if (!this.fits(item)) break;
         this.take(events, item, qos, effective);
       }
       if (this.lanes.size < this.opts.lanes) return;
@@ -317,6 +363,18 @@ export class Engine {
     }
   }
 
+  /**
+   * A shared pool has cells for the item's prompt (or, paused, its prompt and
+   * reply so far) beside what the live lanes hold, with some headroom for
+   * their growth. Always true with no lane running: a window fits the pool.
+   */
+  private fits(item: Queued): boolean {
+    if (!this.pool.shared || this.lanes.size === 0) return true;
+    const target = item.paused?.target ?? item.job.prompt;
+    const headroom = HEADROOM_PER_LANE * (this.lanes.size + 1);
+    return this.pool.liveCells + this.pool.cellsToSeat(target) + headroom <= this.pool.capacity;
+  }
+
   /** A queued item may start now: its class is under its lane cap and it is not waiting for a shared prefill. */
   private admissible(item: Queued, qos: QosClass): boolean {
     const cap = this.opts.classLanes?.[QOS_NAMES[qos]];
@@ -333,7 +391,9 @@ export class Engine {
     const aged = effective < qos;
     if (aged) this.counters.starvationGrants++;
     const lane = item.paused ? this.resume(item.paused) : this.start(events, item.job, qos);
-    if (lane) lane.protectedUntil = this.counters.ticks + (aged ? (this.opts.starvationTicks ?? STARVATION_TICKS) : 1);
+    if (!lane) return;
+    lane.protectedUntil = this.counters.ticks + (aged ? (this.opts.starvationTicks ?? STARVATION_TICKS) : 1);
+    lane.order = ++this.admissions;
   }
 
   /** Requests still queued past their start deadline expire (features.md 4.8). */
@@ -350,7 +410,7 @@ export class Engine {
 
   private start(events: TickEvents, job: GenerateJob, qos: QosClass): Lane | undefined {
     if (this.waiting.delete(job.id)) this.counters.coalesced++;
-    const room = this.context.cellsPerSequence;
+    const room = this.window;
     if (job.prompt.length === 0 || job.prompt.length >= room) {
       const error = job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
       events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true });
@@ -381,6 +441,7 @@ export class Engine {
       generated: 0,
       limit: Math.min(job.maxTokens, room - job.prompt.length),
       cancelled: false,
+      order: 0,
     };
     this.lanes.add(lane);
     events.admitted.push({ id: job.id, cachedTokens: cached });
@@ -546,6 +607,39 @@ export class Engine {
       }
       if (lane.generated >= lane.limit) this.finish(events, lane, "length");
     }
+  }
+
+  /** Takes back a staged tick that was not decoded: the sequences and counters go back to what they were. */
+  private unstage(staged: { rollback: [KvSequence, number][] }, before: number[]): void {
+    for (const [seq, length] of staged.rollback) this.pool.cutTo(seq, length);
+    this.counters.decodedTokens = before[0]!;
+    this.counters.prefilledTokens = before[1]!;
+  }
+
+  /**
+   * A shared pool has fewer free cells than a tick needs (features.md 2.1):
+   * cached prefixes go to the host tier first, least recently used first;
+   * when none is left, the least urgent lane admitted last is paused the way
+   * a preemption pauses it (requeued at the head of its class, sampler chain
+   * intact) and its cells go to the host tier too, so it resumes from there
+   * once its prompt fits again. A lane is never paused for space while it is
+   * the only one: its window fits the pool by construction, so it fails only
+   * if llama.cpp still finds no slot.
+   */
+  private makeRoom(events: TickEvents, need: number): void {
+    if (this.pool.evictForSpace(need)) return;
+    if (this.lanes.size <= 1) {
+      for (const lane of [...this.lanes]) this.finish(events, lane, "error", `the KV pool (${this.pool.capacity} cells) has no room for this request's next step`);
+      return;
+    }
+    let victim: Lane | undefined;
+    for (const lane of this.lanes) {
+      if (!victim || lane.qos > victim.qos || (lane.qos === victim.qos && lane.order > victim.order)) victim = lane;
+    }
+    const seq = victim!.seq;
+    this.pause(victim!);
+    this.pool.evictSequence(seq);
+    this.counters.spacePauses++;
   }
 
   /** A failed decode fails its lanes; their sequences go back to what they held before. */

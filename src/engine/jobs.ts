@@ -59,7 +59,13 @@ export interface EngineSnapshot {
   queued: number;
   prefilling: number;
   sequences: number;
+  /** "per-lane": each sequence its own buffer; "shared": one pool all draw from. */
+  layout: "per-lane" | "shared";
+  /** The most tokens one conversation may hold (the window). */
   cellsPerSequence: number;
+  /** KV cells in all. */
+  poolCells: number;
+  /** Cells in use, cells shared by several sequences counted once. */
   cellsUsed: number;
   /** The sequences (KV buffers) live lanes sit on, ascending. */
   liveSequences: number[];
@@ -84,8 +90,12 @@ export interface EngineSnapshot {
   prefixCopies: number;
   /** Queued requests that waited for another lane's prefill of their prefix instead of prefilling it too. */
   coalesced: number;
-  /** Cached prefixes moved out of the pool because KV occupancy crossed the high watermark. */
+  /** Cached prefixes moved out of the pool because KV occupancy crossed the high watermark (or, shared, their share). */
   pressureEvictions: number;
+  /** Cached prefixes (and paused lanes' cells) moved out of a shared pool to make room for a tick. */
+  spaceEvictions: number;
+  /** Lanes paused because a shared pool had no room for a tick. */
+  spacePauses: number;
   prefixCache: {
     poolEntries: number;
     hostEntries: number;

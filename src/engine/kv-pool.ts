@@ -1,11 +1,15 @@
-// The KV pool: lanes + 2 sequences (features.md 2.1), each its own buffer of
-// max-context cells, and what they hold. A sequence keeps the tokens of its
-// last request after its lane lets go (the prefix cache), so a later prompt
-// that shares a prefix reuses those cells in place, copies them
-// (llama_memory_seq_cp) from a sequence a live lane holds, or imports them
-// from the host tier, where prefixes go when their cells are needed for
-// something else. The engine decides who runs; this decides where.
+// The KV pool: lanes + 2 sequences (features.md 2.1), either each with its
+// own buffer of max-context cells or all drawing from one shared pool
+// (kv-sizing.ts decides), and what they hold. A sequence keeps the tokens of
+// its last request after its lane lets go (the prefix cache), so a later
+// prompt that shares a prefix reuses those cells in place, copies them
+// (llama_memory_seq_cp; in a shared pool the cells are only tagged, not
+// copied) from a sequence a live lane holds, or imports them from the host
+// tier, where prefixes go when their cells are needed for something else.
+// The engine decides who runs; this decides where, and how many cells are
+// free in a shared pool.
 import type { LlamaContext } from "./context.ts";
+import { cellsInUse, cutCells, emptyCells, ownCells, shareCells, type SequenceCells } from "./kv-cells.ts";
 import { PrefixCache } from "./prefix-cache.ts";
 
 export interface KvSequence {
@@ -14,6 +18,8 @@ export interface KvSequence {
   tokens: number[];
   /** A lane runs on it. */
   live: boolean;
+  /** Which cells hold them (shared with other sequences after a copy in a shared pool). */
+  cells: SequenceCells;
 }
 
 export interface KvPoolOptions {
@@ -22,6 +28,8 @@ export interface KvPoolOptions {
   /** KV occupancy (0-1) that makes cached prefixes leave the pool, and the occupancy eviction brings it down to. */
   pressureHigh: number;
   pressureLow: number;
+  /** Lanes: in a shared pool cached prefixes keep at most one lane's share of the cells (features.md 2.2). */
+  lanes: number;
 }
 
 /** Shorter shared prefixes than this do not decide where a prompt runs (they save too little). */
@@ -42,18 +50,48 @@ export function commonPrefix(a: number[], b: number[], max: number): number {
 export class KvPool {
   readonly sequences: KvSequence[];
   readonly cache: PrefixCache;
-  readonly stats = { reusedTokens: 0, prefixCopies: 0, pressureEvictions: 0 };
+  readonly stats = { reusedTokens: 0, prefixCopies: 0, pressureEvictions: 0, spaceEvictions: 0 };
+  /** All sequences draw from one pool of `capacity` cells (else each has its own buffer). */
+  readonly shared: boolean;
+  /** KV cells in all. */
+  readonly capacity: number;
 
   constructor(
     private readonly context: LlamaContext,
     private readonly opts: KvPoolOptions,
   ) {
-    this.sequences = Array.from({ length: context.sequences }, (_, index) => ({ index, tokens: [], live: false }));
-    this.cache = new PrefixCache(context, { bytes: opts.hostCacheBytes, tokens: context.sequences * context.cellsPerSequence });
+    this.shared = context.shared;
+    this.capacity = context.poolCells;
+    this.sequences = Array.from({ length: context.sequences }, (_, index) => ({ index, tokens: [], live: false, cells: emptyCells() }));
+    this.cache = new PrefixCache(context, { bytes: opts.hostCacheBytes, tokens: this.capacity });
   }
 
+  /** Cells in use, shared cells counted once. */
   get cellsUsed(): number {
-    return this.sequences.reduce((n, s) => n + s.tokens.length, 0);
+    return cellsInUse(this.sequences);
+  }
+
+  /** Cells live lanes hold (what cannot be freed without pausing one). */
+  get liveCells(): number {
+    return cellsInUse(this.sequences.filter((s) => s.live));
+  }
+
+  /** Free cells of a shared pool (a per-lane pool has room for each lane's window by construction). */
+  get freeCells(): number {
+    return this.shared ? this.capacity - this.cellsUsed : Infinity;
+  }
+
+  /**
+   * New cells seating `prompt` would add to what live lanes hold: all of it
+   * but the part a live lane already has (in a shared pool a copy of it costs
+   * no cells). A cache entry reused in place counts, since its cells become live.
+   */
+  cellsToSeat(prompt: number[]): number {
+    let shared = 0;
+    if (this.shared) {
+      for (const s of this.sequences) if (s.live) shared = Math.max(shared, commonPrefix(s.tokens, prompt, prompt.length - 1));
+    }
+    return prompt.length - (shared >= MIN_PREFIX_REUSE ? shared : 0);
   }
 
   /** The longest prefix of `prompt` (at most `max` tokens) the cache holds, in the pool or in host memory. */
@@ -104,12 +142,15 @@ export class KvPool {
         this.keepOnly(seq, 0);
         if (this.cache.restore(entry, seq)) {
           seq.tokens = entry.tokens.slice();
+          ownCells(seq);
           this.cutTo(seq, inHost);
         }
       } else if (live > 0) {
         this.keepOnly(seq, 0);
         const copied = this.context.copyPrefix(donor!.index, seq.index, donorLen);
         seq.tokens = copied ? donor!.tokens.slice(0, donorLen) : [];
+        if (copied && this.shared) shareCells(donor!, seq, donorLen);
+        else ownCells(seq);
         if (copied) this.stats.prefixCopies++;
       } else {
         this.keepOnly(seq, commonPrefix(seq.tokens, prompt, reusable));
@@ -139,7 +180,8 @@ export class KvPool {
       hi = Math.max(hi, s.index);
     }
     const cost = (s: KvSequence): number[] => [
-      Math.max(hi, s.index) - Math.min(lo, s.index),
+      // One shared pool has no buffers to span.
+      this.shared ? 0 : Math.max(hi, s.index) - Math.min(lo, s.index),
       s.tokens.length === 0 ? -1 : (this.cache.lastUsed(s) ?? -1),
       s.index,
     ];
@@ -170,26 +212,62 @@ export class KvPool {
    * are never touched.
    */
   relievePressure(): void {
-    const total = this.sequences.length * this.context.cellsPerSequence;
-    let used = 0;
-    for (const s of this.sequences) used += s.tokens.length;
-    if (used < this.opts.pressureHigh * total) return;
-    const low = this.opts.pressureLow * total;
-    for (const cached of this.cache.poolByAge()) {
-      if (used <= low) break;
-      const seq = this.sequences[cached.index]!;
-      used -= seq.tokens.length;
-      this.keepOnly(seq, 0);
-      this.stats.pressureEvictions++;
+    if (this.cache.poolEntryCount === 0) return;
+    const total = this.capacity;
+    let used = this.cellsUsed;
+    if (used >= this.opts.pressureHigh * total) {
+      const low = this.opts.pressureLow * total;
+      for (const cached of this.cache.poolByAge()) {
+        if (used <= low) break;
+        this.keepOnly(this.sequences[cached.index]!, 0);
+        this.stats.pressureEvictions++;
+        used = this.cellsUsed;
+      }
     }
+    if (!this.shared) return;
+    // A shared pool: every step attends over the cells up to the highest in
+    // use, so cached prefixes keep at most one lane's share (features.md 2.2).
+    const share = Math.floor(total / this.opts.lanes);
+    let cached = used - this.liveCells;
+    for (const entry of this.cache.poolByAge()) {
+      if (cached <= share) break;
+      this.keepOnly(this.sequences[entry.index]!, 0);
+      this.stats.pressureEvictions++;
+      cached = this.cellsUsed - this.liveCells;
+    }
+  }
+
+  /**
+   * Frees cells of a shared pool for `need` new ones by moving cached
+   * prefixes to the host tier, least recently used first. False when no
+   * cached prefix is left to move (only pausing a lane can free more).
+   */
+  evictForSpace(need: number): boolean {
+    let evicted = false;
+    for (const entry of this.cache.poolByAge()) {
+      if (this.freeCells >= need) break;
+      this.keepOnly(this.sequences[entry.index]!, 0);
+      this.stats.spaceEvictions++;
+      evicted = true;
+    }
+    return evicted;
+  }
+
+  /** A paused lane's sequence (now a cache entry) leaves the pool for the host tier, freeing its cells. */
+  evictSequence(seq: KvSequence): void {
+    if (seq.live || seq.tokens.length === 0) return;
+    this.keepOnly(seq, 0);
+    this.stats.spaceEvictions++;
   }
 
   /** Cuts a sequence back to `length` tokens; a memory that cannot cut mid-sequence (recurrent, hybrid) is emptied. */
   cutTo(seq: KvSequence, length: number): void {
+    if (length >= seq.tokens.length) return;
     if (this.context.truncate(seq.index, length)) seq.tokens.length = length;
     else {
       this.context.truncate(seq.index, 0);
       seq.tokens = [];
     }
+    cutCells(seq);
   }
 }

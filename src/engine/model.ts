@@ -69,6 +69,38 @@ export class LlamaModel {
     return this.llama.api.llama_model_n_ctx_train(this.handle);
   }
 
+  /** Bytes of the model's tensors (its weights in memory). */
+  get weightBytes(): number {
+    return Number(this.llama.api.llama_model_size(this.handle));
+  }
+
+  /** A metadata value as text (e.g. `qwen3.attention.key_length`); undefined when the GGUF has no such key. */
+  meta(key: string): string | undefined {
+    const buf = new Uint8Array(256);
+    const n = this.llama.api.llama_model_meta_val_str(this.handle, cstr(key), buf, BigInt(buf.length));
+    return n < 0 ? undefined : Buffer.from(buf.subarray(0, Math.min(n, buf.length - 1))).toString("utf8");
+  }
+
+  /**
+   * KV bytes one token takes, f16 K and V in every layer: layers x KV heads
+   * x (key + value head size) x 2 bytes. Head sizes come from
+   * `<arch>.attention.key_length` / `value_length` where the GGUF has them
+   * (Qwen3's 128 is not embedding / heads), else embedding / heads.
+   */
+  get kvBytesPerToken(): number {
+    const api = this.llama.api;
+    const layers = api.llama_model_n_layer(this.handle);
+    if (layers <= 0) return 0; // a vocabulary-only load (llama.cpp aborts on per-layer getters then)
+    const arch = this.meta("general.architecture") ?? "";
+    const heads = api.llama_model_n_head(this.handle);
+    const fallback = heads > 0 ? this.embeddingLength / heads : 0;
+    const size = (key: string) => {
+      const n = Number(this.meta(`${arch}.attention.${key}`));
+      return Number.isFinite(n) && n > 0 ? n : fallback;
+    };
+    return layers * api.llama_model_n_head_kv(this.handle) * (size("key_length") + size("value_length")) * 2;
+  }
+
   /** Text to token ids. `parseSpecial` lets control-token text (e.g. <|im_start|>) become its token. */
   tokenize(text: string, opts: { addSpecial?: boolean; parseSpecial?: boolean } = {}): number[] {
     const bytes = Buffer.from(text, "utf8");

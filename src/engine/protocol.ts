@@ -4,14 +4,25 @@
 import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 export interface WorkerInfo {
   protocol: number;
   model: string;
   lanes: number;
   sequences: number;
+  /** The window: the most tokens one conversation (prompt and reply) may hold. */
   contextPerSequence: number;
+  /** The KV pool as built, and why (kv-sizing.ts). */
+  kv: {
+    layout: "shared" | "per-lane";
+    /** KV cells in all. */
+    cells: number;
+    bytes: number;
+    bytesPerToken: number;
+    /** One line for the startup log: the window, the pool and why. */
+    summary: string;
+  };
   trainedContext: number;
   embeddingLength: number;
   threads: number;

@@ -48,9 +48,26 @@ export function props(registry: ModelRegistry, operator: OperatorSampling, id: s
     chat_template: model.info.chatTemplate ?? "",
     bos_token: model.info.specialTokens.bos ?? null,
     eos_token: model.info.specialTokens.eos ?? null,
-    kv_cache: { type_k: "f16", type_v: "f16", sequences: model.worker.info.sequences, cells_per_sequence: model.contextWindow },
+    kv_cache: kvCache(model),
     capabilities: modelObject(model).capabilities,
     build_info: `superfluid (llama.cpp ${TESTED_LLAMA_RELEASE})`,
+  };
+}
+
+/** The KV pool as the worker built it: layout, cells, bytes, the window, and why (kv-sizing.ts). */
+export function kvCache(model: ServedModel) {
+  const { sequences, kv } = model.worker.info;
+  return {
+    type_k: "f16",
+    type_v: "f16",
+    layout: kv.layout,
+    sequences,
+    // The most one conversation may hold: its own buffer, or its window in the shared pool.
+    cells_per_sequence: model.contextWindow,
+    cells_total: kv.cells,
+    bytes: kv.bytes,
+    bytes_per_token: kv.bytesPerToken,
+    sizing: kv.summary,
   };
 }
 
@@ -81,7 +98,14 @@ export async function slots(model: ServedModel) {
         caps: Object.fromEntries(QOS_NAMES.map((name) => [name, caps[name] ?? s.lanes])),
       },
       queue: { depth: s.queued, per_class: perClass(s.queueDepths), paused: s.paused },
-      kv_pool: { sequences: s.sequences, cells_per_sequence: s.cellsPerSequence, cells_total: s.sequences * s.cellsPerSequence, cells_used: s.cellsUsed, live_sequences: s.liveSequences },
+      kv_pool: {
+        layout: s.layout,
+        sequences: s.sequences,
+        cells_per_sequence: s.cellsPerSequence,
+        cells_total: s.poolCells,
+        cells_used: s.cellsUsed,
+        live_sequences: s.liveSequences,
+      },
       tick_plan: {
         prefill_budget: s.prefillBudget,
         // --prefill-budget as configured: 0 = the adaptive controller.
@@ -98,6 +122,8 @@ export async function slots(model: ServedModel) {
         prefix_copies: s.prefixCopies,
         coalesced_requests: s.coalesced,
         pressure_evictions: s.pressureEvictions,
+        space_evictions: s.spaceEvictions,
+        space_pauses: s.spacePauses,
         preemptions: s.preemptions,
         resumes: s.resumes,
         starvation_grants: s.starvationGrants,

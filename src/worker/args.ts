@@ -1,5 +1,5 @@
 // The worker's command line: `superfluid worker --model PATH [--max-batch N]
-// [--max-context N] [--threads N] [--prefill-budget N] [--host-cache-mb N]
+// [--max-context N|auto] [--kv-pool N] [--threads N] [--prefill-budget N] [--host-cache-mb N]
 // [--pressure-high PCT] [--pressure-low PCT] [--class-lanes class=N,...]
 // [--starvation-ticks N]`.
 import { parseClassLanes, type ClassLanes } from "../engine/scheduler.ts";
@@ -8,7 +8,10 @@ import { physicalCores } from "../engine/threads.ts";
 export interface WorkerArgs {
   model: string;
   maxBatch: number;
-  maxContext: number;
+  /** Per-lane window (per-lane buffers unless kvPool is set); undefined = auto, sized from free memory (kv-sizing.ts). */
+  maxContext?: number;
+  /** Cells of a shared pool (--kv-pool). */
+  kvPool?: number;
   threads: number;
   prefillBudget: number;
   /** Host-tier bytes for prefixes that leave the pool; undefined = the engine's default, 0 = none. */
@@ -20,7 +23,10 @@ export interface WorkerArgs {
   starvationTicks?: number;
 }
 
-export const WORKER_DEFAULTS = { maxBatch: 8, maxContext: 8192, prefillBudget: 512, pressureHigh: 85, pressureLow: 70 };
+export const WORKER_DEFAULTS = { maxBatch: 8, prefillBudget: 512, pressureHigh: 85, pressureLow: 70 };
+
+/** The smallest window (features.md 2.1: floor 512). */
+export const MIN_CONTEXT = 512;
 
 export class UsageError extends Error {}
 
@@ -51,7 +57,10 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
         args.maxBatch = positiveInt(flag, value);
         break;
       case "--max-context":
-        args.maxContext = positiveInt(flag, value);
+        if (value !== "auto") args.maxContext = positiveInt(flag, value);
+        break;
+      case "--kv-pool":
+        args.kvPool = positiveInt(flag, value);
         break;
       case "--threads":
         args.threads = positiveInt(flag, value);
@@ -91,7 +100,8 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
   return {
     model: args.model,
     maxBatch: args.maxBatch ?? WORKER_DEFAULTS.maxBatch,
-    maxContext: Math.max(512, args.maxContext ?? WORKER_DEFAULTS.maxContext),
+    ...(args.maxContext === undefined ? {} : { maxContext: Math.max(MIN_CONTEXT, args.maxContext) }),
+    ...(args.kvPool === undefined ? {} : { kvPool: Math.max(MIN_CONTEXT, args.kvPool) }),
     threads: args.threads ?? physicalCores(),
     prefillBudget: args.prefillBudget ?? WORKER_DEFAULTS.prefillBudget,
     ...(args.hostCacheBytes === undefined ? {} : { hostCacheBytes: args.hostCacheBytes }),

@@ -1,8 +1,9 @@
 // `superfluid worker`: one model in its own process. It receives token ids and
 // sampling specs from the daemon over IPC and answers with one message per tick.
 // Exit codes: 0 clean close, 1 serving failure, 2 bad command line, 3 model did not load.
-import { freemem } from "node:os";
 import { Engine } from "../engine/engine.ts";
+import { planKv, type KvPlan } from "../engine/kv-sizing.ts";
+import { freeForKv, hostAvailableBytes } from "../engine/memory.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
 import { parseWorkerArgs, UsageError, type WorkerArgs } from "./args.ts";
@@ -11,14 +12,22 @@ function send(message: WorkerToDaemon): void {
   process.send!(message);
 }
 
-function describe(args: WorkerArgs, model: LlamaModel, engine: Engine): WorkerInfo {
+function describe(args: WorkerArgs, model: LlamaModel, engine: Engine, plan: KvPlan): WorkerInfo {
   const v = model.vocabInfo;
+  const bytesPerToken = model.kvBytesPerToken;
   return {
     protocol: PROTOCOL_VERSION,
     model: args.model,
     lanes: args.maxBatch,
     sequences: engine.context.sequences,
-    contextPerSequence: engine.context.cellsPerSequence,
+    contextPerSequence: engine.window,
+    kv: {
+      layout: engine.context.shared ? "shared" : "per-lane",
+      cells: engine.context.poolCells,
+      bytes: engine.context.poolCells * bytesPerToken,
+      bytesPerToken,
+      summary: plan.summary,
+    },
     trainedContext: model.trainedContext,
     embeddingLength: model.embeddingLength,
     threads: args.threads,
@@ -30,13 +39,52 @@ function describe(args: WorkerArgs, model: LlamaModel, engine: Engine): WorkerIn
 }
 
 /**
- * The host tier's default bound (features.md 2.2): 60% of the memory the
- * model leaves free, at most 8 GiB. Measured after the model is loaded, before
- * the context takes its share, so the context's KV is counted as free here;
- * the tier fills only as prefixes leave the pool.
+ * The host tier's default bound (features.md 2.2): 60% of the host memory the
+ * model and its context leave free, at most 8 GiB. Asked once the context
+ * (its KV) exists; an mmapped model's pages count as available, so its
+ * weights come off here too. The tier fills only as prefixes leave the pool.
  */
-function defaultHostCacheBytes(): number {
-  return Math.min(8 * 2 ** 30, Math.floor(0.6 * freemem()));
+function defaultHostCacheBytes(model: LlamaModel): number {
+  return Math.min(8 * 2 ** 30, Math.floor(0.6 * Math.max(0, hostAvailableBytes() - model.weightBytes)));
+}
+
+/**
+ * Builds the engine on the planned KV layout (kv-sizing.ts). KV sized from
+ * memory that llama.cpp cannot allocate gives way (features.md 2.1): per-lane
+ * buffers to a shared pool, a shared pool to half of it, down to one window.
+ */
+function buildEngine(args: WorkerArgs, model: LlamaModel): { engine: Engine; plan: KvPlan } {
+  const facts = { lanes: args.maxBatch, trainedContext: model.trainedContext, bytesPerToken: model.kvBytesPerToken };
+  const free = () => freeForKv(model.llama, model.weightBytes);
+  const request = { ...(args.maxContext === undefined ? {} : { maxContext: args.maxContext }), ...(args.kvPool === undefined ? {} : { poolCells: args.kvPool }) };
+  let plan = planKv(request, { ...facts, free });
+  for (;;) {
+    try {
+      const engine = new Engine(model, {
+        lanes: args.maxBatch,
+        cellsPerSequence: plan.cellsPerSequence,
+        ...(plan.layout === "shared" ? { sharedCells: plan.poolCells, window: plan.window } : {}),
+        threads: args.threads,
+        prefillBudget: args.prefillBudget,
+        hostCacheBytes: args.hostCacheBytes ?? (() => defaultHostCacheBytes(model)),
+        pressureHigh: args.pressureHigh / 100,
+        pressureLow: args.pressureLow / 100,
+        ...(args.classLanes ? { classLanes: args.classLanes } : {}),
+        ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),
+      });
+      return { engine, plan };
+    } catch (err) {
+      // Sized from memory but not allocatable: per-lane buffers give way to a shared pool, a shared pool is halved.
+      if (args.kvPool !== undefined || args.maxContext !== undefined) throw err;
+      if (plan.layout === "per-lane") {
+        plan = planKv({ sharedOnly: true }, { ...facts, free });
+        continue;
+      }
+      if (plan.poolCells <= plan.window) throw err;
+      const cells = Math.max(plan.window, Math.floor(plan.poolCells / 2));
+      plan = planKv({ poolCells: cells, poolReason: `half of ${plan.poolCells} cells, which llama.cpp could not allocate` }, facts);
+    }
+  }
 }
 
 export async function runWorker(argv: string[]): Promise<number> {
@@ -54,19 +102,10 @@ export async function runWorker(argv: string[]): Promise<number> {
   }
   let model: LlamaModel;
   let engine: Engine;
+  let plan: KvPlan;
   try {
     model = LlamaModel.load(args.model);
-    engine = new Engine(model, {
-      lanes: args.maxBatch,
-      cellsPerSequence: args.maxContext,
-      threads: args.threads,
-      prefillBudget: args.prefillBudget,
-      hostCacheBytes: args.hostCacheBytes ?? defaultHostCacheBytes(),
-      pressureHigh: args.pressureHigh / 100,
-      pressureLow: args.pressureLow / 100,
-      ...(args.classLanes ? { classLanes: args.classLanes } : {}),
-      ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),
-    });
+    ({ engine, plan } = buildEngine(args, model));
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });
     return 3;
@@ -86,7 +125,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     closing = true;
     wake?.();
   });
-  send({ type: "ready", info: describe(args, model, engine) });
+  send({ type: "ready", info: describe(args, model, engine, plan) });
 
   try {
     while (!closing) {

@@ -301,7 +301,7 @@ describe("start deadline", () => {
 });
 
 describe("a model without FIM tokens", () => {
-  const c = useServer({ fixture: "tiny-chat", maxBatch: 1 });
+  const c = useServer({ fixture: "tiny-random", maxBatch: 1 });
 
   test("400 fim_unsupported; dialect.fim and fim_model false", async () => {
     const m = await getJson(c, "/v1/models");
@@ -315,7 +315,7 @@ describe("a model without FIM tokens", () => {
 describe("--fim-model", () => {
   let f: TestServer & { sessions: string };
   beforeAll(async () => {
-    f = await startTestServer({ fixture: "tiny-chat", maxBatch: 1, extraArgs: ["--fim-model", await fixturePath("tiny-fim"), "--fim-max-batch", "1"] });
+    f = await startTestServer({ fixture: "tiny-random", maxBatch: 1, extraArgs: ["--fim-model", await fixturePath("tiny-fim"), "--fim-max-batch", "1"] });
   });
   afterAll(async () => {
     await f?.server.close();
@@ -329,7 +329,7 @@ describe("--fim-model", () => {
     const r = await postJson(f, "/v1/completions", { model: f.model, prompt: PREFIX, suffix: SUFFIX, max_tokens: 4, temperature: 0 });
     expect(r.status).toBe(200);
     expect(r.json.model).toBe(f.model);
-    expect(r.json.superfluid.served_by).toBe("tiny-fim-1-v1");
+    expect(r.json.superfluid.served_by).toBe("tiny-fim-1-v2");
     // Its own window: min(main window, 8192) = 2048 here.
     expect(f.server.registry.default!.fimModel!.contextWindow).toBe(2048);
     // Same greedy middle as the FIM model serving it itself.

@@ -99,7 +99,7 @@ describe("no reply is a debug page, a stack or a path of this machine", () => {
   });
 
   test("hostile requests and /props answer without the working directory, the model's folder or a stack", async () => {
-    const modelDir = dirname(await fixturePath("tiny-chat"));
+    const modelDir = dirname(await fixturePath("tiny-random"));
     const answers = [
       await one("CONNECT", "localhost:80", { host: "localhost:80" }),
       await one("FOO", "/v1/chat/completions"),
@@ -117,7 +117,7 @@ describe("no reply is a debug page, a stack or a path of this machine", () => {
 
   test("/props names the model file without its folder", async () => {
     const props = (await getJson(s, "/props")).json;
-    expect(props.model_path).toBe(basename(await fixturePath("tiny-chat")));
+    expect(props.model_path).toBe(basename(await fixturePath("tiny-random")));
     expect(props.build_info).not.toContain("/");
   });
 
@@ -276,7 +276,7 @@ describe("methods", () => {
       ["GET", "/v1/chat/completions", "POST"],
       ["PUT", "/v1/completions", "POST"],
       ["POST", "/health", "GET, HEAD"],
-      ["DELETE", "/v1/models/tiny-chat", "GET, HEAD"],
+      ["DELETE", "/v1/models/tiny-random", "GET, HEAD"],
       ["FOO", "/v1/chat/completions", "POST"],
       ["BREW", "/slots", "GET, HEAD"],
     ];

@@ -254,7 +254,7 @@ describe("the prompt thread", () => {
   });
 
   test("answers render and tokenize requests, rejects with TemplateError, and stops on close", async () => {
-    const thread = await PromptThread.start({ model: await fixturePath("tiny-chat"), chatTemplate: CHATML_TOOLS_TEMPLATE, loadedAt: new Date() });
+    const thread = await PromptThread.start({ model: await fixturePath("tiny-random"), chatTemplate: CHATML_TOOLS_TEMPLATE, loadedAt: new Date() });
     try {
       const rendered = await thread.render({ tools: false, input: { messages: [{ role: "user", content: "hi" }] }, addBos: false });
       expect(rendered.tokens).toBeInstanceOf(Int32Array);

@@ -16,7 +16,7 @@ describe("models", () => {
     expect(json.data).toHaveLength(1);
     const m = json.data[0];
     expect(m.id).toBe(s.model);
-    expect(m.id).toStartWith("tiny-chat"); // the file stem of the fixture
+    expect(m.id).toStartWith("tiny-random"); // the file stem of the fixture
     expect(m.id.endsWith(".gguf")).toBe(false);
     expect(m.object).toBe("model");
     expect(m.owned_by).toBe("superfluid");
@@ -30,7 +30,7 @@ describe("models", () => {
     expect(d.enable_thinking).toBe(true); // the template reads enable_thinking
     expect(d.reasoning_effort).toBe(false);
     expect(d.reasoning_effort_levels).toEqual([]);
-    expect(d.fim).toBe(false); // tiny-chat has no FIM tokens
+    expect(d.fim).toBe(false); // tiny-random has no FIM tokens
     expect(d.fim_model).toBe(false);
   });
 

@@ -28,21 +28,21 @@ export interface ServerConfig {
   maxContext?: number;
   maxBatch?: number;
   extraArgs?: string[];
-  /** The fixture served (default tiny-chat). */
+  /** The fixture served (default tiny-random). */
   fixture?: FixtureKind;
   /** --sessions (default: a fresh temporary folder, removed after the server). */
   sessions?: string;
 }
 
 /**
- * Starts a server on the tiny-chat fixture (or cfg.fixture). One compute thread: on this
+ * Starts a server on the tiny-random fixture (or cfg.fixture). One compute thread: on this
  * 2-core box llama.cpp's spinning thread barrier under CPU contention slows a
  * 2-thread decode by orders of magnitude, and greedy output does not depend
  * on it.
  */
 export async function startTestServer(cfg: ServerConfig = {}): Promise<TestServer & { sessions: string }> {
   const sessions = cfg.sessions ?? mkdtempSync(join(tmpdir(), "superfluid-api-test-"));
-  const path = await fixturePath(cfg.fixture ?? "tiny-chat");
+  const path = await fixturePath(cfg.fixture ?? "tiny-random");
   const opts = parseServeOptions([
     path,
     "--port", "0",

@@ -9,7 +9,7 @@ import { FakeTokenizer } from "./fake-tokenizer.ts";
 
 let model: LlamaModel;
 beforeAll(async () => {
-  const path = await ensureFixture("tiny-chat", join(tmpdir(), "superfluid-test-fixtures"));
+  const path = await ensureFixture("tiny-random", join(tmpdir(), "superfluid-test-fixtures"));
   model = LlamaModel.load(path, { vocabOnly: true });
 });
 

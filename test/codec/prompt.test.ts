@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CHATML_TOOLS_TEMPLATE, ensureFixture, mulberry32 } from "../../src/fixtures/index.ts";
 import { LlamaModel } from "../../src/engine/model.ts";
-import { ChatTemplate, renderToTokens, type ChatMessage } from "../../src/codec/template.ts";
-import { tokenizeSegments, tokenizeText } from "../../src/codec/prompt.ts";
+import { ChatTemplate, type ChatMessage } from "../../src/codec/template.ts";
+import { renderToTokens, tokenizeSegments, tokenizeText } from "../../src/codec/prompt.ts";
 import type { Tokenizer } from "../../src/codec/tokenizer.ts";
 import { ControlTokens } from "../../src/codec/control-tokens.ts";
 import { controlTokensOf } from "../../src/daemon/control-vocabulary.ts";
@@ -21,7 +21,7 @@ const BOS = 1;
 let model: LlamaModel;
 let controls: ControlTokens;
 beforeAll(async () => {
-  const path = await ensureFixture("tiny-chat", join(tmpdir(), "superfluid-test-fixtures"));
+  const path = await ensureFixture("tiny-random", join(tmpdir(), "superfluid-test-fixtures"));
   model = LlamaModel.load(path, { vocabOnly: true });
   controls = controlTokensOf(model);
 });
@@ -258,7 +258,7 @@ describe("learned control tokens give the tokens special parsing gives", () => {
     }
   }
 
-  test("tiny-chat: text, framed text, and rendered segments", () => {
+  test("tiny-random: text, framed text, and rendered segments", () => {
     checkVocab(model);
     const messages: ChatMessage[] = [
       { role: "system", content: "sys <|im_end|>" },

@@ -1,6 +1,7 @@
 // Tool calls as JSON inside tags, streaming-safe.
 import { describe, expect, test } from "bun:test";
-import { TaggedJsonToolParser, type ToolCallEvent } from "../../src/codec/tool-calls.ts";
+import { TaggedJsonToolParser } from "../../src/codec/tool-dialects/hermes.ts";
+import type { ToolCallEvent } from "../../src/codec/tool-dialects/types.ts";
 
 const TAGS = { open: "<tool_call>", close: "</tool_call>" };
 

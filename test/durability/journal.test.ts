@@ -40,7 +40,7 @@ class GatedJournal implements GenerationJournal {
 function useWorker(journal: GenerationJournal): { worker: WorkerClient; prompt: number[] } {
   const handle = {} as { worker: WorkerClient; prompt: number[] };
   beforeAll(async () => {
-    const path = await fixturePath("tiny-chat");
+    const path = await fixturePath("tiny-random");
     const vocab = LlamaModel.load(path, { vocabOnly: true });
     handle.prompt = vocab.tokenize("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
     vocab.free();

@@ -27,7 +27,7 @@ let prompt: number[];
 let bias: Record<number, number>;
 
 beforeAll(async () => {
-  model = LlamaModel.load(await fixturePath("tiny-chat"));
+  model = LlamaModel.load(await fixturePath("tiny-random"));
   engine = new Engine(model, { lanes: 8, cellsPerSequence: 512, threads: 2, prefillBudget: 512 });
   prompt = model.tokenize("<|im_start|>user\nreply in JSON<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
   const single = (text: string) => model.tokenize(text, { parseSpecial: true });

@@ -192,7 +192,7 @@ export async function waitGone(pid: number, ms: number): Promise<boolean> {
   return !alive(pid);
 }
 
-/** `bun src/main.ts serve <tiny-chat> ...` as its own process, stderr collected. */
+/** `bun src/main.ts serve <tiny-random> ...` as its own process, stderr collected. */
 export class ServerProcess {
   stderr = "";
   private constructor(
@@ -220,7 +220,7 @@ export class ServerProcess {
   static async spawn(args: string[], port?: number): Promise<ServerProcess> {
     const p = port ?? (await freePort());
     const proc = Bun.spawn(
-      [process.execPath, `${ROOT}/src/main.ts`, "serve", await fixturePath("tiny-chat"), "--port", String(p), "--threads", "1", ...args],
+      [process.execPath, `${ROOT}/src/main.ts`, "serve", await fixturePath("tiny-random"), "--port", String(p), "--threads", "1", ...args],
       { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: { ...process.env, SUPERFLUID_QUIET: "1" } },
     );
     return new ServerProcess(proc, p);

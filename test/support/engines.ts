@@ -1,4 +1,4 @@
-// In-process engines on the tiny-chat fixture for one test file: the model is
+// In-process engines on the tiny-random fixture for one test file: the model is
 // loaded in beforeAll, and every engine made through the handle is closed in
 // afterAll, then the model freed.
 import { afterAll, beforeAll } from "bun:test";
@@ -17,7 +17,7 @@ export function useTinyEngines(defaults: EngineOptions): TinyEngines {
   let model: LlamaModel | undefined;
   const engines: Engine[] = [];
   beforeAll(async () => {
-    model = LlamaModel.load(await fixturePath("tiny-chat"));
+    model = LlamaModel.load(await fixturePath("tiny-random"));
   });
   afterAll(() => {
     engines.forEach((e) => e.close());

@@ -1,6 +1,6 @@
 // Building a parser's event list: adjacent text merges into one event, and a
 // call known whole comes out as start, arguments and end.
-import type { ToolCallEvent } from "../tool-calls.ts";
+import type { ToolCallEvent } from "./types.ts";
 
 export function emitText(out: ToolCallEvent[], text: string): void {
   if (!text) return;

@@ -1,10 +1,17 @@
 // One model family's tool-call wire: how to recognise it from the chat
 // template, how to parse calls out of streamed output, and the grammar that
 // forces a call (tool_choice "required" or a named function).
-import type { ToolCallEvent } from "../tool-calls.ts";
 import type { ToolSpec } from "../tool-grammar.ts";
 
-export type { ToolCallEvent, ToolSpec };
+export type { ToolSpec };
+
+/** What a parser reads out of a reply, in order. */
+export type ToolCallEvent =
+  | { type: "text"; text: string } // ordinary content
+  | { type: "reasoning"; text: string } // reasoning in a wire that carries it (gpt-oss's analysis channel)
+  | { type: "call-start"; index: number; id: string; name: string } // once the name is known
+  | { type: "call-args"; index: number; text: string } // a fragment of the raw arguments JSON text
+  | { type: "call-end"; index: number; arguments: string }; // the whole arguments text
 
 /** A streaming parser: text in (any chunking), content and call events out. */
 export interface ToolCallParser {

@@ -10,7 +10,14 @@ export function modelObject(model: ServedModel) {
     created: Math.floor(model.loadedAt.getTime() / 1000),
     owned_by: "superfluid",
     loaded: true,
-    meta: { n_ctx: model.contextWindow, n_ctx_train: model.info.contextLength ?? null, n_vocab: model.worker.info.vocab.size },
+    meta: {
+      n_ctx: model.contextWindow,
+      n_ctx_train: model.info.contextLength ?? null,
+      n_vocab: model.worker.info.vocab.size,
+      // The KV pool the window draws from: one buffer per sequence, or one pool shared by all.
+      kv_layout: model.worker.info.kv.layout,
+      kv_cells: model.worker.info.kv.cells,
+    },
     architecture: { input_modalities: ["text"] },
     runtime: { id: "llamacpp", version: `llama.cpp ${TESTED_LLAMA_RELEASE}` },
     capabilities: {

@@ -1,6 +1,6 @@
 // Tool-call events from the reply parser in OpenAI's shapes: whole calls for
 // a non-streamed message, partial deltas for a stream (api.md 5.4-5.5).
-import type { ToolCallEvent } from "../../codec/tool-calls.ts";
+import type { ToolCallEvent } from "../../codec/tool-dialects/index.ts";
 
 export interface ToolCallOut {
   id: string;

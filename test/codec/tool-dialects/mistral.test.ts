@@ -1,7 +1,7 @@
 // Mistral tool-call dialect: `[TOOL_CALLS]` + a JSON array, or `[TOOL_CALLS]f[ARGS]{...}`.
 import { describe, expect, test } from "bun:test";
 import { gbnfErrors, parseGbnf } from "../../../grammar/index.ts";
-import type { ToolCallEvent } from "../../../src/codec/tool-calls.ts";
+import type { ToolCallEvent } from "../../../src/codec/tool-dialects/types.ts";
 import { mistral, mistralCallId } from "../../../src/codec/tool-dialects/mistral.ts";
 import { recognizes } from "../../grammar/recognizer.ts";
 
