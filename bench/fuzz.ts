@@ -1,7 +1,7 @@
 // HTTP fuzz run: a bounded, seeded storm of valid, aborted and malformed
 // requests against a superfluid server started here on the built-in tiny
 // model, checking that the server never answers 5xx, never drops a connection
-// without an answer, never hangs, keeps its error envelope (api.md 4.4) and
+// without an answer, never hangs, keeps its error envelope (docs/api/openai.md#error-envelope) and
 // gives its memory back once idle.
 //
 //   bun bench/fuzz.ts [--requests 10000] [--parallel 16] [--seed 1] [--deadline 1200]

@@ -2,7 +2,7 @@
 // three back ends, plus the time to open (replay) a large log.
 //
 // Workload per "tick": 8 concurrent sessions each append one Generated record of one
-// token, then one group commit (features.md 5.1: every record is synced before its
+// token, then one group commit (docs/design.md#group-commit: every record is synced before its
 // event reaches the client). In the server a tick comes every 10-15 ms; here they run
 // back to back.
 //   log       src/sessions SessionStore: append-only wal.log, write + fdatasync/fsync per commit

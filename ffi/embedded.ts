@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { embeddedFiles } from "./embedded-files.ts";
-import { cacheDir } from "../src/paths.ts";
+import { cacheDir } from "./paths.ts";
 
 /** Copies the embedded library set into one cache folder; returns it, or undefined when none is embedded. */
 export function extractEmbeddedLibraries(): string | undefined {

@@ -7,7 +7,7 @@ import { basename, dirname, join } from "node:path";
 import shimSourcePath from "./shim.c" with { type: "file" };
 import { ABI_PROBE_SLOTS, abiMismatches, LlamaAbiError } from "./abi.ts";
 import { locateLibrary, type LibraryLocation } from "./locate.ts";
-import { cacheDir } from "../src/paths.ts";
+import { cacheDir } from "./paths.ts";
 
 const llamaSymbols = {
   llama_backend_init: { args: [], returns: "void" },

@@ -175,7 +175,7 @@ struct llama_model *sf_model_load(const char *path, int32_t n_gpu_layers, bool v
 }
 
 // n_seq_max sequences, each with its own KV buffer (kv_unified = false) unless
-// `unified` is asked for: see features.md 2.1 (one buffer per sequence).
+// `unified` is asked for: see docs/design.md#kv-layout (one buffer per sequence).
 struct llama_context *sf_context_new(struct llama_model *model, uint32_t n_ctx, uint32_t n_batch,
                                      uint32_t n_ubatch, uint32_t n_seq_max, int32_t n_threads,
                                      bool embeddings, int32_t pooling_type, bool unified) {

@@ -15,7 +15,7 @@ const touch = (path: string) => {
 const env = { HF_HUB_CACHE: join(root, "hub") };
 
 describe("model references", () => {
-  test("paths and references are told apart (api.md 2.1)", () => {
+  test("paths and references are told apart (docs/cli.md#the-model-argument)", () => {
     expect(isReference("Qwen/Qwen3-4B-GGUF:Q4_K_M")).toBe(true);
     expect(isReference("Qwen/Qwen3-4B-GGUF")).toBe(true);
     expect(isReference("./model.gguf")).toBe(false);

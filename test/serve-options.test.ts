@@ -1,5 +1,5 @@
 // `superfluid serve` flags: defaults, both value spellings, the closest-flag
-// hint, and the startup refusals llama.cpp's runtime must give (features.md 2.3).
+// hint, and the startup refusals llama.cpp's runtime must give (docs/cli.md#accepted-and-refused-flags).
 import { describe, expect, test } from "bun:test";
 import { parseServeOptions, UsageError, type ServeOptions } from "../src/cli/serve-options.ts";
 

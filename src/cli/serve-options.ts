@@ -1,9 +1,10 @@
-// `superfluid serve [MODEL] [flags]`: the flags that exist so far (api.md 18),
+// `superfluid serve [MODEL] [flags]`: the flags that exist so far (docs/cli.md#serve),
 // their defaults, and the startup refusals for flags llama.cpp cannot honour.
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { OperatorSampling } from "../daemon/sampling-resolve.ts";
-import { DEFAULT_QOS, parseClassLanes, parseQos, QOS_NAMES, type ClassLanes, type QosClass } from "../engine/scheduler.ts";
+import { DEFAULT_QOS, QOS_NAMES, type ClassLanes, type QosClass } from "../engine/scheduler.ts";
+import { parseClassLanes, parseQos } from "../http/qos.ts";
 import { physicalCores } from "../engine/threads.ts";
 import { FlagError, parseFlags, type FlagSpec } from "./flags.ts";
 
@@ -179,7 +180,7 @@ function pressure(high: number, low: number): { pressureHigh: number; pressureLo
   return { pressureHigh: high, pressureLow: low };
 }
 
-/** --prefill-budget: 0 (adaptive) or 64-4096; 4096 by default (features.md 4.6). */
+/** --prefill-budget: 0 (adaptive) or 64-4096; 4096 by default (docs/cli.md#scheduling-flags). */
 function prefillBudget(raw: string | undefined): number {
   if (raw === undefined) return 4096;
   const n = Number(raw);
@@ -197,7 +198,7 @@ function maxContext(raw: string | undefined): { maxContext?: number } {
   return { maxContext: Math.max(512, n) };
 }
 
-/** A QoS class flag: a name, alias or number (features.md 4.3). */
+/** A QoS class flag: a name, alias or number (docs/api/openai.md#qos-classes). */
 function qosClass(flag: string, raw: string | undefined): QosClass {
   if (raw === undefined) return DEFAULT_QOS;
   const qos = parseQos(raw);
@@ -228,7 +229,7 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     throw new UsageError("the llamacpp runtime keeps its KV type per context and exposes no such knob");
   }
   if (flags.switches.has("park-lossy")) throw new UsageError("the llamacpp runtime exports no lossy encoding");
-  // A baseRT knob (api.md 21): llama.cpp's evicted prefixes are its own state exports, bounded by --host-cache-mb.
+  // A baseRT knob (docs/cli.md#accepted-and-refused-flags): llama.cpp's evicted prefixes are its own state exports, bounded by --host-cache-mb.
   if (one("prefix-blob-budget-mb") !== undefined) {
     throw new UsageError("the llamacpp runtime keeps evicted prefixes as its own state exports and has no prefix blob store; bound them with --host-cache-mb");
   }

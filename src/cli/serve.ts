@@ -9,7 +9,7 @@ import { createApp } from "../http/app.ts";
 import { listen, type Listener } from "../http/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
-import { cacheDir } from "../paths.ts";
+import { cacheDir } from "../../ffi/paths.ts";
 import { parseServeOptions, SERVE_USAGE, UsageError, type ServeOptions } from "./serve-options.ts";
 
 /** The model served when none is named: generated on first use, so the server always starts. */
@@ -139,7 +139,7 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   log(
     loopback
       ? "superfluid: authentication is off (loopback only)"
-      : "superfluid: WARNING --api-key not set. Authentication is OFF — anyone who can reach this port can use the API. Bind loopback or set --api-key.",
+      : "superfluid: WARNING this server has no authentication yet: anyone who can reach this port can use the API. Keep it on a loopback address (--host 127.0.0.1 or ::1).",
   );
   log(`superfluid: serving ${resolved.id} at ${url}/v1`);
   return {
@@ -176,7 +176,7 @@ export async function runServe(argv: string[]): Promise<number> {
     console.error(`superfluid serve: ${err instanceof ModelNotFoundError ? err.message : (err as Error).message}`);
     return 1;
   }
-  // SIGINT and SIGTERM exit at once (api.md 1), taking the workers down first.
+  // SIGINT and SIGTERM exit at once (docs/cli.md#startup-and-shutdown), taking the workers down first.
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);

@@ -28,12 +28,24 @@ export interface ChoiceDelta {
   calls?: ToolCallEvent[];
 }
 
+/**
+ * Why a choice ended: the model ended its turn (eos), a stop string matched
+ * (stop_sequence), the cap or the window cut it (length), it ended with
+ * complete tool calls (tool_calls), it was cancelled, or it expired in the
+ * queue before it started.
+ */
+export type EndReason = "eos" | "stop_sequence" | "length" | "tool_calls" | "cancelled" | "expired";
+
 export interface ChoiceEnd {
+  reason: EndReason;
+  /** The stop string that matched, when reason is stop_sequence. */
+  stopSequence?: string;
+  /** The coarse class every API family reports: stop (eos, stop string, cancelled, expired), length, tool_calls. */
   finishReason: "stop" | "length" | "tool_calls";
   promptTokens: number;
   cachedTokens: number;
   completionTokens: number;
-  /** It never started: still queued at its start deadline (a FIM completion, features.md 4.8). */
+  /** It never started: still queued at its start deadline (a FIM completion, docs/design.md#deadlines-and-cancellation). */
   expired: boolean;
 }
 
@@ -72,6 +84,7 @@ export async function* choiceText(
   const tools = opts.toolParser?.();
   let completionTokens = 0;
   let stoppedByString = false;
+  let stopSequence: string | undefined;
   let toolCalls = 0;
   let brokenCalls = 0;
 
@@ -115,6 +128,7 @@ export async function* choiceText(
       if (delta) yield delta;
       if (matched.stopped) {
         stoppedByString = true;
+        stopSequence = matched.match;
         generation.cancel();
       }
       continue;
@@ -128,15 +142,27 @@ export async function* choiceText(
     if (!stoppedByString) {
       const rest = stop.push(decoder.flush());
       tail = rest.stopped ? rest.emit : rest.emit + stop.flush();
-      if (rest.stopped) stoppedByString = true;
+      if (rest.stopped) {
+        stoppedByString = true;
+        stopSequence = rest.match;
+      }
     }
     const delta = shape(tail, true);
     if (delta) yield delta;
     const cut = !stoppedByString && event.reason === "length";
+    // A reply cut by the token cap is length even if it holds a call;
+    // one holding a call that never closed is not offered as a call to run.
+    const finishReason = cut ? "length" : toolCalls > 0 && brokenCalls === 0 ? "tool_calls" : "stop";
+    const reason: EndReason =
+      finishReason !== "stop" ? finishReason
+      : stoppedByString ? "stop_sequence"
+      : event.reason === "expired" ? "expired"
+      : event.reason === "cancelled" ? "cancelled"
+      : "eos";
     return {
-      // A reply cut by the token cap is length even if it holds a call (api.md 5.4);
-      // one holding a call that never closed is not offered as a call to run.
-      finishReason: cut ? "length" : toolCalls > 0 && brokenCalls === 0 ? "tool_calls" : "stop",
+      reason,
+      ...(stopSequence === undefined ? {} : { stopSequence }),
+      finishReason,
       promptTokens: event.promptTokens,
       cachedTokens: event.cachedTokens,
       completionTokens,

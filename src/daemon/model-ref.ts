@@ -1,4 +1,4 @@
-// What a MODEL argument names (api.md 2.1-2.2): a GGUF path, or a reference
+// What a MODEL argument names (docs/cli.md#the-model-argument): a GGUF path, or a reference
 // `org/repo[:TAG]` found in local folders. Nothing is ever downloaded.
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { homedir } from "node:os";
@@ -17,7 +17,7 @@ export class ModelNotFoundError extends Error {
   }
 }
 
-/** api.md 2.1: a token is a reference only when it cannot be a path. */
+/** docs/cli.md#the-model-argument: a token is a reference only when it cannot be a path. */
 export function isReference(token: string): boolean {
   if (existsSync(token)) return false;
   if (/^[./~]/.test(token)) return false;

@@ -1,4 +1,4 @@
-// Where a request's sampling values come from (features.md 3.2): the request,
+// Where a request's sampling values come from (docs/api/openai.md#sampling-fields): the request,
 // then the operator's flags, then the model's published defaults, then
 // constants. The truncation set (top_p, top_k, min_p) comes whole from the
 // first rung that names any of it.

@@ -6,10 +6,11 @@
 // the generation's reader.
 import type { Subprocess } from "bun";
 import { randomUUID } from "node:crypto";
-import type { EngineSnapshot, FinishEvent, FinishReason, GenerateJob } from "../engine/jobs.ts";
+import type { EngineSnapshot, FinishEvent, GenerateRequest } from "../engine/jobs.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { ClassLanes } from "../engine/scheduler.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import type { GenerationJournal } from "../sessions/journal.ts";
 import { Channel } from "./channel.ts";
 import { selfCommand } from "./self-command.ts";
 
@@ -37,20 +38,11 @@ export interface WorkerOptions {
   journal?: GenerationJournal;
 }
 
-/**
- * A durable record of generations (the session log). Calls are synchronous
- * and buffered; nothing recorded reaches a reader before flush() has made it
- * durable.
- */
-export interface GenerationJournal {
-  begin(id: string, job: GenerateRequest): void;
-  tokens(id: string, tokens: number[]): void;
-  /** The generation ended; "crashed" when its worker died under it. */
-  end(id: string, reason: FinishReason | "crashed", job: GenerateRequest): void;
-  /** Rejects when the records could not be made durable; a later flush tries again. */
-  flush(): Promise<void>;
-  /** Why the journal cannot be written, while it cannot (null or absent when it can). */
-  readonly failure?: Error | null;
+/** The scheduling settings a worker was started with (see WorkerClient.schedule). */
+export interface WorkerSchedule {
+  classLanes: ClassLanes;
+  prefillBudget: number | undefined;
+  starvationTicks: number | undefined;
 }
 
 /** The session log could not record a generation's events: they are never delivered. */
@@ -61,9 +53,6 @@ export class JournalError extends Error {
     this.name = "JournalError";
   }
 }
-
-/** A generation as the daemon asks for it: the engine's job without its id. */
-export type GenerateRequest = Omit<GenerateJob, "id" | "ignoreEos"> & { ignoreEos?: boolean };
 
 export type GenerationEvent =
   | { type: "admitted"; cachedTokens: number }
@@ -92,6 +81,14 @@ export class WorkerStartError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "WorkerStartError";
+  }
+}
+
+/** The worker did not answer a stats request (for /slots) in time. */
+export class WorkerStatsTimeoutError extends Error {
+  constructor() {
+    super("the worker did not answer a stats request");
+    this.name = "WorkerStatsTimeoutError";
   }
 }
 
@@ -145,7 +142,7 @@ export class Generation implements AsyncIterable<GenerationEvent> {
   }
 }
 
-/** Respawns in a row with no successful tick before we stop retrying until the next request (features.md 1.5). */
+/** Respawns in a row with no successful tick before we stop retrying until the next request (docs/design.md#worker-failure). */
 const MAX_IDLE_RESPAWNS = 3;
 
 export class WorkerClient {
@@ -161,7 +158,7 @@ export class WorkerClient {
   /** Deliveries wait here, in arrival order, for the journal to make their events durable. */
   private delivery: Promise<void> = Promise.resolve();
 
-  private constructor(readonly opts: WorkerOptions) {}
+  private constructor(private readonly opts: WorkerOptions) {}
 
   static async start(opts: WorkerOptions): Promise<WorkerClient> {
     const client = new WorkerClient(opts);
@@ -183,12 +180,22 @@ export class WorkerClient {
     return this.inflight.size;
   }
 
+  /**
+   * The scheduling settings the worker was started with, as configured (for
+   * /slots): lane caps per class, the prefill budget (0 = adaptive) and the
+   * aging period; undefined where the worker's own default applies.
+   */
+  get schedule(): WorkerSchedule {
+    const { classLanes, prefillBudget, starvationTicks } = this.opts;
+    return { classLanes: { ...classLanes }, prefillBudget, starvationTicks };
+  }
+
   /** Why the journal (the session log) cannot be written, while it cannot; null otherwise. */
   get journalFailure(): Error | null {
     return this.opts.journal?.failure ?? null;
   }
 
-  /** Starts a generation; `durable: false` keeps it out of the journal (FIM completions, features.md 5.2). */
+  /** Starts a generation; `durable: false` keeps it out of the journal (FIM completions, docs/api/openai.md#fill-in-the-middle). */
   generate(req: GenerateRequest, opts: { durable?: boolean } = {}): Generation {
     const id = randomUUID();
     const job = { type: "generate" as const, ...req, id, ignoreEos: req.ignoreEos ?? false };
@@ -211,7 +218,7 @@ export class WorkerClient {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pendingStats.delete(id);
-        reject(new Error("the worker did not answer a stats request"));
+        reject(new WorkerStatsTimeoutError());
       }, 5000);
       this.pendingStats.set(id, (answer) => {
         clearTimeout(timer);

@@ -25,7 +25,7 @@ export interface EngineOptions {
   /** Shared layout: the most tokens one conversation may hold (default: the whole pool). */
   window?: number;
   threads: number;
-  /** Prompt tokens per tick across lanes (64-4096), or 0 for the adaptive controller (features.md 4.6). */
+  /** Prompt tokens per tick across lanes (64-4096), or 0 for the adaptive controller (docs/design.md#prefill-budget). */
   prefillBudget: number;
   /** Lane caps per class (--class-lanes). */
   classLanes?: ClassLanes;
@@ -74,13 +74,13 @@ interface Lane {
   order: number;
 }
 
-/** Shared prompt tokens that make a queued request wait for another lane's prefill (features.md 5.5). */
+/** Shared prompt tokens that make a queued request wait for another lane's prefill (docs/design.md#burst-coalescing). */
 const COALESCE_MIN = 1024;
 
 /** Queue-aging period in ticks (--starvation-ticks). */
 const STARVATION_TICKS = 8;
 
-/** Tick lengths the adaptive prefill budget aims at on llama.cpp: a lane free, every lane busy (features.md 4.1). */
+/** Tick lengths the adaptive prefill budget aims at on llama.cpp: a lane free, every lane busy (docs/design.md#prefill-budget). */
 const TICK_TARGET_FREE_MS = 50;
 const TICK_TARGET_BUSY_MS = 250;
 
@@ -96,7 +96,7 @@ interface Queued {
  */
 const HEADROOM_PER_LANE = 16;
 
-/** Default pressure watermarks, as fractions of the pool's cells (features.md 4.7). */
+/** Default pressure watermarks, as fractions of the pool's cells (docs/design.md#memory-pressure). */
 const PRESSURE_HIGH = 0.85;
 const PRESSURE_LOW = 0.7;
 
@@ -330,7 +330,7 @@ export class Engine {
   }
 
   /**
-   * Admission (features.md 4.2-4.4): queued work in class order (aging
+   * Admission (docs/design.md#qos-scheduling): queued work in class order (aging
    * included), each class within its lane cap; then, while an interactive or
    * completion request still waits with every lane busy, the lowest-class
    * lane below it is paused and requeued at the head of its class.
@@ -396,7 +396,7 @@ export class Engine {
     lane.order = ++this.admissions;
   }
 
-  /** Requests still queued past their start deadline expire (features.md 4.8). */
+  /** Requests still queued past their start deadline expire (docs/design.md#deadlines-and-cancellation). */
   private expireQueued(events: TickEvents): void {
     const now = Date.now();
     for (const q of this.queue.items()) {
@@ -450,7 +450,7 @@ export class Engine {
 
   /**
    * The lane an urgent request of class `qos` takes over: the lowest class
-   * below it, a decoding lane before a prefilling one (features.md 4.4), then
+   * below it, a decoding lane before a prefilling one (docs/design.md#preemption), then
    * the one admitted last.
    */
   private victimFor(qos: QosClass): Lane | undefined {
@@ -497,7 +497,7 @@ export class Engine {
   }
 
   /**
-   * Burst coalescing (features.md 5.5): a prompt that shares at least
+   * Burst coalescing (docs/design.md#burst-coalescing): a prompt that shares at least
    * coalesceMin tokens with a prompt a lane is still prefilling waits until
    * that lane has them in its KV, then copies them, instead of prefilling the
    * same tokens again beside it. Nothing waits for what the cache already holds.
@@ -534,13 +534,13 @@ export class Engine {
       }
     }
     // One engine step per tick: at most one micro-batch of prompt, so a cancel
-    // or an urgent request is seen at the next step (features.md 4.6 rule 5:
+    // or an urgent request is seen at the next step (docs/design.md#the-engine-tick:
     // the worker reads its messages between ticks).
     let budget = Math.min(this.prefill.next(this.newcomerCouldStart()), this.context.microBatchSize, this.context.batchSize - decoding);
     const tick = this.counters.ticks;
     const starving = (l: Lane) => tick - l.prefilledAt >= (this.opts.starvationTicks ?? STARVATION_TICKS);
     const remaining = (l: Lane) => l.target.length - l.seq.tokens.length;
-    // Starving lanes first, then by class, then shortest remaining prompt first (features.md 4.6 rule 1).
+    // Starving lanes first, then by class, then shortest remaining prompt first (docs/design.md#prefill-budget).
     prefilling.sort((a, b) => Number(starving(b)) - Number(starving(a)) || a.qos - b.qos || remaining(a) - remaining(b));
     for (const lane of prefilling) {
       if (budget <= 0) break;
@@ -617,7 +617,7 @@ export class Engine {
   }
 
   /**
-   * A shared pool has fewer free cells than a tick needs (features.md 2.1):
+   * A shared pool has fewer free cells than a tick needs (docs/design.md#kv-layout):
    * cached prefixes go to the host tier first, least recently used first;
    * when none is left, the least urgent lane admitted last is paused the way
    * a preemption pauses it (requeued at the head of its class, sampler chain

@@ -24,11 +24,14 @@ export interface GenerateJob {
   grammarTrigger?: string;
   /** Tokens never sampled (a tool wire's call openers when no call may be made). */
   bannedTokens?: number[];
-  /** QoS class (features.md 4.3); agent when unset. */
+  /** QoS class (docs/api/openai.md#qos-classes); agent when unset. */
   qos?: QosClass;
   /** Unix ms by which it must have started; still queued then, it finishes as "expired" (FIM deadline). */
   startBy?: number;
 }
+
+/** A generation as the daemon asks for it: the job without its id (the daemon assigns one), ignoreEos optional. */
+export type GenerateRequest = Omit<GenerateJob, "id" | "ignoreEos"> & { ignoreEos?: boolean };
 
 export type FinishReason = "stop" | "length" | "cancelled" | "error" | "expired";
 

@@ -1,4 +1,4 @@
-// The KV pool: lanes + 2 sequences (features.md 2.1), either each with its
+// The KV pool: lanes + 2 sequences (docs/design.md#kv-layout), either each with its
 // own buffer of max-context cells or all drawing from one shared pool
 // (kv-sizing.ts decides), and what they hold. A sequence keeps the tokens of
 // its last request after its lane lets go (the prefix cache), so a later
@@ -28,14 +28,14 @@ export interface KvPoolOptions {
   /** KV occupancy (0-1) that makes cached prefixes leave the pool, and the occupancy eviction brings it down to. */
   pressureHigh: number;
   pressureLow: number;
-  /** Lanes: in a shared pool cached prefixes keep at most one lane's share of the cells (features.md 2.2). */
+  /** Lanes: in a shared pool cached prefixes keep at most one lane's share of the cells (docs/design.md#prefix-cache). */
   lanes: number;
 }
 
 /** Shorter shared prefixes than this do not decide where a prompt runs (they save too little). */
 const MIN_PREFIX_REUSE = 16;
 
-/** Sequence count for a lane count (features.md 2.1: lanes + 2, within [4, 256]). */
+/** Sequence count for a lane count (docs/design.md#kv-layout: lanes + 2, within [4, 256]). */
 export function sequencesFor(lanes: number): number {
   return Math.min(256, Math.max(4, lanes + 2));
 }
@@ -206,7 +206,7 @@ export class KvPool {
   }
 
   /**
-   * The pressure watermarks (features.md 4.7): once the pool's occupancy
+   * The pressure watermarks (docs/design.md#memory-pressure): once the pool's occupancy
    * reaches the high mark, cached prefixes leave it, least recently used
    * first, for the host tier, until it is down to the low mark. Live lanes
    * are never touched.
@@ -226,7 +226,7 @@ export class KvPool {
     }
     if (!this.shared) return;
     // A shared pool: every step attends over the cells up to the highest in
-    // use, so cached prefixes keep at most one lane's share (features.md 2.2).
+    // use, so cached prefixes keep at most one lane's share (docs/design.md#prefix-cache).
     const share = Math.floor(total / this.opts.lanes);
     let cached = used - this.liveCells;
     for (const entry of this.cache.poolByAge()) {

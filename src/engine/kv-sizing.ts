@@ -1,4 +1,4 @@
-// How big the KV pool is and how it is laid out (features.md 2.1), decided
+// How big the KV pool is and how it is laid out (docs/design.md#kv-layout), decided
 // once when the worker loads its model:
 //
 // - `--max-context N`: one buffer of N cells per sequence (lanes + 2 of them),
@@ -60,7 +60,7 @@ export interface KvPlan {
   summary: string;
 }
 
-/** Fraction of free memory the pool may take (features.md 2.1). */
+/** Fraction of free memory the pool may take (docs/design.md#kv-layout). */
 export const KV_MEMORY_SHARE = 0.6;
 /** Memory left to everything else (compute buffers, the daemon, the system) before that share is taken. */
 export const KV_MEMORY_RESERVE = 2 ** 30;

@@ -1,5 +1,5 @@
 // Log-probabilities of one sampled position, from its logits row with the
-// request's logit bias applied (features.md 3.7: biased, unscaled logits;
+// request's logit bias applied (docs/design.md#sampling-chain: biased, unscaled logits;
 // penalties are not replayed here, see the engine issue note).
 
 export interface TokenLogprob {

@@ -1,4 +1,4 @@
-// The prefix cache (features.md 2.2, 5.5): what finished requests left in the
+// The prefix cache (docs/design.md#prefix-cache): what finished requests left in the
 // KV pool, plus the host tier, where prefixes that leave the pool are kept as
 // llama.cpp's own state export and imported back when a prompt reuses them.
 // One radix tree indexes both, by token ids only.
@@ -18,7 +18,7 @@ export type CacheEntry =
 export interface HostTierLimits {
   /** Bytes the host tier may hold; 0 turns it off. */
   bytes: number;
-  /** Tokens it may hold (the pool's cell count, features.md 2.2). */
+  /** Tokens it may hold (the pool's cell count, docs/design.md#host-tier). */
   tokens: number;
 }
 

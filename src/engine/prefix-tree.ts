@@ -2,7 +2,7 @@
 // token sequence whose KV is held somewhere (a free KV sequence in the pool, or
 // a state export in host memory). A lookup walks a prompt down the tree and
 // reports, for each kind of holder, the entry sharing the longest prefix with
-// it. Matching is on token ids only (features.md 5.5).
+// it. Matching is on token ids only (docs/design.md#prefix-cache).
 
 interface Node<E> {
   /** The tokens on the edge into this node. */

@@ -1,4 +1,4 @@
-// A lane's native sampler chain, built once per request. Order (features.md 3.4):
+// A lane's native sampler chain, built once per request. Order (docs/design.md#sampling-chain):
 // logit bias, penalties, then temperature followed by top-p, min-p and top-k
 // (all judged on the tempered distribution), then the seeded draw. Temperature 0 is
 // llama.cpp's own argmax.
@@ -98,7 +98,7 @@ export const GREEDY: SamplingSpec = {
   frequencyPenalty: 0,
 };
 
-/** Penalties look at the last 64 tokens, prompt included (features.md 3.3). */
+/** Penalties look at the last 64 tokens, prompt included (docs/design.md#sampling-chain). */
 export const PENALTY_WINDOW = 64;
 
 export function hasPenalties(s: SamplingSpec): boolean {
@@ -166,7 +166,7 @@ export class SamplerChain {
         "penalties",
       );
       // The window skips the model's special tokens (the turn markers, the stop set), so a
-      // penalty never makes ending the turn less likely (features.md 3.3).
+      // penalty never makes ending the turn less likely (docs/design.md#sampling-chain).
       const tail: number[] = [];
       for (let k = promptTail.length - 1; k >= 0 && tail.length < PENALTY_WINDOW; k--) {
         if (!model.isSpecial(promptTail[k]!)) tail.unshift(promptTail[k]!);

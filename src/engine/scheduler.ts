@@ -1,4 +1,4 @@
-// Scheduling policy (features.md 4.2-4.4, 4.6): QoS classes with one FIFO
+// Scheduling policy (docs/design.md#qos-scheduling): QoS classes with one FIFO
 // each, aging, per-class lane caps, and the per-tick prefill budget. The
 // engine asks it what to admit, whom to preempt and how much to prefill; it
 // holds no KV and calls nothing native.
@@ -12,31 +12,16 @@ export type QosName = (typeof QOS_NAMES)[number];
 /** Each class by name. */
 export const QOS = { interactive: 0, completion: 1, agent: 2, background: 3 } as const satisfies Record<QosName, QosClass>;
 
-/** The class of a request that names none (features.md 4.3). */
+/** The class of a request that names none (docs/api/openai.md#qos-classes). */
 export const DEFAULT_QOS: QosClass = QOS.agent;
 
-const ALIASES: Record<string, QosClass> = {
-  interactive: 0,
-  "interactive-chat": 0,
-  "0": 0,
-  completion: 1,
-  "inline-completion": 1,
-  "1": 1,
-  agent: 2,
-  foreground: 2,
-  "foreground-agent": 2,
-  "2": 2,
-  background: 3,
-  "background-agent": 3,
-  "3": 3,
-};
-
-/** A class from its name or alias (case-insensitive); undefined when it names none. */
-export function parseQos(raw: string): QosClass | undefined {
-  return ALIASES[raw.trim().toLowerCase()];
+/** A class from its own name (case-insensitive); undefined when it names none. Aliases are the HTTP layer's (src/http/qos.ts). */
+export function qosByName(name: string): QosClass | undefined {
+  const i = QOS_NAMES.indexOf(name.trim().toLowerCase() as QosName);
+  return i < 0 ? undefined : (i as QosClass);
 }
 
-/** Classes that may preempt a running lane of a lower class (features.md 4.4). */
+/** Classes that may preempt a running lane of a lower class (docs/design.md#preemption). */
 export function preempts(qos: QosClass): boolean {
   return qos <= QOS.completion;
 }
@@ -122,12 +107,16 @@ export class ClassQueues<T> {
 /** Lane caps per class (--class-lanes); a class without one is capped only by the lane count. */
 export type ClassLanes = Partial<Record<QosName, number>>;
 
-/** Parses `background=2,agent=6` (names or aliases), each cap 1..maxBatch. */
-export function parseClassLanes(raw: string, maxBatch: number): ClassLanes {
+/**
+ * Parses `background=2,agent=6`, each cap 1..maxBatch. `classOf` reads a class
+ * name: the classes' own names by default (what the daemon passes a worker);
+ * the serve flag also takes the aliases (src/http/qos.ts).
+ */
+export function parseLaneCaps(raw: string, maxBatch: number, classOf: (name: string) => QosClass | undefined = qosByName): ClassLanes {
   const caps: ClassLanes = {};
   for (const part of raw.split(",")) {
     const m = /^\s*([\w-]+)\s*=\s*(\d+)\s*$/.exec(part);
-    const qos = m ? parseQos(m[1]!) : undefined;
+    const qos = m ? classOf(m[1]!) : undefined;
     if (!m || qos === undefined) throw new Error(`--class-lanes expects class=N[,class=N...] with classes ${QOS_NAMES.join(", ")}; got '${part}'`);
     const n = Number(m[2]);
     if (n < 1 || n > maxBatch) throw new Error(`--class-lanes ${QOS_NAMES[qos]}=${n}: each cap must be between 1 and --max-batch (${maxBatch})`);
@@ -136,7 +125,7 @@ export function parseClassLanes(raw: string, maxBatch: number): ClassLanes {
   return caps;
 }
 
-/** Prompt tokens a tick may take, per features.md 4.6. */
+/** Prompt tokens a tick may take, per docs/design.md#prefill-budget. */
 export interface PrefillPolicy {
   /** --prefill-budget: tokens per tick (64-4096), or 0 for the adaptive controller. */
   budget: number;

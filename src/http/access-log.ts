@@ -1,4 +1,4 @@
-// One access-log line per generation (api.md 17.1), to stderr:
+// One access-log line per generation (docs/cli.md#logging), to stderr:
 // <-- 200 POST /v1/chat/completions model=m prompt=812 cached=640 completion=256
 //     ttft=312ms prefill=551 tok/s decode=74.9 tok/s total=3792ms finish=stop
 

@@ -1,18 +1,17 @@
-// /health, /props, /slots and /v1/tokenize (api.md 9).
+// /health, /props, /slots and /v1/tokenize (docs/api/openai.md#health).
 import { basename } from "node:path";
 import * as v from "valibot";
-import { TESTED_LLAMA_RELEASE } from "../../ffi/abi.ts";
 import type { ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { effectiveDefaults, type OperatorSampling } from "../daemon/sampling-resolve.ts";
-import { QOS_NAMES, type ClassLanes } from "../engine/scheduler.ts";
-import { ApiError } from "./errors.ts";
+import { QOS_NAMES } from "../engine/scheduler.ts";
+import { RequestError } from "./errors.ts";
 import { namedOrDefault } from "./models.ts";
 import { modelObject } from "./openai/models.ts";
 import { opt, parseWith } from "./validate.ts";
 
 /**
- * api.md 9: ok, or 503 `degraded` with the reason while the session log cannot be
+ * docs/api/openai.md#health: ok, or 503 `degraded` with the reason while the session log cannot be
  * written (every generation then fails with session_log_failed until a write succeeds).
  */
 export function health(registry: ModelRegistry) {
@@ -50,7 +49,7 @@ export function props(registry: ModelRegistry, operator: OperatorSampling, id: s
     eos_token: model.info.specialTokens.eos ?? null,
     kv_cache: kvCache(model),
     capabilities: modelObject(model).capabilities,
-    build_info: `superfluid (llama.cpp ${TESTED_LLAMA_RELEASE})`,
+    build_info: `superfluid (${model.runtime.version})`,
   };
 }
 
@@ -79,7 +78,8 @@ function perClass(counts: readonly number[]): Record<string, number> {
 /** One aggregate entry in llama.cpp's slot shape, with the engine's live numbers. */
 export async function slots(model: ServedModel) {
   const { snapshot: s } = await model.worker.stats();
-  const caps: ClassLanes = model.worker.opts.classLanes ?? {};
+  const schedule = model.worker.schedule;
+  const caps = schedule.classLanes;
   return [
     {
       id: 0,
@@ -109,10 +109,10 @@ export async function slots(model: ServedModel) {
       tick_plan: {
         prefill_budget: s.prefillBudget,
         // --prefill-budget as configured: 0 = the adaptive controller.
-        prefill_budget_mode: model.worker.opts.prefillBudget === 0 ? "adaptive" : "fixed",
+        prefill_budget_mode: schedule.prefillBudget === 0 ? "adaptive" : "fixed",
         decode_grant: s.activeLanes - s.prefilling,
         ms_per_prompt_token: s.msPerPromptToken ?? null,
-        starvation_ticks: model.worker.opts.starvationTicks ?? null,
+        starvation_ticks: schedule.starvationTicks ?? null,
       },
       totals: {
         ticks: s.ticks,
@@ -166,10 +166,10 @@ export async function tokenize(registry: ModelRegistry, body: unknown) {
   const req = parseWith(tokenizeSchema, body);
   const model = namedOrDefault(registry, req.model);
   const text = req.content ?? req.text ?? req.input;
-  if (text === undefined || text === null) throw new ApiError(400, "content is required: the text to tokenize", null, "content");
+  if (text === undefined || text === null) throw new RequestError(400, "content is required: the text to tokenize", null, "content");
   if (text.length > TOKENIZE_MAX_CHARS) {
     const field = req.content != null ? "content" : req.text != null ? "text" : "input";
-    throw new ApiError(400, `${field} is ${text.length} characters long; /v1/tokenize takes at most ${TOKENIZE_MAX_CHARS}`, "text_too_long", field);
+    throw new RequestError(400, `${field} is ${text.length} characters long; /v1/tokenize takes at most ${TOKENIZE_MAX_CHARS}`, "text_too_long", field);
   }
   const tokens = Array.from(await model.prompts.tokenize(text, { addSpecial: req.add_special ?? false, parseSpecial: true }));
   if (!req.with_pieces) return { tokens };

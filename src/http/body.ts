@@ -2,7 +2,7 @@
 // so a 100 MiB+ body is refused (413) without being buffered whole. Only JSON
 // is read: a form or text/plain POST is what any web page can send without a
 // CORS preflight, so it is refused (415) before its body is looked at.
-import { ApiError, MAX_BODY_BYTES, badRequest, payloadTooLarge } from "./errors.ts";
+import { RequestError, MAX_BODY_BYTES, invalidRequest, payloadTooLarge } from "./errors.ts";
 
 /** application/json and the +json types; no Content-Type at all reads as JSON too. */
 function checkJsonContentType(request: Request): void {
@@ -10,7 +10,7 @@ function checkJsonContentType(request: Request): void {
   if (declared === null) return;
   const essence = declared.split(";", 1)[0]!.trim().toLowerCase();
   if (essence === "application/json" || /^application\/[!#$%&'*.^`|~\w-]+\+json$/.test(essence)) return;
-  throw new ApiError(415, `the request body must be JSON (content-type: application/json), not '${essence}'`, "unsupported_media_type", null);
+  throw new RequestError(415, `the request body must be JSON (content-type: application/json), not '${essence}'`, "unsupported_media_type", null);
 }
 
 /**
@@ -32,7 +32,7 @@ function checkDepth(text: string): void {
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x5b || c === 0x7b) {
-      if (++depth > MAX_JSON_DEPTH) throw badRequest(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+      if (++depth > MAX_JSON_DEPTH) throw invalidRequest(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
     } else if (c === 0x5d || c === 0x7d) depth--;
   }
 }
@@ -41,7 +41,7 @@ export async function readJsonBody(request: Request, limit = MAX_BODY_BYTES): Pr
   checkJsonContentType(request);
   const declared = Number(request.headers.get("content-length") ?? NaN);
   if (declared > limit) throw payloadTooLarge();
-  if (!request.body) throw badRequest("request body is empty; expected a JSON object");
+  if (!request.body) throw invalidRequest("request body is empty; expected a JSON object");
   const chunks: Uint8Array[] = [];
   let size = 0;
   const reader = request.body.getReader();
@@ -51,7 +51,7 @@ export async function readJsonBody(request: Request, limit = MAX_BODY_BYTES): Pr
       step = await reader.read();
     } catch {
       // The client went away before its whole body arrived: nobody is left to answer.
-      throw badRequest("the request body ended before all of it arrived");
+      throw invalidRequest("the request body ended before all of it arrived");
     }
     const { done, value } = step;
     if (done) break;
@@ -63,11 +63,11 @@ export async function readJsonBody(request: Request, limit = MAX_BODY_BYTES): Pr
     chunks.push(value);
   }
   const text = Buffer.concat(chunks).toString("utf8");
-  if (text.trim() === "") throw badRequest("request body is empty; expected a JSON object");
+  if (text.trim() === "") throw invalidRequest("request body is empty; expected a JSON object");
   checkDepth(text);
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new ApiError(400, `request body is not valid JSON: ${(err as Error).message}`);
+    throw new RequestError(400, `request body is not valid JSON: ${(err as Error).message}`);
   }
 }

@@ -1,10 +1,10 @@
-// Non-streaming keep-alive (api.md 4.2): with --nonstream-keepalive, a
+// Non-streaming keep-alive (docs/api/openai.md#non-streaming-keep-alive): with --nonstream-keepalive, a
 // non-streamed generation commits `200 OK` (header
 // `x-superfluid-keepalive: whitespace`) when it is admitted, writes one space
 // every interval, then the JSON body; JSON parsers skip the leading spaces.
 // Before admission an error keeps its own status; after it, it can only be
 // the error envelope in the body.
-import { asApiError } from "./errors.ts";
+import { asRequestError, type RequestError } from "./errors.ts";
 
 export const KEEPALIVE_HEADER = "x-superfluid-keepalive";
 
@@ -23,6 +23,8 @@ export interface NonStreamOptions {
   cancel: () => void;
   /** For the server log when an error lands in a committed body. */
   route: string;
+  /** An error that lands in a committed body, in the family's envelope. */
+  errorBody: (err: RequestError) => unknown;
 }
 
 /**
@@ -72,9 +74,9 @@ export async function nonStreamResponse(o: NonStreamOptions): Promise<Response> 
         clearInterval(timer);
         if (s.kind === "done") write(JSON.stringify(s.reply.body));
         else {
-          const api = asApiError(s.error);
-          if (api.status >= 500) console.error(`superfluid: POST ${o.route}: ${api.message}`);
-          write(JSON.stringify(api.envelope()));
+          const err = asRequestError(s.error);
+          if (err.status >= 500) console.error(`superfluid: POST ${o.route}: ${err.message}`);
+          write(JSON.stringify(o.errorBody(err)));
         }
         if (closed) return;
         closed = true;

@@ -9,12 +9,19 @@
 import { createServer, METHODS, STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import { ApiError, asApiError } from "./errors.ts";
+import { asRequestError, RequestError } from "./errors.ts";
 
 export interface HttpHandler {
   fetch(request: Request): Promise<Response> | Response;
   /** The refusal of a request parsed no further than its request line: a method the parser does not know, or CONNECT. */
-  refuse(method: string, target: string): ApiError;
+  refuse(method: string, target: string): RequestError;
+  /** An error's JSON body in the envelope of the API family that owns `path`. */
+  errorBody(path: string, err: RequestError): unknown;
+}
+
+function errorReply(handler: HttpHandler, path: string, err: unknown): Response {
+  const e = asRequestError(err);
+  return Response.json(handler.errorBody(path, e), { status: e.status, headers: e.headers });
 }
 
 export interface Listener {
@@ -24,7 +31,7 @@ export interface Listener {
 
 const peers = new WeakMap<Request, string>();
 
-/** The TCP peer's address of a request the listener made (X-Forwarded-For is never read, api.md 16.4). */
+/** The TCP peer's address of a request the listener made (X-Forwarded-For is never read, docs/api/openai.md#fill-in-the-middle). */
 export function peerAddress(request: Request): string {
   return peers.get(request) ?? "unknown";
 }
@@ -61,7 +68,7 @@ function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {
 
 function toRequest(req: IncomingMessage, base: string, signal: AbortSignal): Request {
   const target = req.url ?? "";
-  if (!target.startsWith("/")) throw new ApiError(400, "the request target must be a path starting with '/'");
+  if (!target.startsWith("/")) throw new RequestError(400, "the request target must be a path starting with '/'");
   const headers = new Headers();
   for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
   // HEAD is answered as GET; node:http leaves the body out.
@@ -79,12 +86,12 @@ async function respond(handler: HttpHandler, req: IncomingMessage, base: string,
     request = toRequest(req, base, signal);
   } catch (err) {
     // Headers node:http let through that a Request cannot carry.
-    return (err instanceof ApiError ? err : new ApiError(400, "malformed HTTP request")).toResponse();
+    return errorReply(handler, req.url ?? "/", err instanceof RequestError ? err : new RequestError(400, "malformed HTTP request"));
   }
   try {
     return await handler.fetch(request);
   } catch (err) {
-    return asApiError(err).toResponse();
+    return errorReply(handler, req.url ?? "/", err);
   }
 }
 
@@ -150,9 +157,9 @@ async function send(req: IncomingMessage, res: ServerResponse, response: Respons
 }
 
 /** A refusal written straight to a socket node:http did not make a request of, then closed. */
-function writeRaw(socket: Duplex, error: ApiError): void {
+function writeRaw(handler: HttpHandler, socket: Duplex, error: RequestError, path = "/"): void {
   if (!socket.writable) return void socket.destroy();
-  const body = JSON.stringify(error.envelope());
+  const body = JSON.stringify(handler.errorBody(path, error));
   const headers = { "content-type": "application/json", ...error.headers, "content-length": String(Buffer.byteLength(body)), connection: "close" };
   const head = [`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ""}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
   socket.end(`${head.join("\r\n")}\r\n\r\n${body}`);
@@ -178,9 +185,9 @@ function refusedRequestLine(raw: Buffer | undefined): [string, string] | undefin
 function clientError(handler: HttpHandler, err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex): void {
   if (err.code === "ECONNRESET") return void socket.destroy();
   const line = err.code === "HPE_INVALID_METHOD" ? refusedRequestLine(err.rawPacket) : undefined;
-  if (line) return writeRaw(socket, handler.refuse(...line));
-  if (err.code === "HPE_HEADER_OVERFLOW") return writeRaw(socket, new ApiError(431, "the request headers are too large"));
-  writeRaw(socket, new ApiError(400, "malformed HTTP request"));
+  if (line) return writeRaw(handler, socket, handler.refuse(...line), line[1]);
+  if (err.code === "HPE_HEADER_OVERFLOW") return writeRaw(handler, socket, new RequestError(431, "the request headers are too large"));
+  writeRaw(handler, socket, new RequestError(400, "malformed HTTP request"));
 }
 
 export function listen(handler: HttpHandler, hostname: string, port: number): Promise<Listener> {
@@ -200,7 +207,7 @@ export function listen(handler: HttpHandler, hostname: string, port: number): Pr
   server.requestTimeout = 0;
   server.timeout = 0;
   server.on("clientError", (err, socket) => clientError(handler, err, socket));
-  server.on("connect", (req: IncomingMessage, socket: Duplex) => writeRaw(socket, handler.refuse(req.method ?? "CONNECT", req.url ?? "")));
+  server.on("connect", (req: IncomingMessage, socket: Duplex) => writeRaw(handler, socket, handler.refuse(req.method ?? "CONNECT", req.url ?? "")));
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen({ host: hostname, port, exclusive: true }, () => {

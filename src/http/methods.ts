@@ -1,7 +1,7 @@
 // Which methods a path answers, from the app's route table: a path that
 // exists answers another method with 405 and an Allow header, one that does
-// not with 404 (api.md 4.4 envelope either way).
-import { ApiError } from "./errors.ts";
+// not with 404 (the envelope of docs/api/openai.md#error-envelope either way).
+import { RequestError } from "./errors.ts";
 
 export interface RouteEntry {
   method: string;
@@ -34,15 +34,15 @@ export class RouteTable {
   }
 
   /** The answer to a request no route took: 405 with Allow when the path exists, else 404. */
-  unrouted(method: string, target: string): ApiError {
+  unrouted(method: string, target: string): RequestError {
     const path = target.split("?", 1)[0]!;
     if (!path.startsWith("/")) {
       // CONNECT's authority target, an asterisk: nothing here is addressed that way.
       const all = allowList(this.entries.map((e) => e.method));
-      return new ApiError(405, `${method} ${target} is not supported: this server is not a proxy and takes only paths`, "method_not_allowed", null, undefined, { allow: all.join(", ") });
+      return new RequestError(405, `${method} ${target} is not supported: this server is not a proxy and takes only paths`, "method_not_allowed", null, { allow: all.join(", ") });
     }
     const allow = this.allowed(path);
-    if (allow.length === 0) return new ApiError(404, `no route ${method} ${path}`);
-    return new ApiError(405, `${method} is not allowed on ${path}; it takes ${allow.join(", ")}`, "method_not_allowed", null, undefined, { allow: allow.join(", ") });
+    if (allow.length === 0) return new RequestError(404, `no route ${method} ${path}`);
+    return new RequestError(405, `${method} is not allowed on ${path}; it takes ${allow.join(", ")}`, "method_not_allowed", null, { allow: allow.join(", ") });
   }
 }

@@ -1,10 +1,10 @@
-// Origin and Host checks on every request (api.md 16.2): a page from anywhere
+// Origin and Host checks on every request (docs/api/openai.md#request-checks): a page from anywhere
 // but this machine may not drive the server through a visitor's browser
 // (Origin), and neither may a name an attacker's DNS points here (Host, the
 // DNS-rebinding defence).
 import { isIP } from "node:net";
 import { hostname } from "node:os";
-import { ApiError } from "./errors.ts";
+import { RequestError } from "./errors.ts";
 
 export interface HostPolicy {
   /** The address the listener is bound to. */
@@ -30,7 +30,7 @@ function hostName(value: string): string | undefined {
   return m?.[1];
 }
 
-/** api.md 16.2's Host table. */
+/** The Host table of docs/api/openai.md#request-checks. */
 function hostAccepted(value: string, policy: HostPolicy): boolean {
   const name = hostName(value)?.toLowerCase();
   if (name === undefined) return false;
@@ -52,16 +52,16 @@ function isLocalOrigin(origin: string): boolean {
 }
 
 /** The 403 a request gets before any route runs, or undefined when it may go on. */
-export function foreignRequestRefusal(request: Request, policy: HostPolicy): ApiError | undefined {
+export function foreignRequestRefusal(request: Request, policy: HostPolicy): RequestError | undefined {
   const origin = request.headers.get("origin");
   if (origin !== null && !isLocalOrigin(origin)) {
-    return new ApiError(403, `requests from the page origin '${origin}' are refused: only pages on this machine may call this server`, "origin_refused");
+    return new RequestError(403, `requests from the page origin '${origin}' are refused: only pages on this machine may call this server`, "origin_refused");
   }
   // A request with no Host (HTTP/1.0) did not come from a browser.
   const host = request.headers.get("host");
   if (host !== null && !hostAccepted(host, policy)) {
     const where = isLoopbackName(policy.bind) ? "this server listens on loopback and answers only loopback names" : "this server answers only its own names and IP addresses";
-    return new ApiError(403, `the Host '${host}' is refused: ${where}`, "origin_refused");
+    return new RequestError(403, `the Host '${host}' is refused: ${where}`, "origin_refused");
   }
   return undefined;
 }

@@ -1,13 +1,15 @@
-// QoS over HTTP (api.md 4.1, 16.5, 20): the class a request runs in, from the
+// QoS over HTTP (docs/api/openai.md#qos-classes): the class a request runs in, from the
 // x-superfluid-qos header (unless the operator turned it off) or
-// --http-default-qos, and the batch-invariant header's permission check.
-import { DEFAULT_QOS, parseQos, QOS_NAMES, type QosClass } from "../engine/scheduler.ts";
-import { ApiError } from "./errors.ts";
+// --http-default-qos, and the batch-invariant header's permission check. The
+// engine knows its classes by their own names only; the aliases and numbers
+// clients (and the serve flags) may use instead are read here.
+import { DEFAULT_QOS, parseLaneCaps, QOS_NAMES, type ClassLanes, type QosClass } from "../engine/scheduler.ts";
+import { RequestError } from "./errors.ts";
 
 export const QOS_HEADER = "x-superfluid-qos";
 export const BATCH_INVARIANT_HEADER = "x-superfluid-batch-invariant";
 
-/** The operator's QoS trust settings (api.md 16.5). */
+/** The operator's QoS trust settings (docs/cli.md#http-policy-flags). */
 export interface QosPolicy {
   /** --http-default-qos: the class of a request that names none. */
   defaultQos: QosClass;
@@ -15,6 +17,32 @@ export interface QosPolicy {
   honourHeader: boolean;
   /** --http-allow-batch-invariant. */
   allowBatchInvariant: boolean;
+}
+
+const ALIASES: Record<string, QosClass> = {
+  interactive: 0,
+  "interactive-chat": 0,
+  "0": 0,
+  completion: 1,
+  "inline-completion": 1,
+  "1": 1,
+  agent: 2,
+  foreground: 2,
+  "foreground-agent": 2,
+  "2": 2,
+  background: 3,
+  "background-agent": 3,
+  "3": 3,
+};
+
+/** A class from its name, alias or number (case-insensitive); undefined when it names none. */
+export function parseQos(raw: string): QosClass | undefined {
+  return ALIASES[raw.trim().toLowerCase()];
+}
+
+/** --class-lanes as an operator writes it (`background=2,foreground=4`): names, aliases or numbers, each cap 1..maxBatch. */
+export function parseClassLanes(raw: string, maxBatch: number): ClassLanes {
+  return parseLaneCaps(raw, maxBatch, parseQos);
 }
 
 export const DEFAULT_QOS_POLICY: QosPolicy = { defaultQos: DEFAULT_QOS, honourHeader: true, allowBatchInvariant: false };
@@ -31,12 +59,12 @@ export function requestQos(policy: QosPolicy, headers: Headers): QosClass {
   if (raw === null) return policy.defaultQos;
   const qos = parseQos(raw);
   if (qos === undefined) {
-    throw new ApiError(400, `${QOS_HEADER}: '${raw}' is not a QoS class; accepted: ${ACCEPTED}`, null, QOS_HEADER);
+    throw new RequestError(400, `${QOS_HEADER}: '${raw}' is not a QoS class; accepted: ${ACCEPTED}`, null, QOS_HEADER);
   }
   return qos;
 }
 
-/** api.md 0.9: `true` or `1`, case-insensitive, turns it on; anything else (or nothing) is off. */
+/** docs/api/openai.md#headers: `true` or `1`, case-insensitive, turns it on; anything else (or nothing) is off. */
 export function wantsBatchInvariant(headers: Headers): boolean {
   const raw = headers.get(BATCH_INVARIANT_HEADER)?.trim().toLowerCase();
   return raw === "true" || raw === "1";
@@ -44,15 +72,15 @@ export function wantsBatchInvariant(headers: Headers): boolean {
 
 /**
  * Refuses a batch-invariant request unless the operator allows them: 403 with
- * `admin_required` (api.md 0.8). When allowed the request is accepted and run
+ * `admin_required` (docs/api/openai.md#error-codes). When allowed the request is accepted and run
  * like any other: llama.cpp has no batch-invariant kernels, so a lane that
  * ticks alone would give the same numbers as one that shares its batch only
  * by accident, and this runtime does not pretend to isolate it
- * (features.md 4.5).
+ * (docs/api/openai.md#headers).
  */
 export function checkBatchInvariant(policy: QosPolicy, headers: Headers): void {
   if (!wantsBatchInvariant(headers) || policy.allowBatchInvariant) return;
-  throw new ApiError(
+  throw new RequestError(
     403,
     `${BATCH_INVARIANT_HEADER} asks for a lane that ticks alone, which this server does not allow (start it with --http-allow-batch-invariant)`,
     "admin_required",

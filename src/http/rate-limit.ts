@@ -1,4 +1,4 @@
-// Per-client token buckets (api.md 6, 16.4): `capacity` tokens, refilled at
+// Per-client token buckets (docs/api/openai.md#fill-in-the-middle): `capacity` tokens, refilled at
 // `rate` per second; one request takes one. An empty bucket answers how long
 // until the next token, for the 429's Retry-After.
 

@@ -1,7 +1,7 @@
 // valibot schemas to typed requests, with OpenAI-style 400s that name the
 // offending field (`param`, e.g. "messages[1].content").
 import * as v from "valibot";
-import { badRequest } from "./errors.ts";
+import { invalidRequest } from "./errors.ts";
 
 function paramOf(issue: v.BaseIssue<unknown>): string | null {
   const path = issue.path ?? [];
@@ -18,7 +18,7 @@ export function parseWith<S extends v.GenericSchema>(schema: S, input: unknown):
   if (result.success) return result.output;
   const issue = result.issues[0];
   const param = paramOf(issue);
-  throw badRequest(param ? `${param}: ${issue.message}` : issue.message, param);
+  throw invalidRequest(param ? `${param}: ${issue.message}` : issue.message, param);
 }
 
 /** An optional field that may also be sent as null. */

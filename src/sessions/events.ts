@@ -1,4 +1,4 @@
-// Session log records (features.md 5.1). Each line of <sessions>/wal.log holds one
+// Session log records (docs/design.md#session-records). Each line of <sessions>/wal.log holds one
 // SessionEvent as JSON. Only the record kinds written today are typed here; the log
 // reader accepts any body object, so kinds added later (Forked, Message, ToolUse, ...)
 // replay without a format change.

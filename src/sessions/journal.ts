@@ -1,4 +1,4 @@
-// Every generation as a durable session (features.md 5.1): its prompt span and
+// Every generation as a durable session (docs/design.md#durable-sessions): its prompt span and
 // every token the engine commits go into the session log, and the worker
 // client delivers nothing to a reader before the log has it on disk. Spans are
 // token ids, so a replay never re-renders; the text beside them is for people
@@ -6,10 +6,26 @@
 // the journal then forgets them, and records nothing more for them.
 import { IncrementalDecoder } from "../codec/index.ts";
 import type { Tokenizer } from "../codec/tokenizer.ts";
-import type { GenerateRequest, GenerationJournal } from "../daemon/worker-client.ts";
-import type { FinishReason } from "../engine/jobs.ts";
+import type { FinishReason, GenerateRequest } from "../engine/jobs.ts";
 import { FINISH, type FinishCode } from "./events.ts";
 import type { SessionStore } from "./store.ts";
+
+/**
+ * What the worker client records every generation through (SessionJournal
+ * below is the session log's). Calls are synchronous and buffered; the worker
+ * client delivers nothing recorded to a reader before flush() has made it
+ * durable.
+ */
+export interface GenerationJournal {
+  begin(id: string, job: GenerateRequest): void;
+  tokens(id: string, tokens: number[]): void;
+  /** The generation ended; "crashed" when its worker died under it. */
+  end(id: string, reason: FinishReason | "crashed", job: GenerateRequest): void;
+  /** Rejects when the records could not be made durable; a later flush tries again. */
+  flush(): Promise<void>;
+  /** Why the journal cannot be written, while it cannot (null or absent when it can). */
+  readonly failure?: Error | null;
+}
 
 interface OpenSession {
   session: number;
@@ -41,7 +57,7 @@ export class SessionJournal implements GenerationJournal {
 
   begin(id: string, job: GenerateRequest): void {
     const s = job.sampling;
-    // Per-request extras (penalties, logit_bias, logprobs) are not recorded (features.md 5.2).
+    // Per-request extras (penalties, logit_bias, logprobs) are not recorded (docs/design.md#session-records).
     const session = this.store.create({
       model: this.model,
       max_tokens: job.maxTokens,

@@ -1,5 +1,5 @@
-// One server per sessions directory (features.md 5.2, api.md "Rules common to all
-// HTTP routes"): <dir>/serve.lock is held while running and holds the pid as text.
+// One server per sessions directory
+// (docs/design.md#the-sessions-lock): <dir>/serve.lock is held while running and holds the pid as text.
 //
 // POSIX: an advisory flock(LOCK_EX | LOCK_NB) on the open file, through bun:ffi. The
 // kernel drops it when the process dies, however it dies, so a lock file left by a

@@ -1,4 +1,4 @@
-// The durable session store (features.md 5.1-5.4): one append-only log per sessions
+// The durable session store (docs/design.md#durable-sessions): one append-only log per sessions
 // directory, <dir>/wal.log (format and durability: wal.ts), owned by one server at a
 // time through <dir>/serve.lock (lock.ts).
 //
@@ -14,7 +14,7 @@
 //   5. Epoch: a fresh or empty log starts at epoch 1 with no record written. A log with
 //      records continues at (highest epoch in it) + 1, and an EpochBump record (session 0)
 //      is appended and synced before open() resolves: whatever generation was in flight
-//      before the restart belongs to an older epoch and is fenced off (features.md 5.3).
+//      before the restart belongs to an older epoch and is fenced off (docs/design.md#recovery-and-epochs).
 //      Every open of a non-empty log bumps, crash or clean stop alike.
 //
 // Ids: sessions count from 1, continuing after the highest id in the log (never reused

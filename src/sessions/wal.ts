@@ -4,7 +4,7 @@
 //   <crc32 of the JSON's UTF-8 bytes, 8 lowercase hex digits> <space> <SessionEvent JSON> "\n"
 // A record is complete when its line ends with "\n". Scanning at open: an incomplete
 // last line is a torn write and is cut off; a complete line whose checksum or JSON
-// fails is corruption, and the server refuses to start (features.md 5.4).
+// fails is corruption, and the server refuses to start (docs/design.md#recovery-and-epochs).
 //
 // Durability: records are buffered in memory by push() and made durable by flush():
 // one write() of everything buffered (into the page cache, synchronously: a few KB take

@@ -2,7 +2,7 @@
 // [--max-context N|auto] [--kv-pool N] [--threads N] [--prefill-budget N] [--host-cache-mb N]
 // [--pressure-high PCT] [--pressure-low PCT] [--class-lanes class=N,...]
 // [--starvation-ticks N]`.
-import { parseClassLanes, type ClassLanes } from "../engine/scheduler.ts";
+import { parseLaneCaps, type ClassLanes } from "../engine/scheduler.ts";
 import { physicalCores } from "../engine/threads.ts";
 
 export interface WorkerArgs {
@@ -25,7 +25,7 @@ export interface WorkerArgs {
 
 export const WORKER_DEFAULTS = { maxBatch: 8, prefillBudget: 512, pressureHigh: 85, pressureLow: 70 };
 
-/** The smallest window (features.md 2.1: floor 512). */
+/** The smallest window (docs/design.md#kv-layout: floor 512). */
 export const MIN_CONTEXT = 512;
 
 export class UsageError extends Error {}
@@ -92,7 +92,7 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
   if (!args.model) throw new UsageError("the worker needs --model");
   if (classLanes !== undefined) {
     try {
-      args.classLanes = parseClassLanes(classLanes, args.maxBatch ?? WORKER_DEFAULTS.maxBatch);
+      args.classLanes = parseLaneCaps(classLanes, args.maxBatch ?? WORKER_DEFAULTS.maxBatch);
     } catch (err) {
       throw new UsageError((err as Error).message);
     }

@@ -39,7 +39,7 @@ function describe(args: WorkerArgs, model: LlamaModel, engine: Engine, plan: KvP
 }
 
 /**
- * The host tier's default bound (features.md 2.2): 60% of the host memory the
+ * The host tier's default bound (docs/design.md#host-tier): 60% of the host memory the
  * model and its context leave free, at most 8 GiB. Asked once the context
  * (its KV) exists; an mmapped model's pages count as available, so its
  * weights come off here too. The tier fills only as prefixes leave the pool.
@@ -50,7 +50,7 @@ function defaultHostCacheBytes(model: LlamaModel): number {
 
 /**
  * Builds the engine on the planned KV layout (kv-sizing.ts). KV sized from
- * memory that llama.cpp cannot allocate gives way (features.md 2.1): per-lane
+ * memory that llama.cpp cannot allocate gives way (docs/design.md#kv-layout): per-lane
  * buffers to a shared pool, a shared pool to half of it, down to one window.
  */
 function buildEngine(args: WorkerArgs, model: LlamaModel): { engine: Engine; plan: KvPlan } {

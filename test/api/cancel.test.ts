@@ -1,5 +1,5 @@
-// A client that disconnects cancels its generation at the next tick (api.md
-// 4.3, seed "Streaming"): the lane is freed and decoding stops, streamed or
+// A client that disconnects cancels its generation at the next tick
+// (docs/api/openai.md#streaming): the lane is freed and decoding stops, streamed or
 // not, one choice or several. A 4096-token window makes an uncancelled
 // generation run for seconds, so a lane still busy after the abort shows.
 import { describe, expect, test } from "bun:test";

@@ -1,4 +1,4 @@
-// POST /v1/chat/completions over HTTP (api.md 5, seed "Chat completions"):
+// POST /v1/chat/completions over HTTP (docs/api/openai.md#chat-completions):
 // response shape, streaming, n choices, logprobs, stop strings, token caps,
 // seeds, template switches. Driven with raw fetch and the official SDK.
 // The tiny model has random weights: tests check structure and determinism.
@@ -431,7 +431,7 @@ describe("logprobs", () => {
 });
 
 describe("stop strings", () => {
-  // ignore_eos ignores every stop condition, stop strings included (api.md 5.2), so these requests leave it off.
+  // ignore_eos ignores every stop condition, stop strings included (docs/api/openai.md#sampling-fields), so these requests leave it off.
   const greedyStops = (extra: Record<string, unknown> = {}) => greedy({ ignore_eos: false, ...extra });
   const baseline = async () => {
     const { json } = await chat(greedyStops({ max_tokens: 40, logprobs: true }));

@@ -1,5 +1,5 @@
 // POST /v1/completions as OpenAI's completions API and its clients use it
-// (api.md 6): stop strings, n choices, prompts as arrays of strings, token ids
+// (docs/api/openai.md#completions): stop strings, n choices, prompts as arrays of strings, token ids
 // and token-id arrays, best_of, usage summed over prompts. Driven with the
 // official SDK and raw HTTP/SSE. The tiny model has random weights: expected
 // texts come from greedy replies generated first, never from fixed strings.
@@ -11,7 +11,7 @@ const s = useServer();
 const PROMPT = "once upon a time there was";
 const OTHER = "the ship sailed north across";
 
-/** A greedy request that runs to max_tokens (ignore_eos also ignores stop strings, api.md 5.2). */
+/** A greedy request that runs to max_tokens (ignore_eos also ignores stop strings, docs/api/openai.md#sampling-fields). */
 const greedy = (extra: Record<string, unknown> = {}): Record<string, any> => ({
   model: s.model,
   prompt: PROMPT,

@@ -1,5 +1,5 @@
 // The OpenAI error envelope and status of every error row that applies on
-// llama.cpp (api.md 4.4, seed "Errors"), the 100 MiB body limit enforced while
+// llama.cpp (docs/api/openai.md#error-codes), the 100 MiB body limit enforced while
 // streaming, retired and unknown routes, and that no bad input crashes the
 // worker or leaks a lane.
 import { afterAll, describe, expect, test } from "bun:test";

@@ -1,5 +1,5 @@
-// Fill-in-the-middle on POST /v1/completions (api.md 6, seed "Completions and
-// fill-in-the-middle"): prompt assembly per fim_mode checked token by token
+// Fill-in-the-middle on POST /v1/completions
+// (docs/api/openai.md#fill-in-the-middle): prompt assembly per fim_mode checked token by token
 // against the tiny-fim fixture's FIM tokens, the refusals, the reply's
 // superfluid object, the completion class, no session log, the per-client
 // bucket's 429 + Retry-After, the start deadline, --fim-model, and arrays of

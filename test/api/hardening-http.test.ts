@@ -1,5 +1,5 @@
 // Hostile HTTP input: no reply carries a debug page, a stack or a path of this
-// machine; pages elsewhere and DNS-rebinding names are refused (api.md 16.2);
+// machine; pages elsewhere and DNS-rebinding names are refused (docs/api/openai.md#request-checks);
 // only JSON bodies are read (415); pipelined requests are all answered, in
 // order; a method a path does not take is 405 with Allow; and request fields of
 // the wrong shape are 400s naming the field. Requests the fetch API cannot
@@ -9,7 +9,7 @@ import { describe, expect, test } from "bun:test";
 import { connect } from "node:net";
 import { hostname } from "node:os";
 import { basename, dirname } from "node:path";
-import { asApiError } from "../../src/http/errors.ts";
+import { asRequestError as asApiError } from "../../src/http/errors.ts";
 import { foreignRequestRefusal, type HostPolicy } from "../../src/http/origin-guard.ts";
 import { fixturePath } from "../support/models.ts";
 import { envelope, getJson, parseRawResponse, postJson, useServer, user, type RawResponse } from "./support.ts";
@@ -128,7 +128,7 @@ describe("no reply is a debug page, a stack or a path of this machine", () => {
   });
 });
 
-describe("Origin and Host (api.md 16.2)", () => {
+describe("Origin and Host (docs/api/openai.md#request-checks)", () => {
   test("an Origin that is not a page on this machine: 403 origin_refused, and nothing runs", async () => {
     for (const origin of ["http://evil.example", "https://localhost.evil.example", "null", "http://10.0.0.1:8453"]) {
       const health = await one("GET", "/health", { origin });

@@ -1,4 +1,4 @@
-// --nonstream-keepalive (api.md 4.2): a non-streamed generation commits 200
+// --nonstream-keepalive (docs/api/openai.md#non-streaming-keep-alive): a non-streamed generation commits 200
 // with `x-superfluid-keepalive: whitespace` at admission and writes a space
 // every interval, so a client (or proxy) that drops idle sockets still gets
 // the JSON of a slow reply. The client here is a raw socket that gives up

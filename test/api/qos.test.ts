@@ -1,4 +1,4 @@
-// QoS over HTTP (api.md 4.1, 16.5, 20): the x-superfluid-qos header (names,
+// QoS over HTTP (docs/api/openai.md#qos-classes): the x-superfluid-qos header (names,
 // aliases, numbers; an unknown value is a 400), --http-default-qos,
 // --no-http-qos-header, x-superfluid-batch-invariant (403 admin_required unless
 // --http-allow-batch-invariant), and the scheduling fields of /slots. The class
@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { checkBatchInvariant, DEFAULT_QOS_POLICY, requestQos, wantsBatchInvariant } from "../../src/http/qos.ts";
-import { ApiError } from "../../src/http/errors.ts";
+import { RequestError as ApiError } from "../../src/pipeline/request-error.ts";
 import { envelope, post, slots, useServer, user, waitIdle, type TestServer } from "./support.ts";
 
 const s = useServer({ maxBatch: 2, maxContext: 4096, extraArgs: ["--class-lanes", "background=1", "--starvation-ticks", "5", "--prefill-budget", "0"] });

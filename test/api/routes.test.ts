@@ -1,4 +1,4 @@
-// The routes around chat (api.md 6, 8.1, 9): /v1/models, /health, /props,
+// The routes around chat (docs/api/openai.md#models): /v1/models, /health, /props,
 // /slots, /v1/tokenize and /v1/completions, streamed and not.
 import { describe, expect, test } from "bun:test";
 import { envelope, getJson, post, postJson, readSse, useServer } from "./support.ts";
@@ -215,7 +215,7 @@ describe("/v1/completions", () => {
     const lp = sse.events.map((e) => e.choices[0].logprobs).filter(Boolean);
     expect(lp.flatMap((l: any) => l.tokens)).toEqual(ref.json.choices[0].logprobs.tokens);
     // The second run may reuse the first's KV (a different prefill shape), which
-    // moves logits in the last bits (features.md 3.6): compare to 1e-3.
+    // moves logits in the last bits (docs/design.md#determinism): compare to 1e-3.
     const streamed = lp.flatMap((l: any) => l.token_logprobs) as number[];
     const whole = ref.json.choices[0].logprobs.token_logprobs as number[];
     expect(streamed.length).toBe(whole.length);

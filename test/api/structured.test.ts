@@ -1,4 +1,4 @@
-// Structured output over HTTP (features.md 6): response_format json_object
+// Structured output over HTTP (docs/api/openai.md#structured-output): response_format json_object
 // and json_schema, the raw `grammar` field, and the 400s for what cannot be
 // enforced, before any generation starts.
 import Ajv2020 from "ajv/dist/2020";

@@ -1,9 +1,11 @@
-// Durability of every generation (features.md 5.1): nothing reaches a reader
+// Durability of every generation (docs/design.md#durable-sessions): nothing reaches a reader
 // before the session log holds it, and what the log holds is exactly what the
 // engine produced: the prompt span, every generated token, and how it ended.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { GREEDY } from "../../src/engine/sampling.ts";
-import { JournalError, WorkerClient, type GenerateRequest, type GenerationJournal } from "../../src/daemon/worker-client.ts";
+import { JournalError, WorkerClient } from "../../src/daemon/worker-client.ts";
+import type { GenerateRequest } from "../../src/engine/jobs.ts";
+import type { GenerationJournal } from "../../src/sessions/journal.ts";
 import { LlamaModel } from "../../src/engine/model.ts";
 import type { FinishReason } from "../../src/engine/engine.ts";
 import { FINISH, type SessionEvent } from "../../src/sessions/events.ts";

@@ -1,7 +1,8 @@
 // The scheduling policy on its own: class names and aliases, the class FIFOs
 // with aging and head-of-class requeue, lane caps, and the prefill budget.
 import { describe, expect, test } from "bun:test";
-import { ClassQueues, parseClassLanes, parseQos, PrefillBudget } from "../../src/engine/scheduler.ts";
+import { ClassQueues, PrefillBudget } from "../../src/engine/scheduler.ts";
+import { parseClassLanes, parseQos } from "../../src/http/qos.ts";
 
 describe("QoS classes", () => {
   test("names, aliases and numbers", () => {

@@ -5,7 +5,9 @@
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import type { Subprocess } from "bun";
-import { buildChatPrompt } from "../../src/http/openai/chat-prompt.ts";
+import { QOS } from "../../src/engine/scheduler.ts";
+import { chatJobOf } from "../../src/http/openai/chat-request.ts";
+import { renderChatPrompt } from "../../src/pipeline/chat-job.ts";
 import { COMMON_WORDS } from "../../src/fixtures/words.ts";
 import { mulberry32 } from "../../src/fixtures/prng.ts";
 import { parseSse, type SseRead, type TestServer } from "../api/support.ts";
@@ -44,7 +46,7 @@ export async function proseOfTokens(url: string, seed: number, target: number): 
 /** The exact prompt tokens the in-process server builds for these messages. */
 export async function promptTokensOf(s: TestServer, messages: Message[]): Promise<number[]> {
   const model = s.server.registry.default!;
-  return (await buildChatPrompt(model, { model: s.model, messages } as never)).tokens;
+  return (await renderChatPrompt(model, chatJobOf(model, { model: s.model, messages } as never, QOS.interactive))).tokens;
 }
 
 export function commonPrefix(a: readonly number[], b: readonly number[]): number {

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Tokenizer } from "../../src/codec/tokenizer.ts";
-import type { GenerateRequest } from "../../src/daemon/worker-client.ts";
+import type { GenerateRequest } from "../../src/engine/jobs.ts";
 import { SessionJournal } from "../../src/sessions/journal.ts";
 import { FINISH, SessionStore, type SessionEvent } from "../../src/sessions/store.ts";
 

@@ -5,9 +5,9 @@
 // hold, whatever it tokenizes to.
 import type { ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import { ApiError, badRequest } from "../errors.ts";
+import { RequestError, invalidRequest } from "../errors.ts";
 import type { ChatRequest } from "./chat-schema.ts";
-import { checkTextFits } from "./generation.ts";
+import { checkTextFits } from "../../pipeline/generation.ts";
 
 /** Tools one request may declare: coding agents send 10-60; OpenAI allows 128. */
 export const MAX_TOOLS = 1024;
@@ -23,7 +23,7 @@ export function checkListLengths(registry: ModelRegistry, body: unknown): void {
   if (typeof body !== "object" || body === null) return;
   const { model: id, messages, tools } = body as Record<string, unknown>;
   if (Array.isArray(tools) && tools.length > MAX_TOOLS) {
-    throw badRequest(
+    throw invalidRequest(
       `Invalid 'tools': array too long. Expected an array with maximum length ${MAX_TOOLS}, but got an array with length ${tools.length} instead.`,
       "tools",
       "array_above_max_length",
@@ -34,7 +34,7 @@ export function checkListLengths(registry: ModelRegistry, body: unknown): void {
   if (!Array.isArray(messages) || windows.length === 0) return;
   const window = Math.max(...windows);
   if (messages.length >= window) {
-    throw new ApiError(
+    throw new RequestError(
       400,
       `This model's maximum context length is ${window} tokens. However, your request has ${messages.length} messages, and each takes at least one token.`,
       "context_length_exceeded",

@@ -1,4 +1,4 @@
-// The chat completion request (api.md 5.1-5.2): every field the seed lists,
+// The chat completion request (docs/api/openai.md#chat-request): every field that section lists,
 // with its range. Unknown fields are ignored (loose objects).
 import * as v from "valibot";
 import { int, object, opt, record } from "../validate.ts";
@@ -26,7 +26,7 @@ const messageSchema = v.looseObject({
 
 export type ChatMessageInput = v.InferOutput<typeof messageSchema>;
 
-/** api.md 5.3: the three modes, or one named function. */
+/** docs/api/openai.md#tools: the three modes, or one named function. */
 const toolChoice = v.union(
   [v.picklist(["none", "auto", "required"]), object({ type: v.literal("function"), function: object({ name: v.string() }) })],
   'must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}',

@@ -1,77 +1,31 @@
-// POST /v1/chat/completions (api.md 5): streaming and not, n choices,
-// logprobs, stop strings, reasoning split out.
-import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
-import type { ToolCallEvent, ToolCallParser, ToolDialect } from "../../codec/tool-dialects/index.ts";
-import { THINK_MARKERS, type ServedModel } from "../../daemon/served-model.ts";
+// POST /v1/chat/completions (docs/api/openai.md#chat-completions): the
+// request becomes the neutral chat job (chat-request.ts), and its choices'
+// deltas become OpenAI's reply, whole or streamed.
+import type { ChoiceDelta, ChoiceEnd, PreparedChat } from "../../pipeline/chat-job.ts";
+import { chatChoice, prepareChat, startChat } from "../../pipeline/chat-job.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
-import type { QosClass } from "../../engine/scheduler.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
 import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
-import { badRequest } from "../errors.ts";
 import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
-import { sseResponse } from "../sse.ts";
-import { parseWith } from "../validate.ts";
+import { cancelOnAbort, streamKeepaliveMs, type ServerContext } from "../server-context.ts";
+import { streamResponse } from "../stream.ts";
 import { checkChatText, checkListLengths } from "./chat-limits.ts";
-import { buildChatPrompt } from "./chat-prompt.ts";
-import { chatRequestSchema, type ChatRequest } from "./chat-schema.ts";
-import {
-  cancelOnAbort,
-  chatLogprob,
-  checkContext,
-  generateRequest,
-  logitBiasOf,
-  sseKeepaliveMs,
-  startChoices,
-  stopsOf,
-  type ServerContext,
-  usageOf,
-} from "./generation.ts";
-import { requestSampling } from "./sampling-fields.ts";
-import { grammarOf } from "./structured.ts";
+import { chatJobOf, parseChatRequest } from "./chat-request.ts";
+import type { ChatRequest } from "./chat-schema.ts";
+import { OPENAI_SSE, openaiErrorBody } from "./envelope.ts";
 import { streamedToolCalls, ToolCallCollector } from "./tool-call-output.ts";
-import { toolPlan } from "./tools.ts";
+import { chatLogprob, usageOf } from "./usage.ts";
 
 const ROUTE = "/v1/chat/completions";
 
 /** How long a stream's headers wait for admission (to carry x-superfluid-warm). */
 const HEADER_WAIT_MS = 1000;
 
-function parseChatRequest(body: unknown): ChatRequest {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest("request body must be a JSON object");
-  if (!("model" in body) || (body as { model: unknown }).model === undefined) throw badRequest("you must provide a model parameter", "model");
-  if (!("messages" in body)) throw badRequest("you must provide a messages parameter", "messages");
-  const req = parseWith(chatRequestSchema, body);
-  if (req.top_logprobs !== undefined && req.top_logprobs !== null && !req.logprobs) {
-    throw badRequest("top_logprobs requires logprobs to be true", "top_logprobs");
-  }
-  refuseUndeclaredToolChoice(req);
-  return req;
-}
-
-/** api.md 5.3: a forced tool_choice must name a declared function. */
-function refuseUndeclaredToolChoice(req: ChatRequest): void {
-  const choice = req.tool_choice as { type?: unknown; function?: { name?: unknown } } | undefined | null;
-  const name = choice?.type === "function" ? choice.function?.name : undefined;
-  if (typeof name !== "string") return;
-  const declared = (req.tools ?? []).filter((t) => t.type === "function").map((t) => t.function?.name);
-  if (!declared.includes(name)) throw badRequest(`tool_choice names the function '${name}', which is not declared in tools`, "tool_choice");
-}
-
-interface Prepared {
-  model: ServedModel;
+/** The prepared job with what OpenAI's reply carries besides it. */
+interface Prepared extends PreparedChat {
   req: ChatRequest;
-  prompt: number[];
-  grammar?: string;
-  /** The grammar is lazy: free text until this call opener. */
-  grammarTrigger?: string;
-  /** Parse tool calls (and channels) in this dialect out of the reply. */
-  toolDialect?: ToolDialect;
-  /** The reply may make calls (see ToolPlan.callsAllowed). */
-  callsAllowed: boolean;
-  startsInReasoning: boolean;
-  qos: QosClass;
   id: string;
   created: number;
 }
@@ -88,60 +42,9 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
   const qos = requestQos(ctx.qos, request.headers);
   checkBatchInvariant(ctx.qos, request.headers);
   checkChatText(model, req);
-  const tools = toolPlan(model, req);
-  // A forced tool choice beats response_format (api.md 5.3); an auto one only
-  // constrains calls, so response_format still holds for the rest.
-  const forced = tools.grammar !== undefined && tools.trigger === undefined;
-  const format = forced ? undefined : grammarOf(req);
-  const grammar = forced ? tools.grammar : (format ?? tools.grammar);
-  const grammarTrigger = format === undefined && tools.trigger !== undefined ? tools.trigger : undefined;
-  const { tokens: prompt, startsInReasoning } = await buildChatPrompt(model, req);
-  checkContext(model, prompt.length, "messages");
-  const prepared: Prepared = {
-    model,
-    req,
-    prompt,
-    startsInReasoning,
-    qos,
-    ...(grammar ? { grammar } : {}),
-    ...(grammarTrigger ? { grammarTrigger } : {}),
-    ...(tools.dialect ? { toolDialect: tools.dialect } : {}),
-    callsAllowed: tools.callsAllowed,
-    id: completionId(ctx),
-    created: Math.floor(Date.now() / 1000),
-  };
-  return req.stream ? streamChat(ctx, prepared, request.signal) : completeChat(ctx, prepared, request.signal);
-}
-
-function generationOf(ctx: ServerContext, p: Prepared) {
-  const { req, model } = p;
-  return generateRequest(ctx, model, p.prompt, {
-    sampling: requestSampling(req, logitBiasOf(model, req.logit_bias)),
-    maxTokens: req.max_completion_tokens ?? req.max_tokens ?? undefined,
-    ignoreEos: req.ignore_eos ?? false,
-    qos: p.qos,
-    ...(req.logprobs ? { logprobs: req.top_logprobs ?? 0 } : {}),
-    ...(p.grammar ? { grammar: p.grammar } : {}),
-    ...(p.grammarTrigger ? { grammarTrigger: p.grammarTrigger } : {}),
-    ...(p.callsAllowed ? {} : { bannedTokens: p.model.callOpenerTokens }),
-  });
-}
-
-/** A parser whose call events are dropped: a wire parsed for its channels when no call may be made. */
-function withoutCalls(parser: ToolCallParser): ToolCallParser {
-  const keep = (events: ToolCallEvent[]) => events.filter((e) => e.type === "text" || e.type === "reasoning");
-  return { push: (text) => keep(parser.push(text)), flush: () => keep(parser.flush()) };
-}
-
-function choiceOptions(p: Prepared, stops: string[]) {
-  // A constrained reply is all content (the grammar holds from the first token),
-  // unless the grammar is lazy and only holds from a call's opener on.
-  const splitsReasoning = p.model.thinks && (!p.grammar || p.grammarTrigger !== undefined);
-  return {
-    stops,
-    ...(splitsReasoning ? { reasoning: { ...THINK_MARKERS, startInside: p.startsInReasoning } } : {}),
-    ...(p.toolDialect ? { toolParser: () => (p.callsAllowed ? p.toolDialect!.parser() : withoutCalls(p.toolDialect!.parser())) } : {}),
-  };
+  const prepared = await prepareChat(ctx, model, chatJobOf(model, req, qos));
+  const p: Prepared = { ...prepared, req, id: completionId(ctx), created: Math.floor(Date.now() / 1000) };
+  return req.stream ? streamChat(ctx, p, request.signal) : completeChat(ctx, p, request.signal);
 }
 
 async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal): Promise<Response> {
@@ -151,15 +54,14 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
   // startChoices puts the first choice in `live` at once and the others once it
   // has prefilled; the first is read from the start, so its admission (which
   // commits the 200 under --nonstream-keepalive) is seen before its prefill ends.
-  const starting = startChoices(p.model, generationOf(ctx, p), p.req.n ?? 1, live);
-  const stops = stopsOf(p.req);
+  const starting = startChat(p, live);
   const admission = admissionHeaders();
   const collect = async (generation: Generation, index: number, onAdmitted?: (cached: number) => void) => {
     let content = "";
     let reasoning = "";
     const calls = new ToolCallCollector();
     const logprobs: ReturnType<typeof chatLogprob>[] = [];
-    const stream = choiceText(p.model.tokenizer, generation, choiceOptions(p, stops), onAdmitted);
+    const stream = chatChoice(p, generation, onAdmitted);
     let step = await stream.next();
     while (!step.done) {
       const delta: ChoiceDelta = step.value;
@@ -209,12 +111,20 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
       headers: { "x-superfluid-warm": String(cached) },
     };
   })();
-  return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted: admission.admitted, reply, cancel: () => live.forEach((g) => g.cancel()), route: ROUTE });
+  return nonStreamResponse({
+    keepaliveSec: ctx.keepaliveSec,
+    admitted: admission.admitted,
+    reply,
+    cancel: () => live.forEach((g) => g.cancel()),
+    route: ROUTE,
+    errorBody: openaiErrorBody,
+  });
 }
 
 async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortSignal): Promise<Response> {
   const timer = new RequestTimer();
-  const [generation] = await startChoices(p.model, generationOf(ctx, p), 1);
+  // A stream carries one choice.
+  const [generation] = await startChat(p, [], 1);
   cancelOnAbort(requestSignal, () => [generation!]);
   const chunk = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}, finish: string | null = null, logprobs: unknown = null) => ({
     id: p.id,
@@ -229,7 +139,7 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
   let cachedAtAdmission: number | undefined;
   let onAdmit!: () => void;
   const admitted = new Promise<void>((resolve) => (onAdmit = resolve));
-  const stream = choiceText(p.model.tokenizer, generation!, choiceOptions(p, stopsOf(p.req)), (cached) => {
+  const stream = chatChoice(p, generation!, (cached) => {
     cachedAtAdmission = cached;
     onAdmit();
   });
@@ -245,7 +155,7 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
   clearTimeout(waited);
   if (failedEarly) throw failedEarly; // nothing sent yet: a plain error response
   const headers: Record<string, string> = cachedAtAdmission === undefined ? {} : { "x-superfluid-warm": String(cachedAtAdmission) };
-  return sseResponse(async (sink, signal) => {
+  return streamResponse(OPENAI_SSE, async (sink, signal) => {
     signal.addEventListener("abort", () => generation!.cancel(), { once: true });
     sink.send(chunk({ role: "assistant", content: "" }));
     let step = await firstStep;
@@ -267,5 +177,5 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
     sink.send(
       chunk({}, { usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens } }, end.finishReason),
     );
-  }, headers, sseKeepaliveMs(ctx));
+  }, headers, streamKeepaliveMs(ctx));
 }

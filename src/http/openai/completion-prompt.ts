@@ -1,12 +1,12 @@
-// The `prompt` of /v1/completions (api.md 6) in every form OpenAI's API takes:
+// The `prompt` of /v1/completions (docs/api/openai.md#prompt-forms) in every form OpenAI's API takes:
 // a string, an array of strings, an array of token ids, or an array of
 // token-id arrays. Each entry is one prompt, with its own choices; an array of
 // numbers is one prompt of token ids, not many prompts.
 import * as v from "valibot";
 import { IncrementalDecoder } from "../../codec/index.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import { badRequest } from "../errors.ts";
-import { checkContext, checkTextFits } from "./generation.ts";
+import { invalidRequest } from "../errors.ts";
+import { checkContext, checkTextFits } from "../../pipeline/generation.ts";
 
 // Ids are checked against the vocabulary after parsing (tokenIdsOf), so a
 // fractional or negative id gets the same precise message as one past the end.
@@ -21,7 +21,7 @@ export type PromptEntry = string | number[];
 /** The prompts a request carries, in order (choice index = prompt index * n + j). */
 export function promptEntries(prompt: v.InferOutput<typeof promptField>): PromptEntry[] {
   if (typeof prompt === "string") return [prompt];
-  if (prompt.length === 0) throw badRequest("prompt must not be an empty array", "prompt");
+  if (prompt.length === 0) throw invalidRequest("prompt must not be an empty array", "prompt");
   if (typeof prompt[0] === "number") return [prompt as number[]];
   return prompt as PromptEntry[];
 }
@@ -36,7 +36,7 @@ export function tokenIdsOf(model: ServedModel, ids: number[], label: string): nu
   const size = model.tokenizer.vocabInfo.size;
   ids.forEach((id, i) => {
     if (!Number.isInteger(id) || id < 0 || id >= size) {
-      throw badRequest(`${label}[${i}]: ${id} is not a token id of this model (0-${size - 1})`, "prompt");
+      throw invalidRequest(`${label}[${i}]: ${id} is not a token id of this model (0-${size - 1})`, "prompt");
     }
   });
   return ids;

@@ -1,4 +1,4 @@
-// A /v1/completions reply (api.md 6): n choices for every prompt, numbered as
+// A /v1/completions reply (docs/api/openai.md#completions-response): n choices for every prompt, numbered as
 // OpenAI numbers them (choice index = prompt index * n + j), whole (padded
 // under --nonstream-keepalive) or streamed with each chunk naming its choice.
 // Usage sums every prompt (each counted once) and every choice; streamed, the
@@ -8,14 +8,16 @@ import type { ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
 import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
-import { sseResponse } from "../sse.ts";
+import { generateRequest, startChoices, type GenerationOptions } from "../../pipeline/generation.ts";
+import { streamKeepaliveMs, type ServerContext } from "../server-context.ts";
+import { streamResponse } from "../stream.ts";
 import type { TokenizedPrompt } from "./completion-prompt.ts";
-import { generateRequest, sseKeepaliveMs, startChoices, usageOf, type ServerContext } from "./generation.ts";
+import { OPENAI_SSE, openaiErrorBody } from "./envelope.ts";
+import { usageOf } from "./usage.ts";
 import { LegacyLogprobs } from "./legacy-logprobs.ts";
 
 const ROUTE = "/v1/completions";
 
-type GenerationOptions = Parameters<typeof generateRequest>[3];
 
 export interface CompletionPlan {
   /** The model generating (its tokenizer, its id in the access log). */
@@ -147,10 +149,11 @@ export function completionReply(ctx: ServerContext, request: Request, plan: Comp
       },
       headers: { "x-superfluid-warm": String(cachedOf(ends)) },
     }), failed);
-    return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted: admission.admitted, reply: whole, cancel, route: ROUTE });
+    return nonStreamResponse({ keepaliveSec: ctx.keepaliveSec, admitted: admission.admitted, reply: whole, cancel, route: ROUTE, errorBody: openaiErrorBody });
   }
 
-  return sseResponse(
+  return streamResponse(
+    OPENAI_SSE,
     async (sink, signal) => {
       signal.addEventListener("abort", cancel, { once: true });
       const send = (index: number, text: string, lp: unknown, finish: string | null, extra: Record<string, unknown> = {}) =>
@@ -173,6 +176,6 @@ export function completionReply(ctx: ServerContext, request: Request, plan: Comp
       await Promise.all(set.generations.map(streamChoice)).catch(failed);
     },
     {},
-    sseKeepaliveMs(ctx),
+    streamKeepaliveMs(ctx),
   );
 }

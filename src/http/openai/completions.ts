@@ -1,4 +1,4 @@
-// POST /v1/completions (api.md 6): prompts tokenized as given (no chat
+// POST /v1/completions (docs/api/openai.md#completions): prompts tokenized as given (no chat
 // scaffold), in every form OpenAI's API takes (completion-prompt.ts), each
 // with n choices, stop strings as on chat. With a non-empty `suffix`,
 // fill-in-the-middle: each prompt is the text before the cursor, the suffix
@@ -10,17 +10,18 @@ import type { ServedModel } from "../../daemon/served-model.ts";
 import { QOS } from "../../engine/scheduler.ts";
 import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
-import { ApiError, badRequest } from "../errors.ts";
+import { RequestError, invalidRequest } from "../errors.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { int, object, opt, parseWith } from "../validate.ts";
 import { chatRequestSchema } from "./chat-schema.ts";
 import { promptEntries, promptField, tokenizePrompts, type PromptEntry } from "./completion-prompt.ts";
 import { completionReply } from "./completion-reply.ts";
 import { FIM_MODES, fimMarkersOf, fimPrompts, type FimMode } from "./fim.ts";
-import { stopsOf, type ServerContext } from "./generation.ts";
+import { stopList } from "../../pipeline/generation.ts";
+import type { ServerContext } from "../server-context.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
 
-/** The FIM reply cap when neither the request nor --max-tokens names one (api.md 6). */
+/** The FIM reply cap when neither the request nor --max-tokens names one (docs/api/openai.md#fill-in-the-middle). */
 export const FIM_DEFAULT_MAX_TOKENS = 128;
 
 /** Choices one request may ask for, over all its prompts: as many as chat's n allows. */
@@ -45,16 +46,16 @@ const completionSchema = v.looseObject({
 type CompletionRequest = v.InferOutput<typeof completionSchema>;
 
 function parseCompletion(body: unknown): CompletionRequest {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest("request body must be a JSON object");
-  if ((body as { model?: unknown }).model === undefined) throw badRequest("you must provide a model parameter", "model");
-  if ((body as { prompt?: unknown }).prompt === undefined) throw badRequest("you must provide a prompt parameter", "prompt");
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
+  if ((body as { model?: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
+  if ((body as { prompt?: unknown }).prompt === undefined) throw invalidRequest("you must provide a prompt parameter", "prompt");
   return parseWith(completionSchema, body);
 }
 
 function fimModeOf(req: CompletionRequest): FimMode {
   const mode = req.fim_mode ?? "psm";
   if (!(FIM_MODES as readonly string[]).includes(mode)) {
-    throw badRequest(`fim_mode must be one of ${FIM_MODES.join(", ")}; got '${mode}'`, "fim_mode");
+    throw invalidRequest(`fim_mode must be one of ${FIM_MODES.join(", ")}; got '${mode}'`, "fim_mode");
   }
   return mode as FimMode;
 }
@@ -63,7 +64,7 @@ function fimModeOf(req: CompletionRequest): FimMode {
 function choicesPerPrompt(req: CompletionRequest, prompts: number): number {
   const n = req.n ?? 1;
   if (req.best_of !== undefined && req.best_of !== null && req.best_of !== n) {
-    throw new ApiError(
+    throw new RequestError(
       400,
       `best_of (${req.best_of}) must equal n (${n}): this server returns every choice it generates and ranks none`,
       "unsupported_parameter",
@@ -71,29 +72,29 @@ function choicesPerPrompt(req: CompletionRequest, prompts: number): number {
     );
   }
   if (prompts * n > MAX_CHOICES) {
-    throw badRequest(`${prompts} prompts with n=${n} make ${prompts * n} choices; a request may ask for at most ${MAX_CHOICES}`, prompts > MAX_CHOICES ? "prompt" : "n");
+    throw invalidRequest(`${prompts} prompts with n=${n} make ${prompts * n} choices; a request may ask for at most ${MAX_CHOICES}`, prompts > MAX_CHOICES ? "prompt" : "n");
   }
   return n;
 }
 
 function refuseEchoLogprobs(req: CompletionRequest): void {
   if (req.echo && req.logprobs !== undefined && req.logprobs !== null) {
-    throw new ApiError(400, "echo with logprobs needs prompt logprobs, which this server does not compute", "unsupported_parameter", "echo");
+    throw new RequestError(400, "echo with logprobs needs prompt logprobs, which this server does not compute", "unsupported_parameter", "echo");
   }
 }
 
-/** api.md 6: FIM refuses echo and logprobs. */
+/** docs/api/openai.md#fill-in-the-middle: FIM refuses echo and logprobs. */
 function refuseFimParameters(req: CompletionRequest): void {
-  if (req.echo) throw new ApiError(400, "echo is not supported with suffix (fill-in-the-middle)", "unsupported_parameter", "echo");
+  if (req.echo) throw new RequestError(400, "echo is not supported with suffix (fill-in-the-middle)", "unsupported_parameter", "echo");
   if (req.logprobs !== undefined && req.logprobs !== null) {
-    throw new ApiError(400, "logprobs is not supported with suffix (fill-in-the-middle)", "unsupported_parameter", "logprobs");
+    throw new RequestError(400, "logprobs is not supported with suffix (fill-in-the-middle)", "unsupported_parameter", "logprobs");
   }
 }
 
 /** The model a FIM request runs on, or 400 fim_unsupported. */
 function fimTargetOf(model: ServedModel): ServedModel {
   const target = model.fimTarget();
-  if (!target) throw new ApiError(400, `model '${model.id}' has no fill-in-the-middle tokens and no --fim-model is set`, "fim_unsupported", "suffix");
+  if (!target) throw new RequestError(400, `model '${model.id}' has no fill-in-the-middle tokens and no --fim-model is set`, "fim_unsupported", "suffix");
   return target;
 }
 
@@ -102,7 +103,7 @@ function sharedPlan(req: CompletionRequest, n: number) {
   return {
     n,
     stream: req.stream ?? false,
-    stops: stopsOf(req),
+    stops: stopList(req.stop, req.ignore_eos),
     generation: { sampling: requestSampling(req), maxTokens: req.max_tokens ?? undefined, ignoreEos: req.ignore_eos ?? false },
   };
 }
@@ -134,11 +135,11 @@ export async function completions(ctx: ServerContext, request: Request, peer = "
 }
 
 /**
- * Fill-in-the-middle (api.md 6), one per prompt, all with the same suffix. The
+ * Fill-in-the-middle (docs/api/openai.md#fill-in-the-middle), one per prompt, all with the same suffix. The
  * reply's `superfluid` object carries `cached` (prompt tokens reused from the
  * prefix cache), `expired` (a choice was still queued at
  * --completion-deadline-ms: 200 with empty text and finish_reason "stop",
- * api.md 0.12) and `served_by` (the model that ran it: the --fim-model when
+ * docs/api/openai.md#fill-in-the-middle) and `served_by` (the model that ran it: the --fim-model when
  * there is one). A request takes one token from the client's bucket however
  * many prompts it carries.
  */
@@ -158,12 +159,11 @@ async function fimCompletion(
   // A request refused above takes nothing from the client's bucket.
   const taken = ctx.fim.buckets.take(peer);
   if (!taken.ok) {
-    throw new ApiError(
+    throw new RequestError(
       429,
       `fill-in-the-middle requests from this client are over --completion-rate (${ctx.fim.buckets.rate}/s, burst ${ctx.fim.buckets.capacity}); retry after ${taken.retryAfter} s`,
       "completion_rate_limited",
       null,
-      "rate_limit_error",
       { "retry-after": String(taken.retryAfter) },
     );
   }
@@ -176,11 +176,11 @@ async function fimCompletion(
     generation: {
       ...shared.generation,
       defaultMaxTokens: ctx.maxTokens ?? FIM_DEFAULT_MAX_TOKENS,
-      // Always the completion class (api.md 20).
+      // Always the completion class (docs/api/openai.md#qos-classes).
       qos: QOS.completion,
       ...(ctx.fim.deadlineMs > 0 ? { startBy: Date.now() + ctx.fim.deadlineMs } : {}),
     },
-    // Not durable: FIM completions are not written to the session log (api.md 6).
+    // Not durable: FIM completions are not written to the session log (docs/api/openai.md#fill-in-the-middle).
     durable: false,
     echo: false,
     logprobs: false,

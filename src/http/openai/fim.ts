@@ -1,4 +1,4 @@
-// Fill-in-the-middle prompts (api.md 6): the text before the cursor (or its
+// Fill-in-the-middle prompts (docs/api/openai.md#fill-in-the-middle): the text before the cursor (or its
 // token ids) and the text after it, text tokenized as plain text (control-token
 // text in it stays text, so a client cannot inject markers), framed by the
 // model's FIM tokens the way llama.cpp's server frames /infill (format_infill):
@@ -12,7 +12,7 @@
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { FimTokenIds } from "../../gguf/index.ts";
 import { promptLabel, tokenIdsOf, type PromptEntry, type TokenizedPrompt } from "./completion-prompt.ts";
-import { checkContext, checkTextFits } from "./generation.ts";
+import { checkContext, checkTextFits } from "../../pipeline/generation.ts";
 
 export const FIM_MODES = ["psm", "spm"] as const;
 export type FimMode = (typeof FIM_MODES)[number];

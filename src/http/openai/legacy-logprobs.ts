@@ -1,4 +1,4 @@
-// OpenAI's legacy logprobs shape for /v1/completions (api.md 6): per token its
+// OpenAI's legacy logprobs shape for /v1/completions (docs/api/openai.md#completions-response): per token its
 // text, logprob, the top alternatives by text, and its offset in the choice's
 // text (echoed prompt included).
 import type { ServedModel } from "../../daemon/served-model.ts";

@@ -1,5 +1,4 @@
-// GET /v1/models and /v1/models/{model} (api.md 8.1). Ids may contain '/'.
-import { TESTED_LLAMA_RELEASE } from "../../../ffi/abi.ts";
+// GET /v1/models and /v1/models/{model} (docs/api/openai.md#models). Ids may contain '/'.
 import type { ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 
@@ -19,7 +18,7 @@ export function modelObject(model: ServedModel) {
       kv_cells: model.worker.info.kv.cells,
     },
     architecture: { input_modalities: ["text"] },
-    runtime: { id: "llamacpp", version: `llama.cpp ${TESTED_LLAMA_RELEASE}` },
+    runtime: { id: model.runtime.id, version: model.runtime.version },
     capabilities: {
       descriptor_version: 1,
       generate: true,

@@ -1,4 +1,4 @@
-// Sampling fields shared by chat and completions (api.md 5.1-5.2).
+// Sampling fields shared by chat and completions (docs/api/openai.md#sampling-fields).
 import * as v from "valibot";
 import type { RequestSampling } from "../../daemon/sampling-resolve.ts";
 import { int, num, opt } from "../validate.ts";

@@ -1,5 +1,5 @@
 // Tool-call events from the reply parser in OpenAI's shapes: whole calls for
-// a non-streamed message, partial deltas for a stream (api.md 5.4-5.5).
+// a non-streamed message, partial deltas for a stream (docs/api/openai.md#chat-streaming).
 import type { ToolCallEvent } from "../../codec/tool-dialects/index.ts";
 
 export interface ToolCallOut {

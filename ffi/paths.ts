@@ -1,5 +1,7 @@
-// Per-user folders. Everything superfluid generates (the built-in model, the
-// extracted libraries) goes under one cache folder.
+// Per-user folders. Everything superfluid generates (the compiled shim, the
+// extracted libraries, the built-in model) goes under one cache folder. It
+// lives here, in the lowest layer, because the binding itself caches into it;
+// the rest of the program imports it from here.
 import { homedir } from "node:os";
 import { join } from "node:path";
 

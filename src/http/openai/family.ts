@@ -1,0 +1,33 @@
+// The OpenAI family: its routes (docs/api/openai.md) and its envelope.
+import type { ApiFamily } from "../family.ts";
+import { peerAddress } from "../listener.ts";
+import { modelOr404 } from "../models.ts";
+import { RequestError } from "../errors.ts";
+import { chatCompletions } from "./chat.ts";
+import { completions } from "./completions.ts";
+import { openaiErrorBody } from "./envelope.ts";
+import { listModels, modelObject } from "./models.ts";
+
+/** A model id from the path; a malformed %-escape names no model. */
+function decodeModelId(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new RequestError(404, `The model '${raw}' does not exist`, null, "model");
+  }
+}
+
+export const openaiFamily: ApiFamily = {
+  name: "openai",
+  prefixes: ["/v1/"],
+  errorBody: openaiErrorBody,
+  mount(app, ctx) {
+    const noParse = { parse: "none" as const };
+    app
+      .get("/v1/models", () => listModels(ctx.registry))
+      .get("/v1/models/*", ({ params }) => modelObject(modelOr404(ctx.registry, decodeModelId(params["*"]))))
+      .post("/v1/chat/completions", ({ request }) => chatCompletions(ctx, request), noParse)
+      // The FIM bucket is keyed by the TCP peer's address (X-Forwarded-For is not read).
+      .post("/v1/completions", ({ request }) => completions(ctx, request, peerAddress(request)), noParse);
+  },
+};

@@ -1,0 +1,37 @@
+// What the HTTP routes share: the served models, the operator's defaults and
+// policies (serve flags), and request ids.
+import type { ModelRegistry } from "../daemon/registry.ts";
+import type { GenerationDefaults } from "../pipeline/generation.ts";
+import type { QosPolicy } from "./qos.ts";
+import type { TokenBuckets } from "./rate-limit.ts";
+import { KEEPALIVE_INTERVAL_MS } from "./stream.ts";
+
+/** Fill-in-the-middle settings (docs/api/openai.md#fill-in-the-middle). */
+export interface FimPolicy {
+  /** --completion-deadline-ms: a completion not started by then expires; 0 = none. */
+  deadlineMs: number;
+  /** The per-client bucket (--completion-rate, --completion-burst). */
+  buckets: TokenBuckets;
+}
+
+export interface ServerContext extends GenerationDefaults {
+  registry: ModelRegistry;
+  /** QoS trust (--http-default-qos, --no-http-qos-header, --http-allow-batch-invariant). */
+  qos: QosPolicy;
+  /** --nonstream-keepalive in seconds (0 = off); also the stream keep-alive period when set. */
+  keepaliveSec: number;
+  fim: FimPolicy;
+  /** Counter behind `chatcmpl-superfluid-<n>` ids. */
+  nextId(): number;
+}
+
+/** The stream comment period: the --nonstream-keepalive interval when set, else 15 s. */
+export function streamKeepaliveMs(ctx: ServerContext): number {
+  return ctx.keepaliveSec > 0 ? ctx.keepaliveSec * 1000 : KEEPALIVE_INTERVAL_MS;
+}
+
+/** Cancels every generation when the client goes away. */
+export function cancelOnAbort(signal: AbortSignal, generations: () => { cancel(): void }[]): void {
+  if (signal.aborted) generations().forEach((g) => g.cancel());
+  else signal.addEventListener("abort", () => generations().forEach((g) => g.cancel()), { once: true });
+}
