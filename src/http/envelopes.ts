@@ -2,7 +2,7 @@
 // family that owns the path's prefix, else OpenAI's (the server's own
 // routes, /health and the like, answer in it too). A new family is one
 // folder under src/http/ and one entry here.
-import { asRequestError, type RequestError } from "./errors.ts";
+import { errorReply } from "./errors.ts";
 import type { ApiFamily } from "./family.ts";
 import { openaiFamily } from "./openai/family.ts";
 
@@ -23,6 +23,5 @@ export function familyOf(path: string): ApiFamily {
 
 /** Any thrown value as the error reply of the family that owns `path`. */
 export function errorResponse(path: string, err: unknown): Response {
-  const e: RequestError = asRequestError(err);
-  return Response.json(familyOf(path).errorBody(e), { status: e.status, headers: e.headers });
+  return errorReply(err, familyOf(path).errorBody);
 }

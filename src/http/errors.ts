@@ -24,6 +24,12 @@ export function withoutPaths(text: string): string {
   return text.replace(ABSOLUTE_PATH, (path: string, name: string) => name || (path.split(/[\\/]/).filter(Boolean).pop() ?? ""));
 }
 
+/** Any thrown value as an error reply, its body in an API family's envelope. */
+export function errorReply(err: unknown, bodyOf: (err: RequestError) => unknown): Response {
+  const e = asRequestError(err);
+  return Response.json(bodyOf(e), { status: e.status, headers: e.headers });
+}
+
 /** Any thrown value as a RequestError: ours pass through, the daemon's failures by their type, the rest are 500s whose messages carry no paths. */
 export function asRequestError(err: unknown): RequestError {
   if (err instanceof RequestError) return err;

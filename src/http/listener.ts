@@ -9,7 +9,7 @@
 import { createServer, METHODS, STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import { asRequestError, RequestError } from "./errors.ts";
+import { errorReply, RequestError } from "./errors.ts";
 
 export interface HttpHandler {
   fetch(request: Request): Promise<Response> | Response;
@@ -19,10 +19,6 @@ export interface HttpHandler {
   errorBody(path: string, err: RequestError): unknown;
 }
 
-function errorReply(handler: HttpHandler, path: string, err: unknown): Response {
-  const e = asRequestError(err);
-  return Response.json(handler.errorBody(path, e), { status: e.status, headers: e.headers });
-}
 
 export interface Listener {
   port: number;
@@ -86,12 +82,12 @@ async function respond(handler: HttpHandler, req: IncomingMessage, base: string,
     request = toRequest(req, base, signal);
   } catch (err) {
     // Headers node:http let through that a Request cannot carry.
-    return errorReply(handler, req.url ?? "/", err instanceof RequestError ? err : new RequestError(400, "malformed HTTP request"));
+    return errorReply(err instanceof RequestError ? err : new RequestError(400, "malformed HTTP request"), (e) => handler.errorBody(req.url ?? "/", e));
   }
   try {
     return await handler.fetch(request);
   } catch (err) {
-    return errorReply(handler, req.url ?? "/", err);
+    return errorReply(err, (e) => handler.errorBody(req.url ?? "/", e));
   }
 }
 

@@ -6,7 +6,6 @@ import { resolveSampling, type OperatorSampling, type RequestSampling } from "..
 import type { Generation } from "../daemon/worker-client.ts";
 import type { GenerateRequest } from "../engine/jobs.ts";
 import { drawSeed } from "../engine/sampling.ts";
-import type { QosClass } from "../engine/scheduler.ts";
 import { invalidRequest, RequestError } from "./request-error.ts";
 
 /** What the operator set for every request (serve flags). */
@@ -72,33 +71,25 @@ export function stopList(stop: string | string[] | null | undefined, ignoreEos: 
   return (typeof stop === "string" ? [stop] : stop).filter((s) => s.length > 0);
 }
 
-export interface GenerationOptions {
+/** The engine request's own fields, with the request's sampling and cap before the defaults and the window apply. */
+export type GenerationOptions = Omit<GenerateRequest, "prompt" | "sampling" | "maxTokens"> & {
   sampling: RequestSampling;
   maxTokens?: number;
   /** The cap when the request names none (default --max-tokens, else the rest of the window). */
   defaultMaxTokens?: number;
-  ignoreEos?: boolean;
-  logprobs?: number;
-  grammar?: string;
-  grammarTrigger?: string;
-  bannedTokens?: number[];
-  qos?: QosClass;
-  /** Unix ms by which it must have started (else it expires). */
-  startBy?: number;
-}
+};
 
 export function generateRequest(defaults: GenerationDefaults, model: ServedModel, prompt: number[], opts: GenerationOptions): GenerateRequest {
+  const { sampling, maxTokens, defaultMaxTokens, ignoreEos, bannedTokens, ...rest } = opts;
+  // Unset fields stay absent, not undefined, in what goes to the worker.
+  const set = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined)) as Partial<GenerateRequest>;
   return {
+    ...set,
     prompt,
-    sampling: resolveSampling(opts.sampling, defaults.operatorSampling, model.info.sampling),
-    maxTokens: replyCap(model, prompt.length, opts.maxTokens, opts.defaultMaxTokens ?? defaults.maxTokens),
-    ignoreEos: opts.ignoreEos ?? false,
-    ...(opts.qos === undefined ? {} : { qos: opts.qos }),
-    ...(opts.startBy === undefined ? {} : { startBy: opts.startBy }),
-    ...(opts.logprobs === undefined ? {} : { logprobs: opts.logprobs }),
-    ...(opts.grammar === undefined ? {} : { grammar: opts.grammar }),
-    ...(opts.grammarTrigger === undefined ? {} : { grammarTrigger: opts.grammarTrigger }),
-    ...(opts.bannedTokens?.length ? { bannedTokens: opts.bannedTokens } : {}),
+    sampling: resolveSampling(sampling, defaults.operatorSampling, model.info.sampling),
+    maxTokens: replyCap(model, prompt.length, maxTokens, defaultMaxTokens ?? defaults.maxTokens),
+    ignoreEos: ignoreEos ?? false,
+    ...(bannedTokens?.length ? { bannedTokens } : {}),
   };
 }
 
