@@ -1,27 +1,33 @@
 // Coding agents against superfluid: runs real agent CLIs (opencode and
-// qwen-code, both chat-completions clients) non-interactively, with their own
-// default system prompt and tools, against `superfluid serve` on the built-in
-// model, and reports what each one sent and got back.
+// qwen-code, chat-completions clients; Claude Code, a Messages API client)
+// non-interactively, with their own default system prompt and tools, against
+// `superfluid serve` on the built-in model, and reports what each one sent and
+// got back.
 //
-//   bun bench/agents.ts [--only opencode|qwen-code] [--prompt "Say hello."] [--timeout 300]
+//   bun bench/agents.ts [--only opencode|qwen-code|claude-code] [--prompt "Say hello."]
+//                       [--second-prompt "What does math.ts export?"] [--timeout 300]
 //                       [--keep] [--json out.json] [--] [<extra serve args>]
 //
 // The CLIs are not a dependency of this repository: they are looked up in
 // $SUPERFLUID_AGENTS_DIR (default /tmp/agents), an npm prefix made with
-//   npm install --prefix /tmp/agents --ignore-scripts opencode-ai @qwen-code/qwen-code
+//   npm install --prefix /tmp/agents --ignore-scripts opencode-ai@1.18.33 @qwen-code/qwen-code@0.15.10 @anthropic-ai/claude-code@2.1.332
 // Without them the script says so and exits 0.
 //
 // Each agent runs in a fresh temporary HOME (and XDG folders) holding its
 // config, with update checks, telemetry, model-list fetches and plugin installs
-// off, in an empty temporary working directory, in its own process group, under
-// a hang guard. Between the agents and the server sits a recording proxy, so
-// every request is seen with its reply, errors included (the server's access
-// log names only the generations it served). Exit status: 0 when every agent
-// exited 0 and got no error reply, else 1.
+// off, in a temporary working directory, in its own process group, under a
+// hang guard. Claude Code runs twice in the same HOME and project (which holds
+// two small files): the second prompt shares the first one's system prompt and
+// tools, so it must be served mostly from the prefix cache. Between the agents
+// and the server sits a recording proxy, so every request is seen with its
+// headers, body fields and reply, errors included (the server's access log
+// names only the generations it served). Exit status: 0 when every run exited
+// 0, got no error reply and passed its agent's own checks, else 1.
 import { spawn, type ChildProcess } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { SCRIPTED_REPLY } from "../src/fixtures/scripted-chat.ts";
 import { sseEvents } from "./sse.ts";
 
 // ------------------------------------------------------------------ options
@@ -29,7 +35,7 @@ import { sseEvents } from "./sse.ts";
 // Our flags come first; `--` or the first argument that is not ours starts
 // the serve arguments (Bun drops a `--` that comes right after the script, so
 // `bun bench/agents.ts -- --max-context 65536` arrives without it).
-const VALUED = new Set(["--only", "--prompt", "--timeout", "--json"]);
+const VALUED = new Set(["--only", "--prompt", "--second-prompt", "--timeout", "--json"]);
 const opts = new Map<string, string>();
 let serveExtra: string[] = [];
 for (let i = 2; i < process.argv.length; i++) {
@@ -43,11 +49,12 @@ for (let i = 2; i < process.argv.length; i++) {
 }
 const only = opts.get("--only");
 const prompt = opts.get("--prompt") ?? "Say hello.";
+const secondPrompt = opts.get("--second-prompt") ?? "What does math.ts export?";
 const timeoutS = Number(opts.get("--timeout") ?? "300");
 const keep = opts.has("--keep");
 const jsonPath = opts.get("--json");
 const agentsDir = process.env.SUPERFLUID_AGENTS_DIR ?? "/tmp/agents";
-const AGENT_NAMES = ["opencode", "qwen-code"];
+const AGENT_NAMES = ["opencode", "qwen-code", "claude-code"];
 if (only !== undefined && !AGENT_NAMES.includes(only)) {
   console.error(`agents: --only takes one of ${AGENT_NAMES.join(", ")}`);
   process.exit(2);
@@ -58,16 +65,39 @@ if (!(timeoutS > 0)) {
 }
 const MODEL = "tiny-chat";
 const API_KEY = "sk-superfluid-unused";
+/** Claude Code asks for its own model names (claude-opus-..., claude-haiku-...); the server maps them to ours. */
+const CLAUDE_ALIAS = `claude-*=${MODEL}`;
+/** Claude Code's second run must read at least this share of its prompt from the prefix cache. */
+const CACHE_SHARE = 0.9;
 
 // ------------------------------------------------------------------ the agents
 
 interface Agent {
   name: string;
   version: string;
-  /** The command line, the prompt last. */
+  /** The command line for one prompt. */
   argv: (text: string) => string[];
-  /** Writes the agent's config under `home` and returns its environment additions. */
-  configure: (home: string, baseURL: string) => Record<string, string>;
+  /** Writes the agent's config under `home` and returns its environment additions; `root` is the server's root URL (no /v1). */
+  configure: (home: string, root: string) => Record<string, string>;
+  /** The prompts it runs, one after the other, in the same HOME and working directory (default: the prompt once). */
+  prompts?: string[];
+  /** Files its working directory starts with (default: none). */
+  project?: Record<string, string>;
+  /** What `serve` needs for this agent beyond its defaults. */
+  serveArgs?: string[];
+  /** Its own account of a run, read from its stdout. */
+  report?: (stdout: string) => AgentReport | undefined;
+  /** This agent's pass criteria over its runs: the failures, if any. */
+  check?: (runs: Outcome[]) => string[];
+}
+
+/** What an agent says about a run itself (Claude Code's `--output-format json`). */
+interface AgentReport {
+  isError: boolean;
+  result: string;
+  usage?: { input_tokens?: number; cache_read_input_tokens?: number; cache_creation_input_tokens?: number; output_tokens?: number };
+  /** The agent's own time to first token. */
+  ttftMs?: number;
 }
 
 function packageVersion(dir: string): string {
@@ -97,6 +127,61 @@ function opencodeBinary(): string | undefined {
   return candidates.find((p) => existsSync(p) && statSync(p).size > 1_000_000);
 }
 
+/**
+ * Claude Code also ships one native binary per platform in optional packages;
+ * with --ignore-scripts its own `bin/claude.exe` stays a short script saying
+ * the postinstall did not run, so the platform package's binary is what runs.
+ */
+function claudeBinary(): string | undefined {
+  const scope = join(agentsDir, "node_modules", "@anthropic-ai");
+  const os = process.platform === "win32" ? "win32" : process.platform;
+  const base = `claude-code-${os}-${process.arch}`;
+  const exe = process.platform === "win32" ? "claude.exe" : "claude";
+  const candidates = [join(scope, base, exe), join(scope, `${base}-musl`, exe), join(scope, "claude-code", "bin", "claude.exe")];
+  return candidates.find((p) => existsSync(p) && statSync(p).size > 1_000_000);
+}
+
+/** Claude Code's `--output-format json` result, if stdout holds one. */
+function claudeReport(stdout: string): AgentReport | undefined {
+  try {
+    const out = JSON.parse(stdout.trim());
+    if (!out || typeof out !== "object") return undefined;
+    return { isError: out.is_error === true, result: String(out.result ?? ""), usage: out.usage, ttftMs: typeof out.ttft_ms === "number" ? out.ttft_ms : undefined };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Tokens a Messages usage object covers: uncached input, cache read and cache created add up to the prompt. */
+function usagePrompt(u: NonNullable<AgentReport["usage"]>): number {
+  return (u.input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0);
+}
+
+/**
+ * Each run printed the built-in model's reply as its result, not as an
+ * error, and the second run read most of its prompt from the prefix cache
+ * (the system prompt and tools the first run left there).
+ */
+function claudeCheck(runs: Outcome[]): string[] {
+  const failures: string[] = [];
+  for (const r of runs) {
+    if (!r.report) failures.push(`run ${r.run}: no JSON result on stdout`);
+    else if (r.report.isError) failures.push(`run ${r.run}: the result is an error: ${JSON.stringify(r.report.result.slice(0, 200))}`);
+    else if (r.report.result !== SCRIPTED_REPLY) failures.push(`run ${r.run}: the result ${JSON.stringify(r.report.result.slice(0, 200))} is not the built-in reply`);
+  }
+  const second = runs[1];
+  if (!second) failures.push("the second prompt did not run");
+  else if (second.report?.isError) {
+    // already reported above
+  } else if (second.report?.usage) {
+    const u = second.report.usage;
+    const total = usagePrompt(u);
+    const read = u.cache_read_input_tokens ?? 0;
+    if (!(total > 0 && read >= CACHE_SHARE * total)) failures.push(`run 2: cache_read_input_tokens ${read} of a ${total}-token prompt (want at least ${CACHE_SHARE * 100}%)`);
+  } else if (second.report) failures.push("run 2: the result has no usage");
+  return failures;
+}
+
 function findAgents(): { found: Agent[]; missing: string[] } {
   const found: Agent[] = [];
   const missing: string[] = [];
@@ -107,7 +192,8 @@ function findAgents(): { found: Agent[]; missing: string[] } {
       name: "opencode",
       version: packageVersion(join(agentsDir, "node_modules", "opencode-ai")),
       argv: (text) => [opencode, "run", text],
-      configure: (home, baseURL) => {
+      configure: (home, root) => {
+        const baseURL = `${root}/v1`;
         // The global config file (~/.config/opencode/opencode.json): one
         // OpenAI-compatible provider with our model, used for the title too.
         const dir = join(home, ".config", "opencode");
@@ -149,7 +235,8 @@ function findAgents(): { found: Agent[]; missing: string[] } {
       name: "qwen-code",
       version: packageVersion(qwenDir),
       argv: (text) => [node, join(qwenDir, "cli.js"), text],
-      configure: (home, baseURL) => {
+      configure: (home, root) => {
+        const baseURL = `${root}/v1`;
         // ~/.qwen/settings.json chooses the OpenAI-compatible auth and turns
         // off usage statistics, telemetry and the update check; the endpoint
         // comes from the environment.
@@ -168,6 +255,39 @@ function findAgents(): { found: Agent[]; missing: string[] } {
     });
   } else missing.push(node ? "qwen-code" : "qwen-code (needs `node` >= 20 on PATH)");
 
+  const claude = claudeBinary();
+  if (claude) {
+    found.push({
+      name: "claude-code",
+      version: packageVersion(join(agentsDir, "node_modules", "@anthropic-ai", "claude-code")),
+      // Print mode with its default system prompt and tools; the JSON result
+      // carries the reply text and the usage the server reported.
+      argv: (text) => [claude, "-p", text, "--output-format", "json"],
+      prompts: [prompt, secondPrompt],
+      project: {
+        "README.md": "# calc\n\nA tiny arithmetic library. `math.ts` holds the functions.\n",
+        "math.ts": "export function add(a: number, b: number): number {\n  return a + b;\n}\n\nexport function mul(a: number, b: number): number {\n  return a * b;\n}\n",
+      },
+      serveArgs: ["--alias", CLAUDE_ALIAS],
+      // Print mode needs no config file: the endpoint and key come from the
+      // environment; CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC is the switch
+      // that stops every request that is not the turn itself (update checks,
+      // telemetry, error reports, feature flags); the others say the same
+      // thing one by one.
+      configure: (_home, root) => ({
+        ANTHROPIC_BASE_URL: root,
+        ANTHROPIC_API_KEY: API_KEY,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+        DISABLE_TELEMETRY: "1",
+        DISABLE_AUTOUPDATER: "1",
+        DISABLE_ERROR_REPORTING: "1",
+        DISABLE_BUG_COMMAND: "1",
+      }),
+      report: claudeReport,
+      check: claudeCheck,
+    });
+  } else missing.push("claude-code");
+
   return { found: only ? found.filter((a) => a.name === only) : found, missing };
 }
 
@@ -175,26 +295,72 @@ function findAgents(): { found: Agent[]; missing: string[] } {
 
 interface Seen {
   agent: string;
+  /** Which of the agent's runs (prompts) sent it, from 1. */
+  run: number;
   index: number;
   method: string;
   path: string;
+  /** The path with its query string, as sent. */
+  route: string;
   status: number;
+  /** The headers that say which API and client this is. */
+  headers: { auth: string; anthropicVersion?: string; anthropicBeta?: string; userAgent?: string };
+  /** The body's top-level fields, in the order sent. */
+  fields?: string[];
+  model?: string;
   stream: boolean;
   messages?: number;
+  /** The messages' roles in order, runs of one role folded (`user,system`). */
+  roles?: string;
   tools?: number;
   maxTokens?: number;
+  /** `thinking.type` (Messages) or `reasoning_effort` (chat completions), when sent. */
+  thinking?: string;
   /** From the reply's usage, or from a context_length_exceeded message. */
   promptTokens?: number;
+  /** Of the prompt, read from the prefix cache (cache_read_input_tokens, prompt_tokens_details.cached_tokens). */
+  cachedTokens?: number;
+  /** Messages API: what the request's cache breakpoints pinned beyond the cache hit. */
+  cacheCreation?: number;
   completionTokens?: number;
   finish?: string;
   error?: string;
+  /** Milliseconds from the request's arrival to the first reply text, thinking or call the proxy passed on (streams only). */
+  firstMs?: number;
   ms: number;
 }
 
 const seen: Seen[] = [];
 let currentAgent = "-";
+let currentRun = 0;
 /** Requests the current agent has made so far (its requests are numbered from 1). */
 let agentCount = 0;
+
+/** The routes that generate: chat completions, completions, Messages. */
+const isGeneration = (path: string) => path.endsWith("/completions") || path.endsWith("/v1/messages");
+
+/** Which credential a request carries (never its value). */
+function authKind(h: Headers): string {
+  const kinds: string[] = [];
+  if (h.has("x-api-key")) kinds.push("x-api-key");
+  const auth = h.get("authorization");
+  if (auth) kinds.push(/^bearer /i.test(auth) ? "bearer" : "authorization");
+  return kinds.join("+") || "none";
+}
+
+/** Fills in what the request body says: fields, model, messages, tools, caps. */
+function readBody(rec: Seen, json: Record<string, any>): void {
+  rec.fields = Object.keys(json);
+  rec.model = typeof json.model === "string" ? json.model : undefined;
+  rec.stream = json.stream === true;
+  if (Array.isArray(json.messages)) {
+    rec.messages = json.messages.length;
+    rec.roles = json.messages.map((m: any) => String(m?.role)).filter((r: string, i: number, all: string[]) => i === 0 || r !== all[i - 1]).join(",");
+  }
+  rec.tools = Array.isArray(json.tools) ? json.tools.length : undefined;
+  rec.maxTokens = json.max_completion_tokens ?? json.max_tokens;
+  rec.thinking = json.thinking?.type ?? json.reasoning_effort;
+}
 
 /** Progress on stderr: every request up to 20 per agent, then one line in 50 (a looping agent makes hundreds). */
 function progress(r: Seen): void {
@@ -216,26 +382,40 @@ function promptTokensFromError(message: string): number | undefined {
 }
 
 /** Reads a reply the agent is also reading (a tee), filling in `rec`. */
-async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, contentType: string): Promise<void> {
+async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, contentType: string, started: number): Promise<void> {
   const take = (obj: Record<string, any>) => {
     if (obj.error) {
       rec.error ??= errorText(obj.error);
       rec.promptTokens ??= promptTokensFromError(String(obj.error.message ?? ""));
     }
-    if (obj.usage) {
-      rec.promptTokens = obj.usage.prompt_tokens ?? rec.promptTokens;
-      rec.completionTokens = obj.usage.completion_tokens ?? rec.completionTokens;
+    // Chat completions: usage on the last chunk or the reply. Messages: on
+    // message_start (the prompt), message_delta (the output) or the reply.
+    const usage = obj.usage ?? obj.message?.usage;
+    if (usage) {
+      if (usage.input_tokens !== undefined) {
+        rec.cachedTokens = usage.cache_read_input_tokens ?? 0;
+        rec.cacheCreation = usage.cache_creation_input_tokens ?? 0;
+        rec.promptTokens = usage.input_tokens + rec.cachedTokens + rec.cacheCreation;
+      }
+      rec.promptTokens = usage.prompt_tokens ?? rec.promptTokens;
+      rec.cachedTokens = usage.prompt_tokens_details?.cached_tokens ?? rec.cachedTokens;
+      rec.completionTokens = usage.completion_tokens ?? usage.output_tokens ?? rec.completionTokens;
     }
-    const finish = obj.choices?.find((c: any) => c?.finish_reason)?.finish_reason;
+    const finish = obj.choices?.find((c: any) => c?.finish_reason)?.finish_reason ?? obj.stop_reason ?? obj.delta?.stop_reason;
     if (finish) rec.finish = finish;
   };
+  /** A stream event carrying reply text, thinking or a call: the first one times the first token. */
+  const carries = (obj: Record<string, any>) =>
+    obj.type === "content_block_delta" || obj.choices?.some((c: any) => c?.delta?.content || c?.delta?.reasoning_content || c?.delta?.tool_calls?.length);
   try {
     if (contentType.includes("text/event-stream")) {
       for await (const event of sseEvents(body)) {
         if (event.error) rec.error ??= event.error;
         if (!event.data?.startsWith("{")) continue;
         try {
-          take(JSON.parse(event.data));
+          const obj = JSON.parse(event.data);
+          if (rec.firstMs === undefined && carries(obj)) rec.firstMs = performance.now() - started;
+          take(obj);
         } catch {
           rec.error ??= `unparsable stream chunk: ${event.data.slice(0, 120)}`;
         }
@@ -256,14 +436,30 @@ async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, content
 }
 
 function describe(r: Seen): string {
-  const parts = [`#${r.index}`, r.method, r.path, String(r.status)];
-  if (r.path.endsWith("/completions")) {
-    parts.push(r.stream ? "stream" : "whole", `messages=${r.messages ?? "?"}`, `tools=${r.tools ?? 0}`);
+  const parts = [`#${r.index}`, r.method, r.route, String(r.status)];
+  if (isGeneration(r.path)) {
+    parts.push(r.stream ? "stream" : "whole", `model=${r.model ?? "?"}`, `messages=${r.messages ?? "?"}`, `tools=${r.tools ?? 0}`);
     if (r.maxTokens !== undefined) parts.push(`max_tokens=${r.maxTokens}`);
-    parts.push(`prompt=${r.promptTokens ?? "?"}`, `completion=${r.completionTokens ?? "?"}`, `finish=${r.finish ?? "-"}`);
+    if (r.thinking !== undefined) parts.push(`thinking=${r.thinking}`);
+    parts.push(`prompt=${r.promptTokens ?? "?"}`);
+    if (r.cachedTokens !== undefined) parts.push(`cached=${r.cachedTokens}`);
+    if (r.cacheCreation !== undefined) parts.push(`cache_creation=${r.cacheCreation}`);
+    parts.push(`completion=${r.completionTokens ?? "?"}`, `finish=${r.finish ?? "-"}`);
+    if (r.firstMs !== undefined) parts.push(`first=${(r.firstMs / 1000).toFixed(1)}s`);
   }
   parts.push(`${(r.ms / 1000).toFixed(1)}s`);
   if (r.error) parts.push(`ERROR ${r.error.slice(0, 200)}`);
+  return parts.join(" ");
+}
+
+/** What a request said about its client: credential kind, API headers, body fields, roles. */
+function describeSent(r: Seen): string {
+  const parts = [`auth=${r.headers.auth}`];
+  if (r.headers.anthropicVersion) parts.push(`anthropic-version=${r.headers.anthropicVersion}`);
+  if (r.headers.anthropicBeta) parts.push(`anthropic-beta=${r.headers.anthropicBeta}`);
+  if (r.headers.userAgent) parts.push(`user-agent=${JSON.stringify(r.headers.userAgent)}`);
+  if (r.fields) parts.push(`fields=${r.fields.join(",")}`);
+  if (r.roles) parts.push(`roles=${r.roles}`);
   return parts.join(" ");
 }
 
@@ -280,15 +476,28 @@ function startProxy(upstream: string) {
       const url = new URL(req.url);
       const started = performance.now();
       const body = req.method === "GET" || req.method === "HEAD" ? undefined : await req.arrayBuffer();
-      const rec: Seen = { agent: currentAgent, index: ++agentCount, method: req.method, path: url.pathname, status: 0, stream: false, ms: 0 };
+      const rec: Seen = {
+        agent: currentAgent,
+        run: currentRun,
+        index: ++agentCount,
+        method: req.method,
+        path: url.pathname,
+        route: url.pathname + url.search,
+        headers: {
+          auth: authKind(req.headers),
+          anthropicVersion: req.headers.get("anthropic-version") ?? undefined,
+          anthropicBeta: req.headers.get("anthropic-beta") ?? undefined,
+          userAgent: req.headers.get("user-agent") ?? undefined,
+        },
+        status: 0,
+        stream: false,
+        ms: 0,
+      };
       seen.push(rec);
       if (body && body.byteLength) {
         try {
           const json = JSON.parse(new TextDecoder().decode(body));
-          rec.stream = json.stream === true;
-          rec.messages = Array.isArray(json.messages) ? json.messages.length : undefined;
-          rec.tools = Array.isArray(json.tools) ? json.tools.length : undefined;
-          rec.maxTokens = json.max_completion_tokens ?? json.max_tokens;
+          if (json && typeof json === "object" && !Array.isArray(json)) readBody(rec, json);
         } catch {}
       }
       const headers = new Headers(req.headers);
@@ -322,8 +531,11 @@ function startProxy(upstream: string) {
         progress(rec);
         return new Response(null, { status: res.status, headers: out });
       }
+      // The agent's branch is passed on as it comes (no buffering: stream
+      // events reach the agent when the server sends them); ours is read
+      // alongside it.
       const [toAgent, toUs] = res.body.tee();
-      const done = inspectReply(rec, toUs, res.headers.get("content-type") ?? "").then(() => {
+      const done = inspectReply(rec, toUs, res.headers.get("content-type") ?? "", started).then(() => {
         rec.ms = performance.now() - started;
         progress(rec);
       });
@@ -373,8 +585,8 @@ async function stopGroup(child: ChildProcess, graceMs: number): Promise<void> {
 /** Access-log lines (`<-- 200 POST ...`) the server printed, in order. */
 const accessLines: string[] = [];
 
-async function startServer(): Promise<{ child: ChildProcess; base: string }> {
-  const args = [join(import.meta.dir, "../src/main.ts"), "serve", "--port", "0", "--sessions", join(dir, "sessions"), "--threads", "1", ...serveExtra];
+async function startServer(serveArgs: string[]): Promise<{ child: ChildProcess; base: string }> {
+  const args = [join(import.meta.dir, "../src/main.ts"), "serve", "--port", "0", "--sessions", join(dir, "sessions"), "--threads", "1", ...serveArgs];
   console.error(`agents: bun src/main.ts ${args.slice(1).join(" ")} (log: ${serverLog})`);
   const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", "pipe", "pipe"] });
   children.add(child);
@@ -414,9 +626,13 @@ function readLog(): string {
   }
 }
 
+/** One run: an agent with one prompt. */
 interface Outcome {
   agent: string;
   version: string;
+  /** Which of the agent's prompts, from 1. */
+  run: number;
+  prompt: string;
   exitCode: number | null;
   signal: string | null;
   timedOut: boolean;
@@ -424,22 +640,30 @@ interface Outcome {
   requests: number;
   generations: number;
   largestPrompt?: number;
+  /** Of the largest prompt, read from the prefix cache. */
+  largestCached?: number;
+  /** The largest prompt's time to first token at the proxy, in seconds. */
+  largestFirstS?: number;
   errors: number;
   firstError?: string;
   accessLog: number;
   output: string;
   stderrTail: string;
+  /** The agent's own account of the run, where it prints one. */
+  report?: AgentReport;
 }
 
 const stripAnsi = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, "");
 
-async function runAgent(agent: Agent, proxyUrl: string, settle: () => Promise<unknown>): Promise<Outcome> {
+/** Runs each of the agent's prompts in turn, all in one HOME and one working directory. */
+async function runAgent(agent: Agent, proxyUrl: string, settle: () => Promise<unknown>): Promise<Outcome[]> {
   const root = join(dir, agent.name);
   const home = join(root, "home");
   const work = join(root, "work");
   mkdirSync(home, { recursive: true });
   mkdirSync(work, { recursive: true });
   mkdirSync(join(root, "tmp"), { recursive: true });
+  for (const [name, text] of Object.entries(agent.project ?? {})) writeFileSync(join(work, name), text);
   // A clean environment: nothing of the caller's keys, config or home leaks in.
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
@@ -452,15 +676,28 @@ async function runAgent(agent: Agent, proxyUrl: string, settle: () => Promise<un
     XDG_CACHE_HOME: join(home, ".cache"),
     XDG_STATE_HOME: join(home, ".local", "state"),
     TMPDIR: join(root, "tmp"),
-    ...agent.configure(home, `${proxyUrl}/v1`),
+    ...agent.configure(home, proxyUrl),
   };
   currentAgent = agent.name;
   agentCount = 0;
+  const outcomes: Outcome[] = [];
+  const prompts = agent.prompts ?? [prompt];
+  for (const [i, text] of prompts.entries()) {
+    if (stopping) break;
+    outcomes.push(await runOnce(agent, i + 1, text, { root, work, env }, settle));
+  }
+  currentAgent = "-";
+  return outcomes;
+}
+
+async function runOnce(agent: Agent, run: number, text: string, at: { root: string; work: string; env: Record<string, string> }, settle: () => Promise<unknown>): Promise<Outcome> {
+  currentRun = run;
   const firstSeen = seen.length;
   const firstAccess = accessLines.length;
-  console.error(`\nagents: ${agent.name} ${agent.version} in ${work}: ${JSON.stringify(prompt)} (hang guard ${timeoutS} s)`);
+  console.error(`\nagents: ${agent.name} ${agent.version} run ${run} in ${at.work}: ${JSON.stringify(text)} (hang guard ${timeoutS} s)`);
   const t0 = performance.now();
-  const child = spawn(agent.argv(prompt)[0]!, agent.argv(prompt).slice(1), { cwd: work, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const argv = agent.argv(text);
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: at.work, env: at.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   children.add(child);
   let stdout = "";
   let stderr = "";
@@ -481,29 +718,34 @@ async function runAgent(agent: Agent, proxyUrl: string, settle: () => Promise<un
   children.delete(child);
   await settle();
   await Bun.sleep(250); // the server's last access-log lines may still be in its stderr pipe
-  currentAgent = "-";
-  writeFileSync(join(root, "stdout.txt"), stdout);
-  writeFileSync(join(root, "stderr.txt"), stderr);
+  const suffix = (agent.prompts?.length ?? 1) > 1 ? `-${run}` : "";
+  writeFileSync(join(at.root, `stdout${suffix}.txt`), stdout);
+  writeFileSync(join(at.root, `stderr${suffix}.txt`), stderr);
 
   const mine = seen.slice(firstSeen);
-  const gens = mine.filter((r) => r.path.endsWith("/completions"));
-  const prompts = gens.map((r) => r.promptTokens).filter((n): n is number => n !== undefined);
+  const gens = mine.filter((r) => isGeneration(r.path));
+  const largest = gens.filter((r) => r.promptTokens !== undefined).reduce<Seen | undefined>((a, r) => (a && a.promptTokens! >= r.promptTokens! ? a : r), undefined);
   const errs = mine.filter((r) => r.error);
   return {
     agent: agent.name,
     version: agent.version,
+    run,
+    prompt: text,
     exitCode: failed ? null : child.exitCode,
     signal: failed ? `spawn failed: ${failed.message}` : child.signalCode,
     timedOut,
     seconds,
     requests: mine.length,
     generations: gens.length,
-    largestPrompt: prompts.length ? Math.max(...prompts) : undefined,
+    largestPrompt: largest?.promptTokens,
+    largestCached: largest?.cachedTokens,
+    largestFirstS: largest?.firstMs === undefined ? undefined : largest.firstMs / 1000,
     errors: errs.length,
     firstError: errs[0]?.error,
     accessLog: accessLines.length - firstAccess,
     output: stripAnsi(stdout).trim(),
     stderrTail: stripAnsi(stderr).trim().slice(-600),
+    report: agent.report?.(stdout),
   };
 }
 
@@ -525,12 +767,14 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
   });
 }
 
+const fmt = (n: number | undefined, digits = 0) => (n === undefined ? "-" : n.toFixed(digits));
+
 async function main(): Promise<number> {
   const { found, missing } = findAgents();
   if (found.length === 0) {
     console.log(
       `No agent CLI found in ${agentsDir} (missing: ${missing.join(", ")}${only ? `; --only ${only}` : ""}). Install them with\n\n` +
-        `  npm install --prefix ${agentsDir} --ignore-scripts opencode-ai @qwen-code/qwen-code\n\n` +
+        `  npm install --prefix ${agentsDir} --ignore-scripts opencode-ai@1.18.33 @qwen-code/qwen-code@0.15.10 @anthropic-ai/claude-code@2.1.332\n\n` +
         `or point SUPERFLUID_AGENTS_DIR at the npm prefix that holds them (see bench/README.md, "Coding agents").`,
     );
     return 0;
@@ -539,9 +783,13 @@ async function main(): Promise<number> {
   dir = mkdtempSync(join(tmpdir(), "superfluid-agents-"));
   serverLog = join(dir, "server.log");
 
-  const server = await startServer();
+  // What the agents that run need from the server (Claude Code: its model
+  // names as aliases) comes before the caller's own arguments.
+  const serveArgs = [...found.flatMap((a) => a.serveArgs ?? []), ...serveExtra];
+  const server = await startServer(serveArgs);
   const proxy = startProxy(server.base);
   const outcomes: Outcome[] = [];
+  const failures = new Map<string, string[]>();
   try {
     const models = await fetch(`${server.base}/v1/models`).then((r) => r.json() as Promise<{ data: { id: string; meta?: { n_ctx?: number } }[] }>);
     const served = models.data.find((m) => m.id === MODEL);
@@ -549,7 +797,10 @@ async function main(): Promise<number> {
     console.error(`agents: server ${server.base}, ${MODEL} with a ${served.meta?.n_ctx ?? "?"}-token window; agents talk to the proxy ${proxy.url}`);
     for (const agent of found) {
       if (stopping) break;
-      outcomes.push(await runAgent(agent, proxy.url, proxy.settle));
+      const runs = await runAgent(agent, proxy.url, proxy.settle);
+      outcomes.push(...runs);
+      const failed = agent.check?.(runs) ?? [];
+      if (failed.length) failures.set(agent.name, failed);
     }
   } finally {
     proxy.stop();
@@ -559,25 +810,34 @@ async function main(): Promise<number> {
     }
   }
 
-  const window = serveExtra.length ? `serve ${serveExtra.join(" ")}` : "serve (defaults)";
-  console.log(`\n${MODEL} on \`${window}\`, prompt ${JSON.stringify(prompt)}, hang guard ${timeoutS} s\n`);
-  console.log("| agent | version | exit | seconds | requests | served (server access log) | error replies | largest prompt tokens |");
-  console.log("|---|---|---|---:|---:|---:|---:|---:|");
+  const window = serveArgs.length ? `serve ${serveArgs.join(" ")}` : "serve (defaults)";
+  console.log(`\n${MODEL} on \`${window}\`, hang guard ${timeoutS} s\n`);
+  console.log("| agent | version | run | exit | seconds | requests | served (server access log) | error replies | largest prompt tokens | of them cached | first token s |");
+  console.log("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
   for (const o of outcomes) {
     const exit = o.timedOut ? "timed out" : o.exitCode !== null ? String(o.exitCode) : (o.signal ?? "?");
-    console.log(`| ${o.agent} | ${o.version} | ${exit} | ${o.seconds.toFixed(1)} | ${o.requests} | ${o.accessLog} | ${o.errors} | ${o.largestPrompt ?? "-"} |`);
+    console.log(
+      `| ${o.agent} | ${o.version} | ${o.run} | ${exit} | ${o.seconds.toFixed(1)} | ${o.requests} | ${o.accessLog} | ${o.errors} | ${fmt(o.largestPrompt)} | ${fmt(o.largestCached)} | ${fmt(o.largestFirstS, 1)} |`,
+    );
   }
   for (const o of outcomes) {
-    console.log(`\n${o.agent}: output ${JSON.stringify(o.output.slice(0, 200))}`);
-    if (o.firstError) console.log(`${o.agent}: first error reply: ${o.firstError}`);
-    if (o.exitCode !== 0 || o.timedOut) console.log(`${o.agent}: stderr ends ${JSON.stringify(o.stderrTail.slice(-300))}`);
+    console.log(`\n${o.agent} run ${o.run} ${JSON.stringify(o.prompt)}:`);
+    if (o.report) {
+      const u = o.report.usage;
+      console.log(`  result ${JSON.stringify(o.report.result.slice(0, 200))}${o.report.isError ? " (is_error)" : ""}`);
+      if (u) console.log(`  usage input=${fmt(u.input_tokens)} cache_read=${fmt(u.cache_read_input_tokens)} cache_creation=${fmt(u.cache_creation_input_tokens)} output=${fmt(u.output_tokens)} (prompt ${usagePrompt(u)})`);
+      if (o.report.ttftMs !== undefined) console.log(`  its own first-token time ${(o.report.ttftMs / 1000).toFixed(1)} s`);
+    } else console.log(`  output ${JSON.stringify(o.output.slice(0, 200))}`);
+    if (o.firstError) console.log(`  first error reply: ${o.firstError}`);
+    if (o.exitCode !== 0 || o.timedOut) console.log(`  stderr ends ${JSON.stringify(o.stderrTail.slice(-300))}`);
     // The first requests and the last few: a looping agent makes hundreds.
-    const mine = seen.filter((s) => s.agent === o.agent);
+    const mine = seen.filter((s) => s.agent === o.agent && s.run === o.run);
     const shown = mine.length <= 16 ? mine : [...mine.slice(0, 12), undefined, ...mine.slice(-4)];
-    for (const r of shown) console.log(r ? `  ${describe(r)}` : `  ... ${mine.length - 16} more`);
+    for (const r of shown) console.log(r ? `  ${describe(r)}\n      ${describeSent(r)}` : `  ... ${mine.length - 16} more`);
   }
-  if (jsonPath) writeFileSync(jsonPath, JSON.stringify({ prompt, timeoutS, serveExtra, outcomes, requests: seen }, null, 2));
-  const ok = outcomes.length > 0 && outcomes.every((o) => o.exitCode === 0 && !o.timedOut && o.errors === 0 && o.generations > 0);
+  for (const [agent, failed] of failures) for (const f of failed) console.log(`\n${agent}: FAILED ${f}`);
+  if (jsonPath) writeFileSync(jsonPath, JSON.stringify({ prompt, secondPrompt, timeoutS, serveArgs, outcomes, failures: Object.fromEntries(failures), requests: seen }, null, 2));
+  const ok = outcomes.length > 0 && failures.size === 0 && outcomes.every((o) => o.exitCode === 0 && !o.timedOut && o.errors === 0 && o.generations > 0);
   return ok ? 0 : 1;
 }
 

@@ -2,7 +2,8 @@
 // by-value shim (shim.c) compiled by Bun's TinyCC and linked to the same library.
 import { cc, dlopen, type Pointer } from "bun:ffi";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
+import { threadId } from "node:worker_threads";
 import { basename, dirname, join } from "node:path";
 import shimSourcePath from "./shim.c" with { type: "file" };
 import { ABI_PROBE_SLOTS, abiMismatches, LlamaAbiError } from "./abi.ts";
@@ -104,8 +105,11 @@ function compileShim(loc: LibraryLocation) {
   const dir = join(cacheDir(), "shim");
   const file = join(dir, `shim-${hash}.c`);
   if (!existsSync(file)) {
+    // Written aside and renamed into place: another process may compile it the moment it exists.
     mkdirSync(dir, { recursive: true });
-    writeFileSync(file, source);
+    const partial = `${file}.${process.pid}.${threadId}.tmp`;
+    writeFileSync(partial, source);
+    renameSync(partial, file);
   }
   const link = linkableLibrary(loc.llama, dir);
   return cc({
@@ -130,7 +134,12 @@ function linkableLibrary(path: string, cache: string): { dir: string; name: stri
   const target = join(dir, `libllama.${ext}`);
   if (!existsSync(target)) {
     mkdirSync(dir, { recursive: true });
-    symlinkSync(path, target);
+    try {
+      symlinkSync(path, target);
+    } catch (err) {
+      // Another process made the same link first.
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
   }
   return { dir, name: "llama" };
 }

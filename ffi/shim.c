@@ -8,11 +8,25 @@
 // (node-llama-cpp 3.21.1, llama.cpp release v0.4.0). ffi/abi.ts checks at load,
 // through sf_abi_probe, that the library really has these layouts, and refuses
 // it by name when it does not.
-#include <stdint.h>
-#include <stddef.h>
-#include <stdbool.h>
-#include <stdlib.h>
-#include <string.h>
+//
+// It includes no header. Bun's `cc` rewrites TinyCC's own headers (stddef.h,
+// stdbool.h, ...) in one shared temporary folder on every compile, so a
+// compile in another process at the same moment (the daemon's prompt thread
+// beside a starting worker) could read them half-written and fail on the C
+// library's headers that include them. What the shim needs is declared here.
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned int uint32_t;
+typedef __SIZE_TYPE__ size_t;
+#define bool _Bool
+#define true 1
+#define false 0
+#define NULL ((void *)0)
+void *malloc(size_t size);
+void free(void *ptr);
+void abort(void);
 
 typedef int32_t llama_token;
 typedef int32_t llama_pos;

@@ -108,6 +108,18 @@ describe("serve options", () => {
     expect(() => parse("--completion-rate", "-1")).toThrow(UsageError);
   });
 
+  test("--alias NAME=ID (repeatable, wildcards kept as written) and --pin-budget-pct", () => {
+    expect(parse().aliases).toEqual([]);
+    expect(parse("--alias", "claude-*=tiny-chat", "--alias=gpt=m").aliases).toEqual([
+      { name: "claude-*", target: "tiny-chat" },
+      { name: "gpt", target: "m" },
+    ]);
+    for (const bad of ["claude", "=x", "x=", "="]) expect(() => parse("--alias", bad)).toThrow(/--alias expects NAME=ID/);
+    expect(parse().pinBudgetPct).toBe(50);
+    expect(parse("--pin-budget-pct", "0").pinBudgetPct).toBe(0);
+    expect(() => parse("--pin-budget-pct", "101")).toThrow(UsageError);
+  });
+
   test("sessions default under SUPERFLUID_HOME", () => {
     expect(parseServeOptions([], { SUPERFLUID_HOME: "/srv/sf" }) as ServeOptions).toMatchObject({ sessions: "/srv/sf/sessions" });
   });

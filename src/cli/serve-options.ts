@@ -2,6 +2,7 @@
 // their defaults, and the startup refusals for flags llama.cpp cannot honour.
 import { homedir } from "node:os";
 import { join } from "node:path";
+import type { ModelAlias } from "../daemon/registry.ts";
 import type { OperatorSampling } from "../daemon/sampling-resolve.ts";
 import { DEFAULT_QOS, QOS_NAMES, type ClassLanes, type QosClass } from "../engine/scheduler.ts";
 import { parseClassLanes, parseQos } from "../http/qos.ts";
@@ -57,6 +58,10 @@ export interface ServeOptions {
   pressureHigh: number;
   pressureLow: number;
   modelDirs: string[];
+  /** --alias NAME=ID, in the order given. */
+  aliases: ModelAlias[];
+  /** --pin-budget-pct: the share of the KV pool cache_control pins may hold; 0 = counted, not enforced. */
+  pinBudgetPct: number;
   tui: boolean;
   sampling: OperatorSampling;
 }
@@ -91,6 +96,8 @@ const FLAGS: Record<string, FlagSpec> = {
   "pressure-high": { value: true },
   "pressure-low": { value: true },
   "model-dir": { value: true, repeatable: true },
+  alias: { value: true, repeatable: true },
+  "pin-budget-pct": { value: true },
   tui: {},
   "no-tui": {},
   speculate: { value: true },
@@ -147,6 +154,10 @@ MODEL the built-in tiny model is served.
   --pressure-high PCT     KV occupancy that moves cached prefixes out of the pool (default 85)
   --pressure-low PCT      the occupancy that eviction brings it down to (default 70)
   --model-dir DIR         where model references are looked up (repeatable)
+  --alias NAME=ID         requests naming NAME get the served model ID; NAME may hold *
+                          wildcards (claude-*=tiny-chat); repeatable, exact names first
+  --pin-budget-pct PCT    share of the KV pool cache_control pins may hold (default 50;
+                          0 = pins are counted but protect nothing)
   --temperature F --top-p F --top-k N --min-p F --repeat-penalty F
                           operator sampling defaults
   --no-tui                no live monitor (there is none yet; accepted)
@@ -196,6 +207,14 @@ function maxContext(raw: string | undefined): { maxContext?: number } {
   const n = Number(raw);
   if (raw.trim() === "" || !Number.isInteger(n) || n < 1) throw new UsageError(`--max-context expects a whole number or auto, got '${raw}'`);
   return { maxContext: Math.max(512, n) };
+}
+
+/** --alias NAME=ID: both sides non-empty (whether ID is served is checked once the model is loaded). */
+function aliasOf(raw: string): ModelAlias {
+  const at = raw.indexOf("=");
+  const [name, target] = at < 0 ? ["", ""] : [raw.slice(0, at).trim(), raw.slice(at + 1).trim()];
+  if (name === "" || target === "") throw new UsageError(`--alias expects NAME=ID (e.g. claude-*=tiny-chat), got '${raw}'`);
+  return { name, target };
 }
 
 /** A QoS class flag: a name, alias or number (docs/api/openai.md#qos-classes). */
@@ -270,6 +289,8 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     ...(one("host-cache-mb") === undefined ? {} : { hostCacheMb: opt("host-cache-mb", { int: true, min: 0 }) }),
     ...pressure(opt("pressure-high", { int: true, min: 1, max: 100 }) ?? 85, opt("pressure-low", { int: true, min: 0, max: 100 }) ?? 70),
     modelDirs: flags.values.get("model-dir") ?? [],
+    aliases: (flags.values.get("alias") ?? []).map(aliasOf),
+    pinBudgetPct: opt("pin-budget-pct", { int: true, min: 0, max: 100 }) ?? 50,
     tui: flags.switches.has("tui") && !flags.switches.has("no-tui"),
     sampling: {
       temperature: opt("temperature", { min: 0, max: 2 }),

@@ -78,6 +78,8 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       ")",
   );
   const resolved = await resolveServed(options, log);
+  const unserved = options.aliases.find((a) => a.target !== resolved.id);
+  if (unserved) throw new Error(`--alias ${unserved.name}=${unserved.target}: no served model has the id '${unserved.target}' (served: ${resolved.id})`);
   const sizing = options.kvPool !== undefined ? `a shared KV pool of ${options.kvPool} cells` : options.maxContext !== undefined ? `${options.maxContext} tokens each` : "KV sized from free memory";
   log(`superfluid: loading ${resolved.id} from ${resolved.path} (${options.maxBatch} lanes, ${sizing}, ${options.threads} threads) ...`);
   const started = performance.now();
@@ -94,12 +96,14 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     ...(options.hostCacheMb === undefined ? {} : { hostCacheMb: options.hostCacheMb }),
     pressureHigh: options.pressureHigh,
     pressureLow: options.pressureLow,
+    pinBudgetPct: options.pinBudgetPct,
     sessions,
   });
   log(`superfluid: ${resolved.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   log(`superfluid: ${model.worker.info.kv.summary}`);
   const registry = new ModelRegistry();
   registry.add(model);
+  for (const alias of options.aliases) registry.alias(alias.name, alias.target);
   if (options.fimModel !== undefined) {
     try {
       model.fimModel = await loadFimModel(options, model.contextWindow, log);

@@ -28,6 +28,8 @@ export interface WorkerOptions {
   /** Pressure watermarks, percent of the pool's cells. */
   pressureHigh?: number;
   pressureLow?: number;
+  /** Percent of the pool's cells pinned prompt prefixes may hold (--pin-budget-pct; 0 = pins protect nothing; default: the worker's, 50). */
+  pinBudgetPct?: number;
   /** Lane caps per class (--class-lanes). */
   classLanes?: ClassLanes;
   /** Queue-aging period in ticks (--starvation-ticks). */
@@ -268,6 +270,7 @@ export class WorkerClient {
     if (o.hostCacheMb !== undefined) args.push("--host-cache-mb", String(o.hostCacheMb));
     if (o.pressureHigh !== undefined) args.push("--pressure-high", String(o.pressureHigh));
     if (o.pressureLow !== undefined) args.push("--pressure-low", String(o.pressureLow));
+    if (o.pinBudgetPct !== undefined) args.push("--pin-budget-pct", String(o.pinBudgetPct));
     if (o.classLanes && Object.keys(o.classLanes).length > 0) {
       args.push("--class-lanes", Object.entries(o.classLanes).map(([name, n]) => `${name}=${n}`).join(","));
     }

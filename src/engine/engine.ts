@@ -44,6 +44,10 @@ export interface EngineOptions {
   pressureLow?: number;
   /** Shared prompt tokens that make a queued request wait for a lane prefilling them (default 1024). */
   coalesceMin?: number;
+  /** Percent of the pool's cells pinned prefixes may hold (--pin-budget-pct, default 50; 0 = pins protect nothing). */
+  pinBudgetPct?: number;
+  /** Clock for pin expiry in milliseconds (default Date.now; tests pass their own). */
+  now?: () => number;
 }
 
 /** Recent ticks the rates in snapshot() are measured over. */
@@ -100,6 +104,12 @@ const HEADROOM_PER_LANE = 16;
 const PRESSURE_HIGH = 0.85;
 const PRESSURE_LOW = 0.7;
 
+/** Default share of the pool's cells pinned prefixes may hold, percent (docs/design.md#pinned-prefixes). */
+const PIN_BUDGET_PCT = 50;
+
+/** Most pins one request may carry (Anthropic allows 4 cache breakpoints). */
+const MAX_PINS = 4;
+
 export { sequencesFor } from "./kv-pool.ts";
 export type { EngineSnapshot, FinishEvent, FinishReason, GenerateJob, TickEvents, TokenEvent } from "./jobs.ts";
 
@@ -150,6 +160,8 @@ export class Engine {
       pressureHigh: opts.pressureHigh ?? PRESSURE_HIGH,
       pressureLow: opts.pressureLow ?? PRESSURE_LOW,
       lanes: opts.lanes,
+      pinBudgetPct: opts.pinBudgetPct ?? PIN_BUDGET_PCT,
+      ...(opts.now ? { now: opts.now } : {}),
     });
   }
 
@@ -184,6 +196,7 @@ export class Engine {
         hostBudgetBytes: this.pool.cache.hostLimits.bytes,
         ...this.pool.cache.stats,
       },
+      pins: this.pool.pins.summary(),
       ...this.rates(),
     };
   }
@@ -252,8 +265,10 @@ export class Engine {
     for (;;) {
       outputs = this.stageBatch();
       started = performance.now();
-      // A shared pool too full for this tick is relieved first rather than have llama_decode refuse.
-      if (outputs.staged <= this.pool.freeCells) {
+      // A shared pool too full for this tick is relieved first rather than have llama_decode
+      // refuse. Staging already put the batch's tokens in their sequences, so its cells are
+      // counted in use: the batch fits while the count stays within the pool.
+      if (this.pool.freeCells >= 0) {
         try {
           this.context.decode(outputs.staged);
           break;
@@ -428,6 +443,7 @@ export class Engine {
       events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message, clientError });
       return undefined;
     }
+    this.pin(job);
     const { seq, cached } = this.pool.seat(job.prompt);
     const lane: Lane = {
       job,
@@ -446,6 +462,19 @@ export class Engine {
     this.lanes.add(lane);
     events.admitted.push({ id: job.id, cachedTokens: cached });
     return lane;
+  }
+
+  /**
+   * Registers a starting job's pinned prefixes (docs/design.md#pinned-prefixes), before
+   * it is seated so a refreshed pin already counts when a sequence is chosen.
+   * A pin reaches at most the prompt's last token but one: a later prompt
+   * reuses at most that much of its own.
+   */
+  private pin(job: GenerateJob): void {
+    for (const { length, ttlMs } of job.pins?.slice(0, MAX_PINS) ?? []) {
+      const n = Math.min(Math.floor(length), job.prompt.length - 1);
+      if (n > 0) this.pool.pins.add(job.prompt.slice(0, n), ttlMs);
+    }
   }
 
   /**

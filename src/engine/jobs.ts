@@ -28,6 +28,11 @@ export interface GenerateJob {
   qos?: QosClass;
   /** Unix ms by which it must have started; still queued then, it finishes as "expired" (FIM deadline). */
   startBy?: number;
+  /**
+   * Prompt prefixes to keep in the KV pool (docs/design.md#pinned-prefixes): the first
+   * `length` tokens for `ttlMs` milliseconds from admission; at most 4.
+   */
+  pins?: { length: number; ttlMs: number }[];
 }
 
 /** A generation as the daemon asks for it: the job without its id (the daemon assigns one), ignoreEos optional. */
@@ -108,6 +113,17 @@ export interface EngineSnapshot {
     imports: number;
     importFailures: number;
     hostEvictions: number;
+  };
+  /** Pinned prefixes (docs/design.md#pinned-prefixes). */
+  pins: {
+    /** Live pins. */
+    count: number;
+    /** The union of their token prefixes (shared prefixes counted once). */
+    tokens: number;
+    /** Cells all pins together may hold (0: pins protect nothing). */
+    budgetTokens: number;
+    /** Pins dropped for the budget or for space. */
+    yielded: number;
   };
   /** Tokens per second of engine time over the recent ticks. */
   decodeRate: number;

@@ -7,9 +7,11 @@
 // copied) from a sequence a live lane holds, or imports them from the host
 // tier, where prefixes go when their cells are needed for something else.
 // The engine decides who runs; this decides where, and how many cells are
-// free in a shared pool.
+// free in a shared pool. Pinned prefixes (pins.ts) change only what gives
+// way: eviction cuts a cached sequence to its pinned length, not to nothing.
 import type { LlamaContext } from "./context.ts";
 import { cellsInUse, cutCells, emptyCells, ownCells, shareCells, type SequenceCells } from "./kv-cells.ts";
+import { isPrefix, PinSet } from "./pins.ts";
 import { PrefixCache } from "./prefix-cache.ts";
 
 export interface KvSequence {
@@ -30,6 +32,10 @@ export interface KvPoolOptions {
   pressureLow: number;
   /** Lanes: in a shared pool cached prefixes keep at most one lane's share of the cells (docs/design.md#prefix-cache). */
   lanes: number;
+  /** Percent of the pool's cells pinned prefixes may hold (docs/design.md#pinned-prefixes); 0 = they protect nothing. */
+  pinBudgetPct: number;
+  /** Clock for pin expiry, in milliseconds. */
+  now?: () => number;
 }
 
 /** Shorter shared prefixes than this do not decide where a prompt runs (they save too little). */
@@ -55,6 +61,10 @@ export class KvPool {
   readonly shared: boolean;
   /** KV cells in all. */
   readonly capacity: number;
+  /** Pinned prompt prefixes (docs/design.md#pinned-prefixes). */
+  readonly pins: PinSet;
+  /** Pinned length of each cached sequence, valid while its cache entry and the pin set are unchanged. */
+  private readonly pinnedMemo = new Map<number, { usedAt: number; version: number; length: number }>();
 
   constructor(
     private readonly context: LlamaContext,
@@ -64,6 +74,7 @@ export class KvPool {
     this.capacity = context.poolCells;
     this.sequences = Array.from({ length: context.sequences }, (_, index) => ({ index, tokens: [], live: false, cells: emptyCells() }));
     this.cache = new PrefixCache(context, { bytes: opts.hostCacheBytes, tokens: this.capacity });
+    this.pins = new PinSet({ capacity: this.capacity, budgetPct: opts.pinBudgetPct, ...(opts.now ? { now: opts.now } : {}) });
   }
 
   /** Cells in use, shared cells counted once. */
@@ -131,9 +142,15 @@ export class KvPool {
     const inHost = worth(found.host?.length ?? 0);
     const live = worth(donorLen);
     let seq: KvSequence;
-    if (inPool > 0 && inPool >= inHost && inPool >= live) {
-      seq = this.sequences[found.pool!.entry.seq.index]!;
+    const holder = inPool > 0 && inPool >= inHost && inPool >= live ? this.sequences[found.pool!.entry.seq.index]! : undefined;
+    if (holder && this.pinnedLength(holder) <= inPool) {
+      seq = holder;
       this.keepOnly(seq, inPool);
+    } else if (holder) {
+      // Running in place would cut into a pinned prefix: the shared part is copied instead.
+      seq = this.freeSequence(holder);
+      this.keepOnly(seq, 0);
+      this.copyInto(seq, holder, inPool);
     } else {
       seq = this.freeSequence();
       if (inHost > live) {
@@ -147,11 +164,7 @@ export class KvPool {
         }
       } else if (live > 0) {
         this.keepOnly(seq, 0);
-        const copied = this.context.copyPrefix(donor!.index, seq.index, donorLen);
-        seq.tokens = copied ? donor!.tokens.slice(0, donorLen) : [];
-        if (copied && this.shared) shareCells(donor!, seq, donorLen);
-        else ownCells(seq);
-        if (copied) this.stats.prefixCopies++;
+        this.copyInto(seq, donor!, donorLen);
       } else {
         this.keepOnly(seq, commonPrefix(seq.tokens, prompt, reusable));
       }
@@ -161,17 +174,28 @@ export class KvPool {
     return { seq, cached: seq.tokens.length };
   }
 
+  /** An emptied sequence takes positions [0, length) of `donor` (llama_memory_seq_cp; in a shared pool only a tag). */
+  private copyInto(seq: KvSequence, donor: KvSequence, length: number): void {
+    const copied = this.context.copyPrefix(donor.index, seq.index, length);
+    seq.tokens = copied ? donor.tokens.slice(0, length) : [];
+    if (copied && this.shared) shareCells(donor, seq, length);
+    else ownCells(seq);
+    if (copied) this.stats.prefixCopies++;
+  }
+
   /**
-   * The free sequence a prompt that does not run in place takes: the one that
-   * keeps the live lanes' sequences spanning the fewest buffers, then an empty
-   * one, then the least recently used cache entry, then the lowest index.
+   * The free sequence a prompt that does not run in place takes: one holding
+   * no pinned prefix (docs/design.md#pinned-prefixes: those go last), then the
+   * one that keeps the live lanes' sequences spanning the fewest buffers, then
+   * an empty one, then the least recently used cache entry, then the lowest
+   * index (never `exclude`).
    * llama.cpp's attention views every KV buffer from the lowest to the highest
    * sequence in a batch, idle ones between included, so a spread costs (4
    * lanes on 0,2,4,6 took 11.2 ms a step against 7.9 ms on 0-3, measured
    * here). An entry overwritten goes to the host tier, so losing it costs an
    * import later, not a prefill.
    */
-  private freeSequence(): KvSequence {
+  private freeSequence(exclude?: KvSequence): KvSequence {
     let lo = Infinity;
     let hi = -Infinity;
     for (const s of this.sequences) {
@@ -180,6 +204,7 @@ export class KvPool {
       hi = Math.max(hi, s.index);
     }
     const cost = (s: KvSequence): number[] => [
+      this.pinnedLength(s) > 0 ? 1 : 0,
       // One shared pool has no buffers to span.
       this.shared ? 0 : Math.max(hi, s.index) - Math.min(lo, s.index),
       s.tokens.length === 0 ? -1 : (this.cache.lastUsed(s) ?? -1),
@@ -188,38 +213,74 @@ export class KvPool {
     let best: KvSequence | undefined;
     let bestCost: number[] = [];
     for (const s of this.sequences) {
-      if (s.live) continue;
+      if (s.live || s === exclude) continue;
       const c = cost(s);
-      if (!best || c[0]! < bestCost[0]! || (c[0] === bestCost[0] && (c[1]! < bestCost[1]! || (c[1] === bestCost[1] && c[2]! < bestCost[2]!)))) {
-        [best, bestCost] = [s, c];
-      }
+      if (!best || lexicographicallyLess(c, bestCost)) [best, bestCost] = [s, c];
     }
-    // lanes + 2 sequences: with at most `lanes` live lanes a free one always exists.
+    // lanes + 2 sequences: with at most `lanes` live lanes two free ones always exist.
     return best!;
   }
 
-  /** Takes a free sequence out of the cache and cuts it to `length` tokens, spilling what is cut to the host tier. */
+  /**
+   * Takes a free sequence out of the cache and cuts it to `length` tokens,
+   * spilling what is cut to the host tier. A pin whose tokens this takes out
+   * of the pool, and that no other sequence still holds, has yielded: it is dropped.
+   */
   private keepOnly(seq: KvSequence, length: number): void {
     this.cache.withdraw(seq);
-    if (seq.tokens.length > length) this.cache.spill(seq, length);
+    if (seq.tokens.length <= length) return;
+    const cut = this.pins.cutBy(seq.tokens, length);
+    this.cache.spill(seq, length);
     this.cutTo(seq, length);
+    for (const pin of cut) if (!this.sequences.some((s) => isPrefix(pin.tokens, s.tokens))) this.pins.yieldPin(pin);
+  }
+
+  /** Cuts a cached sequence to `length` tokens (the rest to the host tier); what stays is still a cache entry. False when nothing was cut. */
+  private trimCached(seq: KvSequence, length: number): boolean {
+    if (seq.tokens.length <= length) return false;
+    this.keepOnly(seq, length);
+    this.cache.publish(seq);
+    return true;
+  }
+
+  /** Cuts a cached sequence to its pinned prefix (to nothing when it holds none); false when all it holds is pinned. */
+  private trimToPin(seq: KvSequence): boolean {
+    return this.trimCached(seq, this.pinnedLength(seq));
+  }
+
+  /**
+   * How much of a free sequence a pin protects: the longest live pin that is
+   * a prefix of its tokens. Remembered per cache entry, since pressure relief
+   * asks every tick while pinned prefixes keep the pool above its marks.
+   */
+  private pinnedLength(seq: KvSequence): number {
+    if (this.pins.count === 0 || seq.tokens.length === 0) return 0;
+    const usedAt = this.cache.lastUsed(seq);
+    // Not a cache entry (a live lane's): its tokens may change, so nothing is remembered.
+    if (usedAt === undefined) return this.pins.pinnedLength(seq.tokens);
+    const memo = this.pinnedMemo.get(seq.index);
+    if (memo && memo.usedAt === usedAt && memo.version === this.pins.version) return memo.length;
+    const length = this.pins.pinnedLength(seq.tokens);
+    this.pinnedMemo.set(seq.index, { usedAt, version: this.pins.version, length });
+    return length;
   }
 
   /**
    * The pressure watermarks (docs/design.md#memory-pressure): once the pool's occupancy
    * reaches the high mark, cached prefixes leave it, least recently used
    * first, for the host tier, until it is down to the low mark. Live lanes
-   * are never touched.
+   * are never touched, and a pinned prefix stays (its sequence is cut to it).
    */
   relievePressure(): void {
     if (this.cache.poolEntryCount === 0) return;
+    this.pins.expire();
     const total = this.capacity;
     let used = this.cellsUsed;
     if (used >= this.opts.pressureHigh * total) {
       const low = this.opts.pressureLow * total;
       for (const cached of this.cache.poolByAge()) {
         if (used <= low) break;
-        this.keepOnly(this.sequences[cached.index]!, 0);
+        if (!this.trimToPin(this.sequences[cached.index]!)) continue;
         this.stats.pressureEvictions++;
         used = this.cellsUsed;
       }
@@ -231,7 +292,7 @@ export class KvPool {
     let cached = used - this.liveCells;
     for (const entry of this.cache.poolByAge()) {
       if (cached <= share) break;
-      this.keepOnly(this.sequences[entry.index]!, 0);
+      if (!this.trimToPin(this.sequences[entry.index]!)) continue;
       this.stats.pressureEvictions++;
       cached = this.cellsUsed - this.liveCells;
     }
@@ -239,25 +300,40 @@ export class KvPool {
 
   /**
    * Frees cells of a shared pool for `need` new ones by moving cached
-   * prefixes to the host tier, least recently used first. False when no
-   * cached prefix is left to move (only pausing a lane can free more).
+   * prefixes to the host tier, least recently used first: first all that is
+   * not pinned, then pinned prefixes too (docs/design.md#pinned-prefixes),
+   * each sequence's longest pin yielding first. False when no cached prefix
+   * is left to move (only pausing a lane can free more).
    */
   evictForSpace(need: number): boolean {
+    this.pins.expire();
     let evicted = false;
     for (const entry of this.cache.poolByAge()) {
-      if (this.freeCells >= need) break;
-      this.keepOnly(this.sequences[entry.index]!, 0);
+      if (this.freeCells >= need) return evicted;
+      if (!this.trimToPin(this.sequences[entry.index]!)) continue;
       this.stats.spaceEvictions++;
       evicted = true;
+    }
+    for (const entry of this.cache.poolByAge()) {
+      const seq = this.sequences[entry.index]!;
+      while (this.freeCells < need && seq.tokens.length > 0) {
+        this.trimCached(seq, this.pins.pinnedLength(seq.tokens, seq.tokens.length - 1));
+        this.stats.spaceEvictions++;
+        evicted = true;
+      }
+      if (this.freeCells >= need) break;
     }
     return evicted;
   }
 
-  /** A paused lane's sequence (now a cache entry) leaves the pool for the host tier, freeing its cells. */
+  /**
+   * A paused lane's sequence (now a cache entry) leaves the pool for the host
+   * tier, freeing its cells; a pinned prefix of it stays until evictForSpace
+   * finds nothing else to move.
+   */
   evictSequence(seq: KvSequence): void {
     if (seq.live || seq.tokens.length === 0) return;
-    this.keepOnly(seq, 0);
-    this.stats.spaceEvictions++;
+    if (this.trimToPin(seq)) this.stats.spaceEvictions++;
   }
 
   /** Cuts a sequence back to `length` tokens; a memory that cannot cut mid-sequence (recurrent, hybrid) is emptied. */
@@ -270,4 +346,9 @@ export class KvPool {
     }
     cutCells(seq);
   }
+}
+
+function lexicographicallyLess(a: number[], b: number[]): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! < b[i]!;
+  return false;
 }

@@ -4,7 +4,7 @@
 import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 export interface WorkerInfo {
   protocol: number;

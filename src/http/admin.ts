@@ -7,7 +7,7 @@ import { effectiveDefaults, type OperatorSampling } from "../daemon/sampling-res
 import { QOS_NAMES } from "../engine/scheduler.ts";
 import { RequestError } from "./errors.ts";
 import { namedOrDefault } from "./models.ts";
-import { modelObject } from "./openai/models.ts";
+import { capabilitiesOf } from "./openai/models.ts";
 import { opt, parseWith } from "./validate.ts";
 
 /**
@@ -48,7 +48,7 @@ export function props(registry: ModelRegistry, operator: OperatorSampling, id: s
     bos_token: model.info.specialTokens.bos ?? null,
     eos_token: model.info.specialTokens.eos ?? null,
     kv_cache: kvCache(model),
-    capabilities: modelObject(model).capabilities,
+    capabilities: capabilitiesOf(model),
     build_info: `superfluid (${model.runtime.version})`,
   };
 }
@@ -138,6 +138,8 @@ export async function slots(model: ServedModel) {
         host_imports: s.prefixCache.imports,
         host_import_failures: s.prefixCache.importFailures,
         host_evictions: s.prefixCache.hostEvictions,
+        // cache_control pins (docs/design.md#pinned-prefixes): live pins, the tokens they hold, their budget, and those that yielded.
+        pins: { count: s.pins.count, tokens: s.pins.tokens, budget_tokens: s.pins.budgetTokens, yielded: s.pins.yielded },
       },
       rates: { decode_tokens_per_second: s.decodeRate, prefill_tokens_per_second: s.prefillRate },
       respawns: model.worker.respawns,

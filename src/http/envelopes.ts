@@ -4,9 +4,10 @@
 // folder under src/http/ and one entry here.
 import { errorReply } from "./errors.ts";
 import type { ApiFamily } from "./family.ts";
+import { anthropicFamily } from "./anthropic/family.ts";
 import { openaiFamily } from "./openai/family.ts";
 
-export const FAMILIES: readonly ApiFamily[] = [openaiFamily];
+export const FAMILIES: readonly ApiFamily[] = [openaiFamily, anthropicFamily];
 
 const DEFAULT_FAMILY = openaiFamily;
 

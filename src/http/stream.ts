@@ -1,7 +1,8 @@
 // Streamed replies for every API family: one writer, several framings.
 // - SSE: `data: <json>` frames, with an `event: <name>` line when the family
 //   names its events (Anthropic) and a closing `data: [DONE]` when it wants
-//   one (OpenAI); `: keep-alive` comment lines while idle.
+//   one (OpenAI); `: keep-alive` comment lines while idle, or the family's
+//   own idle event (Anthropic's `ping`).
 // - NDJSON: one JSON object per line (Ollama), no keep-alive (a blank line
 //   would not be JSON).
 // A client that goes away fires the producer's AbortSignal; an error after
@@ -26,11 +27,18 @@ export interface StreamFraming {
   error(err: RequestError): { data: unknown; event?: string };
 }
 
-export function sseFraming(o: { done: boolean; error: (err: RequestError) => { data: unknown; event?: string } }): StreamFraming {
+const sseFrame = (data: unknown, event?: string) => `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
+
+export function sseFraming(o: {
+  done: boolean;
+  error: (err: RequestError) => { data: unknown; event?: string };
+  /** The frame written while idle (Anthropic's `ping` event); a `: keep-alive` comment by default. */
+  keepalive?: { data: unknown; event: string };
+}): StreamFraming {
   return {
     contentType: "text/event-stream",
-    frame: (data, event) => `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`,
-    keepalive: ": keep-alive\n\n",
+    frame: sseFrame,
+    keepalive: o.keepalive ? sseFrame(o.keepalive.data, o.keepalive.event) : ": keep-alive\n\n",
     end: o.done ? "data: [DONE]\n\n" : "",
     error: o.error,
   };

@@ -27,6 +27,13 @@ export type { ToolChoice } from "./tool-plan.ts";
 /** A declared tool: its schema for the grammar, and the object the chat template renders. */
 export interface ChatTool extends ToolSpec {
   template: ToolDef;
+  /**
+   * Callable but not in the template's tool list: its definition reaches the
+   * model some other way (Anthropic's deferred tools arrive in a tool result),
+   * so loading it leaves the rendered tool list, and the prefix it is part
+   * of, as it was.
+   */
+  unlisted?: boolean;
 }
 
 export interface ChatJob {
@@ -66,15 +73,25 @@ export interface PreparedChat {
   choice: ChoiceOptions;
 }
 
+/** Whether the prompt renders the job's tools (none are shown under tool_choice "none"). */
+export function rendersTools(job: ChatJob): boolean {
+  return job.tools.some((t) => !t.unlisted) && job.toolChoice !== "none";
+}
+
 /** The prompt through the model's own template, rendered and tokenized on its prompt thread. */
-export async function renderChatPrompt(model: ServedModel, job: ChatJob, withTools = job.tools.length > 0 && job.toolChoice !== "none"): Promise<{ tokens: number[]; startsInReasoning: boolean }> {
+export async function renderChatPrompt(
+  model: ServedModel,
+  job: ChatJob,
+  withTools = rendersTools(job),
+  addGenerationPrompt = true,
+): Promise<{ tokens: number[]; startsInReasoning: boolean }> {
   try {
     const rendered = await model.prompts.render({
       tools: withTools,
       input: {
         messages: job.messages,
-        ...(withTools ? { tools: job.tools.map((t) => t.template) } : {}),
-        addGenerationPrompt: true,
+        ...(withTools ? { tools: job.tools.filter((t) => !t.unlisted).map((t) => t.template) } : {}),
+        addGenerationPrompt,
         kwargs: job.templateKwargs,
       },
       addBos: model.tokenizer.vocabInfo.addBos,

@@ -5,6 +5,7 @@ import type { ToolDialect } from "../codec/tool-dialects/index.ts";
 import type { ToolSpec } from "../codec/tool-grammar.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { SchemaError } from "../../grammar/index.ts";
+import { contentKey, Lru } from "./lru.ts";
 import { invalidRequest } from "./request-error.ts";
 
 /** none: no call; auto: the model decides; required: at least one call; {name}: a call to that function. */
@@ -40,7 +41,7 @@ export function toolPlan(model: ServedModel, tools: ToolSpec[], choice: ToolChoi
     // Under auto a schema the compiler cannot enforce is tolerated (calls are then
     // parsed, not held); one over the compile budget is refused.
     try {
-      return { dialect, grammar: dialect.forcedGrammar(tools, parallel), trigger: dialect.trigger, callsAllowed: true };
+      return { dialect, grammar: callGrammar(dialect, tools, parallel), trigger: dialect.trigger, callsAllowed: true };
     } catch (err) {
       if (err instanceof SchemaError && err.kind === "limit") throw invalidRequest(err.message, "tools");
       return { dialect, callsAllowed: true };
@@ -51,10 +52,27 @@ export function toolPlan(model: ServedModel, tools: ToolSpec[], choice: ToolChoi
   return { dialect, grammar: compileCalls(dialect, chosen, parallel), callsAllowed: true };
 }
 
+/**
+ * Call grammars already compiled, by dialect, tools and parallelism. Agents
+ * send the same tools every turn, and compiling a coding agent's dozen tool
+ * schemas takes 25-50 ms (120 ms cold) on the event loop; a repeat is a
+ * lookup. Least recently used first out; a failed compile is not kept.
+ */
+const compiledGrammars = new Lru<string>(32);
+
+function callGrammar(dialect: ToolDialect, tools: ToolSpec[], parallel: boolean): string {
+  const key = contentKey([dialect.name, parallel, tools.map((t) => [t.name, t.parameters])]);
+  const hit = compiledGrammars.get(key);
+  if (hit !== undefined) return hit;
+  const grammar = dialect.forcedGrammar(tools, parallel);
+  compiledGrammars.set(key, grammar);
+  return grammar;
+}
+
 /** The dialect's grammar for calls to these tools; a schema it cannot honour is a 400. */
 function compileCalls(dialect: ToolDialect, tools: ToolSpec[], parallel: boolean): string {
   try {
-    return dialect.forcedGrammar(tools, parallel);
+    return callGrammar(dialect, tools, parallel);
   } catch (err) {
     const message = (err as Error).message;
     throw invalidRequest(message.startsWith("constraint unsatisfiable") ? message : `constraint unsatisfiable: ${message}`, "tools");

@@ -1,7 +1,7 @@
 // The worker's command line: `superfluid worker --model PATH [--max-batch N]
 // [--max-context N|auto] [--kv-pool N] [--threads N] [--prefill-budget N] [--host-cache-mb N]
-// [--pressure-high PCT] [--pressure-low PCT] [--class-lanes class=N,...]
-// [--starvation-ticks N]`.
+// [--pressure-high PCT] [--pressure-low PCT] [--pin-budget-pct PCT]
+// [--class-lanes class=N,...] [--starvation-ticks N]`.
 import { parseLaneCaps, type ClassLanes } from "../engine/scheduler.ts";
 import { physicalCores } from "../engine/threads.ts";
 
@@ -19,11 +19,13 @@ export interface WorkerArgs {
   /** Pressure watermarks in percent of the pool's cells. */
   pressureHigh: number;
   pressureLow: number;
+  /** Percent of the pool's cells pinned prefixes may hold (docs/design.md#pinned-prefixes); 0 = they protect nothing. */
+  pinBudgetPct: number;
   classLanes?: ClassLanes;
   starvationTicks?: number;
 }
 
-export const WORKER_DEFAULTS = { maxBatch: 8, prefillBudget: 512, pressureHigh: 85, pressureLow: 70 };
+export const WORKER_DEFAULTS = { maxBatch: 8, prefillBudget: 512, pressureHigh: 85, pressureLow: 70, pinBudgetPct: 50 };
 
 /** The smallest window (docs/design.md#kv-layout: floor 512). */
 export const MIN_CONTEXT = 512;
@@ -84,6 +86,9 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
       case "--pressure-low":
         args.pressureLow = wholeNumber(flag, value, 100);
         break;
+      case "--pin-budget-pct":
+        args.pinBudgetPct = wholeNumber(flag, value, 100);
+        break;
       default:
         throw new UsageError(`unknown worker flag ${flag}`);
     }
@@ -107,6 +112,7 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
     ...(args.hostCacheBytes === undefined ? {} : { hostCacheBytes: args.hostCacheBytes }),
     pressureHigh: args.pressureHigh ?? WORKER_DEFAULTS.pressureHigh,
     pressureLow: Math.min(args.pressureLow ?? WORKER_DEFAULTS.pressureLow, args.pressureHigh ?? WORKER_DEFAULTS.pressureHigh),
+    pinBudgetPct: args.pinBudgetPct ?? WORKER_DEFAULTS.pinBudgetPct,
     ...(args.classLanes ? { classLanes: args.classLanes } : {}),
     ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),
   };

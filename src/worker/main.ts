@@ -69,6 +69,7 @@ function buildEngine(args: WorkerArgs, model: LlamaModel): { engine: Engine; pla
         hostCacheBytes: args.hostCacheBytes ?? (() => defaultHostCacheBytes(model)),
         pressureHigh: args.pressureHigh / 100,
         pressureLow: args.pressureLow / 100,
+        pinBudgetPct: args.pinBudgetPct,
         ...(args.classLanes ? { classLanes: args.classLanes } : {}),
         ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),
       });

@@ -2,6 +2,7 @@
 // (docs/api/openai.md#streaming): the lane is freed and decoding stops, streamed or
 // not, one choice or several. A 4096-token window makes an uncancelled
 // generation run for seconds, so a lane still busy after the abort shows.
+import Anthropic from "@anthropic-ai/sdk";
 import { describe, expect, test } from "bun:test";
 import { parseSse, post, slots, useServer, user, waitIdle } from "./support.ts";
 
@@ -40,6 +41,27 @@ async function expectCancelled(decodedBefore: number, lanes = 1) {
 }
 
 describe("disconnect cancels", () => {
+  test("aborting a streaming /v1/messages request (Anthropic's API) frees its lane", async () => {
+    const before = (await slots(s)).totals.decoded_tokens;
+    const controller = new AbortController();
+    const body = { model: s.model, max_tokens: 100000, temperature: 0, stream: true, messages: user("write forever") };
+    const res = await post(s, "/v1/messages", body, { signal: controller.signal });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    let text = "";
+    // Past message_start and ping, into the content deltas.
+    while (!text.includes("content_block_delta")) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    expect(text).toContain("content_block_delta");
+    expect((await slots(s)).lanes.active).toBe(1);
+    controller.abort();
+    await reader.cancel().catch(() => {});
+    await expectCancelled(before);
+  });
+
   test("aborting a raw streaming request frees its lane within 1 s", async () => {
     const before = (await slots(s)).totals.decoded_tokens;
     const controller = new AbortController();
@@ -226,5 +248,38 @@ describe("worker failure over HTTP", () => {
     const idle = await waitIdle(s);
     expect(idle.idle).toBe(true);
     expect(s.server.registry.default!.worker.inflightCount).toBe(0);
+  });
+
+  const anthropicLong = () => ({ model: s.model, max_tokens: 20000, temperature: 0, messages: user("write forever") as Anthropic.MessageParam[] });
+
+  test("/v1/messages: a worker killed mid-stream ends the stream with an Anthropic error event", async () => {
+    const res = await post(s, "/v1/messages", { ...anthropicLong(), stream: true });
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let raw = "";
+    while (!raw.includes("content_block_delta")) raw += decoder.decode((await reader.read()).value);
+    const pid = await killWorker();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      raw += decoder.decode(value);
+    }
+    const last = raw.trim().split("\n\n").at(-1)!;
+    expect(last.split("\n")[0]).toBe("event: error");
+    const body = JSON.parse(last.split("\n")[1]!.slice("data: ".length));
+    expect(body).toEqual({ type: "error", error: { type: "api_error", message: expect.any(String) } });
+    expect(raw).not.toContain("message_stop");
+    await waitRespawn(pid);
+  });
+
+  test("/v1/messages: a worker killed during a non-streaming request is a 500 api_error (the SDK's InternalServerError)", async () => {
+    const client = new Anthropic({ baseURL: s.url, apiKey: "x", maxRetries: 0 });
+    const pending = client.messages.create(anthropicLong()).catch((e) => e);
+    await waitActive(1);
+    const pid = await killWorker();
+    const err = await pending;
+    expect(err).toBeInstanceOf(Anthropic.InternalServerError);
+    expect(err.error).toMatchObject({ type: "error", error: { type: "api_error" } });
+    await waitRespawn(pid);
   });
 });

@@ -11,7 +11,7 @@ import { existsSync, readdirSync, rmSync } from "node:fs";
 import { TemplateError } from "../../src/codec/index.ts";
 import { PromptThread } from "../../src/daemon/prompt-thread.ts";
 import { TOKENIZE_MAX_CHARS } from "../../src/http/admin.ts";
-import { MAX_TOOLS } from "../../src/http/openai/chat-limits.ts";
+import { MAX_TOOLS } from "../../src/http/chat-limits.ts";
 import { CHATML_TOOLS_TEMPLATE } from "../../src/fixtures/index.ts";
 import { fixturePath } from "../support/models.ts";
 import { envelope, post, postJson, startTestServer, useServer, user } from "./support.ts";

@@ -11,7 +11,8 @@ import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { cancelOnAbort, streamKeepaliveMs, type ServerContext } from "../server-context.ts";
 import { streamResponse } from "../stream.ts";
-import { checkChatText, checkListLengths } from "./chat-limits.ts";
+import { startStream } from "../stream-admission.ts";
+import { checkChatText, checkListLengths } from "../chat-limits.ts";
 import { chatJobOf, parseChatRequest } from "./chat-request.ts";
 import type { ChatRequest } from "./chat-schema.ts";
 import { OPENAI_SSE, openaiErrorBody } from "./envelope.ts";
@@ -19,9 +20,6 @@ import { streamedToolCalls, ToolCallCollector } from "./tool-call-output.ts";
 import { chatLogprob, usageOf } from "./usage.ts";
 
 const ROUTE = "/v1/chat/completions";
-
-/** How long a stream's headers wait for admission (to carry x-superfluid-warm). */
-const HEADER_WAIT_MS = 1000;
 
 /** The prepared job with what OpenAI's reply carries besides it. */
 interface Prepared extends PreparedChat {
@@ -41,7 +39,11 @@ export async function chatCompletions(ctx: ServerContext, request: Request): Pro
   const model = modelOr404(ctx.registry, req.model);
   const qos = requestQos(ctx.qos, request.headers);
   checkBatchInvariant(ctx.qos, request.headers);
-  checkChatText(model, req);
+  checkChatText(model, [
+    ["messages", req.messages, false],
+    ["tools", req.tools, true],
+    ["chat_template_kwargs", req.chat_template_kwargs, true],
+  ]);
   const prepared = await prepareChat(ctx, model, chatJobOf(model, req, qos));
   const p: Prepared = { ...prepared, req, id: completionId(ctx), created: Math.floor(Date.now() / 1000) };
   return req.stream ? streamChat(ctx, p, request.signal) : completeChat(ctx, p, request.signal);
@@ -134,31 +136,13 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
     choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
     ...extra,
   });
-  // Headers go out once the request has a lane, so x-superfluid-warm can carry
-  // the exact count; a request still queued after a second gets them without it.
-  let cachedAtAdmission: number | undefined;
-  let onAdmit!: () => void;
-  const admitted = new Promise<void>((resolve) => (onAdmit = resolve));
-  const stream = chatChoice(p, generation!, (cached) => {
-    cachedAtAdmission = cached;
-    onAdmit();
-  });
+  const started = await startStream((onAdmitted) => chatChoice(p, generation!, onAdmitted));
+  const { stream, first, headers } = started;
   const continuous = p.req.stream_options?.continuous_usage_stats === true;
-  const firstStep = stream.next();
-  let failedEarly: unknown;
-  let waited: ReturnType<typeof setTimeout> | undefined;
-  await Promise.race([
-    admitted,
-    firstStep.then(() => undefined, (err) => void (failedEarly = err ?? new Error("failed"))),
-    new Promise<void>((resolve) => (waited = setTimeout(resolve, HEADER_WAIT_MS))),
-  ]);
-  clearTimeout(waited);
-  if (failedEarly) throw failedEarly; // nothing sent yet: a plain error response
-  const headers: Record<string, string> = cachedAtAdmission === undefined ? {} : { "x-superfluid-warm": String(cachedAtAdmission) };
   return streamResponse(OPENAI_SSE, async (sink, signal) => {
     signal.addEventListener("abort", () => generation!.cancel(), { once: true });
     sink.send(chunk({ role: "assistant", content: "" }));
-    let step = await firstStep;
+    let step = await first;
     while (!step.done) {
       const d: ChoiceDelta = step.value;
       timer.tokenDelivered();
@@ -168,7 +152,7 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
       const toolDeltas = streamedToolCalls(d.calls);
       if (toolDeltas.length > 0) delta.tool_calls = toolDeltas;
       const logprobs = d.logprobs ? { content: d.logprobs.map((l) => chatLogprob(p.model, l.token, l.logprob)) } : null;
-      const usage = continuous ? { usage: usageOf(p.prompt.length, d.completionTokens, cachedAtAdmission ?? 0) } : {};
+      const usage = continuous ? { usage: usageOf(p.prompt.length, d.completionTokens, started.cachedAtAdmission ?? 0) } : {};
       if (Object.keys(delta).length > 0 || logprobs) sink.send(chunk(delta, usage, null, logprobs));
       step = await stream.next();
     }

@@ -2,9 +2,15 @@
 import type { ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 
-export function modelObject(model: ServedModel) {
+/** The --alias names that map to this model (exact names and `*` patterns). */
+function aliasesOf(registry: ModelRegistry, model: ServedModel): string[] {
+  return registry.aliases.filter((a) => a.target === model.id).map((a) => a.name);
+}
+
+export function modelObject(registry: ModelRegistry, model: ServedModel) {
   return {
     id: model.id,
+    aliases: aliasesOf(registry, model),
     object: "model",
     created: Math.floor(model.loadedAt.getTime() / 1000),
     owned_by: "superfluid",
@@ -19,16 +25,21 @@ export function modelObject(model: ServedModel) {
     },
     architecture: { input_modalities: ["text"] },
     runtime: { id: model.runtime.id, version: model.runtime.version },
-    capabilities: {
-      descriptor_version: 1,
-      generate: true,
-      embeddings: "the llamacpp runtime serves no embeddings",
-      media: "the llamacpp runtime has no media path",
-      dialect: model.dialect(),
-    },
+    capabilities: capabilitiesOf(model),
+  };
+}
+
+/** The runtime's capability record: each leaf true or why not. */
+export function capabilitiesOf(model: ServedModel) {
+  return {
+    descriptor_version: 1,
+    generate: true,
+    embeddings: "the llamacpp runtime serves no embeddings",
+    media: "the llamacpp runtime has no media path",
+    dialect: model.dialect(),
   };
 }
 
 export function listModels(registry: ModelRegistry) {
-  return { object: "list", data: registry.all().map(modelObject) };
+  return { object: "list", data: registry.all().map((m) => modelObject(registry, m)) };
 }

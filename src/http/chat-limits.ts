@@ -1,13 +1,13 @@
-// What a chat request may hold, checked before any work that grows with it
-// (each a 400 naming the field): no more messages than the context window has
-// tokens (each message renders to at least one), at most MAX_TOOLS tools, and
-// no more text in messages, tools and chat_template_kwargs than the window can
-// hold, whatever it tokenizes to.
-import type { ModelRegistry } from "../../daemon/registry.ts";
-import type { ServedModel } from "../../daemon/served-model.ts";
-import { RequestError, invalidRequest } from "../errors.ts";
-import type { ChatRequest } from "./chat-schema.ts";
-import { checkTextFits } from "../../pipeline/generation.ts";
+// What a chat request of any API family may hold, checked before any work
+// that grows with it (each a 400 naming the field): no more messages than the
+// context window has tokens (each message renders to at least one), at most
+// MAX_TOOLS tools, and no more text in its text fields (messages, system,
+// tools, template variables) than the window can hold, whatever it
+// tokenizes to.
+import type { ModelRegistry } from "../daemon/registry.ts";
+import type { ServedModel } from "../daemon/served-model.ts";
+import { RequestError, invalidRequest } from "./errors.ts";
+import { checkTextFits } from "../pipeline/generation.ts";
 
 /** Tools one request may declare: coding agents send 10-60; OpenAI allows 128. */
 export const MAX_TOOLS = 1024;
@@ -65,15 +65,13 @@ export function textLength(value: unknown, keys: boolean): number {
   return total;
 }
 
-/** Messages, tools and chat_template_kwargs together must fit the window; the error names the largest. */
-export function checkChatText(model: ServedModel, req: ChatRequest): void {
-  const parts = (
-    [
-      ["messages", textLength(req.messages, false)],
-      ["tools", textLength(req.tools ?? [], true)],
-      ["chat_template_kwargs", textLength(req.chat_template_kwargs ?? {}, true)],
-    ] as [string, number][]
-  )
+/**
+ * The request's text fields together must fit the window; the error names
+ * the largest. Each field is [name, value, whether object keys count].
+ */
+export function checkChatText(model: ServedModel, fields: [name: string, value: unknown, keys: boolean][]): void {
+  const parts = fields
+    .map(([name, value, keys]) => [name, textLength(value ?? null, keys)] as [string, number])
     .filter(([, chars]) => chars > 0)
     .sort((a, b) => b[1] - a[1]);
   if (parts.length === 0) return;
