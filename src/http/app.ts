@@ -37,7 +37,8 @@ export function createApp(ctx: ServerContext, hosts: HostPolicy): HttpHandler {
       const path = pathOf(request);
       if (code === "NOT_FOUND") return errorResponse(path, table.unrouted(request.method, path));
       const err = asRequestError(error);
-      if (err.status >= 500) console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
+      // 501 is a route this server does not serve, not a failure of it.
+      if (err.status >= 500 && err.status !== 501) console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
       return errorResponse(path, err);
     })
     .get("/health", () => health(ctx.registry))

@@ -5,9 +5,10 @@
 import { errorReply } from "./errors.ts";
 import type { ApiFamily } from "./family.ts";
 import { anthropicFamily } from "./anthropic/family.ts";
+import { ollamaFamily } from "./ollama/family.ts";
 import { openaiFamily } from "./openai/family.ts";
 
-export const FAMILIES: readonly ApiFamily[] = [openaiFamily, anthropicFamily];
+export const FAMILIES: readonly ApiFamily[] = [openaiFamily, anthropicFamily, ollamaFamily];
 
 const DEFAULT_FAMILY = openaiFamily;
 

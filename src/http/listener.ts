@@ -116,8 +116,14 @@ function lingerThenClose(req: IncomingMessage, res: ServerResponse): void {
     req.removeAllListeners("data");
     req.resume();
     const timer = setTimeout(() => req.socket.destroy(), LINGER_MS);
-    req.once("end", () => clearTimeout(timer));
-    req.socket.once("close", () => clearTimeout(timer));
+    // Both listeners go once either fires: a keep-alive socket serves many requests.
+    const done = () => {
+      clearTimeout(timer);
+      req.off("end", done);
+      req.socket.off("close", done);
+    };
+    req.once("end", done);
+    req.socket.once("close", done);
   });
 }
 

@@ -1,6 +1,7 @@
 // Per-client token buckets (docs/api/openai.md#fill-in-the-middle): `capacity` tokens, refilled at
 // `rate` per second; one request takes one. An empty bucket answers how long
 // until the next token, for the 429's Retry-After.
+import { RequestError } from "../pipeline/request-error.ts";
 
 export interface TakeResult {
   ok: boolean;
@@ -47,4 +48,17 @@ export class TokenBuckets {
       if (b.tokens + ((now - b.at) / 1000) * this.rate >= this.capacity) this.buckets.delete(key);
     }
   }
+}
+
+/** Takes one fill-in-the-middle request from `peer`'s bucket, or refuses it: 429 completion_rate_limited with Retry-After. */
+export function chargeFimRequest(buckets: TokenBuckets, peer: string): void {
+  const taken = buckets.take(peer);
+  if (taken.ok) return;
+  throw new RequestError(
+    429,
+    `fill-in-the-middle requests from this client are over --completion-rate (${buckets.rate}/s, burst ${buckets.capacity}); retry after ${taken.retryAfter} s`,
+    "completion_rate_limited",
+    null,
+    { "retry-after": String(taken.retryAfter) },
+  );
 }

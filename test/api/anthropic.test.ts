@@ -452,6 +452,29 @@ describe("what Claude Code sends", () => {
   });
 });
 
+describe("structured output and automatic caching", () => {
+  const schema = { type: "object", properties: { city: { type: "string" }, days: { type: "integer", minimum: 1, maximum: 7 } }, required: ["city", "days"], additionalProperties: false };
+
+  test("output_config.format json_schema (and the beta's output_format): a text block that validates", async () => {
+    const validate = ajv.compile(schema);
+    for (const field of [{ output_config: { format: { type: "json_schema", schema } } }, { output_format: { type: "json_schema", schema } }]) {
+      const res = await post(s, "/v1/messages", { model: s.model, max_tokens: 128, messages: hi, ...field });
+      const m = (await res.json()) as any;
+      expect(m.stop_reason).toBe("end_turn");
+      expect(validate(JSON.parse(m.content[0].text))).toBe(true);
+    }
+    const bad = await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: hi, output_config: { format: { type: "yaml" } } });
+    expect(bad.status).toBe(400);
+  });
+
+  test("a top-level cache_control pins through the last block", async () => {
+    const res = await post(s, "/v1/messages", { model: s.model, max_tokens: 16, cache_control: { type: "ephemeral" }, system: `Context ${crypto.randomUUID()} `.repeat(20), messages: hi });
+    const m = (await res.json()) as any;
+    expect(m.usage.cache_creation_input_tokens).toBeGreaterThan(50);
+    expect(m.usage.input_tokens).toBeLessThanOrEqual(16);
+  });
+});
+
 describe("--alias at startup", () => {
   test("an alias to an id no model is served under stops the start, naming the served id", async () => {
     const { startTestServer } = await import("./support.ts");

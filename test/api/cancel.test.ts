@@ -62,6 +62,24 @@ describe("disconnect cancels", () => {
     await expectCancelled(before);
   });
 
+  test("aborting a streaming /api/chat request (Ollama's API) frees its lane", async () => {
+    const before = (await slots(s)).totals.decoded_tokens;
+    const controller = new AbortController();
+    const res = await post(s, "/api/chat", { model: s.model, messages: user("write forever"), options: { num_predict: 100000, temperature: 0 } }, { signal: controller.signal });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    let lines = 0;
+    while (lines < 3) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      lines += new TextDecoder().decode(value).split("\n").length - 1;
+    }
+    expect((await slots(s)).lanes.active).toBe(1);
+    controller.abort();
+    await reader.cancel().catch(() => {});
+    await expectCancelled(before);
+  });
+
   test("aborting a raw streaming request frees its lane within 1 s", async () => {
     const before = (await slots(s)).totals.decoded_tokens;
     const controller = new AbortController();
@@ -269,6 +287,25 @@ describe("worker failure over HTTP", () => {
     const body = JSON.parse(last.split("\n")[1]!.slice("data: ".length));
     expect(body).toEqual({ type: "error", error: { type: "api_error", message: expect.any(String) } });
     expect(raw).not.toContain("message_stop");
+    await waitRespawn(pid);
+  });
+
+  test("/api/chat (Ollama): a worker killed mid-stream ends the NDJSON with one {\"error\"} line", async () => {
+    const res = await post(s, "/api/chat", { model: s.model, messages: user("write forever"), options: { num_predict: 20000, temperature: 0 } });
+    expect(res.headers.get("content-type")).toContain("application/x-ndjson");
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let raw = "";
+    while (raw.split("\n").length < 4) raw += decoder.decode((await reader.read()).value);
+    const pid = await killWorker();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      raw += decoder.decode(value);
+    }
+    const lines = raw.trim().split("\n").map((l) => JSON.parse(l));
+    expect(Object.keys(lines.at(-1))).toEqual(["error"]);
+    expect(lines.some((l) => l.done === true)).toBe(false);
     await waitRespawn(pid);
   });
 

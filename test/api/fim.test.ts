@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { readGguf, describeModel } from "../../src/gguf/index.ts";
-import { assembleFimPrompt, fimMarkersOf, fimPrompt } from "../../src/http/openai/fim.ts";
+import { assembleFimPrompt, fimMarkersOf, fimPrompt } from "../../src/pipeline/fim-prompt.ts";
 import { fixturePath } from "../support/models.ts";
 import { envelope, getJson, post, postJson, readSse, slots, startTestServer, useServer, user, waitIdle, type TestServer } from "./support.ts";
 

@@ -86,7 +86,7 @@ describe("no reply is a debug page, a stack or a path of this machine", () => {
     const reply = await one("CONNECT", "127.0.0.1:22", { host: "127.0.0.1:22" });
     expect(reply.status).toBe(405);
     expect(reply.headers["content-type"]).toContain("application/json");
-    expect(reply.headers.allow).toBe("GET, HEAD, POST");
+    expect(reply.headers.allow).toBe("DELETE, GET, HEAD, POST");
     expect(envelope(JSON.parse(reply.body)).code).toBe("method_not_allowed");
   });
 

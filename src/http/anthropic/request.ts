@@ -7,7 +7,7 @@ import type { ChatMessage, ToolCall } from "../../codec/index.ts";
 import type { ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
-import type { ChatJob, ChatTool, ToolChoice } from "../../pipeline/chat-job.ts";
+import type { ChatJob, ChatTool, Constraint, ToolChoice } from "../../pipeline/chat-job.ts";
 import type { PrefixBreakpoint } from "../../pipeline/prefix-pins.ts";
 import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
 import { parseWith } from "../validate.ts";
@@ -126,6 +126,19 @@ function toolChoiceOf(req: CountTokensRequest, tools: ChatTool[]): ToolChoice {
   if (typeof choice.name !== "string") throw invalidRequest('tool_choice.name: required when tool_choice.type is "tool"', "tool_choice.name");
   if (!tools.some((t) => t.name === choice.name)) throw invalidRequest(`tool_choice names the tool '${choice.name}', which is not declared in tools`, "tool_choice.name");
   return { name: choice.name };
+}
+
+/**
+ * Structured output: `output_config.format` of type json_schema (or the
+ * beta's top-level `output_format`) holds the reply to the schema with the
+ * grammar; a keyword the compiler cannot enforce is refused by name.
+ */
+function constraintOf(req: CountTokensRequest): Constraint | undefined {
+  const [format, field] = req.output_config?.format ? [req.output_config.format, "output_config.format"] : [req.output_format, "output_format"];
+  if (!format) return undefined;
+  if (format.type !== "json_schema") throw invalidRequest(`${field}.type: must be "json_schema", got '${format.type}'`, `${field}.type`);
+  if (typeof format.schema !== "object" || format.schema === null) throw invalidRequest(`${field}.schema: a JSON Schema object is required`, `${field}.schema`);
+  return { type: "json_schema", schema: format.schema, strict: true, field: `${field}.schema` };
 }
 
 /** thinking: enabled and disabled set the template's switch; adaptive leaves the template's default. */
@@ -321,8 +334,12 @@ export function promptJobOf(req: CountTokensRequest): MessagesJob {
   if (typeof req.system === "string") conversation.addSystem([{ text: req.system, field: "system" }]);
   else if (req.system) conversation.addSystem(req.system.map((b, i) => ({ text: b.text, cacheControl: b.cache_control, field: `system[${i}]` })));
   req.messages.forEach((m, i) => conversation.add(m, i));
+  // A top-level cache_control is Anthropic's automatic caching: a breakpoint on the last block.
+  breakpoints.add(req.cache_control, "cache_control", () => conversation.snapshot());
   const tools = [...listed, ...conversation.loaded];
   const toolChoice = toolChoiceOf(req, tools);
+  const forced = toolChoice === "required" || typeof toolChoice === "object";
+  const constraint = forced ? undefined : constraintOf(req);
   // Agents put their moving breakpoint on the newest block: its cut is the whole conversation.
   const final = breakpoints.list.at(-1);
   if (final && final.tools.length === tools.length && JSON.stringify(final.messages) === JSON.stringify(conversation.messages)) final.last = true;
@@ -332,6 +349,7 @@ export function promptJobOf(req: CountTokensRequest): MessagesJob {
       tools,
       toolChoice,
       parallelToolCalls: req.tool_choice?.disable_parallel_tool_use !== true,
+      ...(constraint ? { constraint } : {}),
       sampling: {},
       ignoreEos: false,
       stop: [],

@@ -47,6 +47,11 @@ const countTokensEntries = {
   tools: opt(v.array(toolSchema, "tools must be an array")),
   tool_choice: opt(toolChoiceSchema),
   thinking: opt(thinkingSchema),
+  /** Structured output: `output_config.format` (and the beta's top-level `output_format`), `{type: "json_schema", schema}`. */
+  output_config: opt(object({ format: opt(object({ type: v.string(), schema: opt(v.unknown()) })) })),
+  output_format: opt(object({ type: v.string(), schema: opt(v.unknown()) })),
+  /** Automatic caching: one breakpoint at the request's last block. */
+  cache_control: opt(cacheControlSchema),
 };
 
 /** POST /v1/messages/count_tokens: what shapes the prompt. */

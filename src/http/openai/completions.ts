@@ -12,17 +12,16 @@ import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { RequestError, invalidRequest } from "../errors.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
+import { chargeFimRequest } from "../rate-limit.ts";
 import { int, object, opt, parseWith } from "../validate.ts";
 import { chatRequestSchema } from "./chat-schema.ts";
 import { promptEntries, promptField, tokenizePrompts, type PromptEntry } from "./completion-prompt.ts";
 import { completionReply } from "./completion-reply.ts";
-import { FIM_MODES, fimMarkersOf, fimPrompts, type FimMode } from "./fim.ts";
+import { fimPrompts } from "./fim.ts";
+import { FIM_DEFAULT_MAX_TOKENS, FIM_MODES, fimMarkersOf, fimTargetOf, type FimMode } from "../../pipeline/fim-prompt.ts";
 import { stopList } from "../../pipeline/generation.ts";
 import type { ServerContext } from "../server-context.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
-
-/** The FIM reply cap when neither the request nor --max-tokens names one (docs/api/openai.md#fill-in-the-middle). */
-export const FIM_DEFAULT_MAX_TOKENS = 128;
 
 /** Choices one request may ask for, over all its prompts: as many as chat's n allows. */
 const MAX_CHOICES = 128;
@@ -91,13 +90,6 @@ function refuseFimParameters(req: CompletionRequest): void {
   }
 }
 
-/** The model a FIM request runs on, or 400 fim_unsupported. */
-function fimTargetOf(model: ServedModel): ServedModel {
-  const target = model.fimTarget();
-  if (!target) throw new RequestError(400, `model '${model.id}' has no fill-in-the-middle tokens and no --fim-model is set`, "fim_unsupported", "suffix");
-  return target;
-}
-
 /** What plain and FIM completions take from the request alike. */
 function sharedPlan(req: CompletionRequest, n: number) {
   return {
@@ -157,16 +149,7 @@ async function fimCompletion(
   const target = fimTargetOf(model);
   const prompts = await fimPrompts(target, fimMarkersOf(target.info.fimTokens)!, entries, req.suffix!, mode);
   // A request refused above takes nothing from the client's bucket.
-  const taken = ctx.fim.buckets.take(peer);
-  if (!taken.ok) {
-    throw new RequestError(
-      429,
-      `fill-in-the-middle requests from this client are over --completion-rate (${ctx.fim.buckets.rate}/s, burst ${ctx.fim.buckets.capacity}); retry after ${taken.retryAfter} s`,
-      "completion_rate_limited",
-      null,
-      { "retry-after": String(taken.retryAfter) },
-    );
-  }
+  chargeFimRequest(ctx.fim.buckets, peer);
   const shared = sharedPlan(req, n);
   return completionReply(ctx, request, {
     ...shared,

@@ -1,0 +1,44 @@
+// The names of `general.file_type` codes (llama.cpp's `enum llama_ftype`):
+// what a model file is mostly quantized as, in the spelling llama-quantize
+// and model hubs use ("Q4_K_M"). Facts about the format only.
+
+const FILE_TYPE_NAMES: Record<number, string> = {
+  0: "F32",
+  1: "F16",
+  2: "Q4_0",
+  3: "Q4_1",
+  7: "Q8_0",
+  8: "Q5_0",
+  9: "Q5_1",
+  10: "Q2_K",
+  11: "Q3_K_S",
+  12: "Q3_K_M",
+  13: "Q3_K_L",
+  14: "Q4_K_S",
+  15: "Q4_K_M",
+  16: "Q5_K_S",
+  17: "Q5_K_M",
+  18: "Q6_K",
+  19: "IQ2_XXS",
+  20: "IQ2_XS",
+  21: "Q2_K_S",
+  22: "IQ3_XS",
+  23: "IQ3_XXS",
+  24: "IQ1_S",
+  25: "IQ4_NL",
+  26: "IQ3_S",
+  27: "IQ3_M",
+  28: "IQ2_S",
+  29: "IQ2_M",
+  30: "IQ4_XS",
+  31: "IQ1_M",
+  32: "BF16",
+  36: "TQ1_0",
+  37: "TQ2_0",
+  38: "MXFP4_MOE",
+};
+
+/** The name of a `general.file_type` code, or undefined for a code this table does not know. */
+export function fileTypeName(code: number | undefined): string | undefined {
+  return code === undefined ? undefined : FILE_TYPE_NAMES[code];
+}

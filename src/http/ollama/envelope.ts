@@ -1,0 +1,11 @@
+// Ollama's error shape (docs/api/ollama.md#errors): `{"error": "<message>"}`
+// with the error's status before the body starts, one such line mid-stream.
+import type { RequestError } from "../../pipeline/request-error.ts";
+import { ndjsonFraming } from "../stream.ts";
+
+export function ollamaErrorBody(err: RequestError): { error: string } {
+  return { error: err.message };
+}
+
+/** Ollama's streams: one JSON object per line, an error as one `{"error"}` line. */
+export const OLLAMA_NDJSON = ndjsonFraming({ error: ollamaErrorBody });

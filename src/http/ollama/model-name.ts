@@ -1,0 +1,17 @@
+// The model an Ollama request names: a served id, `id:latest` (Ollama's
+// default tag), or an --alias. Anything else is Ollama's 404.
+import type { ModelRegistry } from "../../daemon/registry.ts";
+import type { ServedModel } from "../../daemon/served-model.ts";
+import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+
+/** The name without Ollama's default `:latest` tag. */
+export function withoutLatest(name: string): string {
+  return name.endsWith(":latest") ? name.slice(0, -":latest".length) : name;
+}
+
+export function ollamaModel(registry: ModelRegistry, name: unknown): ServedModel {
+  if (typeof name !== "string" || name === "") throw invalidRequest("model is required", "model");
+  const model = registry.find(name) ?? registry.find(withoutLatest(name));
+  if (!model) throw new RequestError(404, `model '${name}' not found`, "model_not_found", "model");
+  return model;
+}

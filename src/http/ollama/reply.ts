@@ -1,0 +1,197 @@
+// A generation's neutral deltas as Ollama's records (docs/api/ollama.md#records):
+// NDJSON by default, one record per delta (`message` on chat, `response` on
+// generate, reasoning apart as `thinking`), tool calls whole on one record
+// right before the terminal one, and a terminal record with the done reason,
+// token counts and nanosecond timings; with `stream: false`, only the
+// terminal record, holding everything.
+import type { ChoiceDelta, ChoiceEnd } from "../../daemon/choice-stream.ts";
+import type { ServedModel } from "../../daemon/served-model.ts";
+import type { Generation } from "../../daemon/worker-client.ts";
+import type { TokenLogprob } from "../../engine/logprobs.ts";
+import { logAccess, type RequestTimer } from "../access-log.ts";
+import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
+import { cancelOnAbort, type ServerContext } from "../server-context.ts";
+import { startStream } from "../stream-admission.ts";
+import { streamResponse } from "../stream.ts";
+import { OLLAMA_NDJSON, ollamaErrorBody } from "./envelope.ts";
+
+export interface RecordPlan {
+  kind: "chat" | "generate";
+  route: string;
+  /** The model name as the request gave it (records echo it). */
+  name: string;
+  model: ServedModel;
+  promptTokens: number;
+  logprobs: boolean;
+  /** Started when the request arrived. */
+  timer: RequestTimer;
+  generation: Generation;
+  /** The generation's deltas; `onAdmitted` hears when it gets a lane. */
+  deltas(onAdmitted: (cachedTokens: number) => void): AsyncGenerator<ChoiceDelta, ChoiceEnd>;
+}
+
+interface OllamaCall {
+  function: { name: string; arguments: Record<string, unknown> };
+}
+
+/** What a reply has gathered so far, and when its phases happened. */
+class Gathered {
+  content = "";
+  thinking = "";
+  readonly calls: OllamaCall[] = [];
+  readonly logprobs: unknown[] = [];
+  private readonly open = new Map<number, string>();
+  admittedAt?: number;
+
+  constructor(
+    private readonly model: ServedModel,
+    readonly timer: RequestTimer,
+  ) {}
+
+  /** One delta; returns the record fields it contributes (content, thinking, logprobs). */
+  add(d: ChoiceDelta): { content: string; thinking: string; logprobs: unknown[] } {
+    this.timer.tokenDelivered();
+    let content = d.content;
+    for (const e of d.calls ?? []) {
+      if (e.type === "call-start") this.open.set(e.index, e.name);
+      else if (e.type === "call-end") {
+        const args = parseObject(e.arguments);
+        // Ollama's arguments are an object: a call whose arguments are not one stays text.
+        if (args) this.calls.push({ function: { name: this.open.get(e.index) ?? "", arguments: args } });
+        else content += e.arguments;
+      }
+    }
+    const logprobs = (d.logprobs ?? []).map((l) => this.logprob(l.token, l.logprob));
+    this.content += content;
+    this.thinking += d.reasoning;
+    this.logprobs.push(...logprobs);
+    return { content, thinking: d.reasoning, logprobs };
+  }
+
+  private logprob(token: number, lp: TokenLogprob) {
+    const text = (t: number) => Buffer.from(this.model.tokenizer.tokenBytes(t)).toString("utf8");
+    return { token: text(token), logprob: lp.logprob, top_logprobs: lp.top.map(([t, l]) => ({ token: text(t), logprob: l })) };
+  }
+
+  /** Ollama's timings, in nanoseconds: the whole request, the prompt from admission to the first token, the reply after it. */
+  durations(): Record<string, number> {
+    const now = performance.now();
+    const ns = (ms: number) => Math.max(0, Math.round(ms * 1e6));
+    const first = this.timer.firstToken ?? now;
+    return {
+      total_duration: ns(now - this.timer.started),
+      load_duration: 0,
+      prompt_eval_duration: ns(first - (this.admittedAt ?? this.timer.started)),
+      eval_duration: ns(now - first),
+    };
+  }
+}
+
+function parseObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const value = JSON.parse(text === "" ? "{}" : text);
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const doneReason = (end: ChoiceEnd) => (end.finishReason === "length" ? "length" : "stop");
+
+/** The record head every record of a reply starts with. */
+function head(plan: RecordPlan) {
+  return { model: plan.name, created_at: new Date().toISOString() };
+}
+
+/** The fields a record carries for its text: chat's `message`, generate's `response`. */
+function body(plan: RecordPlan, content: string, thinking: string, calls: OllamaCall[] = []) {
+  if (plan.kind === "chat") {
+    return { message: { role: "assistant", content, ...(thinking ? { thinking } : {}), ...(calls.length > 0 ? { tool_calls: calls } : {}) } };
+  }
+  return { response: content, ...(thinking ? { thinking } : {}) };
+}
+
+function terminal(plan: RecordPlan, g: Gathered, end: ChoiceEnd, whole: boolean) {
+  logAccess({ status: 200, route: plan.route, model: plan.model.id, prompt: plan.promptTokens, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, g.timer);
+  return {
+    ...head(plan),
+    ...(whole ? body(plan, g.content, g.thinking, g.calls) : body(plan, "", "")),
+    ...(whole && plan.logprobs ? { logprobs: g.logprobs } : {}),
+    done: true,
+    done_reason: doneReason(end),
+    ...g.durations(),
+    prompt_eval_count: plan.promptTokens,
+    prompt_eval_cached_count: end.cachedTokens,
+    eval_count: end.completionTokens,
+    // Ollama's deprecated continuation state: empty, since the prefix cache
+    // serves a resent conversation (clients such as the AI SDK's provider
+    // require the field to be there).
+    ...(plan.kind === "generate" ? { context: [] } : {}),
+  };
+}
+
+export function ollamaReply(ctx: ServerContext, plan: RecordPlan, stream: boolean, signal: AbortSignal): Promise<Response> {
+  return stream ? streamRecords(ctx, plan, signal) : wholeRecord(ctx, plan, signal);
+}
+
+async function wholeRecord(ctx: ServerContext, plan: RecordPlan, signal: AbortSignal): Promise<Response> {
+  cancelOnAbort(signal, () => [plan.generation]);
+  const g = new Gathered(plan.model, plan.timer);
+  const admission = admissionHeaders();
+  const reply = (async () => {
+    const deltas = plan.deltas((cached) => {
+      g.admittedAt = performance.now();
+      admission.onAdmitted(cached);
+    });
+    let step = await deltas.next();
+    while (!step.done) {
+      g.add(step.value);
+      step = await deltas.next();
+    }
+    return { body: terminal(plan, g, step.value, true), headers: { "x-superfluid-warm": String(step.value.cachedTokens) } };
+  })();
+  return nonStreamResponse({
+    keepaliveSec: ctx.keepaliveSec,
+    admitted: admission.admitted,
+    reply,
+    cancel: () => plan.generation.cancel(),
+    route: plan.route,
+    errorBody: ollamaErrorBody,
+  });
+}
+
+async function streamRecords(_ctx: ServerContext, plan: RecordPlan, requestSignal: AbortSignal): Promise<Response> {
+  cancelOnAbort(requestSignal, () => [plan.generation]);
+  const g = new Gathered(plan.model, plan.timer);
+  const started = await startStream((onAdmitted) =>
+    plan.deltas((cached) => {
+      g.admittedAt = performance.now();
+      onAdmitted(cached);
+    }),
+  );
+  return streamResponse(
+    OLLAMA_NDJSON,
+    async (sink, signal) => {
+      signal.addEventListener("abort", () => plan.generation.cancel(), { once: true });
+      let step = await started.first;
+      while (!step.done) {
+        const part = g.add(step.value);
+        if (part.content || part.thinking || part.logprobs.length > 0) {
+          sink.send({ ...head(plan), ...body(plan, part.content, part.thinking), ...(plan.logprobs ? { logprobs: part.logprobs } : {}), done: false });
+        }
+        step = await started.stream.next();
+      }
+      // Calls arrive whole, on one record before the terminal one.
+      if (g.calls.length > 0) sink.send({ ...head(plan), ...body(plan, "", "", g.calls), done: false });
+      sink.send(terminal(plan, g, step.value, false));
+    },
+    { ...started.headers },
+  );
+}
+
+/** A preload (empty messages or prompt): nothing runs, one terminal record says the model is loaded. */
+export function preloaded(plan: Pick<RecordPlan, "kind" | "name">, stream: boolean): Response {
+  const record = { model: plan.name, created_at: new Date().toISOString(), ...(plan.kind === "chat" ? { message: { role: "assistant", content: "" } } : { response: "" }), done: true, done_reason: "load" };
+  if (!stream) return Response.json(record);
+  return new Response(`${JSON.stringify(record)}\n`, { headers: { "content-type": OLLAMA_NDJSON.contentType } });
+}
