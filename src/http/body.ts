@@ -4,12 +4,21 @@
 // CORS preflight, so it is refused (415) before its body is looked at.
 import { RequestError, MAX_BODY_BYTES, invalidRequest, payloadTooLarge } from "./errors.ts";
 
-/** application/json and the +json types; no Content-Type at all reads as JSON too. */
-function checkJsonContentType(request: Request): void {
+/** Types `curl -d` sends when it is not told the type (a form) and text/plain: what Ollama's own examples send. */
+const UNTYPED = new Set(["application/x-www-form-urlencoded", "text/plain"]);
+
+/**
+ * application/json and the +json types; no Content-Type at all reads as JSON
+ * too. With `curlTypes`, a form or text/plain body is read as JSON when the
+ * request has no Origin: browsers send Origin on every POST, so such a
+ * request is not a web page's (Ollama's documented `curl -d` calls are).
+ */
+function checkJsonContentType(request: Request, curlTypes: boolean): void {
   const declared = request.headers.get("content-type");
   if (declared === null) return;
   const essence = declared.split(";", 1)[0]!.trim().toLowerCase();
   if (essence === "application/json" || /^application\/[!#$%&'*.^`|~\w-]+\+json$/.test(essence)) return;
+  if (curlTypes && UNTYPED.has(essence) && !request.headers.has("origin")) return;
   throw new RequestError(415, `the request body must be JSON (content-type: application/json), not '${essence}'`, "unsupported_media_type", null);
 }
 
@@ -37,8 +46,9 @@ function checkDepth(text: string): void {
   }
 }
 
-export async function readJsonBody(request: Request, limit = MAX_BODY_BYTES): Promise<unknown> {
-  checkJsonContentType(request);
+export async function readJsonBody(request: Request, opts: { limit?: number; curlTypes?: boolean } = {}): Promise<unknown> {
+  const limit = opts.limit ?? MAX_BODY_BYTES;
+  checkJsonContentType(request, opts.curlTypes ?? false);
   const declared = Number(request.headers.get("content-length") ?? NaN);
   if (declared > limit) throw payloadTooLarge();
   if (!request.body) throw invalidRequest("request body is empty; expected a JSON object");

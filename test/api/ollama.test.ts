@@ -170,9 +170,30 @@ describe("what other clients send", () => {
     expect(held.json.done_reason).toBe("length");
   });
 
-  test("generate's terminal record carries an empty context", async () => {
+  test("generate's records carry an empty context (the AI SDK's Ollama provider requires it on every record)", async () => {
     const r = await raw("/api/generate", { model: s.model, prompt: "Hi", stream: false });
     expect(r.json.context).toEqual([]);
+    const res = await post(s, "/api/generate", { model: s.model, prompt: "Hi" });
+    const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines.every((l) => Array.isArray(l.context))).toBe(true);
+  });
+
+  test("samplers this server lacks, at their off values, are accepted", async () => {
+    const r = await raw("/api/chat", { model: s.model, messages: hi, stream: false, options: { mirostat: 0, tfs_z: 1, typical_p: 1, repeat_last_n: 64, penalize_newline: false } });
+    expect(r.status).toBe(200);
+    expect((await raw("/api/chat", { model: s.model, messages: hi, stream: false, options: { mirostat: 2 } })).status).toBe(400);
+  });
+
+  test("Ollama's own `curl -d` examples (a form content type, no Origin) are read as JSON; a page's (with Origin) is refused", async () => {
+    const body = JSON.stringify({ model: s.model, prompt: "Hi", stream: false });
+    const curl = await fetch(`${s.url}/api/generate`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body });
+    expect(curl.status).toBe(200);
+    expect(((await curl.json()) as any).response).toBe(SCRIPTED_REPLY);
+    const page = await fetch(`${s.url}/api/generate`, { method: "POST", headers: { "content-type": "text/plain", origin: s.url }, body });
+    expect(page.status).toBe(415);
+    // The other families keep their JSON-only rule.
+    const openai = await fetch(`${s.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body });
+    expect(openai.status).toBe(415);
   });
 });
 

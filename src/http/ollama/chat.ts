@@ -7,6 +7,7 @@ import { readJsonBody } from "../body.ts";
 import { checkChatText, checkListLengths } from "../chat-limits.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import type { ServerContext } from "../server-context.ts";
+import { CURL_BODIES } from "./envelope.ts";
 import { ollamaModel } from "./model-name.ts";
 import { applyWindow } from "./options.ts";
 import { ollamaReply, preloaded } from "./reply.ts";
@@ -17,7 +18,7 @@ export const CHAT_ROUTE = "/api/chat";
 
 export async function chat(ctx: ServerContext, request: Request): Promise<Response> {
   const timer = new RequestTimer();
-  const body = await readJsonBody(request);
+  const body = await readJsonBody(request, CURL_BODIES);
   checkListLengths(ctx.registry, body);
   const req = parseOllama(chatSchema, body);
   const model = ollamaModel(ctx.registry, req.model);

@@ -7,7 +7,7 @@ import { readJsonBody } from "../body.ts";
 import { chat, CHAT_ROUTE } from "./chat.ts";
 import { listRunning, listTags, notServed, NOT_SERVED_ROUTES, ollamaVersion, showModel } from "./discovery.ts";
 import { warmModelFacts } from "./model-facts.ts";
-import { ollamaErrorBody } from "./envelope.ts";
+import { CURL_BODIES, ollamaErrorBody } from "./envelope.ts";
 import { generate, GENERATE_ROUTE } from "./generate.ts";
 
 export const ollamaFamily: ApiFamily = {
@@ -24,7 +24,7 @@ export const ollamaFamily: ApiFamily = {
       .get("/api/version", () => ollamaVersion())
       .get("/api/tags", () => listTags(ctx.registry))
       .get("/api/ps", () => listRunning(ctx.registry))
-      .post("/api/show", async ({ request }) => showModel(ctx.registry, await readJsonBody(request)), noParse)
+      .post("/api/show", async ({ request }) => showModel(ctx.registry, await readJsonBody(request, CURL_BODIES)), noParse)
       .post(CHAT_ROUTE, ({ request }) => chat(ctx, request), noParse)
       .post(GENERATE_ROUTE, ({ request }) => generate(ctx, request), noParse);
     for (const { method, path } of NOT_SERVED_ROUTES) {

@@ -21,6 +21,7 @@ import { peerAddress } from "../listener.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { chargeFimRequest } from "../rate-limit.ts";
 import type { ServerContext } from "../server-context.ts";
+import { CURL_BODIES } from "./envelope.ts";
 import { ollamaModel } from "./model-name.ts";
 import { applyWindow, optionsPlan } from "./options.ts";
 import { ollamaReply, preloaded, type RecordPlan } from "./reply.ts";
@@ -45,7 +46,7 @@ function refuseUntemplated(req: GenerateRequest, mode: "raw" | "suffix"): void {
 
 export async function generate(ctx: ServerContext, request: Request): Promise<Response> {
   const timer = new RequestTimer();
-  const req = parseOllama(generateSchema, await readJsonBody(request));
+  const req = parseOllama(generateSchema, await readJsonBody(request, CURL_BODIES));
   const model = ollamaModel(ctx.registry, req.model);
   const stream = req.stream ?? true;
   if (req.template) throw invalidRequest("template: only the model's own template is used (send an empty template or none)", "template");

@@ -16,6 +16,12 @@ export interface OptionsPlan {
 }
 
 /**
+ * Samplers this server does not have, at the values that turn them off
+ * (what clients send when they fill in every option): accepted as no-ops.
+ */
+const OFF_VALUES: Record<string, unknown> = { mirostat: 0, tfs_z: 1, typical_p: 1, repeat_last_n: 64, penalize_newline: false };
+
+/**
  * Options that tune how Ollama loads and runs a model (GPU layers, threads,
  * batch, memory mapping): here the server's flags decide those, and a
  * request's value changes nothing about its reply, so it is ignored rather
@@ -89,7 +95,7 @@ export function optionsPlan(model: ServedModel, options: Record<string, unknown>
         break;
       }
       default:
-        if (SERVER_KNOBS.has(name)) break;
+        if (SERVER_KNOBS.has(name) || (name in OFF_VALUES && OFF_VALUES[name] === value)) break;
         throw invalidRequest(`unsupported option: ${name}`, `options.${name}`);
     }
   }

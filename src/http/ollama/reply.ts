@@ -108,7 +108,10 @@ function body(plan: RecordPlan, content: string, thinking: string, calls: Ollama
   if (plan.kind === "chat") {
     return { message: { role: "assistant", content, ...(thinking ? { thinking } : {}), ...(calls.length > 0 ? { tool_calls: calls } : {}) } };
   }
-  return { response: content, ...(thinking ? { thinking } : {}) };
+  // Ollama's deprecated continuation state, empty: the prefix cache serves a
+  // resent conversation. Ollama puts it on the terminal record only; the AI
+  // SDK's Ollama provider requires it on every record, so every record has it.
+  return { response: content, ...(thinking ? { thinking } : {}), context: [] };
 }
 
 function terminal(plan: RecordPlan, g: Gathered, end: ChoiceEnd, whole: boolean) {
@@ -123,10 +126,6 @@ function terminal(plan: RecordPlan, g: Gathered, end: ChoiceEnd, whole: boolean)
     prompt_eval_count: plan.promptTokens,
     prompt_eval_cached_count: end.cachedTokens,
     eval_count: end.completionTokens,
-    // Ollama's deprecated continuation state: empty, since the prefix cache
-    // serves a resent conversation (clients such as the AI SDK's provider
-    // require the field to be there).
-    ...(plan.kind === "generate" ? { context: [] } : {}),
   };
 }
 
