@@ -23,12 +23,13 @@
 // headers, body fields and reply, errors included (the server's access log
 // names only the generations it served). Exit status: 0 when every run exited
 // 0, got no error reply and passed its agent's own checks, else 1.
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SCRIPTED_REPLY } from "../src/fixtures/scripted-chat.ts";
 import { sseEvents } from "./sse.ts";
+import { children, exited, killGroup, spawnGroup, stopGroup } from "./support.ts";
 
 // ------------------------------------------------------------------ options
 
@@ -558,38 +559,13 @@ function startProxy(upstream: string) {
 // working directory), made once there is something to run.
 let dir = "";
 let serverLog = "";
-const children = new Set<ChildProcess>();
-
-/** Signals a child's whole process group (each child leads its own). */
-function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {} // already gone
-}
-
-function exited(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => child.once("exit", () => resolve()));
-}
-
-/** SIGTERM to the group, SIGKILL after `graceMs`, then SIGKILL again for stragglers. */
-async function stopGroup(child: ChildProcess, graceMs: number): Promise<void> {
-  killGroup(child, "SIGTERM");
-  await Promise.race([exited(child), Bun.sleep(graceMs)]);
-  killGroup(child, "SIGKILL");
-  await Promise.race([exited(child), Bun.sleep(5_000)]);
-  children.delete(child);
-}
-
 /** Access-log lines (`<-- 200 POST ...`) the server printed, in order. */
 const accessLines: string[] = [];
 
 async function startServer(serveArgs: string[]): Promise<{ child: ChildProcess; base: string }> {
   const args = [join(import.meta.dir, "../src/main.ts"), "serve", "--port", "0", "--sessions", join(dir, "sessions"), "--threads", "1", ...serveArgs];
   console.error(`agents: bun src/main.ts ${args.slice(1).join(" ")} (log: ${serverLog})`);
-  const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", "pipe", "pipe"] });
-  children.add(child);
+  const child = spawnGroup(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
   let found!: (port: number) => void;
   const portFound = new Promise<number>((resolve) => (found = resolve));
   for (const stream of [child.stdout!, child.stderr!]) {
@@ -697,8 +673,7 @@ async function runOnce(agent: Agent, run: number, text: string, at: { root: stri
   console.error(`\nagents: ${agent.name} ${agent.version} run ${run} in ${at.work}: ${JSON.stringify(text)} (hang guard ${timeoutS} s)`);
   const t0 = performance.now();
   const argv = agent.argv(text);
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: at.work, env: at.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
-  children.add(child);
+  const child = spawnGroup(argv[0]!, argv.slice(1), { cwd: at.work, env: at.env, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout!.setEncoding("utf8").on("data", (s: string) => (stdout += s));
@@ -851,3 +826,5 @@ try {
   }
   process.exitCode = 1;
 }
+// Pending timers (the server start's hang guard) would keep the process alive for minutes after the report.
+process.exit();

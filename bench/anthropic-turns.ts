@@ -26,15 +26,14 @@
 //
 // Progress goes to stderr, the Markdown tables to stdout. Exit status 1 when a
 // turn failed.
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import type { ChildProcess } from "node:child_process";
+import { existsSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { ensureFixture } from "../src/fixtures/index.ts";
 import { uniform } from "../src/fixtures/prng.ts";
 import { COMMON_WORDS } from "../src/fixtures/words.ts";
 import { sseEvents } from "./sse.ts";
+import { exited, fail, freePort, parseOptions, scratchFolder, spawnGroup, stopGroup } from "./support.ts";
 
 // ---------------------------------------------------------------- arguments
 
@@ -58,29 +57,11 @@ const USAGE = `usage: bun bench/anthropic-turns.ts [options]
   --timeout S        per-request timeout in seconds (default 120)
   --json PATH        also write every turn's measurements`;
 
-const argv = process.argv.slice(2);
-if (argv.includes("--help") || argv.includes("-h")) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const VALUED = new Set(["model", "rounds", "turns", "max-tokens", "system-words", "threads", "lanes", "ctx", "llama", "force-tools", "gap-ms", "timeout", "json"]);
-const opts = new Map<string, string>();
-for (let i = 0; i < argv.length; i++) {
-  const name = argv[i]!.startsWith("--") ? argv[i]!.slice(2) : "";
-  if (name === "shipped-lib" || name === "no-cache-control") opts.set(name, "");
-  else if (VALUED.has(name) && i + 1 < argv.length) opts.set(name, argv[++i]!);
-  else fail(`bad argument ${argv[i]}\n\n${USAGE}`);
-}
-function fail(message: string): never {
-  console.error(message);
-  process.exit(2);
-}
-function int(name: string, fallback: number, min: number): number {
-  const raw = opts.get(name);
-  const v = raw === undefined ? fallback : Number(raw);
-  if (!Number.isInteger(v) || v < min) fail(`--${name} must be an integer >= ${min}, got ${raw}`);
-  return v;
-}
+const { opts, int } = parseOptions(
+  USAGE,
+  ["model", "rounds", "turns", "max-tokens", "system-words", "threads", "lanes", "ctx", "llama", "force-tools", "gap-ms", "timeout", "json"],
+  ["shipped-lib", "no-cache-control"],
+);
 const rounds = int("rounds", 3, 1);
 const turns = int("turns", 20, 1);
 const maxTokens = int("max-tokens", 64, 1);
@@ -106,45 +87,8 @@ if (threads > navigator.hardwareConcurrency) console.error(`turns: --threads ${t
 
 // ---------------------------------------------------------------- processes
 
-const tmp = mkdtempSync(join(tmpdir(), "anthropic-turns-"));
-const children = new Set<ChildProcess>();
-
-function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {} // already gone
-}
-function exited(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((done) => child.once("exit", () => done()));
-}
-/** SIGTERM to the group (superfluid's worker is in it), SIGKILL after 10 s. */
-async function stopGroup(child: ChildProcess): Promise<void> {
-  killGroup(child, "SIGTERM");
-  await Promise.race([exited(child), Bun.sleep(10_000)]);
-  killGroup(child, "SIGKILL");
-  await Promise.race([exited(child), Bun.sleep(5_000)]);
-  children.delete(child);
-}
-// Whatever way the run ends, no server outlives it.
-process.on("exit", () => {
-  for (const c of children) killGroup(c, "SIGKILL");
-  rmSync(tmp, { recursive: true, force: true });
-});
-process.on("SIGINT", () => process.exit(130));
-process.on("SIGTERM", () => process.exit(143));
-
-function freePort(): Promise<number> {
-  return new Promise((done, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => done(port));
-    });
-  });
-}
+// Sessions; whatever way the run ends, no server outlives it.
+const tmp = scratchFolder("anthropic-turns-");
 
 interface Server {
   label: string;
@@ -156,8 +100,7 @@ interface Server {
 
 /** Starts a server in its own process group; resolves once /health answers 200 and /v1/models names the model. */
 async function startProcess(label: string, cmd: string, args: string[], env: Record<string, string>, port?: number): Promise<Server> {
-  const child = spawn(cmd, args, { detached: true, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
-  children.add(child);
+  const child = spawnGroup(cmd, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   const log: string[] = [];
   let found!: (port: number) => void;
   const announced = new Promise<number>((done) => (found = done));

@@ -15,7 +15,9 @@
 // itself after --deadline seconds, printing what it measured so far.
 import { writeFileSync } from "node:fs";
 import { uniform } from "../src/fixtures/prng.ts";
+import { LEAD_WORDS, NUMBER_WORDS } from "./prompt-words.ts";
 import { sseEvents } from "./sse.ts";
+import { fail, parseOptions } from "./support.ts";
 
 // ---------------------------------------------------------------- arguments
 
@@ -39,39 +41,10 @@ const USAGE = `usage: bun bench/http.ts --url URL [options]
   --wait S              wait up to S seconds for each server to answer GET /v1/models (default 0)
   --json PATH           also write every request's measurements as JSON`;
 
-const argv = process.argv.slice(2);
-if (argv.includes("--help") || argv.includes("-h")) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const KNOWN = new Set([
+const { opts, int, num } = parseOptions(USAGE, [
   "url", "label", "model", "url2", "label2", "model2", "concurrency", "tokens", "rounds", "prompt-words",
   "warmup", "temperature", "extra", "timeout", "deadline", "wait", "json",
 ]);
-const opts = new Map<string, string>();
-for (let i = 0; i < argv.length; i++) {
-  const a = argv[i]!;
-  const name = a.startsWith("--") ? a.slice(2) : undefined;
-  if (!name || !KNOWN.has(name) || i + 1 >= argv.length) fail(`bad argument ${a}\n\n${USAGE}`);
-  opts.set(name!, argv[++i]!);
-}
-
-function fail(message: string): never {
-  console.error(message);
-  process.exit(2);
-}
-function num(name: string, fallback: number, min: number): number {
-  const raw = opts.get(name);
-  if (raw === undefined) return fallback;
-  const v = Number(raw);
-  if (!Number.isFinite(v) || v < min) fail(`--${name} must be a number >= ${min}, got ${raw}`);
-  return v;
-}
-function int(name: string, fallback: number, min: number): number {
-  const v = num(name, fallback, min);
-  if (!Number.isInteger(v)) fail(`--${name} must be an integer, got ${v}`);
-  return v;
-}
 
 const urlA = opts.get("url") ?? fail(`--url is required\n\n${USAGE}`);
 const urlB = opts.get("url2");
@@ -153,24 +126,13 @@ async function resolveSystem(raw: string, label: string | undefined, model: stri
 // different second words, so neither a prefix cache nor a lane copying another
 // lane's prefix can flatter a system: within a round, and against the
 // sequences the last rounds left behind, prompts share at most BOS.
-const LEADS = [
-  "amber", "bronze", "cobalt", "denim", "ebony", "fuchsia", "garnet", "hazel", "indigo", "jade", "khaki", "lilac",
-  "maroon", "navy", "olive", "plum", "quartz", "rust", "sepia", "teal", "umber", "violet", "wheat", "xanadu",
-  "yellow", "zinc",
-];
-const WORDS = [
-  "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-  "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty",
-  "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "million",
-];
-
 let promptCounter = 0;
 function makePrompts(n: number): string[] {
   return Array.from({ length: n }, () => {
     const id = promptCounter++;
     const rand = uniform(0x9e3779b9 ^ Math.imul(id + 1, 0x85ebca6b));
-    const words = [LEADS[id % LEADS.length]!, WORDS[Math.floor(id / LEADS.length) % WORDS.length]!];
-    while (words.length < promptWords) words.push(WORDS[Math.floor(rand() * WORDS.length)]!);
+    const words = [LEAD_WORDS[id % LEAD_WORDS.length]!, NUMBER_WORDS[Math.floor(id / LEAD_WORDS.length) % NUMBER_WORDS.length]!];
+    while (words.length < promptWords) words.push(NUMBER_WORDS[Math.floor(rand() * NUMBER_WORDS.length)]!);
     return words.slice(0, promptWords).join(" ");
   });
 }
