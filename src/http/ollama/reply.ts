@@ -130,7 +130,7 @@ function terminal(plan: RecordPlan, g: Gathered, end: ChoiceEnd, whole: boolean)
 }
 
 export function ollamaReply(ctx: ServerContext, plan: RecordPlan, stream: boolean, signal: AbortSignal): Promise<Response> {
-  return stream ? streamRecords(ctx, plan, signal) : wholeRecord(ctx, plan, signal);
+  return stream ? streamRecords(plan, signal) : wholeRecord(ctx, plan, signal);
 }
 
 async function wholeRecord(ctx: ServerContext, plan: RecordPlan, signal: AbortSignal): Promise<Response> {
@@ -159,7 +159,8 @@ async function wholeRecord(ctx: ServerContext, plan: RecordPlan, signal: AbortSi
   });
 }
 
-async function streamRecords(_ctx: ServerContext, plan: RecordPlan, requestSignal: AbortSignal): Promise<Response> {
+/** NDJSON has no keep-alive line (a blank line is not JSON), so a stream needs nothing from the server context. */
+async function streamRecords(plan: RecordPlan, requestSignal: AbortSignal): Promise<Response> {
   cancelOnAbort(requestSignal, () => [plan.generation]);
   const g = new Gathered(plan.model, plan.timer);
   const started = await startStream((onAdmitted) =>
