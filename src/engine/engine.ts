@@ -12,8 +12,9 @@ import { DecodeError, LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
 import { positionLogprobs } from "./logprobs.ts";
 import type { EngineSnapshot, FinishReason, GenerateJob, TickEvents } from "./jobs.ts";
-import { commonPrefix, KvPool, sequencesFor, type KvSequence } from "./kv-pool.ts";
+import { KvPool, sequencesFor, type KvSequence } from "./kv-pool.ts";
 import { GrammarError, SamplerChain } from "./sampling.ts";
+import { commonPrefix } from "./token-prefix.ts";
 import { ClassQueues, DEFAULT_QOS, PrefillBudget, preempts, QOS, QOS_NAMES, type ClassLanes, type QosClass } from "./scheduler.ts";
 
 export interface EngineOptions {

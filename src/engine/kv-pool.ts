@@ -13,6 +13,7 @@ import type { LlamaContext } from "./context.ts";
 import { cellsInUse, cutCells, emptyCells, ownCells, shareCells, type SequenceCells } from "./kv-cells.ts";
 import { isPrefix, PinSet } from "./pins.ts";
 import { PrefixCache } from "./prefix-cache.ts";
+import { commonPrefix } from "./token-prefix.ts";
 
 export interface KvSequence {
   index: number;
@@ -46,12 +47,6 @@ export function sequencesFor(lanes: number): number {
   return Math.min(256, Math.max(4, lanes + 2));
 }
 
-export function commonPrefix(a: number[], b: number[], max: number): number {
-  const n = Math.min(a.length, b.length, max);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
-}
 
 export class KvPool {
   readonly sequences: KvSequence[];

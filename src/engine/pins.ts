@@ -9,6 +9,7 @@
 // lexicographically: the union of the pinned token prefixes is then the sum
 // of each pin's length less its common prefix with the pin before it, kept
 // up to date on every insertion and removal instead of recomputed.
+import { commonPrefix } from "./token-prefix.ts";
 
 /**
  * Live pins at most. Each keeps its token array (an agent's turn pins up to
@@ -44,13 +45,6 @@ export interface PinSummary {
   budgetTokens: number;
   /** Pins dropped for the budget or for space. */
   yielded: number;
-}
-
-function lcp(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 /** `prefix` is a prefix of `tokens`. The last token is compared first: unrelated prompts differ there at once. */
@@ -192,7 +186,7 @@ export class PinSet {
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
       const other = this.sorted[mid]!.tokens;
-      const l = lcp(other, tokens);
+      const l = commonPrefix(other, tokens);
       if (l === other.length && l === tokens.length) return { index: mid, found: true };
       // `other` sorts first when it is a prefix of `tokens` or smaller where they differ.
       const otherFirst = l === other.length || (l < tokens.length && other[l]! < tokens[l]!);
@@ -205,10 +199,10 @@ export class PinSet {
   private insertAt(index: number, pin: Pin): void {
     const prev = this.sorted[index - 1];
     const next = this.sorted[index];
-    pin.lcpPrev = prev ? lcp(prev.tokens, pin.tokens) : 0;
+    pin.lcpPrev = prev ? commonPrefix(prev.tokens, pin.tokens) : 0;
     this.union += pin.tokens.length - pin.lcpPrev;
     if (next) {
-      const shared = lcp(pin.tokens, next.tokens);
+      const shared = commonPrefix(pin.tokens, next.tokens);
       // `next` now shares more with its new predecessor (never less: sorted order).
       this.union -= shared - next.lcpPrev;
       next.lcpPrev = shared;
@@ -221,7 +215,7 @@ export class PinSet {
     const next = this.sorted[index + 1];
     this.union -= pin.tokens.length - pin.lcpPrev;
     if (next) {
-      // In sorted order lcp(prev, next) = min(lcp(prev, pin), lcp(pin, next)).
+      // In sorted order lcp(prev, next) = min(lcp(prev, pin), lcp(pin, next)), lcp being the common prefix.
       const shared = Math.min(pin.lcpPrev, next.lcpPrev);
       this.union += next.lcpPrev - shared;
       next.lcpPrev = shared;

@@ -36,6 +36,13 @@ export interface ChatTool extends ToolSpec {
   unlisted?: boolean;
 }
 
+/** A tool's declared argument schema: a JSON Schema (an object, or true/false); none accepts any object. */
+export function toolSchema(parameters: unknown, field: string): object | boolean {
+  if (parameters === undefined || parameters === null) return { type: "object" };
+  if (typeof parameters === "boolean" || (typeof parameters === "object" && !Array.isArray(parameters))) return parameters;
+  throw invalidRequest(`${field}: must be a JSON Schema (an object)`, field);
+}
+
 export interface ChatJob {
   /** The conversation in the chat template's shape (Hugging Face's). */
   messages: ChatMessage[];

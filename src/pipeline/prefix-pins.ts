@@ -12,6 +12,7 @@
 import type { ChatMessage } from "../codec/index.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { renderChatPrompt, rendersTools, type ChatJob, type ChatTool } from "./chat-job.ts";
+import { commonPrefix } from "../engine/token-prefix.ts";
 import { contentKey, Lru } from "./lru.ts";
 import { RequestError } from "./request-error.ts";
 
@@ -30,13 +31,6 @@ export interface PrefixPin {
   /** Prompt tokens the pin holds. */
   length: number;
   ttlMs: number;
-}
-
-function commonLength(a: number[], b: number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 /**
@@ -90,7 +84,7 @@ async function generationPrompt(model: ServedModel, job: ChatJob): Promise<numbe
     cached(model, `${key}+`, async () => (await renderChatPrompt(model, probe, false, true)).tokens),
     cached(model, `${key}-`, async () => (await renderChatPrompt(model, probe, false, false)).tokens),
   ]).catch(() => [[], [1]]);
-  return commonLength(open, closed) === closed.length ? open.slice(closed.length) : undefined;
+  return commonPrefix(open, closed) === closed.length ? open.slice(closed.length) : undefined;
 }
 
 /**
@@ -103,11 +97,11 @@ async function generationPrompt(model: ServedModel, job: ChatJob): Promise<numbe
 async function pinLength(model: ServedModel, job: ChatJob, prompt: number[], bp: PrefixBreakpoint): Promise<number> {
   if (bp.last) {
     const opener = await generationPrompt(model, job);
-    if (opener && opener.length < prompt.length && commonLength(opener, prompt.slice(prompt.length - opener.length)) === opener.length) {
+    if (opener && opener.length < prompt.length && commonPrefix(opener, prompt.slice(prompt.length - opener.length)) === opener.length) {
       return prompt.length - opener.length;
     }
   }
-  return commonLength(await renderCut(model, job, bp), prompt);
+  return commonPrefix(await renderCut(model, job, bp), prompt);
 }
 
 /** The pins a request's breakpoints make, in breakpoint order; a breakpoint that covers no token pins nothing. */

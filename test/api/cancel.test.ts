@@ -28,6 +28,18 @@ async function waitActive(n: number, timeoutMs = 10_000): Promise<void> {
   throw new Error(`never saw ${n} active lanes`);
 }
 
+/** Reads a stream until `enough` holds for the text so far, or to its end; returns the text. */
+async function readUntil(reader: { read(): Promise<{ done: boolean; value?: Uint8Array }> }, enough: (text: string) => boolean): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = "";
+  while (!enough(text)) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  return text;
+}
+
 /** After an abort: idle, the worker holds nothing, and decoding really stopped well short of the cap. */
 async function expectCancelled(decodedBefore: number, lanes = 1) {
   const idle = await waitIdle(s);
@@ -41,43 +53,30 @@ async function expectCancelled(decodedBefore: number, lanes = 1) {
 }
 
 describe("disconnect cancels", () => {
-  test("aborting a streaming /v1/messages request (Anthropic's API) frees its lane", async () => {
+  /** Streams `body` from `path` until `started` holds for what arrived, then aborts: the lane must be freed. */
+  async function abortOnceStarted(path: string, body: unknown, started: (text: string) => boolean) {
     const before = (await slots(s)).totals.decoded_tokens;
     const controller = new AbortController();
-    const body = { model: s.model, max_tokens: 100000, temperature: 0, stream: true, messages: user("write forever") };
-    const res = await post(s, "/v1/messages", body, { signal: controller.signal });
+    const res = await post(s, path, body, { signal: controller.signal });
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();
-    let text = "";
-    // Past message_start and ping, into the content deltas.
-    while (!text.includes("content_block_delta")) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      text += new TextDecoder().decode(value);
-    }
-    expect(text).toContain("content_block_delta");
+    const text = await readUntil(reader, started);
+    expect(started(text)).toBe(true);
     expect((await slots(s)).lanes.active).toBe(1);
     controller.abort();
     await reader.cancel().catch(() => {});
     await expectCancelled(before);
+  }
+
+  test("aborting a streaming /v1/messages request (Anthropic's API) frees its lane", async () => {
+    const body = { model: s.model, max_tokens: 100000, temperature: 0, stream: true, messages: user("write forever") };
+    // Past message_start and ping, into the content deltas.
+    await abortOnceStarted("/v1/messages", body, (text) => text.includes("content_block_delta"));
   });
 
   test("aborting a streaming /api/chat request (Ollama's API) frees its lane", async () => {
-    const before = (await slots(s)).totals.decoded_tokens;
-    const controller = new AbortController();
-    const res = await post(s, "/api/chat", { model: s.model, messages: user("write forever"), options: { num_predict: 100000, temperature: 0 } }, { signal: controller.signal });
-    expect(res.status).toBe(200);
-    const reader = res.body!.getReader();
-    let lines = 0;
-    while (lines < 3) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      lines += new TextDecoder().decode(value).split("\n").length - 1;
-    }
-    expect((await slots(s)).lanes.active).toBe(1);
-    controller.abort();
-    await reader.cancel().catch(() => {});
-    await expectCancelled(before);
+    const body = { model: s.model, messages: user("write forever"), options: { num_predict: 100000, temperature: 0 } };
+    await abortOnceStarted("/api/chat", body, (text) => text.split("\n").length > 3);
   });
 
   test("aborting a raw streaming request frees its lane within 1 s", async () => {
@@ -273,15 +272,9 @@ describe("worker failure over HTTP", () => {
   test("/v1/messages: a worker killed mid-stream ends the stream with an Anthropic error event", async () => {
     const res = await post(s, "/v1/messages", { ...anthropicLong(), stream: true });
     const reader = res.body!.getReader();
-    const decoder = new TextDecoder();
-    let raw = "";
-    while (!raw.includes("content_block_delta")) raw += decoder.decode((await reader.read()).value);
+    const started = await readUntil(reader, (text) => text.includes("content_block_delta"));
     const pid = await killWorker();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      raw += decoder.decode(value);
-    }
+    const raw = started + (await readUntil(reader, () => false));
     const last = raw.trim().split("\n\n").at(-1)!;
     expect(last.split("\n")[0]).toBe("event: error");
     const body = JSON.parse(last.split("\n")[1]!.slice("data: ".length));
@@ -294,15 +287,9 @@ describe("worker failure over HTTP", () => {
     const res = await post(s, "/api/chat", { model: s.model, messages: user("write forever"), options: { num_predict: 20000, temperature: 0 } });
     expect(res.headers.get("content-type")).toContain("application/x-ndjson");
     const reader = res.body!.getReader();
-    const decoder = new TextDecoder();
-    let raw = "";
-    while (raw.split("\n").length < 4) raw += decoder.decode((await reader.read()).value);
+    const started = await readUntil(reader, (text) => text.split("\n").length >= 4);
     const pid = await killWorker();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      raw += decoder.decode(value);
-    }
+    const raw = started + (await readUntil(reader, () => false));
     const lines = raw.trim().split("\n").map((l) => JSON.parse(l));
     expect(Object.keys(lines.at(-1))).toEqual(["error"]);
     expect(lines.some((l) => l.done === true)).toBe(false);

@@ -49,12 +49,7 @@ export async function promptTokensOf(s: TestServer, messages: Message[]): Promis
   return (await renderChatPrompt(model, chatJobOf(model, { model: s.model, messages } as never, QOS.interactive))).tokens;
 }
 
-export function commonPrefix(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
-}
+export { commonPrefix } from "../../src/engine/token-prefix.ts";
 
 export async function postChat(url: string, body: unknown): Promise<{ status: number; headers: Headers; json: any }> {
   const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });

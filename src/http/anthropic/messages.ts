@@ -6,7 +6,7 @@ import { chatChoice, prepareChat, startChat, type PreparedChat } from "../../pip
 import { breakpointPins, type PrefixPin } from "../../pipeline/prefix-pins.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
 import { readJsonBody } from "../body.ts";
-import { checkChatText, checkListLengths } from "../chat-limits.ts";
+import { checkListLengths } from "../chat-limits.ts";
 import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { cancelOnAbort, streamKeepaliveMs, type ServerContext } from "../server-context.ts";
@@ -14,7 +14,7 @@ import { streamResponse } from "../stream.ts";
 import { startStream } from "../stream-admission.ts";
 import { ANTHROPIC_SSE, anthropicErrorBody } from "./envelope.ts";
 import { MessageBlocks, stopReasonOf, usageOf, type AnthropicUsage, type ContentBlock, type StopReason } from "./reply.ts";
-import { anthropicModel, messagesJobOf, parseMessagesRequest } from "./request.ts";
+import { anthropicModel, checkRequestText, messagesJobOf, parseMessagesRequest } from "./request.ts";
 
 export const MESSAGES_ROUTE = "/v1/messages";
 
@@ -31,11 +31,7 @@ export async function createMessage(ctx: ServerContext, request: Request): Promi
   const model = anthropicModel(ctx.registry, req.model);
   const qos = requestQos(ctx.qos, request.headers);
   checkBatchInvariant(ctx.qos, request.headers);
-  checkChatText(model, [
-    ["messages", req.messages, false],
-    ["system", req.system, false],
-    ["tools", req.tools, true],
-  ]);
+  checkRequestText(model, req);
   const { job, breakpoints } = messagesJobOf(req, qos);
   const prepared = await prepareChat(ctx, model, job);
   const pins = await breakpointPins(model, job, prepared.prompt, breakpoints);

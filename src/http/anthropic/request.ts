@@ -7,11 +7,12 @@ import type { ChatMessage, ToolCall } from "../../codec/index.ts";
 import type { ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
-import type { ChatJob, ChatTool, Constraint, ToolChoice } from "../../pipeline/chat-job.ts";
+import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
 import type { PrefixBreakpoint } from "../../pipeline/prefix-pins.ts";
-import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+import { invalidRequest, RequestError, unsupportedMedia } from "../../pipeline/request-error.ts";
+import { checkChatText } from "../chat-limits.ts";
 import { parseWith } from "../validate.ts";
-import { messagesRequestSchema, type BlockInput, type CountTokensRequest, type MessageInput, type MessagesRequest, type ToolInput } from "./schema.ts";
+import { countTokensRequestSchema, messagesRequestSchema, type BlockInput, type CountTokensRequest, type MessageInput, type MessagesRequest, type ToolInput } from "./schema.ts";
 
 /**
  * Claude Code's first system block: `x-anthropic-billing-header: cc_version=...`,
@@ -26,12 +27,31 @@ const MAX_BREAKPOINTS = 4;
 
 const TTL_MS: Record<string, number> = { "5m": 5 * 60_000, "1h": 60 * 60_000 };
 
-export function parseMessagesRequest(body: unknown): MessagesRequest {
+/** A JSON object with these fields present, refused in Anthropic's words before validation walks it. */
+function requireFields(body: unknown, fields: string[]): void {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
-  for (const field of ["model", "max_tokens", "messages"]) {
-    if (!(field in body) || (body as Record<string, unknown>)[field] === undefined) throw invalidRequest(`${field}: Field required`, field);
+  for (const field of fields) {
+    if ((body as Record<string, unknown>)[field] === undefined) throw invalidRequest(`${field}: Field required`, field);
   }
+}
+
+export function parseMessagesRequest(body: unknown): MessagesRequest {
+  requireFields(body, ["model", "max_tokens", "messages"]);
   return parseWith(messagesRequestSchema, body);
+}
+
+export function parseCountTokensRequest(body: unknown): CountTokensRequest {
+  requireFields(body, ["model", "messages"]);
+  return parseWith(countTokensRequestSchema, body);
+}
+
+/** Messages, system and tools together must fit the window (src/http/chat-limits.ts). */
+export function checkRequestText(model: ServedModel, req: CountTokensRequest): void {
+  checkChatText(model, [
+    ["messages", req.messages, false],
+    ["system", req.system, false],
+    ["tools", req.tools, true],
+  ]);
 }
 
 /** The model a request names: a served id or an --alias; anything else is a 404 that says how to map it. */
@@ -86,10 +106,6 @@ function textOf(content: unknown, field: string): string {
     .join("\n");
 }
 
-function unsupportedMedia(kind: string, field: string): RequestError {
-  return new RequestError(400, `this server's llamacpp runtime does not accept ${kind}: it has no media path`, "unsupported_input", field);
-}
-
 /**
  * Declared tools as the job's (client tools only: Anthropic's server tools
  * run on Anthropic's side). A deferred tool (`defer_loading`) is not listed
@@ -101,10 +117,7 @@ function toolsOf(tools: ToolInput[], breakpoints: Breakpoints): { listed: ChatTo
   const deferred = new Map<string, ChatTool>();
   tools.forEach((t, i) => {
     if (t.type !== undefined && t.type !== null && t.type !== "custom") return;
-    const parameters = t.input_schema ?? { type: "object" };
-    if (typeof parameters !== "object" || parameters === null || Array.isArray(parameters)) {
-      throw invalidRequest(`tools[${i}].input_schema: must be a JSON Schema object`, `tools[${i}].input_schema`);
-    }
+    const parameters = toolSchema(t.input_schema, `tools[${i}].input_schema`);
     const tool: ChatTool = {
       name: t.name,
       parameters,

@@ -5,15 +5,15 @@
 import type { ChatMessage } from "../../codec/index.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
-import type { ChatJob, ChatTool, Constraint, ToolChoice } from "../../pipeline/chat-job.ts";
-import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
+import { invalidRequest, unsupportedMedia } from "../../pipeline/request-error.ts";
 import { optionsPlan, type OptionsPlan } from "./options.ts";
 import { mergedOptions, type ChatRequest, type GenerateRequest, type OllamaMessage } from "./schema.ts";
 
 /** Images on llama.cpp: refused by field. */
 export function refuseImages(images: unknown[] | null | undefined, field: string): void {
   if (images && images.length > 0) {
-    throw new RequestError(400, "this server's llamacpp runtime does not accept images: it has no media path", "unsupported_input", field);
+    throw unsupportedMedia("images", field);
   }
 }
 
@@ -36,10 +36,7 @@ function toTemplateMessage(m: OllamaMessage, i: number): ChatMessage {
 
 function toolsOf(tools: ChatRequest["tools"]): ChatTool[] {
   return (tools ?? []).map((t, i) => {
-    const parameters = t.function.parameters ?? { type: "object" };
-    if (typeof parameters !== "object" || parameters === null || Array.isArray(parameters)) {
-      throw invalidRequest(`tools[${i}].function.parameters: must be a JSON Schema object`, `tools[${i}].function.parameters`);
-    }
+    const parameters = toolSchema(t.function.parameters, `tools[${i}].function.parameters`);
     return { name: t.function.name, parameters, template: t as Record<string, unknown> };
   });
 }

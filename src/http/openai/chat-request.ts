@@ -5,7 +5,7 @@
 import type { ChatMessage } from "../../codec/index.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
-import type { ChatJob, ChatTool, Constraint, ToolChoice } from "../../pipeline/chat-job.ts";
+import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
 import { logitBiasOf, stopList } from "../../pipeline/generation.ts";
 import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
 import { parseWith } from "../validate.ts";
@@ -86,10 +86,7 @@ function toTemplateMessage(m: ChatMessageInput): ChatMessage {
 function toolsOf(req: ChatRequest): ChatTool[] {
   return (req.tools ?? []).flatMap((t, i) => {
     if (t.type !== "function" || !t.function) return [];
-    const parameters = (t.function as { parameters?: unknown }).parameters ?? { type: "object" };
-    if (typeof parameters !== "boolean" && (typeof parameters !== "object" || parameters === null || Array.isArray(parameters))) {
-      throw invalidRequest("tool parameters must be a JSON Schema (an object)", `tools[${i}].function.parameters`);
-    }
+    const parameters = toolSchema((t.function as { parameters?: unknown }).parameters, `tools[${i}].function.parameters`);
     return [{ name: t.function.name, parameters, template: t as Record<string, unknown> }];
   });
 }
