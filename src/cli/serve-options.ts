@@ -52,6 +52,12 @@ export interface ServeOptions {
   sessions: string;
   /** --sessions-cache: start a fresh log on each start, keeping the previous as wal.log.prev. */
   sessionsCache: boolean;
+  /** --files-max-bytes: all /v1/files uploads together (undefined = unbounded). */
+  filesMaxBytes?: number;
+  /** --files-expiry: seconds an uploaded file lives (undefined = forever). */
+  filesExpirySec?: number;
+  /** --files-sweep: seconds between expiry sweeps of the file store. */
+  filesSweepSec: number;
   /** --host-cache-mb: host memory for prefixes that leave the KV pool (undefined = the engine's default). */
   hostCacheMb?: number;
   /** --pressure-high / --pressure-low, percent of the KV pool's cells. */
@@ -91,6 +97,9 @@ const FLAGS: Record<string, FlagSpec> = {
   "completion-burst": { value: true },
   sessions: { value: true },
   "sessions-cache": {},
+  "files-max-bytes": { value: true },
+  "files-expiry": { value: true },
+  "files-sweep": { value: true },
   "host-cache-mb": { value: true },
   "prefix-blob-budget-mb": { value: true },
   "pressure-high": { value: true },
@@ -149,6 +158,10 @@ MODEL the built-in tiny model is served.
   --completion-burst N    FIM bucket size per client (default 20)
   --sessions DIR          session store (default ~/.superfluid/sessions); one server per directory
   --sessions-cache        start a fresh session log on each start (the previous is kept as wal.log.prev)
+  --files-max-bytes N     bytes all /v1/files uploads may take together (default unbounded;
+                          one upload is at most 512 MiB either way)
+  --files-expiry SEC      delete an uploaded file SEC seconds after its upload (default never)
+  --files-sweep SEC       how often expired files are deleted from disk (default 300)
   --host-cache-mb N       host memory for prefixes that leave the KV pool
                           (default: 60% of free memory, at most 8 GiB; 0 = none)
   --pressure-high PCT     KV occupancy that moves cached prefixes out of the pool (default 85)
@@ -286,6 +299,10 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     completionBurst: opt("completion-burst", { int: true, min: 1 }) ?? 20,
     sessions: one("sessions") ?? env.SUPERFLUID_SESSIONS ?? join(superfluidHome(env), "sessions"),
     sessionsCache: flags.switches.has("sessions-cache"),
+    ...(one("files-max-bytes") === undefined ? {} : { filesMaxBytes: opt("files-max-bytes", { int: true, min: 0 }) }),
+    ...(one("files-expiry") === undefined ? {} : { filesExpirySec: opt("files-expiry", { int: true, min: 1, max: 2 ** 31 - 1 }) }),
+    // setInterval takes at most 2^31-1 ms.
+    filesSweepSec: opt("files-sweep", { int: true, min: 1, max: 2_147_483 }) ?? 300,
     ...(one("host-cache-mb") === undefined ? {} : { hostCacheMb: opt("host-cache-mb", { int: true, min: 0 }) }),
     ...pressure(opt("pressure-high", { int: true, min: 1, max: 100 }) ?? 85, opt("pressure-low", { int: true, min: 0, max: 100 }) ?? 70),
     modelDirs: flags.values.get("model-dir") ?? [],

@@ -4,8 +4,13 @@ import { ModelNotFoundError, resolveModel, type ResolvedModel } from "../daemon/
 import { ModelRegistry } from "../daemon/registry.ts";
 import { ServedModel } from "../daemon/served-model.ts";
 import { SessionStore } from "../sessions/store.ts";
+import { FileStore } from "../files/store.ts";
+import { ResponseStore } from "../responses/store.ts";
 import { ensureFixture } from "../fixtures/index.ts";
+import { BatchService } from "../batches/service.ts";
 import { createApp } from "../http/app.ts";
+import { runBatchLine } from "../http/openai/batches.ts";
+import type { ServerContext } from "../http/server-context.ts";
 import { listen, type Listener } from "../http/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
@@ -112,20 +117,37 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       throw err;
     }
   }
+  let files: FileStore;
+  let responses: ResponseStore;
+  try {
+    responses = ResponseStore.open(join(options.sessions, "responses"));
+    files = await FileStore.open(join(options.sessions, "files"), {
+      ...(options.filesMaxBytes === undefined ? {} : { maxBytes: options.filesMaxBytes }),
+      ...(options.filesExpirySec === undefined ? {} : { expirySec: options.filesExpirySec }),
+      sweepSec: options.filesSweepSec,
+    });
+  } catch (err) {
+    await registry.close();
+    throw err;
+  }
   let counter = 0;
   const loopback = isLoopbackName(options.host);
-  const app = createApp(
-    {
-      registry,
-      operatorSampling: options.sampling,
-      maxTokens: options.maxTokens,
-      qos: { defaultQos: options.defaultQos, honourHeader: options.qosHeader, allowBatchInvariant: options.allowBatchInvariant },
-      keepaliveSec: options.nonstreamKeepalive,
-      fim: { deadlineMs: options.completionDeadlineMs, buckets: new TokenBuckets(options.completionRate, options.completionBurst) },
-      nextId: () => ++counter,
-    },
-    { bind: options.host, authenticated: false },
-  );
+  // Batch lines run through the chat route's handler in process (on `ctx`, set
+  // below before start() lets any line run); the batches on disk are known from here.
+  const batches = BatchService.open({ dir: join(options.sessions, "batches"), files, modelId: model.id, execute: (body, signal) => runBatchLine(ctx, model, body, signal), log });
+  const ctx: ServerContext = {
+    registry,
+    operatorSampling: options.sampling,
+    maxTokens: options.maxTokens,
+    qos: { defaultQos: options.defaultQos, honourHeader: options.qosHeader, allowBatchInvariant: options.allowBatchInvariant },
+    keepaliveSec: options.nonstreamKeepalive,
+    fim: { deadlineMs: options.completionDeadlineMs, buckets: new TokenBuckets(options.completionRate, options.completionBurst) },
+    files,
+    responses,
+    batches,
+    nextId: () => ++counter,
+  };
+  const app = createApp(ctx, { bind: options.host, authenticated: false });
   let listener: Listener;
   try {
     // Our reader enforces the 100 MiB body limit while streaming (413 in OpenAI's
@@ -134,6 +156,7 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     // fail, not split the traffic.
     listener = await listen(app, options.host, options.port);
   } catch (err) {
+    files.close();
     await registry.close();
     await sessions.close();
     throw new Error(`cannot listen on ${options.host}:${options.port}: ${(err as Error).message}`);
@@ -146,12 +169,16 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       : "superfluid: WARNING this server has no authentication yet: anyone who can reach this port can use the API. Keep it on a loopback address (--host 127.0.0.1 or ::1).",
   );
   log(`superfluid: serving ${resolved.id} at ${url}/v1`);
+  batches.start();
   return {
     url,
     registry,
     sessions,
     close: async () => {
       await listener.close();
+      // Lines in flight are aborted, not failed: the batches resume on the next start.
+      await batches.stop();
+      files.close();
       await registry.close();
       // What is still buffered belongs to generations the stop cut off, none of it
       // delivered: a log that cannot take it (disk full) is reported, and the stop goes on.

@@ -45,6 +45,8 @@ export interface ChoiceEnd {
   promptTokens: number;
   cachedTokens: number;
   completionTokens: number;
+  /** The generated token ids, as the model produced them (a stop string's tokens included; the end-of-turn token never is). */
+  tokens: number[];
   /** It never started: still queued at its start deadline (a FIM completion, docs/design.md#deadlines-and-cancellation). */
   expired: boolean;
 }
@@ -83,6 +85,7 @@ export async function* choiceText(
   const splitter = opts.reasoning ? new ReasoningSplitter(opts.reasoning) : undefined;
   const tools = opts.toolParser?.();
   let completionTokens = 0;
+  const generated: number[] = [];
   let stoppedByString = false;
   let stopSequence: string | undefined;
   let toolCalls = 0;
@@ -122,6 +125,7 @@ export async function* choiceText(
     if (event.type === "tokens") {
       if (stoppedByString) continue; // tokens already in flight when the stop matched
       completionTokens += event.tokens.length;
+      for (const t of event.tokens) generated.push(t);
       const matched = stop.push(decoder.push(event.tokens));
       const logprobs = event.logprobs?.map((logprob, i) => ({ token: event.tokens[i]!, logprob }));
       const delta = shape(matched.emit, false, logprobs);
@@ -166,6 +170,7 @@ export async function* choiceText(
       promptTokens: event.promptTokens,
       cachedTokens: event.cachedTokens,
       completionTokens,
+      tokens: generated,
       expired: event.reason === "expired",
     };
   }

@@ -1,7 +1,10 @@
 // What the HTTP routes share: the served models, the operator's defaults and
 // policies (serve flags), and request ids.
+import type { BatchService } from "../batches/service.ts";
 import type { ModelRegistry } from "../daemon/registry.ts";
+import type { FileStore } from "../files/store.ts";
 import type { GenerationDefaults } from "../pipeline/generation.ts";
+import type { ResponseStore } from "../responses/store.ts";
 import type { QosPolicy } from "./qos.ts";
 import type { TokenBuckets } from "./rate-limit.ts";
 import { KEEPALIVE_INTERVAL_MS } from "./stream.ts";
@@ -21,6 +24,12 @@ export interface ServerContext extends GenerationDefaults {
   /** --nonstream-keepalive in seconds (0 = off); also the stream keep-alive period when set. */
   keepaliveSec: number;
   fim: FimPolicy;
+  /** The /v1/files store, under <sessions>/files/ (docs/api/files.md). */
+  files: FileStore;
+  /** Stored responses, under <sessions>/responses/ (docs/api/responses.md#conversation-state). */
+  responses: ResponseStore;
+  /** The Batches API, its state under <sessions>/batches/ (docs/api/batches.md). */
+  batches: BatchService;
   /** Counter behind `chatcmpl-superfluid-<n>` ids. */
   nextId(): number;
 }

@@ -67,6 +67,18 @@ export interface ChatJob {
   durable: boolean;
   /** Unix ms by which it must have started, else it expires. */
   startBy?: number;
+  /**
+   * The prompt already made, in place of rendering `messages`: a stored
+   * conversation's own tokens continued by its new turn (continued-prompt.ts).
+   * `messages` still describe it, for the checks that read them.
+   */
+  prompt?: RenderedPrompt;
+}
+
+/** A prompt as token ids, and whether it leaves a reasoning block open. */
+export interface RenderedPrompt {
+  tokens: number[];
+  startsInReasoning: boolean;
 }
 
 export interface PreparedChat {
@@ -91,7 +103,7 @@ export async function renderChatPrompt(
   job: ChatJob,
   withTools = rendersTools(job),
   addGenerationPrompt = true,
-): Promise<{ tokens: number[]; startsInReasoning: boolean }> {
+): Promise<RenderedPrompt> {
   try {
     const rendered = await model.prompts.render({
       tools: withTools,
@@ -125,7 +137,7 @@ export async function prepareChat(defaults: GenerationDefaults, model: ServedMod
   const format = forced || !job.constraint ? undefined : constraintGrammar(job.constraint);
   const grammar = forced ? tools.grammar : (format ?? tools.grammar);
   const grammarTrigger = format === undefined ? tools.trigger : undefined;
-  const { tokens: prompt, startsInReasoning } = await renderChatPrompt(model, job);
+  const { tokens: prompt, startsInReasoning } = job.prompt ?? (await renderChatPrompt(model, job));
   checkContext(model, prompt.length, "messages");
   const request = generateRequest(defaults, model, prompt, {
     sampling: job.sampling,

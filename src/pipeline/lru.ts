@@ -21,6 +21,10 @@ export class Lru<V> {
     this.map.set(key, value);
     if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value!);
   }
+
+  delete(key: string): void {
+    this.map.delete(key);
+  }
 }
 
 /** A key for a JSON value's content (a digest, so large values make short keys). */

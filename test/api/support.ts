@@ -80,6 +80,17 @@ export function useServer(cfg: ServerConfig = {}): TestServer {
   return handle;
 }
 
+/** The error an `openai` client call failed with; fails the test when the call succeeded. */
+export async function apiError(call: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
+  try {
+    await call;
+  } catch (err) {
+    if (err instanceof OpenAI.APIError) return err;
+    throw err;
+  }
+  throw new Error("the call succeeded; it was expected to fail");
+}
+
 export async function post(s: TestServer, path: string, body: unknown, init: RequestInit = {}): Promise<Response> {
   return fetch(`${s.url}${path}`, {
     method: "POST",

@@ -11,6 +11,7 @@ import { renderChatPrompt } from "../../src/pipeline/chat-job.ts";
 import { COMMON_WORDS } from "../../src/fixtures/words.ts";
 import { mulberry32 } from "../../src/fixtures/prng.ts";
 import { parseSse, type SseRead, type TestServer } from "../api/support.ts";
+import type { FixtureKind } from "../../src/fixtures/index.ts";
 import { fixturePath } from "../support/models.ts";
 
 export const ROOT = `${import.meta.dir}/../..`;
@@ -214,10 +215,10 @@ export class ServerProcess {
     return this.proc.pid;
   }
 
-  static async spawn(args: string[], port?: number): Promise<ServerProcess> {
+  static async spawn(args: string[], port?: number, fixture: FixtureKind = "tiny-random"): Promise<ServerProcess> {
     const p = port ?? (await freePort());
     const proc = Bun.spawn(
-      [process.execPath, `${ROOT}/src/main.ts`, "serve", await fixturePath("tiny-random"), "--port", String(p), "--threads", "1", ...args],
+      [process.execPath, `${ROOT}/src/main.ts`, "serve", await fixturePath(fixture), "--port", String(p), "--threads", "1", ...args],
       { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: { ...process.env, SUPERFLUID_QUIET: "1" } },
     );
     return new ServerProcess(proc, p);

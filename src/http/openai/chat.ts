@@ -4,10 +4,15 @@
 import type { ChoiceDelta, ChoiceEnd, PreparedChat } from "../../pipeline/chat-job.ts";
 import { chatChoice, prepareChat, startChat } from "../../pipeline/chat-job.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
+import type { ServedModel } from "../../daemon/served-model.ts";
+import type { QosClass } from "../../engine/scheduler.ts";
+import type { GenerationDefaults } from "../../pipeline/generation.ts";
+import { invalidRequest } from "../../pipeline/request-error.ts";
+import { asRequestError } from "../errors.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
 import { modelOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
-import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
+import { admissionHeaders, nonStreamResponse, type JsonReply } from "../keepalive.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { cancelOnAbort, streamKeepaliveMs, type ServerContext } from "../server-context.ts";
 import { streamResponse } from "../stream.ts";
@@ -34,22 +39,68 @@ function completionId(ctx: ServerContext): string {
 
 export async function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
   const body = await readJsonBody(request);
-  checkListLengths(ctx.registry, body);
-  const req = parseChatRequest(body);
-  const model = modelOr404(ctx.registry, req.model);
+  const { req, model } = parseChat(ctx, body);
   const qos = requestQos(ctx.qos, request.headers);
   checkBatchInvariant(ctx.qos, request.headers);
+  const p = await prepare(ctx, ctx, req, model, qos);
+  return req.stream ? streamChat(ctx, p, request.signal) : completeChat(ctx, p, request.signal);
+}
+
+/** How a parsed body runs in process, outside any HTTP request (the Batches API's lines, docs/api/batches.md). */
+export interface ChatRunOptions {
+  qos: QosClass;
+  /** Aborting it cancels the generation; the reply then ends as a cancelled one does. */
+  signal: AbortSignal;
+  /** Serves the body on this model whatever model it names. */
+  model?: ServedModel;
+  /** Sampling defaults and reply cap in place of the operator's flags. */
+  defaults?: GenerationDefaults;
+}
+
+/** A chat completion body run to its whole reply: the status and the JSON body the route would answer (errors in OpenAI's envelope). */
+export async function runChatCompletion(ctx: ServerContext, body: unknown, opts: ChatRunOptions): Promise<{ status: number; body: unknown }> {
+  try {
+    const { req, model } = parseChat(ctx, body, opts.model);
+    if (req.stream) throw invalidRequest("stream: true is not served here: this request gets one whole reply", "stream");
+    const p = await prepare(ctx, opts.defaults ?? ctx, req, model, opts.qos);
+    return { status: 200, body: (await chatReply(p, opts.signal).reply).body };
+  } catch (err) {
+    const e = asRequestError(err);
+    return { status: e.status, body: openaiErrorBody(e) };
+  }
+}
+
+function parseChat(ctx: ServerContext, body: unknown, served?: ServedModel): { req: ChatRequest; model: ServedModel } {
+  checkListLengths(ctx.registry, body);
+  const req = parseChatRequest(body);
+  return { req, model: served ?? modelOr404(ctx.registry, req.model) };
+}
+
+async function prepare(ctx: ServerContext, defaults: GenerationDefaults, req: ChatRequest, model: ServedModel, qos: QosClass): Promise<Prepared> {
   checkChatText(model, [
     ["messages", req.messages, false],
     ["tools", req.tools, true],
     ["chat_template_kwargs", req.chat_template_kwargs, true],
   ]);
-  const prepared = await prepareChat(ctx, model, chatJobOf(model, req, qos));
-  const p: Prepared = { ...prepared, req, id: completionId(ctx), created: Math.floor(Date.now() / 1000) };
-  return req.stream ? streamChat(ctx, p, request.signal) : completeChat(ctx, p, request.signal);
+  const prepared = await prepareChat(defaults, model, chatJobOf(model, req, qos));
+  return { ...prepared, req, id: completionId(ctx), created: Math.floor(Date.now() / 1000) };
 }
 
 async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal): Promise<Response> {
+  const admission = admissionHeaders();
+  const { reply, cancel } = chatReply(p, signal, admission.onAdmitted);
+  return nonStreamResponse({
+    keepaliveSec: ctx.keepaliveSec,
+    admitted: admission.admitted,
+    reply,
+    cancel,
+    route: ROUTE,
+    errorBody: openaiErrorBody,
+  });
+}
+
+/** Every choice read to its end as OpenAI's whole reply; `onAdmitted` hears when the first choice gets a lane. */
+function chatReply(p: Prepared, signal: AbortSignal, onAdmitted?: (cached: number) => void): { reply: Promise<JsonReply>; cancel: () => void } {
   const timer = new RequestTimer();
   const live: Generation[] = [];
   cancelOnAbort(signal, () => live);
@@ -57,7 +108,6 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
   // has prefilled; the first is read from the start, so its admission (which
   // commits the 200 under --nonstream-keepalive) is seen before its prefill ends.
   const starting = startChat(p, live);
-  const admission = admissionHeaders();
   const collect = async (generation: Generation, index: number, onAdmitted?: (cached: number) => void) => {
     let content = "";
     let reasoning = "";
@@ -77,7 +127,7 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
     const end: ChoiceEnd = step.value;
     return { index, content, reasoning, logprobs, end, toolCalls: calls.done() };
   };
-  const first = collect(live[0]!, 0, admission.onAdmitted);
+  const first = collect(live[0]!, 0, onAdmitted);
   first.catch(() => {}); // awaited below; this only keeps an early failure from counting as unhandled
   const reply = (async () => {
     const generations = await starting;
@@ -113,14 +163,7 @@ async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal
       headers: { "x-superfluid-warm": String(cached) },
     };
   })();
-  return nonStreamResponse({
-    keepaliveSec: ctx.keepaliveSec,
-    admitted: admission.admitted,
-    reply,
-    cancel: () => live.forEach((g) => g.cancel()),
-    route: ROUTE,
-    errorBody: openaiErrorBody,
-  });
+  return { reply, cancel: () => live.forEach((g) => g.cancel()) };
 }
 
 async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortSignal): Promise<Response> {

@@ -5,8 +5,11 @@ import { modelOr404 } from "../models.ts";
 import { RequestError } from "../errors.ts";
 import { chatCompletions } from "./chat.ts";
 import { completions } from "./completions.ts";
+import { mountBatches } from "./batches.ts";
+import { mountFiles } from "./files.ts";
 import { openaiErrorBody } from "./envelope.ts";
 import { listModels, modelObject } from "./models.ts";
+import { mountResponses } from "./responses/routes.ts";
 
 /** A model id from the path; a malformed %-escape names no model. */
 function decodeModelId(raw: string): string {
@@ -29,5 +32,8 @@ export const openaiFamily: ApiFamily = {
       .post("/v1/chat/completions", ({ request }) => chatCompletions(ctx, request), noParse)
       // The FIM bucket is keyed by the TCP peer's address (X-Forwarded-For is not read).
       .post("/v1/completions", ({ request }) => completions(ctx, request, peerAddress(request)), noParse);
+    mountResponses(app, ctx);
+    mountFiles(app, ctx);
+    mountBatches(app, ctx);
   },
 };
