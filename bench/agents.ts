@@ -1,28 +1,29 @@
 // Coding agents against superfluid: runs real agent CLIs (opencode and
-// qwen-code, chat-completions clients; Claude Code, a Messages API client)
-// non-interactively, with their own default system prompt and tools, against
-// `superfluid serve` on the built-in model, and reports what each one sent and
-// got back.
+// qwen-code, chat-completions clients; Claude Code, a Messages API client;
+// Codex, a Responses API client) non-interactively, with their own default
+// system prompt and tools, against `superfluid serve` on the built-in model,
+// and reports what each one sent and got back.
 //
-//   bun bench/agents.ts [--only opencode|qwen-code|claude-code] [--prompt "Say hello."]
+//   bun bench/agents.ts [--only opencode|qwen-code|claude-code|codex] [--prompt "Say hello."]
 //                       [--second-prompt "What does math.ts export?"] [--timeout 300]
 //                       [--keep] [--json out.json] [--] [<extra serve args>]
 //
 // The CLIs are not a dependency of this repository: they are looked up in
 // $SUPERFLUID_AGENTS_DIR (default /tmp/agents), an npm prefix made with
-//   npm install --prefix /tmp/agents --ignore-scripts opencode-ai@1.18.33 @qwen-code/qwen-code@0.15.10 @anthropic-ai/claude-code@2.1.332
+//   npm install --prefix /tmp/agents --ignore-scripts opencode-ai@1.18.33 @qwen-code/qwen-code@0.15.10 @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0
 // Without them the script says so and exits 0.
 //
 // Each agent runs in a fresh temporary HOME (and XDG folders) holding its
 // config, with update checks, telemetry, model-list fetches and plugin installs
 // off, in a temporary working directory, in its own process group, under a
-// hang guard. Claude Code runs twice in the same HOME and project (which holds
-// two small files): the second prompt shares the first one's system prompt and
-// tools, so it must be served mostly from the prefix cache. Between the agents
-// and the server sits a recording proxy, so every request is seen with its
-// headers, body fields and reply, errors included (the server's access log
-// names only the generations it served). Exit status: 0 when every run exited
-// 0, got no error reply and passed its agent's own checks, else 1.
+// hang guard. Claude Code and Codex run twice in the same HOME and project
+// (which holds two small files): the second prompt shares the first one's
+// system prompt and tools, so it must be served mostly from the prefix cache.
+// Between the agents and the server sits a recording proxy, so every request
+// is seen with its headers, body fields and reply, errors included (the
+// server's access log names only the generations it served). Exit status: 0
+// when every run exited 0, got no error reply and passed its agent's own
+// checks, else 1.
 import type { ChildProcess } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -55,7 +56,7 @@ const timeoutS = Number(opts.get("--timeout") ?? "300");
 const keep = opts.has("--keep");
 const jsonPath = opts.get("--json");
 const agentsDir = process.env.SUPERFLUID_AGENTS_DIR ?? "/tmp/agents";
-const AGENT_NAMES = ["opencode", "qwen-code", "claude-code"];
+const AGENT_NAMES = ["opencode", "qwen-code", "claude-code", "codex"];
 if (only !== undefined && !AGENT_NAMES.includes(only)) {
   console.error(`agents: --only takes one of ${AGENT_NAMES.join(", ")}`);
   process.exit(2);
@@ -68,7 +69,7 @@ const MODEL = "tiny-chat";
 const API_KEY = "sk-superfluid-unused";
 /** Claude Code asks for its own model names (claude-opus-..., claude-haiku-...); the server maps them to ours. */
 const CLAUDE_ALIAS = `claude-*=${MODEL}`;
-/** Claude Code's second run must read at least this share of its prompt from the prefix cache. */
+/** Claude Code's and Codex's second run must read at least this share of its prompt from the prefix cache. */
 const CACHE_SHARE = 0.9;
 
 // ------------------------------------------------------------------ the agents
@@ -78,8 +79,12 @@ interface Agent {
   version: string;
   /** The command line for one prompt. */
   argv: (text: string) => string[];
-  /** Writes the agent's config under `home` and returns its environment additions; `root` is the server's root URL (no /v1). */
-  configure: (home: string, root: string) => Record<string, string>;
+  /**
+   * Writes the agent's config under `home` and returns its environment
+   * additions; `root` is the server's root URL (no /v1), `window` the served
+   * model's context window in tokens.
+   */
+  configure: (home: string, root: string, window: number) => Record<string, string>;
   /** The prompts it runs, one after the other, in the same HOME and working directory (default: the prompt once). */
   prompts?: string[];
   /** Files its working directory starts with (default: none). */
@@ -92,13 +97,31 @@ interface Agent {
   check?: (runs: Outcome[]) => string[];
 }
 
-/** What an agent says about a run itself (Claude Code's `--output-format json`). */
+/** What an agent says about a run itself (Claude Code's `--output-format json`, Codex's `--json` events). */
 interface AgentReport {
   isError: boolean;
+  /** Its final reply, or what it said went wrong. */
   result: string;
-  usage?: { input_tokens?: number; cache_read_input_tokens?: number; cache_creation_input_tokens?: number; output_tokens?: number };
+  /** Its token counts, under its own names (printed as they are). */
+  usage?: Record<string, number>;
+  /** Of that usage, the whole prompt and the part read from the prefix cache (the names differ per API). */
+  promptTokens?: number;
+  cachedTokens?: number;
   /** The agent's own time to first token. */
   ttftMs?: number;
+  /** Warnings it reported without failing the run. */
+  notes?: string[];
+}
+
+/** The numeric fields of `usage` named in `names`, in that order. */
+function pickUsage(usage: unknown, names: string[]): Record<string, number> | undefined {
+  if (!usage || typeof usage !== "object") return undefined;
+  const out: Record<string, number> = {};
+  for (const n of names) {
+    const v = (usage as Record<string, unknown>)[n];
+    if (typeof v === "number") out[n] = v;
+  }
+  return out;
 }
 
 function packageVersion(dir: string): string {
@@ -147,15 +170,30 @@ function claudeReport(stdout: string): AgentReport | undefined {
   try {
     const out = JSON.parse(stdout.trim());
     if (!out || typeof out !== "object") return undefined;
-    return { isError: out.is_error === true, result: String(out.result ?? ""), usage: out.usage, ttftMs: typeof out.ttft_ms === "number" ? out.ttft_ms : undefined };
+    const usage = pickUsage(out.usage, ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens"]);
+    return {
+      isError: out.is_error === true,
+      result: String(out.result ?? ""),
+      usage,
+      // Messages usage splits the prompt: uncached input, cache read and cache created add up to it.
+      promptTokens: usage ? (usage.input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0) : undefined,
+      cachedTokens: usage?.cache_read_input_tokens,
+      ttftMs: typeof out.ttft_ms === "number" ? out.ttft_ms : undefined,
+    };
   } catch {
     return undefined;
   }
 }
 
-/** Tokens a Messages usage object covers: uncached input, cache read and cache created add up to the prompt. */
-function usagePrompt(u: NonNullable<AgentReport["usage"]>): number {
-  return (u.input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0);
+/** The second run read at least CACHE_SHARE of its prompt from the prefix cache, by the agent's own usage. */
+function secondRunCached(runs: Outcome[], cachedName: string): string[] {
+  const second = runs[1];
+  if (!second) return ["the second prompt did not run"];
+  const r = second.report;
+  if (!r || r.isError) return []; // already reported
+  if (r.promptTokens === undefined) return ["run 2: the result has no usage"];
+  const read = r.cachedTokens ?? 0;
+  return r.promptTokens > 0 && read >= CACHE_SHARE * r.promptTokens ? [] : [`run 2: ${cachedName} ${read} of a ${r.promptTokens}-token prompt (want at least ${CACHE_SHARE * 100}%)`];
 }
 
 /**
@@ -164,24 +202,157 @@ function usagePrompt(u: NonNullable<AgentReport["usage"]>): number {
  * (the system prompt and tools the first run left there).
  */
 function claudeCheck(runs: Outcome[]): string[] {
+  return [...runs.flatMap((r) => replyCheck(r, "no JSON result on stdout")), ...secondRunCached(runs, "cache_read_input_tokens")];
+}
+
+/** The run's own report says it printed the built-in model's reply, not an error. */
+function replyCheck(r: Outcome, noReport: string): string[] {
+  if (!r.report) return [`run ${r.run}: ${noReport}`];
+  if (r.report.isError) return [`run ${r.run}: the result is an error: ${JSON.stringify(r.report.result.slice(0, 200))}`];
+  if (r.report.result !== SCRIPTED_REPLY) return [`run ${r.run}: the result ${JSON.stringify(r.report.result.slice(0, 200))} is not the built-in reply`];
+  return [];
+}
+
+/**
+ * Codex ships its native binary in a per-platform package (an npm alias of
+ * `@openai/codex@<version>-<platform>`), which `@openai/codex`'s Node shim
+ * finds and execs; it has no install script, so --ignore-scripts changes
+ * nothing. The binary is run directly (no Node needed); it finds its bundled
+ * helpers (rg, bwrap) beside itself.
+ */
+function codexBinary(): string | undefined {
+  const scope = join(agentsDir, "node_modules", "@openai");
+  const triples: Record<string, string> = {
+    "linux-x64": "x86_64-unknown-linux-musl",
+    "linux-arm64": "aarch64-unknown-linux-musl",
+    "darwin-x64": "x86_64-apple-darwin",
+    "darwin-arm64": "aarch64-apple-darwin",
+    "win32-x64": "x86_64-pc-windows-msvc",
+    "win32-arm64": "aarch64-pc-windows-msvc",
+  };
+  const platform = `${process.platform}-${process.arch}`;
+  const triple = triples[platform];
+  if (!triple) return undefined;
+  const exe = process.platform === "win32" ? "codex.exe" : "codex";
+  // The shim falls back to its own vendor folder when the platform package is missing.
+  const candidates = [join(scope, `codex-${platform}`, "vendor", triple, "bin", exe), join(scope, "codex", "vendor", triple, "bin", exe)];
+  return candidates.find((p) => existsSync(p) && statSync(p).size > 1_000_000);
+}
+
+/** Codex's config.toml: our server as a Responses provider, everything that is not the turn off, its default tools kept. */
+function codexConfig(baseUrl: string, window: number): string {
+  const q = JSON.stringify; // a JSON string is a TOML basic string
+  return [
+    `model = ${q(MODEL)}`,
+    `model_provider = "superfluid"`,
+    // Codex compacts the conversation by this window; for a model it does not know it would assume 272k.
+    `model_context_window = ${window}`,
+    `approval_policy = "never"`,
+    `sandbox_mode = "read-only"`,
+    `check_for_update_on_startup = false`,
+    // web_search is left at its default on purpose: Codex then sends a
+    // {"type": "web_search"} tool in every request, which the server must leave out.
+    ``,
+    `[model_providers.superfluid]`,
+    `name = "superfluid"`,
+    `base_url = ${q(baseUrl)}`, // Codex appends /responses
+    `wire_api = "responses"`,
+    `env_key = "SUPERFLUID_API_KEY"`, // sent as Authorization: Bearer
+    // An error reply fails the run at once instead of being retried (up to 30 times).
+    `request_max_retries = 0`,
+    `stream_max_retries = 0`,
+    ``,
+    `[analytics]`,
+    `enabled = false`,
+    ``,
+    `[feedback]`,
+    `enabled = false`,
+    ``,
+    `[otel]`,
+    `exporter = "none"`,
+    ``,
+    // The curated plugin sync is the one network fetch `codex exec` makes
+    // (git ls-remote and api.github.com, then chatgpt.com).
+    `[features]`,
+    `plugins = false`,
+    ``,
+  ].join("\n");
+}
+
+/** Codex's `--json` events: the last agent message, the turn's usage, failures and warnings. */
+function codexReport(stdout: string): AgentReport | undefined {
+  let events = 0;
+  let result: string | undefined;
+  let usage: Record<string, number> | undefined;
+  let failure: string | undefined;
+  const notes: string[] = [];
+  for (const line of stdout.split("\n")) {
+    if (!line.startsWith("{")) continue;
+    let ev: any;
+    try {
+      ev = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    events++;
+    if (ev.type === "item.completed" && ev.item?.type === "agent_message") result = String(ev.item.text ?? "");
+    // An `error` item is a warning the run goes on after (unknown model metadata).
+    else if (ev.type === "item.completed" && ev.item?.type === "error") notes.push(String(ev.item.message ?? ""));
+    else if (ev.type === "turn.completed") usage = pickUsage(ev.usage, ["input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens", "reasoning_output_tokens"]);
+    else if (ev.type === "turn.failed") failure ??= String(ev.error?.message ?? "turn failed");
+    else if (ev.type === "error") failure ??= String(ev.message ?? "error");
+  }
+  if (!events) return undefined;
+  return {
+    isError: failure !== undefined || result === undefined,
+    result: failure ?? result ?? "(no agent message)",
+    usage,
+    // Summed over the turn's requests; input_tokens covers the whole prompt, cached included.
+    promptTokens: usage?.input_tokens,
+    cachedTokens: usage?.cached_input_tokens,
+    notes,
+  };
+}
+
+/**
+ * Each run printed the built-in model's reply as its last agent message;
+ * every request was a Responses request answered 200 with a stream that
+ * closed each item (`response.output_item.done`, the only place Codex takes
+ * items from) and ended in `response.completed` with `usage.total_tokens`
+ * (Codex fails the turn without them); the first request carried Codex's
+ * default namespace and web_search tools, and the server said it left
+ * web_search out; the second run, a new thread with the same instructions
+ * and tools, read most of its prompt from the prefix cache.
+ */
+function codexCheck(runs: Outcome[]): string[] {
   const failures: string[] = [];
   for (const r of runs) {
-    if (!r.report) failures.push(`run ${r.run}: no JSON result on stdout`);
-    else if (r.report.isError) failures.push(`run ${r.run}: the result is an error: ${JSON.stringify(r.report.result.slice(0, 200))}`);
-    else if (r.report.result !== SCRIPTED_REPLY) failures.push(`run ${r.run}: the result ${JSON.stringify(r.report.result.slice(0, 200))} is not the built-in reply`);
+    failures.push(...replyCheck(r, "no JSON events on stdout"));
+    const mine = seen.filter((s) => s.agent === r.agent && s.run === r.run);
+    if (!mine.length) failures.push(`run ${r.run}: no request reached the server`);
+    for (const s of mine) {
+      const at = `run ${r.run} request #${s.index}`;
+      if (s.method !== "POST" || s.path !== "/v1/responses" || s.status !== 200) failures.push(`${at}: ${s.method} ${s.route} answered ${s.status}`);
+      else if (!s.events?.includes("response.output_item.done")) failures.push(`${at}: the stream has no response.output_item.done`);
+      else if (!s.events.includes("response.completed")) failures.push(`${at}: the stream has no response.completed (events: ${s.events.join(", ")})`);
+      else if (s.totalTokens === undefined) failures.push(`${at}: response.completed has no usage.total_tokens`);
+    }
   }
-  const second = runs[1];
-  if (!second) failures.push("the second prompt did not run");
-  else if (second.report?.isError) {
-    // already reported above
-  } else if (second.report?.usage) {
-    const u = second.report.usage;
-    const total = usagePrompt(u);
-    const read = u.cache_read_input_tokens ?? 0;
-    if (!(total > 0 && read >= CACHE_SHARE * total)) failures.push(`run 2: cache_read_input_tokens ${read} of a ${total}-token prompt (want at least ${CACHE_SHARE * 100}%)`);
-  } else if (second.report) failures.push("run 2: the result has no usage");
-  return failures;
+  const first = seen.find((s) => s.agent === runs[0]?.agent);
+  if (first) {
+    const types = first.toolTypes ?? [];
+    for (const t of ["namespace", "web_search"]) if (!types.includes(t)) failures.push(`run 1 request #1: no ${t} tool among its tools (${toolSummary(types) || "none"})`);
+    const ignored = (first.ignoredTools ?? "").split(",").map((t) => t.trim());
+    if (!ignored.includes("web_search")) failures.push(`run 1 request #1: x-superfluid-ignored-tools is ${JSON.stringify(first.ignoredTools ?? null)}, not naming web_search`);
+  }
+  return [...failures, ...secondRunCached(runs, "cached_input_tokens")];
 }
+
+/** The working directory the two-prompt agents start in: what the second prompt asks about. */
+const CALC_PROJECT: Record<string, string> = {
+  "README.md": "# calc\n\nA tiny arithmetic library. `math.ts` holds the functions.\n",
+  "math.ts": "export function add(a: number, b: number): number {\n  return a + b;\n}\n\nexport function mul(a: number, b: number): number {\n  return a * b;\n}\n",
+};
 
 function findAgents(): { found: Agent[]; missing: string[] } {
   const found: Agent[] = [];
@@ -265,10 +436,7 @@ function findAgents(): { found: Agent[]; missing: string[] } {
       // carries the reply text and the usage the server reported.
       argv: (text) => [claude, "-p", text, "--output-format", "json"],
       prompts: [prompt, secondPrompt],
-      project: {
-        "README.md": "# calc\n\nA tiny arithmetic library. `math.ts` holds the functions.\n",
-        "math.ts": "export function add(a: number, b: number): number {\n  return a + b;\n}\n\nexport function mul(a: number, b: number): number {\n  return a * b;\n}\n",
-      },
+      project: CALC_PROJECT,
       serveArgs: ["--alias", CLAUDE_ALIAS],
       // Print mode needs no config file: the endpoint and key come from the
       // environment; CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC is the switch
@@ -288,6 +456,30 @@ function findAgents(): { found: Agent[]; missing: string[] } {
       check: claudeCheck,
     });
   } else missing.push("claude-code");
+
+  const codex = codexBinary();
+  if (codex) {
+    found.push({
+      name: "codex",
+      version: packageVersion(join(agentsDir, "node_modules", "@openai", "codex")),
+      // Non-interactive mode outside a git repository, writing no session
+      // files; --json prints its events (the final message, the turn's
+      // usage) one JSON object a line. `--` keeps a prompt starting with a
+      // dash a prompt.
+      argv: (text) => [codex, "exec", "--skip-git-repo-check", "--ephemeral", "--color", "never", "--json", "--", text],
+      prompts: [prompt, secondPrompt],
+      project: CALC_PROJECT,
+      // Its own home folder, fresh per agent: only the config below.
+      configure: (home, root, window) => {
+        const codexHome = join(home, ".codex");
+        mkdirSync(codexHome, { recursive: true });
+        writeFileSync(join(codexHome, "config.toml"), codexConfig(`${root}/v1`, window));
+        return { CODEX_HOME: codexHome, SUPERFLUID_API_KEY: API_KEY };
+      },
+      report: codexReport,
+      check: codexCheck,
+    });
+  } else missing.push("codex");
 
   return { found: only ? found.filter((a) => a.name === only) : found, missing };
 }
@@ -310,10 +502,15 @@ interface Seen {
   fields?: string[];
   model?: string;
   stream: boolean;
+  /** Messages, or Responses input items. */
   messages?: number;
-  /** The messages' roles in order, runs of one role folded (`user,system`). */
+  /** The messages' roles in order, runs of one role folded (`user,system`); an input item without a role counts as its type. */
   roles?: string;
   tools?: number;
+  /** Each tool's `type`, in order (Responses: function, namespace, web_search, ...). */
+  toolTypes?: string[];
+  /** The reply's x-superfluid-ignored-tools: the built-in tools the server left out of the prompt. */
+  ignoredTools?: string;
   maxTokens?: number;
   /** `thinking.type` (Messages) or `reasoning_effort` (chat completions), when sent. */
   thinking?: string;
@@ -324,6 +521,10 @@ interface Seen {
   /** Messages API: what the request's cache breakpoints pinned beyond the cache hit. */
   cacheCreation?: number;
   completionTokens?: number;
+  /** usage.total_tokens, where the reply gives it. */
+  totalTokens?: number;
+  /** A stream's event types (each JSON event's `type`), in the order first seen. */
+  events?: string[];
   finish?: string;
   error?: string;
   /** Milliseconds from the request's arrival to the first reply text, thinking or call the proxy passed on (streams only). */
@@ -337,8 +538,8 @@ let currentRun = 0;
 /** Requests the current agent has made so far (its requests are numbered from 1). */
 let agentCount = 0;
 
-/** The routes that generate: chat completions, completions, Messages. */
-const isGeneration = (path: string) => path.endsWith("/completions") || path.endsWith("/v1/messages");
+/** The routes that generate: chat completions, completions, Messages, Responses. */
+const isGeneration = (path: string) => path.endsWith("/completions") || path.endsWith("/v1/messages") || path.endsWith("/v1/responses");
 
 /** Which credential a request carries (never its value). */
 function authKind(h: Headers): string {
@@ -354,13 +555,24 @@ function readBody(rec: Seen, json: Record<string, any>): void {
   rec.fields = Object.keys(json);
   rec.model = typeof json.model === "string" ? json.model : undefined;
   rec.stream = json.stream === true;
-  if (Array.isArray(json.messages)) {
-    rec.messages = json.messages.length;
-    rec.roles = json.messages.map((m: any) => String(m?.role)).filter((r: string, i: number, all: string[]) => i === 0 || r !== all[i - 1]).join(",");
+  // Responses: `input` is a string (one user turn) or a list of items.
+  const turns = Array.isArray(json.messages) ? json.messages : Array.isArray(json.input) ? json.input : typeof json.input === "string" ? [{ role: "user" }] : undefined;
+  if (turns) {
+    rec.messages = turns.length;
+    rec.roles = turns.map((m: any) => String(m?.role ?? m?.type)).filter((r: string, i: number, all: string[]) => i === 0 || r !== all[i - 1]).join(",");
   }
   rec.tools = Array.isArray(json.tools) ? json.tools.length : undefined;
-  rec.maxTokens = json.max_completion_tokens ?? json.max_tokens;
-  rec.thinking = json.thinking?.type ?? json.reasoning_effort;
+  // A Messages client tool has no `type`: it is a function like the others.
+  rec.toolTypes = Array.isArray(json.tools) ? json.tools.map((t: any) => String(t?.type ?? "function")) : undefined;
+  rec.maxTokens = json.max_completion_tokens ?? json.max_tokens ?? json.max_output_tokens;
+  rec.thinking = json.thinking?.type ?? json.reasoning_effort ?? json.reasoning?.effort;
+}
+
+/** Tool types counted, in order first seen: `function×8,namespace,web_search`. */
+function toolSummary(types: string[]): string {
+  const counts = new Map<string, number>();
+  for (const t of types) counts.set(t, (counts.get(t) ?? 0) + 1);
+  return [...counts].map(([t, n]) => (n > 1 ? `${t}×${n}` : t)).join(",");
 }
 
 /** Progress on stderr: every request up to 20 per agent, then one line in 50 (a looping agent makes hundreds). */
@@ -385,15 +597,27 @@ function promptTokensFromError(message: string): number | undefined {
 /** Reads a reply the agent is also reading (a tee), filling in `rec`. */
 async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, contentType: string, started: number): Promise<void> {
   const take = (obj: Record<string, any>) => {
-    if (obj.error) {
-      rec.error ??= errorText(obj.error);
-      rec.promptTokens ??= promptTokensFromError(String(obj.error.message ?? ""));
+    if (typeof obj.type === "string" && !rec.events?.includes(obj.type)) (rec.events ??= []).push(obj.type);
+    // Responses: the response object is the reply, or rides in its stream
+    // events (response.created ... response.completed / failed).
+    const response = obj.object === "response" ? obj : obj.response && typeof obj.response === "object" ? obj.response : undefined;
+    // Responses' `error` event carries its code and message at the top level.
+    const error = obj.error ?? response?.error ?? (obj.type === "error" ? obj : undefined);
+    if (error) {
+      rec.error ??= errorText(error);
+      rec.promptTokens ??= promptTokensFromError(String(error.message ?? ""));
     }
     // Chat completions: usage on the last chunk or the reply. Messages: on
     // message_start (the prompt), message_delta (the output) or the reply.
-    const usage = obj.usage ?? obj.message?.usage;
+    // Responses: on the final response.
+    const usage = obj.usage ?? obj.message?.usage ?? response?.usage;
     if (usage) {
-      if (usage.input_tokens !== undefined) {
+      rec.totalTokens = usage.total_tokens ?? rec.totalTokens;
+      if (response) {
+        // Its input_tokens is the whole prompt, cached included.
+        rec.promptTokens = usage.input_tokens;
+        rec.cachedTokens = usage.input_tokens_details?.cached_tokens ?? 0;
+      } else if (usage.input_tokens !== undefined) {
         rec.cachedTokens = usage.cache_read_input_tokens ?? 0;
         rec.cacheCreation = usage.cache_creation_input_tokens ?? 0;
         rec.promptTokens = usage.input_tokens + rec.cachedTokens + rec.cacheCreation;
@@ -402,20 +626,30 @@ async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, content
       rec.cachedTokens = usage.prompt_tokens_details?.cached_tokens ?? rec.cachedTokens;
       rec.completionTokens = usage.completion_tokens ?? usage.output_tokens ?? rec.completionTokens;
     }
-    const finish = obj.choices?.find((c: any) => c?.finish_reason)?.finish_reason ?? obj.stop_reason ?? obj.delta?.stop_reason;
+    const settled = response && response.status !== "in_progress" && response.status !== "queued" ? response.incomplete_details?.reason ?? response.status : undefined;
+    const finish = obj.choices?.find((c: any) => c?.finish_reason)?.finish_reason ?? obj.stop_reason ?? obj.delta?.stop_reason ?? settled;
     if (finish) rec.finish = finish;
   };
   /** A stream event carrying reply text, thinking or a call: the first one times the first token. */
   const carries = (obj: Record<string, any>) =>
-    obj.type === "content_block_delta" || obj.choices?.some((c: any) => c?.delta?.content || c?.delta?.reasoning_content || c?.delta?.tool_calls?.length);
+    obj.type === "content_block_delta" ||
+    /^response\.(output_text|reasoning_text|function_call_arguments)\.delta$/.test(obj.type) ||
+    obj.choices?.some((c: any) => c?.delta?.content || c?.delta?.reasoning_content || c?.delta?.tool_calls?.length);
+  // Once the stream's last event is read, the agent may hang up before the
+  // proxy reads the end of the body (Codex exits on response.completed):
+  // that aborts our copy too, and cuts nothing.
+  let ended = false;
+  const last = (obj: Record<string, any>) => obj.type === "message_stop" || /^response\.(completed|incomplete|failed)$/.test(obj.type);
   try {
     if (contentType.includes("text/event-stream")) {
       for await (const event of sseEvents(body)) {
         if (event.error) rec.error ??= event.error;
+        if (event.data === "[DONE]") ended = true;
         if (!event.data?.startsWith("{")) continue;
         try {
           const obj = JSON.parse(event.data);
           if (rec.firstMs === undefined && carries(obj)) rec.firstMs = performance.now() - started;
+          if (last(obj)) ended = true;
           take(obj);
         } catch {
           rec.error ??= `unparsable stream chunk: ${event.data.slice(0, 120)}`;
@@ -431,7 +665,7 @@ async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, content
       }
     }
   } catch (err) {
-    rec.error ??= `reply cut: ${(err as Error).message}`;
+    if (!ended) rec.error ??= `reply cut: ${(err as Error).message}`;
   }
   if (rec.status >= 400) rec.error ??= `HTTP ${rec.status}`;
 }
@@ -440,6 +674,7 @@ function describe(r: Seen): string {
   const parts = [`#${r.index}`, r.method, r.route, String(r.status)];
   if (isGeneration(r.path)) {
     parts.push(r.stream ? "stream" : "whole", `model=${r.model ?? "?"}`, `messages=${r.messages ?? "?"}`, `tools=${r.tools ?? 0}`);
+    if (r.ignoredTools) parts.push(`ignored_tools=${r.ignoredTools}`);
     if (r.maxTokens !== undefined) parts.push(`max_tokens=${r.maxTokens}`);
     if (r.thinking !== undefined) parts.push(`thinking=${r.thinking}`);
     parts.push(`prompt=${r.promptTokens ?? "?"}`);
@@ -460,6 +695,8 @@ function describeSent(r: Seen): string {
   if (r.headers.anthropicBeta) parts.push(`anthropic-beta=${r.headers.anthropicBeta}`);
   if (r.headers.userAgent) parts.push(`user-agent=${JSON.stringify(r.headers.userAgent)}`);
   if (r.fields) parts.push(`fields=${r.fields.join(",")}`);
+  // Shown when some tool is not a plain function (Responses namespaces and built-in tools).
+  if (r.toolTypes?.some((t) => t !== "function")) parts.push(`tool_types=${toolSummary(r.toolTypes)}`);
   if (r.roles) parts.push(`roles=${r.roles}`);
   return parts.join(" ");
 }
@@ -523,6 +760,7 @@ function startProxy(upstream: string) {
         return new Response(JSON.stringify({ error: { message: rec.error, type: "proxy_error" } }), { status: 502 });
       }
       rec.status = res.status;
+      rec.ignoredTools = res.headers.get("x-superfluid-ignored-tools") ?? undefined;
       const out = new Headers(res.headers);
       // fetch has already decoded the body; the length may no longer hold.
       out.delete("content-encoding");
@@ -632,7 +870,7 @@ interface Outcome {
 const stripAnsi = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, "");
 
 /** Runs each of the agent's prompts in turn, all in one HOME and one working directory. */
-async function runAgent(agent: Agent, proxyUrl: string, settle: () => Promise<unknown>): Promise<Outcome[]> {
+async function runAgent(agent: Agent, proxyUrl: string, window: number, settle: () => Promise<unknown>): Promise<Outcome[]> {
   const root = join(dir, agent.name);
   const home = join(root, "home");
   const work = join(root, "work");
@@ -652,7 +890,7 @@ async function runAgent(agent: Agent, proxyUrl: string, settle: () => Promise<un
     XDG_CACHE_HOME: join(home, ".cache"),
     XDG_STATE_HOME: join(home, ".local", "state"),
     TMPDIR: join(root, "tmp"),
-    ...agent.configure(home, proxyUrl),
+    ...agent.configure(home, proxyUrl, window),
   };
   currentAgent = agent.name;
   agentCount = 0;
@@ -749,7 +987,7 @@ async function main(): Promise<number> {
   if (found.length === 0) {
     console.log(
       `No agent CLI found in ${agentsDir} (missing: ${missing.join(", ")}${only ? `; --only ${only}` : ""}). Install them with\n\n` +
-        `  npm install --prefix ${agentsDir} --ignore-scripts opencode-ai@1.18.33 @qwen-code/qwen-code@0.15.10 @anthropic-ai/claude-code@2.1.332\n\n` +
+        `  npm install --prefix ${agentsDir} --ignore-scripts opencode-ai@1.18.33 @qwen-code/qwen-code@0.15.10 @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0\n\n` +
         `or point SUPERFLUID_AGENTS_DIR at the npm prefix that holds them (see bench/README.md, "Coding agents").`,
     );
     return 0;
@@ -772,7 +1010,7 @@ async function main(): Promise<number> {
     console.error(`agents: server ${server.base}, ${MODEL} with a ${served.meta?.n_ctx ?? "?"}-token window; agents talk to the proxy ${proxy.url}`);
     for (const agent of found) {
       if (stopping) break;
-      const runs = await runAgent(agent, proxy.url, proxy.settle);
+      const runs = await runAgent(agent, proxy.url, served.meta?.n_ctx ?? 131072, proxy.settle);
       outcomes.push(...runs);
       const failed = agent.check?.(runs) ?? [];
       if (failed.length) failures.set(agent.name, failed);
@@ -798,10 +1036,14 @@ async function main(): Promise<number> {
   for (const o of outcomes) {
     console.log(`\n${o.agent} run ${o.run} ${JSON.stringify(o.prompt)}:`);
     if (o.report) {
-      const u = o.report.usage;
-      console.log(`  result ${JSON.stringify(o.report.result.slice(0, 200))}${o.report.isError ? " (is_error)" : ""}`);
-      if (u) console.log(`  usage input=${fmt(u.input_tokens)} cache_read=${fmt(u.cache_read_input_tokens)} cache_creation=${fmt(u.cache_creation_input_tokens)} output=${fmt(u.output_tokens)} (prompt ${usagePrompt(u)})`);
-      if (o.report.ttftMs !== undefined) console.log(`  its own first-token time ${(o.report.ttftMs / 1000).toFixed(1)} s`);
+      const r = o.report;
+      console.log(`  result ${JSON.stringify(r.result.slice(0, 200))}${r.isError ? " (is_error)" : ""}`);
+      if (r.usage) {
+        const fields = Object.entries(r.usage).map(([k, v]) => `${k}=${v}`).join(" ");
+        console.log(`  its usage ${fields} (prompt ${fmt(r.promptTokens)}, cached ${fmt(r.cachedTokens)})`);
+      }
+      if (r.ttftMs !== undefined) console.log(`  its own first-token time ${(r.ttftMs / 1000).toFixed(1)} s`);
+      for (const note of r.notes ?? []) console.log(`  its warning: ${note.slice(0, 200)}`);
     } else console.log(`  output ${JSON.stringify(o.output.slice(0, 200))}`);
     if (o.firstError) console.log(`  first error reply: ${o.firstError}`);
     if (o.exitCode !== 0 || o.timedOut) console.log(`  stderr ends ${JSON.stringify(o.stderrTail.slice(-300))}`);

@@ -3,32 +3,41 @@
 // followed by only what the new turn adds, so the prefix cache serves all of
 // the stored part.
 //
-// The addition is found by rendering the conversation twice, without the new
-// turn (and no generation prompt) and with it: when the first render is a
-// token prefix of the second, the template renders each message on its own
-// and the difference is the new turn. The stored tokens end where the model
-// stopped (its end-of-turn token is never kept), so the template's close of
-// that turn, from its last end-of-generation token on, goes between them.
+// The new turn is the tail of the whole conversation's render. It starts
+// after the close of the stored last turn: the end-of-generation token that
+// ends it and the separator after that token. Both are read off the render
+// of the stored conversation alone (without a generation prompt): its last
+// end-of-generation token and what follows. In the whole render the same
+// close is the one with as many end-of-generation tokens before it, since
+// each message renders its own end token whatever the template does to the
+// history's text (Qwen3 drops earlier turns' reasoning, and renders the last
+// turn differently once it is no longer last). The stored tokens end where
+// the model stopped: its end-of-turn token is never kept, so the close goes
+// between them and the new turn.
 import type { ServedModel } from "../daemon/served-model.ts";
 import { commonPrefix } from "../engine/token-prefix.ts";
 import { renderChatPrompt, rendersTools, type ChatJob, type RenderedPrompt } from "./chat-job.ts";
 
 /** A turn's close is its end token and a separator or two; more means the end token found is not that turn's. */
-const MAX_CLOSE_TOKENS = 4;
+const MAX_SEPARATOR_TOKENS = 3;
 
 /**
  * The job's prompt as `stored` (the conversation of its first `historyLength`
- * messages, as tokens) plus its later messages; undefined when the template
- * does not render messages on their own, and the caller rebuilds instead.
+ * messages, as tokens, ending with an assistant turn) plus its later
+ * messages; undefined when the renders do not line up that way, and the
+ * caller rebuilds instead.
  */
 export async function continuedPrompt(model: ServedModel, job: ChatJob, historyLength: number, stored: number[]): Promise<RenderedPrompt | undefined> {
+  if (job.messages[historyLength - 1]?.role !== "assistant") return undefined;
   const withTools = rendersTools(job);
-  const history = await renderChatPrompt(model, { ...job, messages: job.messages.slice(0, historyLength) }, withTools, false);
+  const history = (await renderChatPrompt(model, { ...job, messages: job.messages.slice(0, historyLength) }, withTools, false)).tokens;
   const whole = await renderChatPrompt(model, job, withTools, true);
-  const before = history.tokens;
-  if (commonPrefix(before, whole.tokens) !== before.length) return undefined;
-  let close = before.length - 1;
-  while (close >= 0 && !model.tokenizer.isEog(before[close]!)) close--;
-  if (close < 0 || before.length - close > MAX_CLOSE_TOKENS) return undefined;
-  return { tokens: [...stored, ...before.slice(close), ...whole.tokens.slice(before.length)], startsInReasoning: whole.startsInReasoning };
+  const ends = (tokens: number[]) => tokens.flatMap((t, i) => (model.tokenizer.isEog(t) ? [i] : []));
+  const historyEnds = ends(history);
+  const last = historyEnds.at(-1);
+  if (last === undefined || history.length - last - 1 > MAX_SEPARATOR_TOKENS) return undefined;
+  const close = history.slice(last);
+  const at = ends(whole.tokens)[historyEnds.length - 1];
+  if (at === undefined || commonPrefix(whole.tokens.slice(at, at + close.length), close) !== close.length) return undefined;
+  return { tokens: [...stored, ...close, ...whole.tokens.slice(at + close.length)], startsInReasoning: whole.startsInReasoning };
 }

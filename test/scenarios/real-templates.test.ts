@@ -7,17 +7,9 @@
 // bench/forced-calls.ts).
 import Ajv from "ajv";
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startServer, type RunningServer } from "../../src/cli/serve.ts";
-import { parseServeOptions, type ServeOptions } from "../../src/cli/serve-options.ts";
-import { realVocabModel } from "../../src/fixtures/real-vocab.ts";
-import { writeGgufFile } from "../../src/gguf/writer.ts";
 import { parseSse } from "../api/support.ts";
+import { REAL_TEMPLATES_PRESENT as present, serveRealTemplate } from "./support.ts";
 
-const SHARED = join(import.meta.dir, "../../../shared");
-const present = existsSync(join(SHARED, "models/vocab")) && existsSync(join(SHARED, "templates"));
 
 const CASES = [
   { name: "qwen3", vocab: "ggml-vocab-qwen2.gguf", template: "Qwen-Qwen3-0.6B.jinja" },
@@ -39,36 +31,13 @@ afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-async function serve(c: (typeof CASES)[number]): Promise<{ server: RunningServer; model: string }> {
-  const dir = join(tmpdir(), "superfluid-real-vocab");
-  mkdirSync(dir, { recursive: true });
-  const path = join(dir, `${c.name}.gguf`);
-  if (!existsSync(path)) {
-    const template = await Bun.file(join(SHARED, "templates", c.template)).text();
-    const tmp = `${path}.tmp-${process.pid}`;
-    await writeGgufFile(realVocabModel({ vocabPath: join(SHARED, "models/vocab", c.vocab), chatTemplate: template }), tmp);
-    renameSync(tmp, path);
-  }
-  const sessions = mkdtempSync(join(tmpdir(), "superfluid-real-vocab-sessions-"));
-  const server = await startServer(
-    parseServeOptions([path, "--port", "0", "--max-batch", "1", "--max-context", "4096", "--threads", "1", "--sessions", sessions]) as ServeOptions,
-    () => {},
-  );
-  cleanups.push(async () => {
-    await server.close();
-    rmSync(sessions, { recursive: true, force: true });
-  });
-  const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] };
-  return { server, model: models.data[0]!.id };
-}
-
 const postChat = (url: string, body: unknown) =>
   fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 
 describe.skipIf(!present)("forced calls through real templates and tokenizers", () => {
   for (const c of CASES) {
     test(`${c.name}: required and named calls finish and validate, streamed equal to whole`, async () => {
-      const { server, model } = await serve(c);
+      const { server, model } = await serveRealTemplate(c, cleanups);
       for (const choice of ["required", { type: "function", function: { name: "get_weather" } }]) {
         for (const seed of [1, 2, 3]) {
           const body = { model, messages: [{ role: "user", content: "What is the weather in Oslo?" }], tools, tool_choice: choice, parallel_tool_calls: false, temperature: 0.9, max_tokens: 200, seed };

@@ -2,8 +2,10 @@
 // tokens, a request's exact prompt tokens, an SSE reader that can act after
 // N token chunks, a server started as its own process, process checks, and a
 // reader for the session store's write-ahead log.
-import { readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { QOS } from "../../src/engine/scheduler.ts";
 import { chatJobOf } from "../../src/http/openai/chat-request.ts";
@@ -11,7 +13,11 @@ import { renderChatPrompt } from "../../src/pipeline/chat-job.ts";
 import { COMMON_WORDS } from "../../src/fixtures/words.ts";
 import { mulberry32 } from "../../src/fixtures/prng.ts";
 import { parseSse, type SseRead, type TestServer } from "../api/support.ts";
+import { startServer, type RunningServer } from "../../src/cli/serve.ts";
+import { parseServeOptions, type ServeOptions } from "../../src/cli/serve-options.ts";
 import type { FixtureKind } from "../../src/fixtures/index.ts";
+import { realVocabModel } from "../../src/fixtures/real-vocab.ts";
+import { writeGgufFile } from "../../src/gguf/writer.ts";
 import { fixturePath } from "../support/models.ts";
 
 export const ROOT = `${import.meta.dir}/../..`;
@@ -246,6 +252,47 @@ export class ServerProcess {
     for (const c of children) if (alive(c)) process.kill(c, "SIGKILL");
     await this.proc.exited;
   }
+}
+
+// --- Real templates and tokenizers -----------------------------------------
+
+const SHARED = join(import.meta.dir, "../../../shared");
+/** llama.cpp's vocab-only GGUFs and the families' chat templates, in ../shared; tests that need them skip without. */
+export const REAL_TEMPLATES_PRESENT = existsSync(join(SHARED, "models/vocab")) && existsSync(join(SHARED, "templates"));
+
+/** A model family: a vocab-only GGUF of ../shared/models/vocab and a template of ../shared/templates. */
+export interface RealTemplateCase {
+  name: string;
+  vocab: string;
+  template: string;
+}
+
+/**
+ * An in-process server on random weights over the family's real vocabulary,
+ * with its own template (the GGUF is built once per machine and reused); its
+ * close and its sessions folder's removal are pushed on `cleanups`.
+ */
+export async function serveRealTemplate(c: RealTemplateCase, cleanups: (() => Promise<void> | void)[]): Promise<{ server: RunningServer; model: string }> {
+  const dir = join(tmpdir(), "superfluid-real-vocab");
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, `${c.name}.gguf`);
+  if (!existsSync(path)) {
+    const template = await Bun.file(join(SHARED, "templates", c.template)).text();
+    const tmp = `${path}.tmp-${process.pid}`;
+    await writeGgufFile(realVocabModel({ vocabPath: join(SHARED, "models/vocab", c.vocab), chatTemplate: template }), tmp);
+    renameSync(tmp, path);
+  }
+  const sessions = mkdtempSync(join(tmpdir(), "superfluid-real-vocab-sessions-"));
+  const server = await startServer(
+    parseServeOptions([path, "--port", "0", "--max-batch", "1", "--max-context", "4096", "--threads", "1", "--sessions", sessions]) as ServeOptions,
+    () => {},
+  );
+  cleanups.push(async () => {
+    await server.close();
+    rmSync(sessions, { recursive: true, force: true });
+  });
+  const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] };
+  return { server, model: models.data[0]!.id };
 }
 
 // --- The session store's write-ahead log -----------------------------------
