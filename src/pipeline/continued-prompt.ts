@@ -14,6 +14,12 @@
 // turn differently once it is no longer last). The stored tokens end where
 // the model stopped: its end-of-turn token is never kept, so the close goes
 // between them and the new turn.
+//
+// What comes before the stored last turn must render the same whether or
+// not new turns follow (checked: its render is a token prefix of the whole
+// one). Templates that move something to the last user message (Mistral's
+// tools block) fail it, and are rebuilt: continuing them warm would repeat
+// it in every new turn.
 import type { ServedModel } from "../daemon/served-model.ts";
 import { commonPrefix } from "../engine/token-prefix.ts";
 import { renderChatPrompt, rendersTools, type ChatJob, type RenderedPrompt } from "./chat-job.ts";
@@ -30,8 +36,13 @@ const MAX_SEPARATOR_TOKENS = 3;
 export async function continuedPrompt(model: ServedModel, job: ChatJob, historyLength: number, stored: number[]): Promise<RenderedPrompt | undefined> {
   if (job.messages[historyLength - 1]?.role !== "assistant") return undefined;
   const withTools = rendersTools(job);
-  const history = (await renderChatPrompt(model, { ...job, messages: job.messages.slice(0, historyLength) }, withTools, false)).tokens;
-  const whole = await renderChatPrompt(model, job, withTools, true);
+  const render = async (count: number) => (await renderChatPrompt(model, { ...job, messages: job.messages.slice(0, count) }, withTools, false)).tokens;
+  // A template may refuse a partial conversation (one that must end with a
+  // user turn): then there is no warm way, and the whole render, rebuilt, decides.
+  const renders = await Promise.all([render(historyLength - 1), render(historyLength), renderChatPrompt(model, job, withTools, true)]).catch(() => undefined);
+  if (!renders) return undefined;
+  const [earlier, history, whole] = renders;
+  if (commonPrefix(earlier, whole.tokens) !== earlier.length) return undefined;
   const ends = (tokens: number[]) => tokens.flatMap((t, i) => (model.tokenizer.isEog(t) ? [i] : []));
   const historyEnds = ends(history);
   const last = historyEnds.at(-1);

@@ -277,6 +277,15 @@ describe("input_items", () => {
     for await (const item of s.client.responses.inputItems.list(r.id, { order: "asc", limit: 2 })) walked.push((item as any).content);
     expect(walked).toEqual(["one", "two", "three", "four", "five"]);
     expect((await getJson(s, `/v1/responses/${r.id}/input_items?limit=0`)).status).toBe(400);
+    // Ids a client repeats are made unique, so paging by them ends.
+    const dup = await s.client.responses.create({
+      model: s.model,
+      input: ["a", "b", "c"].map((text) => ({ type: "message" as const, id: "msg_same", role: "user" as const, content: text })),
+    });
+    const ids: string[] = [];
+    for await (const item of s.client.responses.inputItems.list(dup.id, { limit: 1 })) ids.push((item as any).id);
+    expect(ids).toHaveLength(3);
+    expect(new Set(ids).size).toBe(3);
   });
 });
 
@@ -321,7 +330,11 @@ test("a client that disconnects mid-stream: the generation stops and nothing is 
   const res = await post(random, "/v1/responses", { model: random.model, input: "Hi", stream: true, temperature: 0 }, { signal: abort.signal });
   const reader = res.body!.getReader();
   let raw = "";
-  while (!raw.includes("response.output_text.delta")) raw += new TextDecoder().decode((await reader.read()).value);
+  while (!raw.includes("response.output_text.delta")) {
+    const step = await reader.read();
+    if (step.done) throw new Error(`the stream ended before any text: ${raw}`);
+    raw += new TextDecoder().decode(step.value);
+  }
   const created = JSON.parse(raw.split("\n").find((l) => l.startsWith("data: ") && l.includes("response.created"))!.slice(6));
   abort.abort();
   const idle = await waitIdle(random);

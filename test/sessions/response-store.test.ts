@@ -75,4 +75,56 @@ describe("ResponseStore", () => {
     expect(await reopened.delete(two.id)).toBe(true);
     expect(readdirSync(dir)).toEqual([]);
   });
+
+  test("a pinned record (a turn continuing it still generating) keeps its files through a delete until unpinned", async () => {
+    const dir = freshDir();
+    const store = ResponseStore.open(dir);
+    const one = record(null);
+    await store.save(one, [1, 2]);
+    store.pin(one.id);
+    expect(await store.delete(one.id)).toBe(true);
+    expect(store.get(one.id)).toBeUndefined();
+    expect(store.tokens(one.id)).toEqual([1, 2]);
+    // The continuing turn is saved, then its pin ends: the link keeps the files.
+    const two = record(one.id, one.id);
+    await store.save(two, [3]);
+    await store.unpin(one.id);
+    expect(store.tokens(two.id)).toEqual([1, 2, 3]);
+    // A turn that ends unsaved (cancelled) leaves nothing behind.
+    const three = record(null);
+    await store.save(three, [7]);
+    store.pin(three.id);
+    await store.delete(three.id);
+    await store.unpin(three.id);
+    expect(existsSync(join(dir, `${three.id}.json`))).toBe(false);
+  });
+
+  test("deletes racing each other leave no record behind", async () => {
+    for (let i = 0; i < 5; i++) {
+      const dir = freshDir();
+      const store = ResponseStore.open(dir);
+      const one = record(null);
+      const two = record(one.id, one.id);
+      await store.save(one, [1]);
+      await store.save(two, [2]);
+      expect(await Promise.all([store.delete(one.id), store.delete(two.id)])).toEqual([true, true]);
+      expect(readdirSync(dir)).toEqual([]);
+      expect(readdirSync(ResponseStore.open(dir).dir)).toEqual([]);
+    }
+  });
+
+  test("a record that cannot be read is skipped with a warning, not a failed start", async () => {
+    const dir = freshDir();
+    const store = ResponseStore.open(dir);
+    const kept = record(null);
+    await store.save(kept, [1]);
+    const broken = newResponseId();
+    writeFileSync(join(dir, `${broken}.json`), "{not json");
+    const warnings: string[] = [];
+    const reopened = ResponseStore.open(dir, (line) => warnings.push(line));
+    expect(reopened.get(kept.id)).toBeDefined();
+    expect(reopened.get(broken)).toBeUndefined();
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(broken);
+  });
 });

@@ -9,7 +9,7 @@ import type { ChatJob, RenderedPrompt } from "../../../pipeline/chat-job.ts";
 import { continuedPrompt } from "../../../pipeline/continued-prompt.ts";
 import { contentKey } from "../../../pipeline/lru.ts";
 import { RequestError } from "../../../pipeline/request-error.ts";
-import type { Item, ResponseStore, StoredResponse } from "../../../responses/store.ts";
+import type { Item, ResponseIndex, ResponseStore } from "../../../responses/store.ts";
 import { itemsToMessages } from "./request.ts";
 
 /** A continued id that is unknown, deleted or was never stored. */
@@ -22,7 +22,7 @@ export interface Conversation {
   /** How many of `messages` come before the new input (instructions and stored turns). */
   historyLength: number;
   /** The stored response continued, if any. */
-  previous?: StoredResponse;
+  previous?: ResponseIndex;
 }
 
 /** The messages of `instructions`, the stored chain ending at `previous`, and `input`. */

@@ -20,7 +20,7 @@ import { streamResponse, type StreamSink } from "../../stream.ts";
 import { startStream } from "../../stream-admission.ts";
 import { openaiErrorBody } from "../envelope.ts";
 import { requestSampling } from "../sampling-fields.ts";
-import { conversationOf, headOf, warmPrompt } from "./conversation.ts";
+import { conversationOf, headOf, warmPrompt, type Conversation } from "./conversation.ts";
 import { RESPONSES_SSE } from "./events.ts";
 import { OutputItems, type OutputEvent } from "./output.ts";
 import { constraintOf, inputItems, parseResponsesRequest, reasoningKwargs, toolChoiceOf, toolsOf, type ResponsesRequest } from "./request.ts";
@@ -42,15 +42,24 @@ interface Turn extends PreparedChat {
   ignored: string[];
   output: OutputItems;
   timer: RequestTimer;
+  /** Ends the pin on the continued response (idempotent). */
+  release: () => void;
 }
 
 const ITEM_PREFIX: Record<string, string> = { message: "msg", function_call: "fc", function_call_output: "fco", reasoning: "rs" };
 
-/** Input items as input_items lists them: each with an id (the client's, else one of ours) and a status. */
+/**
+ * Input items as input_items lists them: each with an id unique in the list
+ * (the client's, else one of ours; `after` pages by it) and messages with a
+ * status.
+ */
 function withIds(items: Item[], suffix: string): Item[] {
+  const seen = new Set<string>();
   return items.map((item, i) => {
     const type = item.type ?? "message";
-    return { ...item, type, id: item.id ?? `${ITEM_PREFIX[type] ?? "item"}_${suffix}_in${i}`, ...(type === "message" && !item.status ? { status: "completed" } : {}) };
+    const id = typeof item.id === "string" && !seen.has(item.id) ? item.id : `${ITEM_PREFIX[type] ?? "item"}_${suffix}_in${i}`;
+    seen.add(id);
+    return { ...item, type, id, ...(type === "message" && !item.status ? { status: "completed" } : {}) };
   });
 }
 
@@ -62,6 +71,34 @@ export async function createResponse(ctx: ServerContext, request: Request): Prom
   const suffix = id.slice("resp_".length);
   const input = withIds(inputItems(req), suffix);
   const conversation = conversationOf(ctx.responses, req.previous_response_id, req.instructions, input);
+  // The continued response's files stay until this turn ends, even if it is deleted meanwhile.
+  const previous = conversation.previous?.id;
+  if (previous) ctx.responses.pin(previous);
+  let released = false;
+  const release = () => {
+    if (released || !previous) return;
+    released = true;
+    void ctx.responses.unpin(previous);
+  };
+  try {
+    const turn = await prepareTurn(ctx, request, req, id, input, conversation, release);
+    return await (req.stream ? streamTurn(ctx, turn, request.signal) : completeTurn(ctx, turn, request.signal));
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+async function prepareTurn(
+  ctx: ServerContext,
+  request: Request,
+  req: ResponsesRequest,
+  id: string,
+  input: Item[],
+  conversation: Conversation,
+  release: () => void,
+): Promise<Turn> {
+  const suffix = id.slice("resp_".length);
   const model = modelOr404(ctx.registry, req.model ?? conversation.previous!.model);
   const qos = requestQos(ctx.qos, request.headers);
   checkBatchInvariant(ctx.qos, request.headers);
@@ -94,7 +131,7 @@ export async function createResponse(ctx: ServerContext, request: Request): Prom
   const warm = await warmPrompt(ctx.responses, model, job, conversation, head);
   if (warm) job.prompt = warm;
   const prepared = await prepareChat(ctx, model, job);
-  const turn: Turn = {
+  return {
     ...prepared,
     req,
     id,
@@ -106,8 +143,8 @@ export async function createResponse(ctx: ServerContext, request: Request): Prom
     ignored,
     output: new OutputItems(suffix, prepared.request.grammar !== undefined, namespaces),
     timer: new RequestTimer(),
+    release,
   };
-  return req.stream ? streamTurn(ctx, turn, request.signal) : completeTurn(ctx, turn, request.signal);
 }
 
 function usageOf(t: Turn, end: ChoiceEnd | undefined) {
@@ -122,7 +159,7 @@ function usageOf(t: Turn, end: ChoiceEnd | undefined) {
   };
 }
 
-type Status = "in_progress" | "completed" | "incomplete" | "failed";
+type Status = "in_progress" | "completed" | "incomplete" | "failed" | "cancelled";
 
 /** The response object (docs/api/responses.md#response-object): the turn's output so far and the request fields it echoes. */
 function responseObject(t: Turn, status: Status, end?: ChoiceEnd, error: { code: string; message: string } | null = null): Record<string, unknown> {
@@ -162,8 +199,12 @@ function responseObject(t: Turn, status: Status, end?: ChoiceEnd, error: { code:
  */
 async function finishTurn(ctx: ServerContext, t: Turn, end: ChoiceEnd): Promise<Record<string, unknown>> {
   const cut = end.finishReason === "length";
-  const response = responseObject(t, cut ? "incomplete" : "completed", end);
-  if (t.req.store !== false && end.reason !== "cancelled") {
+  // Cancelled with the client still there: the server is stopping.
+  const cancelled = end.reason === "cancelled";
+  const response = cancelled
+    ? responseObject(t, "cancelled", end, { code: "cancelled", message: "the generation was cancelled before it finished (the server is stopping)" })
+    : responseObject(t, cut ? "incomplete" : "completed", end);
+  if (t.req.store !== false && !cancelled) {
     const prompt = t.warmBase === null ? t.prompt : t.prompt.slice(t.warmBase);
     await ctx.responses.save(
       {
@@ -215,6 +256,7 @@ async function completeTurn(ctx: ServerContext, t: Turn, signal: AbortSignal): P
     t.output.finish(end.finishReason === "length");
     return { body: await finishTurn(ctx, t, end), headers: replyHeaders(t, end.cachedTokens) };
   })();
+  reply.then(t.release, t.release);
   return nonStreamResponse({
     keepaliveSec: ctx.keepaliveSec,
     admitted: admission.admitted,
@@ -257,7 +299,8 @@ async function streamTurn(ctx: ServerContext, t: Turn, requestSignal: AbortSigna
         const end = step.value;
         t.output.finish(end.finishReason === "length").forEach(send);
         const response = await finishTurn(ctx, t, end);
-        send({ type: response.status === "incomplete" ? "response.incomplete" : "response.completed", response });
+        const terminal = { completed: "response.completed", incomplete: "response.incomplete" }[response.status as string] ?? "response.failed";
+        send({ type: terminal, response });
       } catch (err) {
         generation!.cancel();
         const e = asRequestError(err);
@@ -266,6 +309,7 @@ async function streamTurn(ctx: ServerContext, t: Turn, requestSignal: AbortSigna
         send({ type: "response.failed", response: responseObject(t, "failed", undefined, { code, message: e.message }) });
       } finally {
         clearInterval(waiting);
+        t.release();
       }
     },
     replyHeaders(t, started.cachedAtAdmission),

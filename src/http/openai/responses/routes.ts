@@ -8,9 +8,8 @@ import type { ServerContext } from "../../server-context.ts";
 import { createResponse } from "./create.ts";
 
 function stored(store: ResponseStore, id: string): StoredResponse {
-  const record = store.get(id);
-  if (!record) throw new RequestError(404, `Response with id '${id}' not found.`, null, "response_id");
-  return record;
+  if (!store.get(id)) throw new RequestError(404, `Response with id '${id}' not found.`, null, "response_id");
+  return store.body(id);
 }
 
 /** input_items: `limit` 1-100 (20), `order` desc (default) or asc, `after` an item id. */
@@ -36,7 +35,7 @@ export function mountResponses(app: Elysia, ctx: ServerContext): void {
     .post("/v1/responses", ({ request }) => createResponse(ctx, request), noParse)
     .get("/v1/responses/:id", ({ params }) => stored(ctx.responses, params.id).response)
     .delete("/v1/responses/:id", async ({ params }) => {
-      if (!(await ctx.responses.delete(params.id))) stored(ctx.responses, params.id);
+      if (!(await ctx.responses.delete(params.id))) throw new RequestError(404, `Response with id '${params.id}' not found.`, null, "response_id");
       return { id: params.id, object: "response", deleted: true };
     })
     .get("/v1/responses/:id/input_items", ({ params, query }) => inputItemsPage(stored(ctx.responses, params.id), query as Record<string, string | undefined>))
