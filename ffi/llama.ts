@@ -38,6 +38,9 @@ const llamaSymbols = {
   llama_memory_seq_pos_max: { args: ["ptr", "i32"], returns: "i32" },
   llama_get_logits_ith: { args: ["ptr", "i32"], returns: "ptr" },
   llama_get_embeddings_seq: { args: ["ptr", "i32"], returns: "ptr" },
+  // Embedding models (src/engine/embedder.ts): the pooling a context applies, a reranker's score count.
+  llama_pooling_type: { args: ["ptr"], returns: "i32" },
+  llama_model_n_cls_out: { args: ["ptr"], returns: "u32" },
   llama_state_seq_get_size: { args: ["ptr", "i32"], returns: "u64" },
   llama_state_seq_get_data: { args: ["ptr", "ptr", "u64", "i32"], returns: "u64" },
   llama_state_seq_set_data: { args: ["ptr", "ptr", "u64", "i32"], returns: "u64" },

@@ -8,11 +8,19 @@ import { newLineId, newRequestId } from "./batch.ts";
 import type { BatchLine } from "./input.ts";
 import type { BatchState, LineResult, OutputLine } from "./state.ts";
 
+/** An upload written aside and synced, not yet a file (the Files store's StagedUpload). */
+export interface StagedFile {
+  readonly bytes: number;
+}
+
 /** What the batches need of the Files store (src/files/store.ts). */
 export interface BatchFiles {
   get(id: string): { id: string; purpose: string } | undefined;
   contentPath(id: string): string;
-  create(input: { filename: string; purpose: string; body: ReadableStream<Uint8Array> | Uint8Array | string }): Promise<{ id: string }>;
+  stage(body: AsyncIterable<Uint8Array>): Promise<StagedFile>;
+  commit(staged: StagedFile, info: { filename: string; purpose: string }): Promise<{ id: string }>;
+  discard(staged: StagedFile): Promise<void>;
+  delete(id: string): Promise<boolean>;
 }
 
 /** What running a line gave: the status and JSON body the route would have answered. */
@@ -44,48 +52,72 @@ export function expiredLine(line: BatchLine): OutputLine {
   };
 }
 
-/** Lines as a JSONL byte stream, one pull per line. */
-function jsonlStream(lines: AsyncGenerator<string>): ReadableStream<Uint8Array> {
-  const encoder = new TextEncoder();
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const step = await lines.next();
-      if (step.done) controller.close();
-      else controller.enqueue(encoder.encode(step.value + "\n"));
-    },
-    async cancel() {
-      await lines.return(undefined);
-    },
-  });
+/** Lines an expired batch never ran, for its error file: how many, and (streamed from its input) which. */
+export interface UnrunLines {
+  count: number;
+  lines: () => AsyncIterable<OutputLine>;
 }
 
-async function* outputLines(state: BatchState, id: string, ok: boolean, extra: OutputLine[]): AsyncGenerator<string> {
+const NO_UNRUN: UnrunLines = { count: 0, lines: async function* () {} };
+
+/** Bytes handed to the store at a time: whole lines, about this many. */
+const WRITE_BYTES = 64 * 1024;
+
+/** JSONL bytes, a few lines per chunk. */
+async function* jsonl(lines: AsyncIterable<string>): AsyncGenerator<Uint8Array> {
+  let pending: string[] = [];
+  let size = 0;
+  for await (const line of lines) {
+    pending.push(line, "\n");
+    size += line.length + 1;
+    if (size >= WRITE_BYTES) {
+      yield Buffer.from(pending.join(""));
+      pending = [];
+      size = 0;
+    }
+  }
+  if (pending.length > 0) yield Buffer.from(pending.join(""));
+}
+
+async function* outputLines(state: BatchState, id: string, ok: boolean, extra: UnrunLines): AsyncGenerator<string> {
   for await (const text of state.resultLines(id)) {
     if (text === "") continue;
     const r = JSON.parse(text) as LineResult;
     if (r.ok === ok) yield JSON.stringify(r.out);
   }
-  for (const line of extra) yield JSON.stringify(line);
+  if (extra.count > 0) for await (const line of extra.lines()) yield JSON.stringify(line);
 }
 
 /**
  * Writes the output file (when any request succeeded) and the error file
- * (when any failed, or `unrun` lines are to be reported) and returns their ids.
+ * (when any failed, or `unrun` lines are to be reported) and returns their
+ * ids. Both are staged before either is committed, so a file store that
+ * cannot take both (its quota) is left with neither.
  */
 export async function writeOutputFiles(
   files: BatchFiles,
   state: BatchState,
   batchId: string,
   counts: { completed: number; failed: number },
-  unrun: OutputLine[] = [],
+  unrun: UnrunLines = NO_UNRUN,
 ): Promise<{ output: string | null; error: string | null }> {
-  const output =
-    counts.completed > 0
-      ? (await files.create({ filename: `${batchId}_output.jsonl`, purpose: "batch_output", body: jsonlStream(outputLines(state, batchId, true, [])) })).id
-      : null;
-  const error =
-    counts.failed + unrun.length > 0
-      ? (await files.create({ filename: `${batchId}_error.jsonl`, purpose: "batch_output", body: jsonlStream(outputLines(state, batchId, false, unrun)) })).id
-      : null;
-  return { output, error };
+  const output = counts.completed > 0 ? await files.stage(jsonl(outputLines(state, batchId, true, NO_UNRUN))) : undefined;
+  let error: StagedFile | undefined;
+  try {
+    error = counts.failed + unrun.count > 0 ? await files.stage(jsonl(outputLines(state, batchId, false, unrun))) : undefined;
+  } catch (err) {
+    if (output) await files.discard(output);
+    throw err;
+  }
+  let outputId: string | null = null;
+  try {
+    if (output) outputId = (await files.commit(output, { filename: `${batchId}_output.jsonl`, purpose: "batch_output" })).id;
+    const errorId = error ? (await files.commit(error, { filename: `${batchId}_error.jsonl`, purpose: "batch_output" })).id : null;
+    return { output: outputId, error: errorId };
+  } catch (err) {
+    // A commit failed (the disk, not the quota): neither file is left behind.
+    if (error) await files.discard(error);
+    if (outputId !== null) await files.delete(outputId).catch(() => {});
+    throw err;
+  }
 }

@@ -3,7 +3,8 @@
 // recorded (a batch resumed after a restart) are skipped. A stop (cancel,
 // expiry, server shutdown) aborts the request in flight, whose cut-off reply
 // is not a result: a cancelled or expired batch never ran it, and a resumed
-// one runs it again from the start.
+// one runs it again from the start. The lines come from the input file as
+// the run reaches them (input.ts batchLines), so one body is held at a time.
 import type { BatchLine } from "./input.ts";
 import { resultOf, type LineReply } from "./output.ts";
 import type { LineResult, ResultLog } from "./state.ts";
@@ -18,9 +19,8 @@ export class BatchRun {
   private inFlight: AbortController | undefined;
 
   constructor(
-    private readonly lines: BatchLine[],
-    /** Indices with a recorded result. */
-    private readonly done: ReadonlySet<number>,
+    /** The lines still to run (those with a recorded result left out), in file order. */
+    private readonly lines: AsyncIterable<BatchLine>,
     private readonly log: ResultLog,
     private readonly execute: LineExecutor,
     /** Hears each result once it is on disk. */
@@ -29,10 +29,9 @@ export class BatchRun {
 
   /** Runs to the end ("done") or to the first stop, whose reason it returns. */
   async run(): Promise<"done" | StopReason> {
-    for (let i = 0; i < this.lines.length; i++) {
+    // Leaving the loop early closes the input file.
+    for await (const line of this.lines) {
       if (this.stopReason) return this.stopReason;
-      if (this.done.has(i)) continue;
-      const line = this.lines[i]!;
       const controller = new AbortController();
       this.inFlight = controller;
       let reply: LineReply;
@@ -47,7 +46,7 @@ export class BatchRun {
         this.inFlight = undefined;
       }
       if (controller.signal.aborted) return this.stopReason!;
-      const result = resultOf(i, line.customId, reply);
+      const result = resultOf(line.i, line.customId, reply);
       await this.log.append(result);
       this.recorded(result);
     }

@@ -5,6 +5,7 @@
 // (runner.ts), the state on disk (state.ts) and the output files
 // (output.ts). On open, batches a previous run left unfinished are taken up
 // again in their original order.
+import { existsSync } from "node:fs";
 import { FilesQuotaError } from "../files/store.ts";
 import { RequestError, invalidRequest } from "../pipeline/request-error.ts";
 import {
@@ -21,8 +22,8 @@ import {
   type Batch,
   type BatchError,
 } from "./batch.ts";
-import { parseBatchInput, type BatchLine, type InputCheck } from "./input.ts";
-import { expiredLine, writeOutputFiles, type BatchFiles } from "./output.ts";
+import { batchLines, checkInputFile } from "./input.ts";
+import { expiredLine, writeOutputFiles, type BatchFiles, type UnrunLines } from "./output.ts";
 import { BatchQueue, DEFAULT_QUEUE_LIMITS, type QueueLimits } from "./queue.ts";
 import { BatchRun, type LineExecutor, type StopReason } from "./runner.ts";
 import { BatchState, type LineResult, type StoredBatch } from "./state.ts";
@@ -127,6 +128,10 @@ export class BatchService {
       b.usage = emptyUsage();
       service.state.scanResults(b.id, (r) => service.count(e, r));
     }
+    service.state.sweepInputs((id) => {
+      const b = service.entries.get(id)?.stored.batch;
+      return b !== undefined && !TERMINAL.has(b.status);
+    });
     return service;
   }
 
@@ -160,32 +165,59 @@ export class BatchService {
     const file = this.opts.files.get(fileId);
     if (!file) throw new RequestError(404, `No such File object: ${fileId}`, "file_not_found", "input_file_id");
     if (file.purpose !== "batch") throw invalidRequest(`the file ${fileId} has purpose '${file.purpose}'; a batch's input file must be uploaded with purpose 'batch'`, "input_file_id");
-    const check = await this.readInput(fileId, endpoint);
-    if (check === undefined) throw new RequestError(404, `No such File object: ${fileId}`, "file_not_found", "input_file_id");
-    if (this.stopping) throw new RequestError(503, "the server is shutting down", "server_shutting_down");
-    const b = newBatch({
-      inputFileId: fileId,
-      endpoint,
-      completionWindow: WINDOW,
-      windowSec: this.windowSec,
-      metadata,
-      model: this.opts.modelId,
-      total: check.ok ? check.lines.length : 0,
+    // The batch's own copy, checked and later run: the upload may go meanwhile.
+    let staged: string | undefined = await this.state.stageInput(this.opts.files.contentPath(fileId)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === "ENOENT") throw new RequestError(404, `No such File object: ${fileId}`, "file_not_found", "input_file_id");
+      throw err;
     });
-    const e: Entry = { stored: { seq: this.nextSeq++, batch: b }, done: new Set() };
-    if (!check.ok) {
-      failValidation(b, check.errors);
-      this.save(e);
+    try {
+      const check = await checkInputFile(staged, endpoint);
+      if (this.stopping) throw new RequestError(503, "the server is shutting down", "server_shutting_down");
+      const b = newBatch({
+        inputFileId: fileId,
+        endpoint,
+        completionWindow: WINDOW,
+        windowSec: this.windowSec,
+        metadata,
+        model: this.opts.modelId,
+        total: check.ok ? check.total : 0,
+      });
+      const e: Entry = { stored: { seq: this.nextSeq++, batch: b }, done: new Set() };
+      if (!check.ok) {
+        failValidation(b, check.errors);
+        this.saveNew(e);
+        this.entries.set(b.id, e);
+        return b;
+      }
+      await this.state.commitInput(staged, b.id);
+      staged = undefined;
+      try {
+        // Checking the file yielded the event loop: the line may have filled, or the server begun to stop, meanwhile.
+        this.refuseWhenFull();
+        if (this.stopping) throw new RequestError(503, "the server is shutting down", "server_shutting_down");
+        this.saveNew(e);
+      } catch (err) {
+        await this.state.removeInput(b.id);
+        throw err;
+      }
       this.entries.set(b.id, e);
+      this.armExpiry(e);
+      this.queue.enqueue(b.id);
       return b;
+    } finally {
+      if (staged !== undefined) await this.state.discardInput(staged);
     }
-    // Reading the file yielded the event loop: the line may have filled meanwhile.
-    this.refuseWhenFull();
-    this.save(e);
-    this.entries.set(b.id, e);
-    this.armExpiry(e);
-    this.queue.enqueue(b.id);
-    return b;
+  }
+
+  /** A new batch's first save: one that fails is not created (500), since nothing would run or list it after a restart. */
+  private saveNew(e: Entry): void {
+    try {
+      this.state.save(e.stored);
+    } catch (err) {
+      this.log(`superfluid: batch ${e.stored.batch.id}: its state could not be written, so it was not created: ${(err as Error).message}`);
+      // The message names no path: the error's own may, and it stays in the server log.
+      throw new RequestError(500, "the batch could not be written to disk, so it was not created", "batch_not_saved");
+    }
   }
 
   private refuseWhenFull(): void {
@@ -195,17 +227,6 @@ export class BatchService {
       `${this.queue.waiting} batches are already waiting for one of ${this.queue.limits.running} running slots; try again once some have finished`,
       "batch_queue_full",
     );
-  }
-
-  /** The input file checked against the endpoint; undefined when it is gone. */
-  private async readInput(fileId: string, endpoint: string): Promise<InputCheck | undefined> {
-    let text: string;
-    try {
-      text = await Bun.file(this.opts.files.contentPath(fileId)).text();
-    } catch {
-      return undefined;
-    }
-    return parseBatchInput(text, endpoint);
   }
 
   /** GET /v1/batches/{id}. */
@@ -270,12 +291,25 @@ export class BatchService {
     return p;
   }
 
-  private save(e: Entry): void {
+  /** Saves a batch that has moved; false (logged) when it could not be written. */
+  private save(e: Entry): boolean {
     try {
       this.state.save(e.stored);
+      return true;
     } catch (err) {
       this.log(`superfluid: batch ${e.stored.batch.id}: its state could not be written: ${(err as Error).message}`);
+      return false;
     }
+  }
+
+  /**
+   * Saves a batch that has ended, then drops its copy of the input. The copy
+   * stays when the save failed: the batch may be taken up again on the next
+   * start, and would need it.
+   */
+  private async saveEnd(e: Entry): Promise<void> {
+    clearTimeout(e.expiry);
+    if (this.save(e)) await this.state.removeInput(e.stored.batch.id);
   }
 
   private count(e: Entry, r: LineResult): void {
@@ -304,13 +338,10 @@ export class BatchService {
     else e.run?.stop("expire");
   }
 
-  /** The batch's lines, parsed again from its input file (so none is held while it waits); undefined when the file is gone. */
-  private async linesOf(b: Batch): Promise<{ lines: BatchLine[] } | { errors: BatchError[] }> {
-    const check = await this.readInput(b.input_file_id, b.endpoint);
-    if (check === undefined) {
-      return { errors: [{ code: "file_not_found", message: `the input file ${b.input_file_id} was deleted before the batch ran`, param: "input_file_id", line: null }] };
-    }
-    return check.ok ? { lines: check.lines } : { errors: check.errors };
+  /** The copy of its input file a batch runs from; undefined when it is missing (removed by hand). */
+  private inputOf(b: Batch): string | undefined {
+    const path = this.state.inputPath(b.id);
+    return existsSync(path) ? path : undefined;
   }
 
   /** A batch in its slot: its lines, then its files, then its last status; leaves the slot however it ends. */
@@ -319,18 +350,17 @@ export class BatchService {
     try {
       if (this.stopping) return;
       if (b.status !== "finalizing") {
-        const input = await this.linesOf(b);
-        if ("errors" in input) {
-          failValidation(b, input.errors);
-          this.save(e);
-          return;
+        const input = this.inputOf(b);
+        if (input === undefined) {
+          failValidation(b, [{ code: "file_not_found", message: `this batch's copy of its input file ${b.input_file_id} is missing`, param: "input_file_id", line: null }]);
+          return await this.saveEnd(e);
         }
         if (b.status === "validating") {
           startProgress(b);
           this.save(e);
         }
         const log = await this.state.openResults(b.id);
-        const run = new BatchRun(input.lines, e.done, log, this.opts.execute, (r) => this.count(e, r));
+        const run = new BatchRun(batchLines(input, (i) => e.done.has(i)), log, this.opts.execute, (r) => this.count(e, r));
         e.run = run;
         if (this.stopping) run.stop("shutdown");
         else if (e.stop) run.stop(e.stop);
@@ -342,46 +372,45 @@ export class BatchService {
           await log.close();
         }
         if (end === "shutdown") return;
-        if (end !== "done") return await this.finishStopped(e, end === "cancel" ? "cancelled" : "expired", input.lines);
+        if (end !== "done") return await this.finishStopped(e, end === "cancel" ? "cancelled" : "expired");
         startFinalizing(b);
         this.save(e);
       }
       if (b.status === "finalizing") {
         finish(b, "completed", await writeOutputFiles(this.opts.files, this.state, b.id, b.request_counts));
-        this.save(e);
+        await this.saveEnd(e);
       }
     } catch (err) {
-      this.fail(e, err);
+      await this.fail(e, err);
     } finally {
-      if (TERMINAL.has(b.status)) clearTimeout(e.expiry);
       this.queue.done(b.id);
     }
   }
 
   /** A cancelled or expired batch's end: what ran goes to its files (an expired one's unrun lines as `batch_expired` errors). */
-  private async finishStopped(e: Entry, status: "cancelled" | "expired", lines?: BatchLine[]): Promise<void> {
+  private async finishStopped(e: Entry, status: "cancelled" | "expired"): Promise<void> {
     const b = e.stored.batch;
     try {
-      let unrun: ReturnType<typeof expiredLine>[] = [];
-      if (status === "expired") {
-        let all = lines;
-        if (!all) {
-          const input = await this.linesOf(b);
-          all = "lines" in input ? input.lines : [];
-        }
-        unrun = all.filter((_, i) => !e.done.has(i)).map(expiredLine);
-      }
+      const input = status === "expired" ? this.inputOf(b) : undefined;
+      // Streamed from the input when the error file is written, never held.
+      const unrun: UnrunLines | undefined =
+        input === undefined
+          ? undefined
+          : {
+              count: b.request_counts.total - e.done.size,
+              lines: async function* () {
+                for await (const line of batchLines(input, (i) => e.done.has(i))) yield expiredLine(line);
+              },
+            };
       finish(b, status, await writeOutputFiles(this.opts.files, this.state, b.id, b.request_counts, unrun));
-      this.save(e);
+      await this.saveEnd(e);
     } catch (err) {
-      this.fail(e, err);
-    } finally {
-      clearTimeout(e.expiry);
+      await this.fail(e, err);
     }
   }
 
   /** The batch cannot go on (its state or output files could not be written): it fails, saying why. */
-  private fail(e: Entry, err: unknown): void {
+  private async fail(e: Entry, err: unknown): Promise<void> {
     const b = e.stored.batch;
     this.log(`superfluid: batch ${b.id} failed: ${(err as Error)?.message ?? String(err)}`);
     b.status = "failed";
@@ -392,6 +421,6 @@ export class BatchService {
         ? { code: "files_quota_exceeded", message: `the output files do not fit: ${err.message} (--files-max-bytes)`, param: null, line: null }
         : { code: "batch_failed", message: "the server could not record this batch's results", param: null, line: null };
     b.errors = { object: "list", data: [error] };
-    this.save(e);
+    await this.saveEnd(e);
   }
 }

@@ -6,8 +6,13 @@
 // without is where the batch resumes, so none runs twice and none is lost. A
 // result cut off by a crash mid-write never counted (its line had not
 // returned) and is trimmed away before anything is appended after it.
-import { closeSync, existsSync, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, renameSync, truncateSync, writeSync } from "node:fs";
-import { open, type FileHandle } from "node:fs/promises";
+// `<id>.input.jsonl` is the batch's own copy of its input file, taken at
+// create (a hard link, or a copy across filesystems) and run from, so a
+// batch outlives the upload's deletion or expiry; it goes once the batch
+// has ended.
+import { randomBytes } from "node:crypto";
+import { closeSync, constants, existsSync, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, renameSync, truncateSync, unlinkSync, writeSync } from "node:fs";
+import { copyFile, link, open, rename, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { makePrivateDir, openPrivate, PRIVATE_FILE_MODE } from "../sessions/private-files.ts";
 import { fsyncDir } from "../sessions/wal.ts";
@@ -37,6 +42,9 @@ export interface StoredBatch {
 
 const RECORD = ".json";
 const RESULTS = ".results.jsonl";
+const INPUT = ".input.jsonl";
+/** A copy being taken at create, before the batch has an id on disk (`<hex>.input.tmp`). */
+const STAGED_INPUT = ".input.tmp";
 
 /** Batch ids are ours (`batch_<hex>`); anything else never names a file. */
 const SAFE_ID = /^batch_[0-9a-f]+$/;
@@ -57,6 +65,76 @@ export class BatchState {
   resultsPath(id: string): string {
     if (!SAFE_ID.test(id)) throw new Error(`not a batch id: ${id}`);
     return join(this.dir, id + RESULTS);
+  }
+
+  /** The batch's own copy of its input file. */
+  inputPath(id: string): string {
+    if (!SAFE_ID.test(id)) throw new Error(`not a batch id: ${id}`);
+    return join(this.dir, id + INPUT);
+  }
+
+  /**
+   * Takes a copy of an input file under a temporary name (commitInput() names
+   * it for its batch): a hard link when the file is on this filesystem, which
+   * costs nothing and keeps the bytes when the upload is deleted, else a copy,
+   * synced. Throws ENOENT when the file is gone.
+   */
+  async stageInput(source: string): Promise<string> {
+    const tmp = join(this.dir, randomBytes(12).toString("hex") + STAGED_INPUT);
+    try {
+      await link(source, tmp);
+      return tmp;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") throw err;
+      // Another filesystem (EXDEV) or one without hard links.
+    }
+    try {
+      await copyFile(source, tmp, constants.COPYFILE_EXCL);
+      const fh = await open(tmp, "r+");
+      try {
+        await fh.chmod(PRIVATE_FILE_MODE).catch(() => {});
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+    } catch (err) {
+      await this.discardInput(tmp);
+      throw err;
+    }
+    return tmp;
+  }
+
+  /** Names a staged copy for its batch; the batch record saved next syncs the folder for both. */
+  async commitInput(staged: string, id: string): Promise<void> {
+    await rename(staged, this.inputPath(id));
+  }
+
+  /** Drops a staged copy. */
+  async discardInput(staged: string): Promise<void> {
+    await unlink(staged).catch(() => {});
+  }
+
+  /** Drops a batch's copy of its input (it has ended). */
+  async removeInput(id: string): Promise<void> {
+    await unlink(this.inputPath(id)).catch(() => {});
+  }
+
+  /**
+   * At open: drops the copies of input files nothing will run, those staged
+   * by a create that never finished and those of batches that ended (or have
+   * no record) when the server stopped before removing them.
+   */
+  sweepInputs(keep: (id: string) => boolean): void {
+    for (const name of readdirSync(this.dir)) {
+      const id = name.endsWith(INPUT) ? name.slice(0, -INPUT.length) : undefined;
+      const stale = name.endsWith(STAGED_INPUT) || (id !== undefined && SAFE_ID.test(id) && !keep(id));
+      if (!stale) continue;
+      try {
+        unlinkSync(join(this.dir, name));
+      } catch {
+        // gone already
+      }
+    }
   }
 
   /** Every batch on disk in creation order; a record that does not parse is reported through `warn` and skipped. */

@@ -10,8 +10,10 @@ import { physicalCores } from "../engine/threads.ts";
 import { FlagError, parseFlags, type FlagSpec } from "./flags.ts";
 
 export interface ServeOptions {
-  /** MODEL tokens (paths or references); empty = the built-in model. */
+  /** MODEL tokens (paths or references), the bare argument first; the first is the default; empty = the built-in model. */
   models: string[];
+  /** --idle-timeout: seconds a model other than the default may go unused before it is unloaded (0 = never). */
+  idleTimeoutSec: number;
   host: string;
   port: number;
   maxBatch: number;
@@ -105,6 +107,7 @@ const FLAGS: Record<string, FlagSpec> = {
   "pressure-high": { value: true },
   "pressure-low": { value: true },
   "model-dir": { value: true, repeatable: true },
+  "idle-timeout": { value: true },
   alias: { value: true, repeatable: true },
   "pin-budget-pct": { value: true },
   tui: {},
@@ -120,16 +123,24 @@ const FLAGS: Record<string, FlagSpec> = {
   help: {},
 };
 
-export const SERVE_USAGE = `usage: superfluid serve [MODEL] [flags]
+export const SERVE_USAGE = `usage: superfluid serve [MODEL] [--model MODEL ...] [flags]
 
 MODEL is a GGUF path or a local reference org/repo-GGUF[:QUANT] (looked up in
 --model-dir folders and the Hugging Face cache; nothing is downloaded). With no
-MODEL the built-in tiny model is served.
+MODEL the built-in tiny model is served. Each model named is loaded at startup
+in its own worker; the first is the default for requests that name none.
+
+  --model MODEL           another model to load (repeatable; the bare MODEL counts first)
+  --model-dir DIR         every GGUF under DIR is known and loads on the first request
+                          naming it (repeatable); references are looked up here too
+  --idle-timeout SEC      unload a model other than the default after SEC seconds with
+                          no request (checked every SEC/4; default 0 = never)
 
   --http ADDR:PORT        listener (default 127.0.0.1:8453); or --host / --port
   --max-batch N           concurrent lanes (default 8)
   --max-context N|auto    tokens per conversation (prompt and reply), floor 512. N: each
-                          sequence gets its own KV buffer of N cells. auto (default):
+                          sequence gets its own KV buffer of N cells. With several models
+                          (or --model-dir) the default is 8192. auto (default otherwise):
                           up to the model's trained window, the KV taking 60% of the
                           memory the weights and a 1 GiB reserve leave: a buffer of
                           the trained window per sequence where they fit, else one
@@ -166,7 +177,6 @@ MODEL the built-in tiny model is served.
                           (default: 60% of free memory, at most 8 GiB; 0 = none)
   --pressure-high PCT     KV occupancy that moves cached prefixes out of the pool (default 85)
   --pressure-low PCT      the occupancy that eviction brings it down to (default 70)
-  --model-dir DIR         where model references are looked up (repeatable)
   --alias NAME=ID         requests naming NAME get the served model ID; NAME may hold *
                           wildcards (claude-*=tiny-chat); repeatable, exact names first
   --pin-budget-pct PCT    share of the KV pool cache_control pins may hold (default 50;
@@ -270,13 +280,14 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     throw new UsageError(`--speculate ${speculate}: this build decodes plainly; only 'off' and 'auto' are accepted`);
   }
   const models = [...flags.positional, ...(flags.values.get("model") ?? [])];
-  if (models.length > 1) throw new UsageError(`one model per server for now; got ${models.join(", ")}`);
   let { host, port } = { host: one("host") ?? "127.0.0.1", port: one("port") ? number("port", one("port")!, { int: true, min: 0, max: 65535 }) : 8453 };
   if (one("http")) ({ host, port } = parseHttp(one("http")!));
   const opt = (flag: string, o: Parameters<typeof number>[2]) => (one(flag) === undefined ? undefined : number(flag, one(flag)!, o));
   const maxBatch = opt("max-batch", { int: true, min: 1, max: 256 }) ?? 8;
   return {
     models,
+    // setInterval takes at most 2^31-1 ms (the check runs every sec/4).
+    idleTimeoutSec: opt("idle-timeout", { min: 0, max: 2_147_483 }) ?? 0,
     host,
     port,
     maxBatch,

@@ -1,8 +1,14 @@
-// `superfluid serve`: resolve the model, start its worker, listen.
+// `superfluid serve`: resolve the models, load the ones named, know the rest
+// (--model-dir), start the listener (docs/cli.md#several-models).
 import { join } from "node:path";
+import { checkFit } from "../daemon/fit-check.ts";
+import { showLoadProgress } from "../daemon/load-progress.ts";
 import { ModelNotFoundError, resolveModel, type ResolvedModel } from "../daemon/model-ref.ts";
-import { ModelRegistry } from "../daemon/registry.ts";
+import { describeToken, modelDirSources, sourceOf, type KnownSource } from "../daemon/model-source.ts";
+import { ModelRegistry, type ModelSource } from "../daemon/registry.ts";
 import { ServedModel } from "../daemon/served-model.ts";
+import { readGguf } from "../gguf/index.ts";
+import { RequestError } from "../pipeline/request-error.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { FileStore } from "../files/store.ts";
 import { ResponseStore } from "../responses/store.ts";
@@ -15,15 +21,23 @@ import { listen, type Listener } from "../http/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../../ffi/paths.ts";
+import { formatBytes } from "../engine/kv-sizing.ts";
 import { parseServeOptions, SERVE_USAGE, UsageError, type ServeOptions } from "./serve-options.ts";
 
 /** The model served when none is named: generated on first use, so the server always starts. */
 export const BUILTIN_MODEL_ID = "tiny-chat";
 
-async function resolveServed(options: ServeOptions, log: (line: string) => void): Promise<ResolvedModel> {
-  if (options.models.length > 0) return resolveModel(options.models[0]!, options.modelDirs);
+/**
+ * The window every model gets when several may be loaded and no sizing flag
+ * is given (docs/cli.md#several-models): a fixed size, so the first model's
+ * KV does not take the memory the next one loads into.
+ */
+export const SHARED_DEFAULT_CONTEXT = 8192;
+
+async function resolveServed(options: ServeOptions, log: (line: string) => void): Promise<ResolvedModel[]> {
+  if (options.models.length > 0) return options.models.map((token) => resolveModel(token, options.modelDirs));
   log(`superfluid: no model named; serving the built-in ${BUILTIN_MODEL_ID} (hand-set weights: every chat turn gets one fixed sentence; for smoke tests, not for answers)`);
-  return { path: await ensureFixture("tiny-chat", join(cacheDir(), "models")), id: BUILTIN_MODEL_ID };
+  return [{ path: await ensureFixture("tiny-chat", join(cacheDir(), "models")), id: BUILTIN_MODEL_ID }];
 }
 
 /**
@@ -55,10 +69,98 @@ async function loadFimModel(options: ServeOptions, mainWindow: number, log: (lin
   return fim;
 }
 
+/** A served id as one folder name under <sessions>/models/: `/` as `--` (the Hugging Face cache's way), nothing that climbs out. */
+export function sessionsFolderOf(id: string): string {
+  const name = id.replace(/\//g, "--").replace(/[^\w.-]/g, "_");
+  return /^\.+$/.test(name) ? `_${name}` : name;
+}
+
+/**
+ * Loads and frees models for the registry: the fit check, the session log
+ * (the first model named uses <sessions>/ itself, every other one
+ * <sessions>/models/<id>/ of its own), the --fim-model beside the first,
+ * and progress on the terminal.
+ */
+class ModelLoader {
+  /** Session logs this loader opened, by the model using them (the first model's is the server's own). */
+  private readonly stores = new Map<ServedModel, SessionStore>();
+
+  constructor(
+    private readonly options: ServeOptions,
+    private readonly sessions: SessionStore,
+    private readonly primaryId: string,
+    private readonly maxContext: number | undefined,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  async load(source: ModelSource): Promise<ServedModel> {
+    const o = this.options;
+    const file = (source as Partial<KnownSource>).file ?? (await readGguf(source.path));
+    const fit = checkFit(source.id, source.path, file, source.info.contextLength ?? 0, {
+      lanes: o.maxBatch,
+      ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
+      ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
+    });
+    const primary = source.id === this.primaryId;
+    const sizing = o.kvPool !== undefined ? `a shared KV pool of ${o.kvPool} cells` : this.maxContext !== undefined ? `${this.maxContext} tokens each` : "KV sized from free memory";
+    this.log(
+      `superfluid: loading ${source.id} from ${source.path} (${o.maxBatch} lanes, ${sizing}, ${o.threads} threads; ` +
+        `needs ${formatBytes(fit.weightBytes + fit.kvBytes)} of ${formatBytes(fit.free.bytes)} free) ...`,
+    );
+    const store = primary ? this.sessions : await SessionStore.open(join(o.sessions, "models", sessionsFolderOf(source.id)), { cache: o.sessionsCache });
+    const started = performance.now();
+    const progress = showLoadProgress(source.id, source.path, fit.weightBytes, this.log);
+    let model: ServedModel;
+    try {
+      model = await ServedModel.load({
+        id: source.id,
+        model: source.path,
+        maxBatch: o.maxBatch,
+        ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
+        ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
+        threads: o.threads,
+        prefillBudget: o.prefillBudget,
+        starvationTicks: o.starvationTicks,
+        ...(o.classLanes ? { classLanes: o.classLanes } : {}),
+        ...(o.hostCacheMb === undefined ? {} : { hostCacheMb: o.hostCacheMb }),
+        pressureHigh: o.pressureHigh,
+        pressureLow: o.pressureLow,
+        pinBudgetPct: o.pinBudgetPct,
+        sessions: store,
+      });
+    } catch (err) {
+      if (!primary) await store.close().catch(() => undefined);
+      throw err instanceof RequestError ? err : new RequestError(500, `model '${source.id}' did not load: ${(err as Error).message}`, "model_load_failed", "model");
+    } finally {
+      progress.done();
+    }
+    if (!primary) this.stores.set(model, store);
+    this.log(`superfluid: ${source.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s` + (primary ? "" : ` (session log ${store.path})`));
+    this.log(`superfluid: ${model.worker.info.kv.summary}`);
+    if (primary && o.fimModel !== undefined) {
+      try {
+        model.fimModel = await loadFimModel(o, model.contextWindow, this.log);
+      } catch (err) {
+        await this.close(model);
+        throw err;
+      }
+    }
+    return model;
+  }
+
+  async close(model: ServedModel): Promise<void> {
+    await model.close();
+    const store = this.stores.get(model);
+    this.stores.delete(model);
+    // What is still buffered belongs to generations the unload cut off, none of it delivered.
+    await store?.close().catch((err: Error) => this.log(`superfluid: the session log of ${model.id} could not take its last records: ${err.message}`));
+  }
+}
+
 export interface RunningServer {
   url: string;
   registry: ModelRegistry;
-  /** The session log every generation is recorded in. */
+  /** The session log every generation of the first model is recorded in. */
   sessions: SessionStore;
   close(): Promise<void>;
 }
@@ -82,40 +184,33 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       (r.truncatedBytes > 0 ? `; a torn last record of ${r.truncatedBytes} bytes was cut off` : "") +
       ")",
   );
-  const resolved = await resolveServed(options, log);
-  const unserved = options.aliases.find((a) => a.target !== resolved.id);
-  if (unserved) throw new Error(`--alias ${unserved.name}=${unserved.target}: no served model has the id '${unserved.target}' (served: ${resolved.id})`);
-  const sizing = options.kvPool !== undefined ? `a shared KV pool of ${options.kvPool} cells` : options.maxContext !== undefined ? `${options.maxContext} tokens each` : "KV sized from free memory";
-  log(`superfluid: loading ${resolved.id} from ${resolved.path} (${options.maxBatch} lanes, ${sizing}, ${options.threads} threads) ...`);
-  const started = performance.now();
-  const model = await ServedModel.load({
-    id: resolved.id,
-    model: resolved.path,
-    maxBatch: options.maxBatch,
-    ...(options.maxContext === undefined ? {} : { maxContext: options.maxContext }),
-    ...(options.kvPool === undefined ? {} : { kvPool: options.kvPool }),
-    threads: options.threads,
-    prefillBudget: options.prefillBudget,
-    starvationTicks: options.starvationTicks,
-    ...(options.classLanes ? { classLanes: options.classLanes } : {}),
-    ...(options.hostCacheMb === undefined ? {} : { hostCacheMb: options.hostCacheMb }),
-    pressureHigh: options.pressureHigh,
-    pressureLow: options.pressureLow,
-    pinBudgetPct: options.pinBudgetPct,
-    sessions,
+  const named: KnownSource[] = [];
+  for (const resolved of await resolveServed(options, log)) {
+    if (named.some((s) => s.id === resolved.id)) throw new Error(`two models named have the id '${resolved.id}'; name each model once`);
+    named.push(await sourceOf(resolved));
+  }
+  const fromDirs = await modelDirSources(options.modelDirs, new Set(named.map((s) => s.id)), log);
+  const several = named.length > 1 || fromDirs.length > 0;
+  const maxContext = options.maxContext ?? (several && options.kvPool === undefined ? SHARED_DEFAULT_CONTEXT : undefined);
+  if (maxContext !== options.maxContext) log(`superfluid: several models may be loaded: each gets a window of ${maxContext} tokens (set --max-context to change it)`);
+  const primaryId = named[0]!.id;
+  const loader = new ModelLoader(options, sessions, primaryId, maxContext, log);
+  const registry = new ModelRegistry({
+    load: (source) => loader.load(source),
+    close: (model) => loader.close(model),
+    describe: (token) => describeToken(token, options.modelDirs),
   });
-  log(`superfluid: ${resolved.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  log(`superfluid: ${model.worker.info.kv.summary}`);
-  const registry = new ModelRegistry();
-  registry.add(model);
+  for (const source of [...named, ...fromDirs]) registry.know(source);
+  if (fromDirs.length > 0) log(`superfluid: ${fromDirs.length} more models known from --model-dir, loaded on first use: ${fromDirs.map((s) => s.id).join(", ")}`);
+  const unserved = options.aliases.find((a) => !registry.known().some((e) => e.id === a.target));
+  if (unserved) throw new Error(`--alias ${unserved.name}=${unserved.target}: no served model has the id '${unserved.target}' (served: ${registry.known().map((e) => e.id).join(", ")})`);
   for (const alias of options.aliases) registry.alias(alias.name, alias.target);
-  if (options.fimModel !== undefined) {
-    try {
-      model.fimModel = await loadFimModel(options, model.contextWindow, log);
-    } catch (err) {
-      await registry.close();
-      throw err;
-    }
+  try {
+    // One at a time, so each fit check sees the memory the previous model took.
+    for (const source of named) await registry.resolve(source.id);
+  } catch (err) {
+    await registry.close();
+    throw err instanceof RequestError ? new Error(err.message) : err;
   }
   let files: FileStore;
   let responses: ResponseStore;
@@ -133,8 +228,20 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   let counter = 0;
   const loopback = isLoopbackName(options.host);
   // Batch lines run through the chat route's handler in process (on `ctx`, set
-  // below before start() lets any line run); the batches on disk are known from here.
-  const batches = BatchService.open({ dir: join(options.sessions, "batches"), files, modelId: model.id, execute: (body, signal) => runBatchLine(ctx, model, body, signal), log });
+  // below before start() lets any line run), on the first model named (loaded
+  // again first if it was unloaded); the batches on disk are known from here.
+  const lineModel = async () => {
+    const model = await registry.resolve(primaryId);
+    if (!model) throw new RequestError(503, `model '${primaryId}' is not served`, "model_not_found");
+    return model;
+  };
+  const batches = BatchService.open({
+    dir: join(options.sessions, "batches"),
+    files,
+    modelId: primaryId,
+    execute: async (body, signal) => runBatchLine(ctx, await lineModel(), body, signal),
+    log,
+  });
   const ctx: ServerContext = {
     registry,
     operatorSampling: options.sampling,
@@ -168,7 +275,8 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       ? "superfluid: authentication is off (loopback only)"
       : "superfluid: WARNING this server has no authentication yet: anyone who can reach this port can use the API. Keep it on a loopback address (--host 127.0.0.1 or ::1).",
   );
-  log(`superfluid: serving ${resolved.id} at ${url}/v1`);
+  log(`superfluid: serving ${registry.all().map((m) => m.id).join(", ")} at ${url}/v1`);
+  registry.startIdleTimeout(options.idleTimeoutSec, log);
   batches.start();
   return {
     url,

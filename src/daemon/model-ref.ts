@@ -29,13 +29,19 @@ export function servedIdOfPath(path: string): string {
   return basename(path).replace(/\.gguf$/i, "");
 }
 
+/** A split model's first part (`-00001-of-00003.gguf`) and a single file alike: the id without the shard suffix. */
+export function servedIdOfFile(path: string): string {
+  return servedIdOfPath(path).replace(/-\d{5}-of-\d{5}$/i, "");
+}
+
 /** Folders a reference is looked up in: each --model-dir, then the Hugging Face cache. */
 export function searchRoots(modelDirs: string[], env = process.env): string[] {
   const hub = env.HF_HUB_CACHE ?? join(env.HF_HOME ?? join(env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "huggingface"), "hub");
   return [...modelDirs.map((d) => resolve(d)), hub];
 }
 
-function ggufFilesUnder(dir: string, depth = 3): string[] {
+/** The GGUF files under a folder, at most `depth` levels down, in name order (projector files left out). */
+export function ggufFilesUnder(dir: string, depth = 3): string[] {
   if (!existsSync(dir) || !statSync(dir).isDirectory()) return [];
   const out: string[] = [];
   for (const entry of readdirSync(dir).sort()) {
@@ -54,7 +60,7 @@ function repoFolders(root: string, org: string, repo: string): string[] {
 }
 
 /** Picks the file for a quant tag; with split files, the first part. */
-function pickFile(files: string[], tag: string | undefined): string | undefined {
+export function pickFile(files: string[], tag: string | undefined): string | undefined {
   const matching = tag ? files.filter((f) => basename(f).toLowerCase().includes(tag.toLowerCase())) : files;
   const firstParts = matching.filter((f) => !/-\d{5}-of-\d{5}\.gguf$/i.test(f) || /-00001-of-\d{5}\.gguf$/i.test(f));
   return firstParts[0];

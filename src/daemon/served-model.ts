@@ -7,6 +7,7 @@ import { templateReads } from "../codec/index.ts";
 import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
+import { RequestError } from "../pipeline/request-error.ts";
 import { SessionJournal } from "../sessions/journal.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import { PromptThread } from "./prompt-thread.ts";
@@ -124,6 +125,22 @@ export class ServedModel {
   /** Where a fill-in-the-middle request for this model runs: the --fim-model, else itself when it has the markers. */
   fimTarget(): ServedModel | undefined {
     return this.fimModel ?? (this.hasFimTokens ? this : undefined);
+  }
+
+  /**
+   * The model is being unloaded (src/daemon/registry.ts): a request that
+   * found it before the unload began but has not started generating yet is
+   * refused with a typed 503 instead of reaching a worker that is about to
+   * stop (which would never answer it). Generations already running are
+   * left to finish.
+   */
+  retire(): void {
+    const id = this.id;
+    this.worker.generate = () => {
+      throw new RequestError(503, `model '${id}' is being unloaded; it loads again on the next request once the unload is done`, "model_unloading", "model", {
+        "retry-after": "2",
+      });
+    };
   }
 
   async close(): Promise<void> {

@@ -10,6 +10,7 @@ import type { EngineSnapshot, FinishEvent, GenerateRequest } from "../engine/job
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { ClassLanes } from "../engine/scheduler.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import { RequestError } from "../pipeline/request-error.ts";
 import type { GenerationJournal } from "../sessions/journal.ts";
 import { Channel } from "./channel.ts";
 import { selfCommand } from "./self-command.ts";
@@ -144,6 +145,27 @@ export class Generation implements AsyncIterable<GenerationEvent> {
   }
 }
 
+/** The worker's pooled vectors for one embed request, inputs in order (raw: not normalised). */
+export interface EmbedResult {
+  vectors: Float32Array[];
+  dimensions: number;
+}
+
+/** Vectors packed by the worker (embed-mode.ts) as base64 float32s, back to one array per input. */
+function unpackVectors(data: string, dimensions: number): Float32Array[] {
+  const bytes = Buffer.from(data, "base64");
+  // A fresh copy: Buffer's pool offset need not be 4-byte aligned.
+  const all = new Float32Array(new Uint8Array(bytes).buffer);
+  const vectors: Float32Array[] = [];
+  for (let at = 0; at + dimensions <= all.length; at += dimensions) vectors.push(all.subarray(at, at + dimensions));
+  return vectors;
+}
+
+/** The request asked a model for what its worker does not do (a chat model asked to embed, an embedding model to generate). */
+function unsupportedModel(message: string): RequestError {
+  return new RequestError(400, message, "unsupported_model", "model");
+}
+
 /** Respawns in a row with no successful tick before we stop retrying until the next request (docs/design.md#worker-failure). */
 const MAX_IDLE_RESPAWNS = 3;
 
@@ -157,6 +179,8 @@ export class WorkerClient {
   private closing = false;
   private respawnsSinceTick = 0;
   private readonly pendingStats = new Map<string, (answer: { snapshot: EngineSnapshot; at: number }) => void>();
+  /** Embed requests sent and not yet answered. */
+  private readonly pendingEmbeds = new Map<string, { resolve: (result: EmbedResult) => void; reject: (err: Error) => void }>();
   /** Deliveries wait here, in arrival order, for the journal to make their events durable. */
   private delivery: Promise<void> = Promise.resolve();
 
@@ -199,6 +223,9 @@ export class WorkerClient {
 
   /** Starts a generation; `durable: false` keeps it out of the journal (FIM completions, docs/api/openai.md#fill-in-the-middle). */
   generate(req: GenerateRequest, opts: { durable?: boolean } = {}): Generation {
+    if (this.info && !this.info.capabilities.generate) {
+      throw unsupportedModel(`this model is an embedding model: it serves /v1/embeddings and /v1/rerank, not text generation`);
+    }
     const id = randomUUID();
     const job = { type: "generate" as const, ...req, id, ignoreEos: req.ignoreEos ?? false };
     if (opts.durable !== false) {
@@ -212,6 +239,40 @@ export class WorkerClient {
     this.inflight.set(id, generation);
     this.sendWhenReady(job);
     return generation;
+  }
+
+  /**
+   * Pooled vectors of token-id inputs (each within info.embedding.maxInputTokens),
+   * all in one job: the worker packs inputs of every queued job into shared
+   * decodes. Not journaled (nothing is generated). An aborted signal drops the
+   * job if it is still queued. Refused (400 unsupported_model) on a worker that
+   * does not embed.
+   */
+  embed(inputs: number[][], signal?: AbortSignal): Promise<EmbedResult> {
+    if (this.info && !this.info.capabilities.embeddings) {
+      return Promise.reject(unsupportedModel(`this model does not embed: its GGUF declares no pooling type (not an embedding model)`));
+    }
+    const id = randomUUID();
+    return new Promise<EmbedResult>((resolve, reject) => {
+      const onAbort = () => {
+        if (!this.pendingEmbeds.delete(id)) return;
+        this.sendWhenReady({ type: "cancel", id });
+        reject(signal!.reason instanceof Error ? signal!.reason : new Error("embedding request aborted"));
+      };
+      this.pendingEmbeds.set(id, {
+        resolve: (result) => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(result);
+        },
+        reject: (err) => {
+          signal?.removeEventListener("abort", onAbort);
+          reject(err);
+        },
+      });
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.sendWhenReady({ type: "embed", id, inputs });
+    });
   }
 
   /** The engine's live snapshot (lanes, KV, rates), for /slots. */
@@ -250,6 +311,7 @@ export class WorkerClient {
     this.ready
       .then(() => this.proc!.send(message))
       .catch((err: Error) => {
+        if (message.type === "embed") return this.settleEmbed(message.id, err);
         if (message.type !== "generate") return;
         // Sent into a worker that died, or one already replaced: onExit hands the
         // request to the replacement (or fails it when it gives up).
@@ -301,6 +363,11 @@ export class WorkerClient {
         } else if (message.type === "stats") {
           this.pendingStats.get(message.id)?.({ snapshot: message.snapshot, at: message.at });
           this.pendingStats.delete(message.id);
+        } else if (message.type === "embedded") {
+          this.respawnsSinceTick = 0;
+          this.settleEmbed(message.id, { vectors: unpackVectors(message.data, message.dimensions), dimensions: message.dimensions });
+        } else if (message.type === "embed-failed") {
+          this.settleEmbed(message.id, new RequestError(500, `embedding failed: ${message.error}`));
         }
       },
     });
@@ -419,9 +486,20 @@ export class WorkerClient {
     }, [generation]);
   }
 
+  /** Answers one embed request with its vectors or an error. */
+  private settleEmbed(id: string, outcome: EmbedResult | Error): void {
+    const pending = this.pendingEmbeds.get(id);
+    if (!pending) return;
+    this.pendingEmbeds.delete(id);
+    if (outcome instanceof Error) pending.reject(outcome);
+    else pending.resolve(outcome);
+  }
+
   private onExit(proc: Subprocess, code: number | null): void {
-    if (this.closing) return;
     const detail = proc.signalCode ? `killed by ${proc.signalCode}` : `exit code ${code}`;
+    // Embed requests are cheap to repeat and hold no stream: they fail, and the client retries.
+    for (const id of [...this.pendingEmbeds.keys()]) this.settleEmbed(id, new WorkerCrashedError(detail));
+    if (this.closing) return;
     this.respawns++;
     this.respawnsSinceTick++;
     const giveUp = this.respawnsSinceTick > MAX_IDLE_RESPAWNS;

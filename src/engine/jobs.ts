@@ -128,4 +128,14 @@ export interface EngineSnapshot {
   /** Tokens per second of engine time over the recent ticks. */
   decodeRate: number;
   prefillRate: number;
+  /** An embedding worker's totals (embedder.ts; there one tick is one decode); absent on a generation worker. */
+  embeddings?: {
+    pooling: string;
+    dimensions: number;
+    decodes: number;
+    inputs: number;
+    tokens: number;
+    jobs: number;
+    largestBatch: number;
+  };
 }

@@ -1,10 +1,11 @@
 // Messages between the daemon and a worker process (Bun IPC, JSON). Token
 // streams travel as one message per tick carrying every lane's new tokens, not
 // one message per token.
+import type { EmbedJob, PoolingName } from "./embedder.ts";
 import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 export interface WorkerInfo {
   protocol: number;
@@ -28,15 +29,30 @@ export interface WorkerInfo {
   threads: number;
   prefillBudget: number;
   vocab: { size: number; bos: number; eos: number; eot: number; addBos: boolean; eog: number[] };
-  capabilities: { generate: true; prefixCopy: true; embeddings: boolean; grammar: true };
+  /** A worker serves either generation (a chat model) or embeddings (a model whose GGUF declares pooling), never both. */
+  capabilities: { generate: boolean; prefixCopy: boolean; embeddings: boolean; grammar: boolean };
+  /** An embedding worker's facts (src/engine/embedder.ts); absent on a generation worker. */
+  embedding?: {
+    pooling: PoolingName;
+    /** Floats per vector: the embedding width, or a reranker's score count (rank pooling). */
+    dimensions: number;
+    /** The most tokens one input may hold. */
+    maxInputTokens: number;
+    /** Inputs one decode may carry. */
+    batchInputs: number;
+  };
   library: { path: string; source: string };
 }
 
 /** A request for the engine: the job itself, as the executor takes it. */
 export type GenerateMessage = { type: "generate" } & GenerateJob;
 
+/** Embed every input (token ids) of a request; answered by one `embedded` message. */
+export type EmbedMessage = { type: "embed" } & EmbedJob;
+
 export type DaemonToWorker =
   | GenerateMessage
+  | EmbedMessage
   | { type: "cancel"; id: string }
   | { type: "stats"; id: string }
   | { type: "shutdown" };
@@ -45,6 +61,13 @@ export type WorkerToDaemon =
   | { type: "ready"; info: WorkerInfo }
   | ({ type: "tick" } & TickEvents)
   | { type: "stats"; id: string; snapshot: EngineSnapshot; at: number }
-  | { type: "fatal"; message: string };
+  | { type: "fatal"; message: string }
+  /**
+   * An embed job's vectors, inputs in order, as one base64 string of
+   * little-endian float32s (`dimensions` per input; a JSON number array
+   * would be ~3x larger and slower to parse); or why it failed.
+   */
+  | { type: "embedded"; id: string; dimensions: number; data: string }
+  | { type: "embed-failed"; id: string; error: string };
 
 export type { EngineSnapshot, FinishEvent, TickEvents };

@@ -6,7 +6,7 @@ import type { ServedModel } from "../daemon/served-model.ts";
 import { effectiveDefaults, type OperatorSampling } from "../daemon/sampling-resolve.ts";
 import { QOS_NAMES } from "../engine/scheduler.ts";
 import { RequestError } from "./errors.ts";
-import { namedOrDefault } from "./models.ts";
+import { knownOr404, loadedOr404, namedOrDefault } from "./models.ts";
 import { capabilitiesOf } from "./openai/models.ts";
 import { opt, parseWith } from "./validate.ts";
 
@@ -16,14 +16,31 @@ import { opt, parseWith } from "./validate.ts";
  */
 export function health(registry: ModelRegistry) {
   const models = registry.all();
-  const n = models.length;
+  const counts = { models_loaded: models.length, models_known: registry.known().length };
   const failure = models.map((m) => m.worker.journalFailure).find((f) => f !== null);
-  if (!failure) return { status: "ok", models_loaded: n, models_known: n };
-  return Response.json({ status: "degraded", reason: `session log: ${failure.message}`, models_loaded: n, models_known: n }, { status: 503 });
+  if (!failure) return { status: "ok", ...counts };
+  return Response.json({ status: "degraded", reason: `session log: ${failure.message}`, ...counts }, { status: 503 });
 }
 
-export function props(registry: ModelRegistry, operator: OperatorSampling, id: string | null) {
-  const model = namedOrDefault(registry, id);
+/** `?autoload=1` (or `true`): a query flag is on unless absent, empty, `0` or `false`. */
+function flagOn(value: string | null | undefined): boolean {
+  return value !== undefined && value !== null && value !== "" && value !== "0" && value.toLowerCase() !== "false";
+}
+
+/**
+ * GET /props[?model=ID][&autoload=1]: the default model, or the one named.
+ * A known model that is not loaded is 400 `model_not_loaded` (as
+ * llama-server's router answers), unless `autoload` asks to load it first.
+ */
+export async function props(registry: ModelRegistry, operator: OperatorSampling, id: string | null, autoload?: string | null) {
+  let model: ServedModel;
+  if (!id) model = namedOrDefault(registry, null);
+  else {
+    const entry = knownOr404(registry, id);
+    if (flagOn(autoload)) model = await loadedOr404(registry, id);
+    else if (entry.state === "loaded") model = entry.served!;
+    else throw new RequestError(400, `model '${entry.id}' is not loaded; GET /props?model=${encodeURIComponent(entry.id)}&autoload=1 loads it`, "model_not_loaded", "model");
+  }
   const d = effectiveDefaults(operator, model.info.sampling);
   return {
     model_alias: model.id,

@@ -37,13 +37,17 @@ export function createApp(ctx: ServerContext, hosts: HostPolicy): HttpHandler {
       const path = pathOf(request);
       if (code === "NOT_FOUND") return errorResponse(path, table.unrouted(request.method, path));
       const err = asRequestError(error);
-      // 501 is a route this server does not serve, not a failure of it.
-      if (err.status >= 500 && err.status !== 501) console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
+      // 501 is a route this server does not serve, and a 503 with a code
+      // (model_loading, model_unloading) a state that passes: neither is a failure.
+      if (err.status >= 500 && err.status !== 501 && !(err.status === 503 && err.code !== null)) console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
       return errorResponse(path, err);
     })
     .get("/health", () => health(ctx.registry))
     .post("/v1/tokenize", async ({ request }) => tokenize(ctx.registry, await readJsonBody(request)), noParse)
-    .get("/props", ({ query }) => props(ctx.registry, ctx.operatorSampling, (query as { model?: string }).model ?? null))
+    .get("/props", ({ query }) => {
+      const q = query as { model?: string; autoload?: string };
+      return props(ctx.registry, ctx.operatorSampling, q.model ?? null, q.autoload ?? null);
+    })
     .get("/slots", () => slots(namedOrDefault(ctx.registry, null)))
     .post("/slots/:id/save", ({ request }) => errorResponse(pathOf(request), retired()), noParse)
     .post("/slots/:id/restore", ({ request }) => errorResponse(pathOf(request), retired()), noParse);

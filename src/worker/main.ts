@@ -6,7 +6,9 @@ import { planKv, type KvPlan } from "../engine/kv-sizing.ts";
 import { freeForKv, hostAvailableBytes } from "../engine/memory.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import { declaredPooling } from "../engine/embedder.ts";
 import { parseWorkerArgs, UsageError, type WorkerArgs } from "./args.ts";
+import { serveEmbeddings } from "./embed-mode.ts";
 
 function send(message: WorkerToDaemon): void {
   process.send!(message);
@@ -106,6 +108,13 @@ export async function runWorker(argv: string[]): Promise<number> {
   let plan: KvPlan;
   try {
     model = LlamaModel.load(args.model);
+  } catch (err) {
+    send({ type: "fatal", message: (err as Error).message });
+    return 3;
+  }
+  // A model whose GGUF declares pooling is an embedding model: it embeds and never generates.
+  if (declaredPooling(model) !== "none") return serveEmbeddings(args, model, send);
+  try {
     ({ engine, plan } = buildEngine(args, model));
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });

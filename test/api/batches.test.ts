@@ -1,9 +1,10 @@
 // The Batches API (docs/api/batches.md) through the official openai client:
 // a batch's life from upload to output file, validation errors as OpenAI
 // reports them, the route's refusals, and cancelling mid-batch.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, spyOn, test } from "bun:test";
 import { APIError } from "openai";
 import { rmSync } from "node:fs";
+import { BatchState } from "../../src/batches/state.ts";
 import { envelope, slots, startTestServer, useServer } from "./support.ts";
 import { CHAT, chatLine, ended, fileLines, uploadLines, waitBatch } from "./batches-support.ts";
 
@@ -176,6 +177,24 @@ describe("refused requests", () => {
     const missing = await refusal(s.client.batches.create({ endpoint: CHAT, completion_window: "24h" } as never));
     expect(missing.status).toBe(400);
     expect(missing.error.param).toBe("input_file_id");
+  });
+
+  test("a batch that cannot be written to disk is not created: a 500 in OpenAI's envelope, and nothing listed", async () => {
+    const input = await uploadLines(s.client, [chatLine("unsaved")]);
+    const listed = (await s.client.batches.list({ limit: 100 })).data.length;
+    const save = spyOn(BatchState.prototype, "save").mockImplementation(() => {
+      throw new Error("ENOSPC: no space left on device");
+    });
+    let r: Awaited<ReturnType<typeof refusal>>;
+    try {
+      r = await refusal(s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" }));
+    } finally {
+      save.mockRestore();
+    }
+    expect(r.status).toBe(500);
+    expect(r.error.type).toBe("server_error");
+    expect(r.error.code).toBe("batch_not_saved");
+    expect((await s.client.batches.list({ limit: 100 })).data.length).toBe(listed);
   });
 
   test("an unknown batch is a 404 to retrieve and to cancel", async () => {

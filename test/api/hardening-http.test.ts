@@ -276,7 +276,7 @@ describe("methods", () => {
       ["GET", "/v1/chat/completions", "POST"],
       ["PUT", "/v1/completions", "POST"],
       ["POST", "/health", "GET, HEAD"],
-      ["DELETE", "/v1/models/tiny-random", "GET, HEAD"],
+      ["PUT", "/v1/models/tiny-random", "DELETE, GET, HEAD"],
       ["FOO", "/v1/chat/completions", "POST"],
       ["BREW", "/slots", "GET, HEAD"],
     ];

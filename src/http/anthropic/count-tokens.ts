@@ -12,7 +12,7 @@ export async function countTokens(ctx: ServerContext, request: Request): Promise
   const body = await readJsonBody(request);
   checkListLengths(ctx.registry, body);
   const req = parseCountTokensRequest(body);
-  const model = anthropicModel(ctx.registry, req.model);
+  const model = await anthropicModel(ctx.registry, req.model);
   checkRequestText(model, req);
   const { job } = promptJobOf(req);
   const { tokens } = await renderChatPrompt(model, job);

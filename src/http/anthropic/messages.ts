@@ -28,7 +28,7 @@ export async function createMessage(ctx: ServerContext, request: Request): Promi
   const body = await readJsonBody(request);
   checkListLengths(ctx.registry, body);
   const req = parseMessagesRequest(body);
-  const model = anthropicModel(ctx.registry, req.model);
+  const model = await anthropicModel(ctx.registry, req.model);
   const qos = requestQos(ctx.qos, request.headers);
   checkBatchInvariant(ctx.qos, request.headers);
   checkRequestText(model, req);

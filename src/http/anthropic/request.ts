@@ -54,9 +54,9 @@ export function checkRequestText(model: ServedModel, req: CountTokensRequest): v
   ]);
 }
 
-/** The model a request names: a served id or an --alias; anything else is a 404 that says how to map it. */
-export function anthropicModel(registry: ModelRegistry, name: string): ServedModel {
-  const model = registry.find(name);
+/** The model a request names (loaded first when it is known but not loaded): a served id or an --alias; anything else is a 404 that says how to map it. */
+export async function anthropicModel(registry: ModelRegistry, name: string): Promise<ServedModel> {
+  const model = await registry.resolve(name);
   if (model) return model;
   const served = registry.all().map((m) => m.id);
   throw new RequestError(

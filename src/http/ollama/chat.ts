@@ -8,7 +8,7 @@ import { checkChatText, checkListLengths } from "../chat-limits.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import type { ServerContext } from "../server-context.ts";
 import { CURL_BODIES } from "./envelope.ts";
-import { ollamaModel } from "./model-name.ts";
+import { loadedOllamaModel } from "./model-name.ts";
 import { applyWindow } from "./options.ts";
 import { ollamaReply, preloaded } from "./reply.ts";
 import { chatJobOf } from "./request.ts";
@@ -21,7 +21,7 @@ export async function chat(ctx: ServerContext, request: Request): Promise<Respon
   const body = await readJsonBody(request, CURL_BODIES);
   checkListLengths(ctx.registry, body);
   const req = parseOllama(chatSchema, body);
-  const model = ollamaModel(ctx.registry, req.model);
+  const model = await loadedOllamaModel(ctx.registry, req.model);
   const stream = req.stream ?? true;
   if (!req.messages || req.messages.length === 0) return preloaded({ kind: "chat", name: req.model }, stream);
   const qos = requestQos(ctx.qos, request.headers);

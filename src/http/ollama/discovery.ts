@@ -1,16 +1,18 @@
 // Ollama's discovery routes (docs/api/ollama.md): /api/version, /api/tags,
 // /api/ps and /api/show, in the shapes Ollama's clients read, and the 501
-// for the model-management routes superfluid does not serve. Every served
-// model is loaded (there are no unloaded models yet), so /api/tags and
-// /api/ps list the same models; nothing here reaches the engine.
+// for the model-management routes superfluid does not serve. /api/tags
+// lists every known model, loaded or not (a --model-dir model not used yet,
+// an unloaded one), /api/ps the loaded ones; /api/show describes any known
+// model from its GGUF header. Nothing here loads a model or reaches the engine.
 import { createHash } from "node:crypto";
 import { version } from "../../../package.json";
-import type { ModelRegistry } from "../../daemon/registry.ts";
+import type { ModelEntry, ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { SamplingDefaults } from "../../gguf/describe.ts";
 import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
-import { modelFacts } from "./model-facts.ts";
-import { ollamaModel } from "./model-name.ts";
+import { templateReads } from "../../codec/index.ts";
+import { modelFacts, type ModelFacts } from "./model-facts.ts";
+import { withoutLatest } from "./model-name.ts";
 
 export function ollamaVersion() {
   return { version, server: "superfluid", compatibility: "ollama-inference" };
@@ -28,10 +30,28 @@ export function ollamaName(id: string): string {
   return last.includes(":") ? id : `${id}:latest`;
 }
 
+/**
+ * The facts of a known model, loaded or not. modelFacts reads only a
+ * model's path, GGUF facts and load time, so a model not loaded is
+ * described by a stand-in holding those (one per entry, which its cache
+ * keys on), its load time being when it became known.
+ */
+const standIns = new WeakMap<ModelEntry, ServedModel>();
+
+function factsOf(entry: ModelEntry): ModelFacts {
+  if (entry.served) return modelFacts(entry.served);
+  let standIn = standIns.get(entry);
+  if (!standIn) {
+    standIn = { path: entry.source.path, info: entry.source.info, loadedAt: entry.knownAt } as unknown as ServedModel;
+    standIns.set(entry, standIn);
+  }
+  return modelFacts(standIn);
+}
+
 /** Ollama's `details` object. */
-function details(model: ServedModel) {
-  const facts = modelFacts(model);
-  const family = model.info.architecture;
+function details(entry: ModelEntry) {
+  const facts = factsOf(entry);
+  const family = entry.source.info.architecture;
   return {
     parent_model: "",
     format: "gguf",
@@ -43,22 +63,22 @@ function details(model: ServedModel) {
 }
 
 /** The fields /api/tags and /api/ps share. */
-function listEntry(model: ServedModel) {
-  const facts = modelFacts(model);
-  const name = ollamaName(model.id);
+function listEntry(entry: ModelEntry) {
+  const facts = factsOf(entry);
+  const name = ollamaName(entry.id);
   return {
     name,
     model: name,
     modified_at: facts.modifiedAt.toISOString(),
     size: facts.fileBytes,
     // No registry digest exists for a local file: a stable one from the id, as the spec says.
-    digest: createHash("sha256").update(model.id).digest("hex"),
-    details: details(model),
+    digest: createHash("sha256").update(entry.id).digest("hex"),
+    details: details(entry),
   };
 }
 
 export function listTags(registry: ModelRegistry) {
-  return { models: registry.all().map(listEntry) };
+  return { models: registry.known().map(listEntry) };
 }
 
 /**
@@ -73,7 +93,7 @@ const NEVER_UNLOADS_MS = 9_223_372_036_854;
 export function listRunning(registry: ModelRegistry) {
   return {
     models: registry.all().map((model) => ({
-      ...listEntry(model),
+      ...listEntry(registry.entry(model.id)!),
       // Ollama's ps size is the memory the model holds: the weights and the KV buffers.
       size: modelFacts(model).fileBytes + model.worker.info.kv.bytes,
       expires_at: new Date(model.loadedAt.getTime() + NEVER_UNLOADS_MS).toISOString(),
@@ -100,15 +120,35 @@ function parametersText(sampling: SamplingDefaults): string {
     .join("\n");
 }
 
-/** Ollama's capability names for what this model's requests can use. */
-function capabilities(model: ServedModel): string[] {
-  const dialect = model.dialect();
+/**
+ * Ollama's capability names for what this model's requests can use. A model
+ * not loaded has no tokenizer to test its tool wire and markers with: what
+ * its header says (FIM tokens, a template reading the thinking switch).
+ */
+function capabilities(entry: ModelEntry): string[] {
+  const model = entry.served;
   const out = ["completion"];
+  if (!model) {
+    const { info } = entry.source;
+    const template = info.chatTemplate ?? "";
+    if (info.fimTokens.prefix !== undefined && info.fimTokens.suffix !== undefined && info.fimTokens.middle !== undefined) out.push("insert");
+    if (templateReads(template, "enable_thinking") || templateReads(template, "reasoning_effort")) out.push("thinking");
+    return out;
+  }
+  const dialect = model.dialect();
   if (model.toolDialect) out.push("tools");
   // A suffix runs on the model's own FIM tokens or on its --fim-model.
   if (model.fimTarget()) out.push("insert");
   if (dialect.enable_thinking || dialect.reasoning_effort || model.thinks) out.push("thinking");
   return out;
+}
+
+/** The known model an Ollama name means (a served id, `id:latest` or an --alias), without loading it; else Ollama's 404. */
+function knownModel(registry: ModelRegistry, name: unknown): ModelEntry {
+  if (typeof name !== "string" || name === "") throw invalidRequest("model is required", "model");
+  const entry = registry.entry(name) ?? registry.entry(withoutLatest(name));
+  if (!entry) throw new RequestError(404, `model '${name}' not found`, "model_not_found", "model");
+  return entry;
 }
 
 /**
@@ -120,16 +160,17 @@ function capabilities(model: ServedModel): string[] {
 export function showModel(registry: ModelRegistry, body: unknown) {
   if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalidRequest("the request body must be a JSON object");
   const fields = body as Record<string, unknown>;
-  const model = ollamaModel(registry, fields.model || fields.name);
-  const facts = modelFacts(model);
+  const entry = knownModel(registry, fields.model || fields.name);
+  const facts = factsOf(entry);
+  const { info } = entry.source;
   return {
     license: "",
     modelfile: "",
-    parameters: parametersText(model.info.sampling),
-    template: model.info.chatTemplate ?? "",
-    details: details(model),
+    parameters: parametersText(info.sampling),
+    template: info.chatTemplate ?? "",
+    details: details(entry),
     model_info: facts.modelInfo,
-    capabilities: capabilities(model),
+    capabilities: capabilities(entry),
     modified_at: facts.modifiedAt.toISOString(),
   };
 }

@@ -8,6 +8,7 @@ import { chat, CHAT_ROUTE } from "./chat.ts";
 import { listRunning, listTags, notServed, NOT_SERVED_ROUTES, ollamaVersion, showModel } from "./discovery.ts";
 import { warmModelFacts } from "./model-facts.ts";
 import { CURL_BODIES, ollamaErrorBody } from "./envelope.ts";
+import { embed, EMBED_ROUTE, legacyEmbeddings, LEGACY_EMBED_ROUTE } from "./embed.ts";
 import { generate, GENERATE_ROUTE } from "./generate.ts";
 
 export const ollamaFamily: ApiFamily = {
@@ -26,7 +27,9 @@ export const ollamaFamily: ApiFamily = {
       .get("/api/ps", () => listRunning(ctx.registry))
       .post("/api/show", async ({ request }) => showModel(ctx.registry, await readJsonBody(request, CURL_BODIES)), noParse)
       .post(CHAT_ROUTE, ({ request }) => chat(ctx, request), noParse)
-      .post(GENERATE_ROUTE, ({ request }) => generate(ctx, request), noParse);
+      .post(GENERATE_ROUTE, ({ request }) => generate(ctx, request), noParse)
+      .post(EMBED_ROUTE, ({ request }) => embed(ctx, request), noParse)
+      .post(LEGACY_EMBED_ROUTE, ({ request }) => legacyEmbeddings(ctx, request), noParse);
     for (const { method, path } of NOT_SERVED_ROUTES) {
       app.route(method, path, () => {
         throw notServed(path);

@@ -22,7 +22,7 @@ import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { chargeFimRequest } from "../rate-limit.ts";
 import type { ServerContext } from "../server-context.ts";
 import { CURL_BODIES } from "./envelope.ts";
-import { ollamaModel } from "./model-name.ts";
+import { loadedOllamaModel } from "./model-name.ts";
 import { applyWindow, optionsPlan } from "./options.ts";
 import { ollamaReply, preloaded, type RecordPlan } from "./reply.ts";
 import { generateJobOf, refuseImages } from "./request.ts";
@@ -47,7 +47,7 @@ function refuseUntemplated(req: GenerateRequest, mode: "raw" | "suffix"): void {
 export async function generate(ctx: ServerContext, request: Request): Promise<Response> {
   const timer = new RequestTimer();
   const req = parseOllama(generateSchema, await readJsonBody(request, CURL_BODIES));
-  const model = ollamaModel(ctx.registry, req.model);
+  const model = await loadedOllamaModel(ctx.registry, req.model);
   const stream = req.stream ?? true;
   if (req.template) throw invalidRequest("template: only the model's own template is used (send an empty template or none)", "template");
   const suffix = req.suffix ?? "";

@@ -15,3 +15,11 @@ export function ollamaModel(registry: ModelRegistry, name: unknown): ServedModel
   if (!model) throw new RequestError(404, `model '${name}' not found`, "model_not_found", "model");
   return model;
 }
+
+/** As ollamaModel, loading the model first when it is known but not loaded. */
+export async function loadedOllamaModel(registry: ModelRegistry, name: unknown): Promise<ServedModel> {
+  if (typeof name !== "string" || name === "") throw invalidRequest("model is required", "model");
+  const model = (await registry.resolve(name)) ?? (await registry.resolve(withoutLatest(name)));
+  if (!model) throw new RequestError(404, `model '${name}' not found`, "model_not_found", "model");
+  return model;
+}

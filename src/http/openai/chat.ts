@@ -10,7 +10,7 @@ import type { GenerationDefaults } from "../../pipeline/generation.ts";
 import { invalidRequest } from "../../pipeline/request-error.ts";
 import { asRequestError } from "../errors.ts";
 import { logAccess, RequestTimer } from "../access-log.ts";
-import { modelOr404 } from "../models.ts";
+import { loadedOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { admissionHeaders, nonStreamResponse, type JsonReply } from "../keepalive.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
@@ -39,7 +39,7 @@ function completionId(ctx: ServerContext): string {
 
 export async function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
   const body = await readJsonBody(request);
-  const { req, model } = parseChat(ctx, body);
+  const { req, model } = await parseChat(ctx, body);
   const qos = requestQos(ctx.qos, request.headers);
   checkBatchInvariant(ctx.qos, request.headers);
   const p = await prepare(ctx, ctx, req, model, qos);
@@ -60,7 +60,7 @@ export interface ChatRunOptions {
 /** A chat completion body run to its whole reply: the status and the JSON body the route would answer (errors in OpenAI's envelope). */
 export async function runChatCompletion(ctx: ServerContext, body: unknown, opts: ChatRunOptions): Promise<{ status: number; body: unknown }> {
   try {
-    const { req, model } = parseChat(ctx, body, opts.model);
+    const { req, model } = await parseChat(ctx, body, opts.model);
     if (req.stream) throw invalidRequest("stream: true is not served here: this request gets one whole reply", "stream");
     const p = await prepare(ctx, opts.defaults ?? ctx, req, model, opts.qos);
     return { status: 200, body: (await chatReply(p, opts.signal).reply).body };
@@ -70,10 +70,11 @@ export async function runChatCompletion(ctx: ServerContext, body: unknown, opts:
   }
 }
 
-function parseChat(ctx: ServerContext, body: unknown, served?: ServedModel): { req: ChatRequest; model: ServedModel } {
+/** The body checked and parsed, and the model it runs on (loaded first when it is known but not loaded). */
+async function parseChat(ctx: ServerContext, body: unknown, served?: ServedModel): Promise<{ req: ChatRequest; model: ServedModel }> {
   checkListLengths(ctx.registry, body);
   const req = parseChatRequest(body);
-  return { req, model: served ?? modelOr404(ctx.registry, req.model) };
+  return { req, model: served ?? (await loadedOr404(ctx.registry, req.model)) };
 }
 
 async function prepare(ctx: ServerContext, defaults: GenerationDefaults, req: ChatRequest, model: ServedModel, qos: QosClass): Promise<Prepared> {

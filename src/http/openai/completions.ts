@@ -8,7 +8,7 @@
 import * as v from "valibot";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import { QOS } from "../../engine/scheduler.ts";
-import { modelOr404 } from "../models.ts";
+import { loadedOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { RequestError, invalidRequest } from "../errors.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
@@ -102,7 +102,7 @@ function sharedPlan(req: CompletionRequest, n: number) {
 
 export async function completions(ctx: ServerContext, request: Request, peer = "unknown"): Promise<Response> {
   const req = parseCompletion(await readJsonBody(request));
-  const model = modelOr404(ctx.registry, req.model);
+  const model = await loadedOr404(ctx.registry, req.model);
   const mode = fimModeOf(req);
   const entries = promptEntries(req.prompt);
   const n = choicesPerPrompt(req, entries.length);

@@ -13,7 +13,7 @@ import { readJsonBody } from "../../body.ts";
 import { checkChatText, checkListLengths } from "../../chat-limits.ts";
 import { asRequestError } from "../../errors.ts";
 import { admissionHeaders, nonStreamResponse } from "../../keepalive.ts";
-import { modelOr404 } from "../../models.ts";
+import { loadedOr404 } from "../../models.ts";
 import { checkBatchInvariant, requestQos } from "../../qos.ts";
 import { cancelOnAbort, streamKeepaliveMs, type ServerContext } from "../../server-context.ts";
 import { streamResponse, type StreamSink } from "../../stream.ts";
@@ -99,7 +99,7 @@ async function prepareTurn(
   release: () => void,
 ): Promise<Turn> {
   const suffix = id.slice("resp_".length);
-  const model = modelOr404(ctx.registry, req.model ?? conversation.previous!.model);
+  const model = await loadedOr404(ctx.registry, req.model ?? conversation.previous!.model);
   const qos = requestQos(ctx.qos, request.headers);
   checkBatchInvariant(ctx.qos, request.headers);
   checkChatText(model, [

@@ -1,0 +1,142 @@
+// Before a model is loaded: does it fit in the memory that is free now?
+// (docs/cli.md#several-models). Its weights (the GGUF files' size: tensor
+// data is nearly all of a file) plus its KV for the window it would get
+// (bytes a token from the GGUF metadata, times the cells the worker's own
+// sizing would allocate, src/engine/kv-sizing.ts) against the host's
+// available memory, or the GPU's free memory where llama.cpp offloads to
+// one. A model that does not fit is refused naming both figures, instead of
+// a worker that dies half-way through allocating or a machine that swaps.
+import { existsSync, statSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { loadLlama } from "../../ffi/llama.ts";
+import { formatBytes, planKv } from "../engine/kv-sizing.ts";
+import { deviceFreeBytes, hostAvailableBytes, type FreeMemory } from "../engine/memory.ts";
+import type { GgufFile, GgufValue } from "../gguf/index.ts";
+import { RequestError } from "../pipeline/request-error.ts";
+
+/** How the worker will size its KV: the serve flags that decide it. */
+export interface KvSizing {
+  lanes: number;
+  /** --max-context N. */
+  maxContext?: number;
+  /** --kv-pool N. */
+  kvPool?: number;
+}
+
+export interface FitFigures {
+  weightBytes: number;
+  kvBytes: number;
+  /** KV cells (tokens) the worker would allocate. */
+  kvCells: number;
+  bytesPerToken: number;
+  free: FreeMemory;
+}
+
+/** A model that does not fit: 507 on demand (docs/api/openai.md#loading-and-unloading-models), exit 1 at startup. */
+export class ModelTooLargeError extends RequestError {
+  constructor(
+    readonly id: string,
+    readonly figures: FitFigures,
+  ) {
+    const f = figures;
+    super(
+      507,
+      `model '${id}' does not fit in memory: it needs ${formatBytes(f.weightBytes + f.kvBytes)} ` +
+        `(weights ${formatBytes(f.weightBytes)} + KV ${formatBytes(f.kvBytes)} for ${f.kvCells} tokens at ${formatBytes(f.bytesPerToken)} a token) ` +
+        `but ${formatBytes(f.free.bytes)} of ${f.free.where} memory is free` +
+        (f.kvBytes > 0 ? "; a smaller --max-context or --max-batch, or unloading another model, would make room" : ""),
+      "insufficient_memory",
+      "model",
+    );
+    this.name = "ModelTooLargeError";
+  }
+}
+
+function num(v: GgufValue | undefined): number | undefined {
+  if (typeof v === "number") return v;
+  if (typeof v === "bigint") return Number(v);
+  return undefined;
+}
+
+/**
+ * KV bytes one token takes, f16 K and V in every layer, from the GGUF
+ * metadata alone (the same sum the worker makes from the loaded model,
+ * src/engine/model.ts): per layer, KV heads x (key + value head size) x 2
+ * bytes. Per-layer head counts (an array) are summed layer by layer.
+ */
+export function kvBytesPerToken(file: GgufFile): number {
+  const md = file.metadata;
+  const arch = typeof md["general.architecture"] === "string" ? md["general.architecture"] : "";
+  const key = (k: string) => md[`${arch}.${k}`];
+  const layers = num(key("block_count")) ?? 0;
+  const headsRaw = key("attention.head_count");
+  const heads = Array.isArray(headsRaw) ? Math.max(0, ...headsRaw.map((h) => num(h) ?? 0)) : (num(headsRaw) ?? 0);
+  const embedding = num(key("embedding_length")) ?? 0;
+  const fallback = heads > 0 ? embedding / heads : 0;
+  const headSize = (k: string) => {
+    const n = num(key(`attention.${k}`));
+    return n !== undefined && n > 0 ? n : fallback;
+  };
+  const perHead = headSize("key_length") + headSize("value_length");
+  const kvRaw = key("attention.head_count_kv") ?? headsRaw;
+  let kvHeads = 0;
+  for (let l = 0; l < layers; l++) {
+    kvHeads += Array.isArray(kvRaw) ? (num(kvRaw[l]) ?? 0) : (num(kvRaw) ?? heads);
+  }
+  return kvHeads * perHead * 2;
+}
+
+const SPLIT_NAME = /-(\d{5})-of-(\d{5})\.gguf$/i;
+
+/** The bytes of a model's files: every shard of a split model. */
+export function weightBytesOf(path: string): number {
+  const m = SPLIT_NAME.exec(basename(path));
+  if (!m) return statSync(path).size;
+  let total = 0;
+  const count = Number(m[2]);
+  const stem = basename(path).slice(0, m.index);
+  for (let i = 1; i <= count; i++) {
+    const shard = join(dirname(path), `${stem}-${String(i).padStart(5, "0")}-of-${m[2]}.gguf`);
+    if (existsSync(shard)) total += statSync(shard).size;
+  }
+  return total;
+}
+
+/**
+ * Memory a model can be loaded into now: a GPU's free memory when llama.cpp
+ * offloads to one (weights and KV both go there), else the host's available
+ * memory within the cgroup's limit.
+ */
+export function freeMemory(): FreeMemory {
+  let device: number | undefined;
+  try {
+    device = deviceFreeBytes(loadLlama());
+  } catch {
+    device = undefined;
+  }
+  return device !== undefined ? { bytes: device, where: "device" } : { bytes: hostAvailableBytes(), where: "host" };
+}
+
+/**
+ * The figures of a load, computed as the worker would size the KV: an
+ * explicit --max-context or --kv-pool as given, auto sizing as kv-sizing.ts
+ * plans it from the memory left after the weights (its smallest pool is one
+ * window of min(trained window, 4096) tokens, which is what may not fit).
+ */
+export function fitFigures(path: string, file: GgufFile, trainedContext: number, sizing: KvSizing, free: FreeMemory = freeMemory()): FitFigures {
+  const weightBytes = weightBytesOf(path);
+  const bytesPerToken = kvBytesPerToken(file);
+  const left: FreeMemory = { bytes: Math.max(0, free.bytes - weightBytes), where: free.where };
+  const plan = planKv(
+    { ...(sizing.maxContext === undefined ? {} : { maxContext: sizing.maxContext }), ...(sizing.kvPool === undefined ? {} : { poolCells: sizing.kvPool }) },
+    { lanes: sizing.lanes, trainedContext, bytesPerToken, free: () => left },
+  );
+  return { weightBytes, kvBytes: plan.poolBytes, kvCells: plan.poolCells, bytesPerToken, free };
+}
+
+/** Throws ModelTooLargeError when weights plus KV exceed the free memory. */
+export function checkFit(id: string, path: string, file: GgufFile, trainedContext: number, sizing: KvSizing, free?: FreeMemory): FitFigures {
+  const figures = fitFigures(path, file, trainedContext, sizing, free);
+  if (figures.weightBytes + figures.kvBytes > figures.free.bytes) throw new ModelTooLargeError(id, figures);
+  return figures;
+}

@@ -1,0 +1,73 @@
+// Known models from disk (docs/cli.md#several-models): every GGUF under a
+// --model-dir, and a path or reference POST /v1/models/load names, each as
+// a ModelSource (served id, file, GGUF header facts). Only the header is
+// read (metadata and tensor infos, never weights), so knowing a model
+// loads nothing.
+import { basename } from "node:path";
+import { describeModel, readGguf, type GgufFile } from "../gguf/index.ts";
+import { RequestError } from "../pipeline/request-error.ts";
+import { ggufFilesUnder, ModelNotFoundError, pickFile, resolveModel, servedIdOfFile, type ResolvedModel } from "./model-ref.ts";
+import type { ModelSource } from "./registry.ts";
+
+/** A source with the parsed header kept: the fit check reads its metadata. */
+export interface KnownSource extends ModelSource {
+  file: GgufFile;
+}
+
+/** Reads a resolved model's GGUF header; a file that is not GGUF is 400 `unsupported_runtime`. */
+export async function sourceOf(resolved: ResolvedModel): Promise<KnownSource> {
+  let file: GgufFile;
+  try {
+    file = await readGguf(resolved.path);
+  } catch (err) {
+    throw new RequestError(
+      400,
+      `runtime llamacpp cannot serve ${basename(resolved.path)}: it reads a GGUF file, and this one is not (${(err as Error).message})`,
+      "unsupported_runtime",
+      "id",
+    );
+  }
+  return { id: resolved.id, path: resolved.path, info: describeModel(file), file };
+}
+
+/** A path or local reference (POST /v1/models/load): 404 `model_not_found` when nothing is there. */
+export async function describeToken(token: string, modelDirs: string[]): Promise<KnownSource> {
+  let resolved: ResolvedModel;
+  try {
+    resolved = resolveModel(token, modelDirs);
+  } catch (err) {
+    // The lookup's own message names this machine's folders; the client is told only what it asked for.
+    if (err instanceof ModelNotFoundError) throw new RequestError(404, `no model file or local reference '${token}' was found (nothing is downloaded)`, "model_not_found", "id");
+    throw err;
+  }
+  return sourceOf(resolved);
+}
+
+/**
+ * Every GGUF under the --model-dir folders (three levels down; a split
+ * model by its first part), served by file stem. A stem already taken is
+ * registered under its full file name instead; a file that is not a
+ * readable GGUF is skipped. `log` says both.
+ */
+export async function modelDirSources(dirs: string[], taken: Set<string>, log: (line: string) => void): Promise<KnownSource[]> {
+  const out: KnownSource[] = [];
+  for (const dir of dirs) {
+    const files = ggufFilesUnder(dir).filter((f) => pickFile([f], undefined) !== undefined);
+    for (const path of files) {
+      let id = servedIdOfFile(path);
+      if (taken.has(id)) {
+        const full = basename(path);
+        log(`superfluid: --model-dir ${dir}: ${full} is registered as '${full}': the id '${id}' is taken`);
+        id = full;
+        if (taken.has(id)) continue;
+      }
+      try {
+        out.push(await sourceOf({ id, path }));
+        taken.add(id);
+      } catch (err) {
+        log(`superfluid: --model-dir ${dir}: skipping ${basename(path)}: ${(err as Error).message}`);
+      }
+    }
+  }
+  return out;
+}

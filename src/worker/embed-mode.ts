@@ -1,0 +1,103 @@
+// A worker serving an embedding model (its GGUF declares a pooling type): the
+// embedder (src/engine/embedder.ts) in place of the generation engine. Embed
+// jobs queue, and each loop turn packs what is queued into one decode, so
+// inputs of requests that arrive together share it. Generation requests never
+// reach such a worker (the daemon refuses them by the worker's capabilities);
+// one that does ends at once with an error.
+import { Embedder } from "../engine/embedder.ts";
+import type { LlamaModel } from "../engine/model.ts";
+import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import type { WorkerArgs } from "./args.ts";
+
+/**
+ * Tokens one input may hold when --max-context is not given: the trained
+ * window up to 2048. One decode holds at most this many tokens, and a
+ * non-causal encoder's attention buffer grows with its square (llama-server
+ * itself takes 512 unless its micro-batch is raised).
+ */
+const DEFAULT_WINDOW = 2048;
+
+function describe(args: WorkerArgs, model: LlamaModel, embedder: Embedder): WorkerInfo {
+  const v = model.vocabInfo;
+  const bytesPerToken = model.kvBytesPerToken;
+  return {
+    protocol: PROTOCOL_VERSION,
+    model: args.model,
+    lanes: embedder.sequences,
+    sequences: embedder.sequences,
+    contextPerSequence: embedder.window,
+    kv: {
+      layout: "shared",
+      cells: embedder.window,
+      bytes: embedder.window * bytesPerToken,
+      bytesPerToken,
+      summary: `embedding model (${embedder.pooling} pooling, ${embedder.dimensions} dimensions): inputs of up to ${embedder.window} tokens, up to ${embedder.sequences} inputs in one decode`,
+    },
+    trainedContext: model.trainedContext,
+    embeddingLength: model.embeddingLength,
+    threads: args.threads,
+    prefillBudget: embedder.window,
+    vocab: { size: v.size, bos: v.bos, eos: v.eos, eot: v.eot, addBos: v.addBos, eog: v.eog },
+    capabilities: { generate: false, prefixCopy: false, embeddings: true, grammar: false },
+    embedding: { pooling: embedder.pooling, dimensions: embedder.dimensions, maxInputTokens: embedder.window, batchInputs: embedder.sequences },
+    library: { path: model.llama.location.llama, source: model.llama.location.source },
+  };
+}
+
+/** Vectors of one job as base64 of their float32 bytes, inputs in order. */
+function packVectors(vectors: Float32Array[], dimensions: number): string {
+  const all = new Float32Array(vectors.length * dimensions);
+  vectors.forEach((vector, i) => all.set(vector, i * dimensions));
+  return Buffer.from(all.buffer, all.byteOffset, all.byteLength).toString("base64");
+}
+
+/** Serves embed jobs until shutdown; the exit code of `superfluid worker`. */
+export async function serveEmbeddings(args: WorkerArgs, model: LlamaModel, send: (message: WorkerToDaemon) => void): Promise<number> {
+  let embedder: Embedder;
+  try {
+    const window = args.maxContext ?? Math.min(model.trainedContext > 0 ? model.trainedContext : DEFAULT_WINDOW, DEFAULT_WINDOW);
+    embedder = new Embedder(model, { threads: args.threads, window });
+  } catch (err) {
+    send({ type: "fatal", message: (err as Error).message });
+    return 3;
+  }
+  let wake: (() => void) | undefined;
+  let closing = false;
+  process.on("message", (message: DaemonToWorker) => {
+    if (message.type === "embed") embedder.submit({ id: message.id, inputs: message.inputs });
+    else if (message.type === "cancel") embedder.cancel(message.id);
+    else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: embedder.snapshot(), at: Date.now() });
+    else if (message.type === "shutdown") closing = true;
+    else if (message.type === "generate") {
+      const error = "this model embeds: it does not generate text";
+      send({ type: "tick", admitted: [], tokens: [], finished: [{ id: message.id, reason: "error", promptTokens: message.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true }] });
+    }
+    wake?.();
+  });
+  process.on("disconnect", () => {
+    closing = true;
+    wake?.();
+  });
+  send({ type: "ready", info: describe(args, model, embedder) });
+  try {
+    while (!closing) {
+      if (!embedder.hasWork()) {
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+        continue;
+      }
+      // Let embed jobs that arrived together in first, so they share the decode.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      for (const outcome of embedder.step()) {
+        if ("error" in outcome) send({ type: "embed-failed", id: outcome.id, error: outcome.error });
+        else send({ type: "embedded", id: outcome.id, dimensions: embedder.dimensions, data: packVectors(outcome.vectors, embedder.dimensions) });
+      }
+    }
+  } catch (err) {
+    send({ type: "fatal", message: (err as Error).stack ?? String(err) });
+    return 1;
+  }
+  embedder.close();
+  model.free();
+  return 0;
+}
