@@ -40,7 +40,10 @@
 // sf-chained that includes storing the response durably before
 // `response.completed` is sent), the terminal status, and the usage of the
 // final response (input tokens, `input_tokens_details.cached_tokens`, output
-// tokens); on sf-chained also `x-superfluid-continued` (warm or rebuilt). A
+// tokens); on sf-chained also `x-superfluid-continued` (warm or rebuilt); and
+// the CPU time of the server's processes from sending the request to --gap-ms
+// after its reply (bench/turns.ts groupCpuMs), which the machine's other load
+// does not move as it moves wall times. A
 // turn fails unless the reply is 200 and its stream ends with
 // `response.completed` (or superfluid's `response.incomplete` for
 // `max_output_tokens`).
@@ -55,6 +58,7 @@ import {
   f1,
   f2,
   finish,
+  groupCpuMs,
   libraryNote,
   median,
   printSpans,
@@ -97,6 +101,8 @@ interface Turn extends TimedTurn {
   continued?: string;
   /** The final response's id. */
   id?: string;
+  /** CPU time of the server's processes from sending to --gap-ms after the reply. */
+  cpuMs?: number;
 }
 
 const TERMINAL = new Set(["response.completed", "response.incomplete", "response.failed"]);
@@ -155,9 +161,16 @@ class Conversation {
       ...(this.chained ? { store: true, ...(this.previousId ? { previous_response_id: this.previousId } : {}), input } : { store: false, input: [...this.history, ...input] }),
     };
     const turn = newTurn(this.sys, this.round, n);
+    const cpu0 = groupCpuMs(this.sys);
     const output = await stream(this.sys, body, turn);
-    // A failed turn leaves the conversation where it was: the next turn continues the last stored response.
-    if (turn.ok) {
+    // The reply's after-work (storing it, the session log) counts too.
+    await Bun.sleep(setup.gapMs);
+    const cpu1 = groupCpuMs(this.sys);
+    if (cpu0 !== undefined && cpu1 !== undefined) turn.cpuMs = cpu1 - cpu0;
+    // A failed turn leaves the conversation where it was (the next turn continues the last stored
+    // response), its call outputs still to send.
+    if (!turn.ok) this.pending = input.slice(0, -1);
+    else {
       this.previousId = turn.id;
       this.history.push(...input, ...output);
       for (const call of output.filter((i) => i.type === "function_call")) {
@@ -200,7 +213,8 @@ if (haveLlama) arms.push(arm(LLAMA, false, () => startLlama(setup, LLAMA)));
 
 const results = await runRounds(setup, arms, (t) => {
   const use = `in ${t.inputTokens ?? "-"} cached ${t.cachedTokens ?? "-"} out ${t.outputTokens ?? "-"}`;
-  return `ttft ${t.ttftMs?.toFixed(1)} ms, total ${t.totalMs.toFixed(1)} ms, ${t.status} [${t.items.join(",")}], ${use}${t.continued ? `, ${t.continued}` : ""}`;
+  const cpu = t.cpuMs === undefined ? "" : `, cpu ${t.cpuMs.toFixed(1)} ms`;
+  return `ttft ${t.ttftMs?.toFixed(1)} ms, total ${t.totalMs.toFixed(1)} ms${cpu}, ${t.status} [${t.items.join(",")}], ${use}${t.continued ? `, ${t.continued}` : ""}`;
 });
 
 // ---------------------------------------------------------------- report
@@ -217,14 +231,16 @@ const ttftCols = labels.map((l) => `${l} TTFT ms`);
 const ratioCols = haveLlama ? ["chained/llama", "resent/llama"] : ["chained/resent"];
 const totalCols = labels.map((l) => `${l} total ms`);
 const useCols = labels.map((l) => `${l} prompt / cached`);
-console.log(tableHead(["turn", ...ttftCols, ...ratioCols, ...totalCols, ...useCols, "output tokens", "sf-chained continued"]));
+const cpuCol = `server CPU ms ${labels.join(" / ")}`;
+console.log(tableHead(["turn", ...ttftCols, ...ratioCols, ...totalCols, cpuCol, ...useCols, "output tokens", "sf-chained continued"]));
 for (let n = 1; n <= turns; n++) {
   const ttft = labels.map((l) => med(l, n, (t) => t.ttftMs));
   const ratios = haveLlama ? [ratio(ttft[0], ttft[2]), ratio(ttft[1], ttft[2])] : [ratio(ttft[0], ttft[1])];
   const totals = labels.map((l) => f1(med(l, n, (t) => t.totalMs)));
+  const cpu = labels.map((l) => f1(med(l, n, (t) => t.cpuMs))).join(" / ");
   const use = labels.map((l) => `${counts(l, n, (t) => t.inputTokens)} / ${counts(l, n, (t) => t.cachedTokens)}`);
   const out = labels.map((l) => counts(l, n, (t) => t.outputTokens)).join(" / ");
-  console.log(`| ${n} | ${[...ttft.map(f1), ...ratios.map(f2), ...totals, ...use, out, counts(CHAINED, n, (t) => t.continued)].join(" | ")} |`);
+  console.log(`| ${n} | ${[...ttft.map(f1), ...ratios.map(f2), ...totals, cpu, ...use, out, counts(CHAINED, n, (t) => t.continued)].join(" | ")} |`);
 }
 
 const spanRatios: [string, string, string][] = haveLlama
@@ -235,12 +251,16 @@ const spanRatios: [string, string, string][] = haveLlama
   : [["ratio chained/resent", CHAINED, RESENT]];
 const summary = printSpans(results, labels, turns, spanRatios);
 
-// Total time too (to the terminal event), turns 2..N, the same way.
+// Total time (to the terminal event) and server CPU too, turns 2..N, the same way.
 if (turns > 1) {
   const later = Array.from({ length: turns - 1 }, (_, i) => i + 2);
-  const totals = labels.map((l) => median(later.map((n) => med(l, n, (t) => t.totalMs)).filter((x): x is number => x !== undefined)));
-  console.log(`\nTotal ms, turns 2-${turns} (median of per-turn medians): ${labels.map((l, i) => `${l} ${f1(totals[i])}`).join(", ")}`);
-  summary[`total 2-${turns}`] = Object.fromEntries(labels.map((l, i) => [l, totals[i]]));
+  const spanMedian = (l: string, pick: (t: Turn) => number | undefined) => median(later.map((n) => med(l, n, pick)).filter((x): x is number => x !== undefined));
+  console.log("");
+  for (const [name, pick] of [["total ms", (t: Turn) => t.totalMs], ["server CPU ms", (t: Turn) => t.cpuMs]] as const) {
+    const ms = labels.map((l) => spanMedian(l, pick));
+    console.log(`${name[0]!.toUpperCase()}${name.slice(1)}, turns 2-${turns} (median of per-turn medians): ${labels.map((l, i) => `${l} ${f1(ms[i])}`).join(", ")}`);
+    summary[`${name} 2-${turns}`] = Object.fromEntries(labels.map((l, i) => [l, ms[i]]));
+  }
 }
 const statuses = labels.map((l) => `${l} ${[...new Set(results.filter((t) => t.system === l && t.turn > 0 && t.ok).map((t) => t.status))].join("/")}`);
 console.log(`Terminal status of the turns: ${statuses.join(", ")}`);

@@ -3,10 +3,11 @@
 // (started fresh for every round, each in its own process group, on the same
 // model, lanes, context and threads), the round loop that advances the arms'
 // conversations turn by turn, a streamed request timed to its first content,
-// and the medians and summary table of the report. Each script keeps its own
+// the CPU time a server's processes spent, and the medians and summary table
+// of the report. Each script keeps its own
 // request shapes, per-turn table and usage text.
 import type { ChildProcess } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { ensureFixture } from "../src/fixtures/index.ts";
 import { uniform } from "../src/fixtures/prng.ts";
@@ -161,6 +162,30 @@ export async function startLlama(s: Setup, label = "llama-server"): Promise<Serv
   const args = ["-m", s.modelPath, "-c", String(s.ctx * s.lanes), "-np", String(s.lanes), "-t", String(s.threads), "--jinja", "--reasoning", "off"];
   args.push("--host", "127.0.0.1", "--port", String(port));
   return startProcess(label, join(s.llamaDir, "llama-server"), args, { LD_LIBRARY_PATH: s.llamaDir }, port);
+}
+
+/**
+ * CPU time (ms) of every thread of every process in the server's process
+ * group so far, from /proc/PID/task/TID/schedstat (ns on CPU): superfluid's
+ * daemon, its prompt thread and its worker; llama-server. Unlike wall times
+ * it does not move with the machine's other load. Threads that ended are not
+ * counted, so only differences between reads while the server runs mean
+ * anything. Undefined off Linux.
+ */
+export function groupCpuMs(server: Server): number | undefined {
+  const group = server.child.pid;
+  if (group === undefined || !existsSync("/proc/self/schedstat")) return undefined;
+  let ns = 0;
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      // Fields after the command name (which may hold spaces): state, ppid, pgrp.
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) !== group) continue;
+      for (const tid of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    } catch {} // the process or thread ended while read
+  }
+  return ns / 1e6;
 }
 
 // ---------------------------------------------------------------- the conversation

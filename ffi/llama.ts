@@ -69,6 +69,12 @@ const llamaSymbols = {
   llama_sampler_apply: { args: ["ptr", "ptr"], returns: "void" },
   llama_sampler_reset: { args: ["ptr"], returns: "void" },
   llama_sampler_free: { args: ["ptr"], returns: "void" },
+  // LoRA adapters (src/worker/lora.ts): loaded against the model, applied to a
+  // context as one set (adapters, count, scales); this library has the
+  // set-at-once call, not the older per-adapter llama_set_adapter_lora.
+  llama_adapter_lora_init: { args: ["ptr", "ptr"], returns: "ptr" },
+  llama_adapter_lora_free: { args: ["ptr"], returns: "void" },
+  llama_set_adapters_lora: { args: ["ptr", "ptr", "u64", "ptr"], returns: "i32" },
 } as const;
 
 const shimSymbols = {

@@ -29,7 +29,7 @@ import { BatchRun, type LineExecutor, type StopReason } from "./runner.ts";
 import { BatchState, type LineResult, type StoredBatch } from "./state.ts";
 
 export const CHAT_ENDPOINT = "/v1/chat/completions";
-const EMBEDDINGS_ENDPOINT = "/v1/embeddings";
+export const EMBEDDINGS_ENDPOINT = "/v1/embeddings";
 /** The one completion window OpenAI accepts. */
 const WINDOW = "24h";
 const WINDOW_SEC = 24 * 3600;
@@ -40,10 +40,16 @@ export interface BatchServiceOptions {
   /** <sessions>/batches. */
   dir: string;
   files: BatchFiles;
-  /** Runs one line's body (on the default model, in the background class). */
+  /** Runs one /v1/chat/completions line's body (on the default model, in the background class). */
   execute: LineExecutor;
-  /** The served id of the model the lines run on. */
+  /** The served id the chat lines run on. */
   modelId: string;
+  /** /v1/embeddings lines, when served: each runs on the model it names. Without it such batches are refused. */
+  embeddings?: {
+    execute: LineExecutor;
+    /** The served id a model name means (an alias's target), for the batch's `model`; the name itself when no model has it. */
+    modelOf: (name: string) => string;
+  };
   limits?: QueueLimits;
   /** The completion window in seconds (24 h; shorter only in tests). */
   windowSec?: number;
@@ -85,14 +91,28 @@ function metadataOf(raw: unknown): Record<string, string> | null {
   return raw as Record<string, string>;
 }
 
-function endpointOf(raw: unknown): string {
-  if (raw === undefined || raw === null) return CHAT_ENDPOINT;
-  if (raw === EMBEDDINGS_ENDPOINT) {
-    throw new RequestError(400, "endpoint '/v1/embeddings' is not served yet: this server has no embeddings route, so batches run /v1/chat/completions only", "unsupported_endpoint", "endpoint");
-  }
-  if (raw !== CHAT_ENDPOINT) throw invalidRequest(`endpoint must be '${CHAT_ENDPOINT}', not ${JSON.stringify(raw)}`, "endpoint", "unsupported_endpoint");
-  return CHAT_ENDPOINT;
+/** The endpoint a batch runs: the chat route by default, the embeddings route when this service runs it. */
+function endpointOf(raw: unknown, embeddings: boolean): string {
+  if (raw === undefined || raw === null || raw === CHAT_ENDPOINT) return CHAT_ENDPOINT;
+  if (raw === EMBEDDINGS_ENDPOINT && embeddings) return EMBEDDINGS_ENDPOINT;
+  const served = embeddings ? `'${CHAT_ENDPOINT}' or '${EMBEDDINGS_ENDPOINT}'` : `'${CHAT_ENDPOINT}'`;
+  throw invalidRequest(`endpoint must be ${served}, not ${JSON.stringify(raw)}`, "endpoint", "unsupported_endpoint");
 }
+
+/** The `model` the first request of a checked input file names, when a string. */
+async function firstLineModel(path: string): Promise<string | undefined> {
+  // Leaving the loop closes the file after its first request.
+  for await (const line of batchLines(path)) return typeof line.body.model === "string" ? line.body.model : undefined;
+  return undefined;
+}
+
+/** A line of an endpoint this server no longer runs: a 400 in OpenAI's envelope, as the route would answer. */
+const unservedEndpoint =
+  (endpoint: string): LineExecutor =>
+  async () => ({
+    status: 400,
+    body: { error: { message: `this server does not run ${endpoint} batch lines`, type: "invalid_request_error", param: null, code: "unsupported_endpoint" } },
+  });
 
 export class BatchService {
   private readonly entries = new Map<string, Entry>();
@@ -158,7 +178,7 @@ export class BatchService {
     const { input_file_id: fileId, completion_window: window } = body;
     if (fileId === undefined || fileId === null) throw invalidRequest("you must provide an input_file_id parameter", "input_file_id", "missing_required_parameter");
     if (typeof fileId !== "string") throw invalidRequest("input_file_id must be a string", "input_file_id");
-    const endpoint = endpointOf(body.endpoint);
+    const endpoint = endpointOf(body.endpoint, this.opts.embeddings !== undefined);
     if (window !== undefined && window !== null && window !== WINDOW) throw invalidRequest(`completion_window must be '${WINDOW}'`, "completion_window");
     const metadata = metadataOf(body.metadata);
     this.refuseWhenFull();
@@ -179,7 +199,7 @@ export class BatchService {
         completionWindow: WINDOW,
         windowSec: this.windowSec,
         metadata,
-        model: this.opts.modelId,
+        model: await this.modelOf(endpoint, check.ok ? staged : undefined),
         total: check.ok ? check.total : 0,
       });
       const e: Entry = { stored: { seq: this.nextSeq++, batch: b }, done: new Set() };
@@ -207,6 +227,18 @@ export class BatchService {
     } finally {
       if (staged !== undefined) await this.state.discardInput(staged);
     }
+  }
+
+  /**
+   * The served id a new batch shows as its `model`: the default model for chat
+   * lines (they all run on it), the model the first line names for embedding
+   * lines (each runs on the model it names, normally all the same one), or
+   * "" when the file failed its check or its first line names none.
+   */
+  private async modelOf(endpoint: string, checked: string | undefined): Promise<string> {
+    if (endpoint !== EMBEDDINGS_ENDPOINT || !this.opts.embeddings) return this.opts.modelId;
+    const named = checked === undefined ? undefined : await firstLineModel(checked);
+    return named === undefined ? "" : this.opts.embeddings.modelOf(named);
   }
 
   /** A new batch's first save: one that fails is not created (500), since nothing would run or list it after a restart. */
@@ -360,7 +392,9 @@ export class BatchService {
           this.save(e);
         }
         const log = await this.state.openResults(b.id);
-        const run = new BatchRun(batchLines(input, (i) => e.done.has(i)), log, this.opts.execute, (r) => this.count(e, r));
+        const execute = b.endpoint === EMBEDDINGS_ENDPOINT ? this.opts.embeddings?.execute : this.opts.execute;
+        // Batches for the embeddings route stay on disk if a later start serves none: they fail every line rather than the batch.
+        const run = new BatchRun(batchLines(input, (i) => e.done.has(i)), log, execute ?? unservedEndpoint(b.endpoint), (r) => this.count(e, r));
         e.run = run;
         if (this.stopping) run.stop("shutdown");
         else if (e.stop) run.stop(e.stop);

@@ -15,7 +15,7 @@ import { ResponseStore } from "../responses/store.ts";
 import { ensureFixture } from "../fixtures/index.ts";
 import { BatchService } from "../batches/service.ts";
 import { createApp } from "../http/app.ts";
-import { runBatchLine } from "../http/openai/batches.ts";
+import { runBatchEmbedding, runBatchLine } from "../http/openai/batches.ts";
 import type { ServerContext } from "../http/server-context.ts";
 import { listen, type Listener } from "../http/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
@@ -227,9 +227,10 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   }
   let counter = 0;
   const loopback = isLoopbackName(options.host);
-  // Batch lines run through the chat route's handler in process (on `ctx`, set
-  // below before start() lets any line run), on the first model named (loaded
-  // again first if it was unloaded); the batches on disk are known from here.
+  // Batch lines run through their route's handler in process (on `ctx`, set
+  // below before start() lets any line run): chat lines on the first model
+  // named (loaded again first if it was unloaded), embedding lines on the
+  // model each names; the batches on disk are known from here.
   const lineModel = async () => {
     const model = await registry.resolve(primaryId);
     if (!model) throw new RequestError(503, `model '${primaryId}' is not served`, "model_not_found");
@@ -240,6 +241,10 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     files,
     modelId: primaryId,
     execute: async (body, signal) => runBatchLine(ctx, await lineModel(), body, signal),
+    embeddings: {
+      execute: (body, signal) => runBatchEmbedding(ctx, body, signal),
+      modelOf: (name) => registry.entry(name)?.id ?? name,
+    },
     log,
   });
   const ctx: ServerContext = {

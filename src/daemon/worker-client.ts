@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import type { EngineSnapshot, FinishEvent, GenerateRequest } from "../engine/jobs.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { ClassLanes } from "../engine/scheduler.ts";
-import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import { PROTOCOL_VERSION, type DaemonToWorker, type LoraAdapterInfo, type LoraMessage, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
 import { RequestError } from "../pipeline/request-error.ts";
 import type { GenerationJournal } from "../sessions/journal.ts";
 import { Channel } from "./channel.ts";
@@ -181,6 +181,14 @@ export class WorkerClient {
   private readonly pendingStats = new Map<string, (answer: { snapshot: EngineSnapshot; at: number }) => void>();
   /** Embed requests sent and not yet answered. */
   private readonly pendingEmbeds = new Map<string, { resolve: (result: EmbedResult) => void; reject: (err: Error) => void }>();
+  /** LoRA admin messages sent and not yet answered. */
+  private readonly pendingLora = new Map<string, { resolve: (adapters: LoraAdapterInfo[]) => void; reject: (err: Error) => void }>();
+  /**
+   * The LoRA adapters loaded (docs/api/lora.md), as the worker last confirmed
+   * them: a replacement worker loads them again before it takes a request.
+   */
+  private adapters: LoraAdapterInfo[] = [];
+  private nextAdapterId = 0;
   /** Deliveries wait here, in arrival order, for the journal to make their events durable. */
   private delivery: Promise<void> = Promise.resolve();
 
@@ -275,6 +283,76 @@ export class WorkerClient {
     });
   }
 
+  /** The LoRA adapters loaded, in id order. */
+  get loraAdapters(): LoraAdapterInfo[] {
+    return this.adapters.map((a) => ({ ...a }));
+  }
+
+  /**
+   * Loads a LoRA adapter (a GGUF path) at `scale`; it applies to requests
+   * submitted after the answer. Resolves with the adapters now loaded; a file
+   * libllama refuses is a 400.
+   */
+  loadLora(path: string, scale: number): Promise<LoraAdapterInfo[]> {
+    return this.lora({ type: "lora-load", id: randomUUID(), adapter: { id: this.nextAdapterId++, path, scale } });
+  }
+
+  /** Unloads an adapter by id (404 when none has it). */
+  unloadLora(id: number): Promise<LoraAdapterInfo[]> {
+    if (!this.adapters.some((a) => a.id === id)) return Promise.reject(new RequestError(404, `no LoRA adapter with id ${id} is loaded`, "adapter_not_found", "id"));
+    return this.lora({ type: "lora-unload", id: randomUUID(), adapter: id });
+  }
+
+  /** Sets loaded adapters' scales (404 naming the first id no adapter has). */
+  scaleLora(scales: { id: number; scale: number }[]): Promise<LoraAdapterInfo[]> {
+    const unknown = scales.find((s) => !this.adapters.some((a) => a.id === s.id));
+    if (unknown) return Promise.reject(new RequestError(404, `no LoRA adapter with id ${unknown.id} is loaded`, "adapter_not_found", "id"));
+    return this.lora({ type: "lora-scale", id: randomUUID(), scales });
+  }
+
+  private lora(message: LoraMessage): Promise<LoraAdapterInfo[]> {
+    if (this.info && !this.info.capabilities.generate) {
+      return Promise.reject(unsupportedModel("this model is an embedding model: LoRA adapters apply to text generation only"));
+    }
+    return new Promise<LoraAdapterInfo[]>((resolve, reject) => {
+      this.pendingLora.set(message.id, {
+        resolve: (adapters) => {
+          this.adapters = adapters;
+          resolve(adapters.map((a) => ({ ...a })));
+        },
+        reject,
+      });
+      this.sendWhenReady(message);
+    });
+  }
+
+  private settleLora(message: Extract<WorkerToDaemon, { type: "lora" | "lora-failed" }>): void {
+    const pending = this.pendingLora.get(message.id);
+    if (!pending) return;
+    this.pendingLora.delete(message.id);
+    if (message.type === "lora") pending.resolve(message.adapters);
+    else pending.reject(new RequestError(400, message.error, "invalid_adapter"));
+  }
+
+  /**
+   * A replacement worker loads the adapters its predecessor had, before any
+   * request reaches it (IPC keeps order). One it can no longer load (the file
+   * went away) is dropped from the list.
+   */
+  private restoreAdapters(proc: Subprocess): void {
+    for (const adapter of this.adapters) {
+      const id = randomUUID();
+      this.pendingLora.set(id, {
+        resolve: () => {},
+        reject: (err) => {
+          console.error(`superfluid: LoRA adapter ${adapter.id} (${adapter.path}) could not be loaded again after a worker restart: ${err.message}`);
+          this.adapters = this.adapters.filter((a) => a.id !== adapter.id);
+        },
+      });
+      proc.send({ type: "lora-load", id, adapter } satisfies DaemonToWorker);
+    }
+  }
+
   /** The engine's live snapshot (lanes, KV, rates), for /slots. */
   stats(): Promise<{ snapshot: EngineSnapshot; at: number }> {
     const id = randomUUID();
@@ -312,6 +390,11 @@ export class WorkerClient {
       .then(() => this.proc!.send(message))
       .catch((err: Error) => {
         if (message.type === "embed") return this.settleEmbed(message.id, err);
+        if (message.type === "lora-load" || message.type === "lora-unload" || message.type === "lora-scale") {
+          const pending = this.pendingLora.get(message.id);
+          this.pendingLora.delete(message.id);
+          return pending?.reject(err);
+        }
         if (message.type !== "generate") return;
         // Sent into a worker that died, or one already replaced: onExit hands the
         // request to the replacement (or fails it when it gives up).
@@ -355,6 +438,7 @@ export class WorkerClient {
             return;
           }
           this.info = message.info;
+          this.restoreAdapters(proc);
           settle.resolve();
         } else if (message.type === "fatal") {
           settle.reject(new WorkerStartError(`worker for ${o.model} failed: ${message.message}`));
@@ -368,6 +452,8 @@ export class WorkerClient {
           this.settleEmbed(message.id, { vectors: unpackVectors(message.data, message.dimensions), dimensions: message.dimensions });
         } else if (message.type === "embed-failed") {
           this.settleEmbed(message.id, new RequestError(500, `embedding failed: ${message.error}`));
+        } else if (message.type === "lora" || message.type === "lora-failed") {
+          this.settleLora(message);
         }
       },
     });
@@ -499,6 +585,11 @@ export class WorkerClient {
     const detail = proc.signalCode ? `killed by ${proc.signalCode}` : `exit code ${code}`;
     // Embed requests are cheap to repeat and hold no stream: they fail, and the client retries.
     for (const id of [...this.pendingEmbeds.keys()]) this.settleEmbed(id, new WorkerCrashedError(detail));
+    // An adapter change the dead worker never answered is not known to have happened.
+    for (const [id, pending] of [...this.pendingLora]) {
+      this.pendingLora.delete(id);
+      pending.reject(new WorkerCrashedError(detail));
+    }
     if (this.closing) return;
     this.respawns++;
     this.respawnsSinceTick++;

@@ -113,6 +113,19 @@ export class LlamaContext {
   }
 
   /**
+   * Makes `adapters` the LoRA set every later decode applies (all sequences
+   * alike: llama.cpp keeps one set per context). An empty list removes them.
+   * Scale 0 keeps an adapter loaded but out of the graph.
+   */
+  setAdapters(adapters: readonly { handle: Pointer; scale: number }[]): void {
+    const n = adapters.length;
+    const handles = n === 0 ? null : new BigUint64Array(adapters.map((a) => BigInt(a.handle)));
+    const scales = n === 0 ? null : new Float32Array(adapters.map((a) => a.scale));
+    const status = this.model.llama.api.llama_set_adapters_lora(this.handle, handles, BigInt(n), scales);
+    if (status !== 0) throw new Error(`llama_set_adapters_lora failed with status ${status}`);
+  }
+
+  /**
    * Drops a sequence's cells from position `from` on. False when the memory
    * cannot cut there (recurrent and hybrid models keep only whole states);
    * cutting from 0 always works.

@@ -8,6 +8,7 @@
 // its prompt fits beside what the live lanes hold, and a tick that finds too
 // few free cells first moves cached prefixes to the host tier, then pauses
 // the least urgent lane, before it decodes.
+import type { Pointer } from "bun:ffi";
 import { DecodeError, LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
 import { positionLogprobs } from "./logprobs.ts";
@@ -49,6 +50,17 @@ export interface EngineOptions {
   pinBudgetPct?: number;
   /** Clock for pin expiry in milliseconds (default Date.now; tests pass their own). */
   now?: () => number;
+}
+
+/** A LoRA adapter as the engine applies it: libllama's handle and its scale. */
+export interface AdapterBinding {
+  handle: Pointer;
+  scale: number;
+}
+
+/** An adapter set as a comparable key (handles and scales, in order). */
+function adapterKey(set: readonly AdapterBinding[]): string {
+  return set.map((a) => `${a.handle}:${a.scale}`).join(",");
 }
 
 /** Recent ticks the rates in snapshot() are measured over. */
@@ -135,10 +147,15 @@ export class Engine {
     starvationGrants: 0,
     expired: 0,
     spacePauses: 0,
+    adapterSwitches: 0,
   };
   private admissions = 0;
   /** Queued requests that have waited for a shared prefill (counted once each in stats.coalesced). */
   private readonly waiting = new Set<string>();
+  /** The LoRA set decodes apply now, as adapterKey() gives it ("" = none). */
+  private adapterKey = "";
+  /** A LoRA set waiting for the lanes under the current one to finish (setAdapters), and who waits for it. */
+  private pendingAdapters?: { set: AdapterBinding[]; applied: (() => void)[] };
 
   constructor(
     readonly model: LlamaModel,
@@ -227,7 +244,41 @@ export class Engine {
   }
 
   hasWork(): boolean {
-    return this.lanes.size > 0 || this.queue.size > 0;
+    return this.lanes.size > 0 || this.queue.size > 0 || this.pendingAdapters !== undefined;
+  }
+
+  /**
+   * Changes the LoRA adapter set (docs/api/lora.md). One llama_context applies
+   * one set to every sequence of a decode, so lanes under two sets cannot
+   * share a tick: the change waits until every request running (or paused by
+   * a preemption) under the current set has finished, requests submitted
+   * after it wait behind it, and it is applied between ticks, at once when
+   * nothing runs. A new set empties the prefix cache (KvPool.forgetCached):
+   * KV computed under one set is never served under another. `applied` runs
+   * once the context no longer uses the previous set, so an adapter left out
+   * may then be freed. A later call before this one applied replaces its set.
+   */
+  setAdapters(set: readonly AdapterBinding[], applied?: () => void): void {
+    const pending = this.pendingAdapters ?? { set: [], applied: [] };
+    pending.set = set.slice();
+    if (applied) pending.applied.push(applied);
+    this.pendingAdapters = pending;
+    this.applyAdapters();
+  }
+
+  /** Applies a pending adapter set once no lane runs and no paused lane waits under the current one. */
+  private applyAdapters(): void {
+    const pending = this.pendingAdapters;
+    if (!pending || this.lanes.size > 0 || this.queue.items().some((q) => q.paused)) return;
+    this.pendingAdapters = undefined;
+    const key = adapterKey(pending.set);
+    if (key !== this.adapterKey) {
+      this.context.setAdapters(pending.set);
+      this.adapterKey = key;
+      this.pool.forgetCached();
+      this.counters.adapterSwitches++;
+    }
+    for (const done of pending.applied) done();
   }
 
   submit(job: GenerateJob): void {
@@ -258,6 +309,7 @@ export class Engine {
     this.counters.ticks++;
     const events: TickEvents = { admitted: [], tokens: [], finished: [] };
     this.retireCancelled(events);
+    this.applyAdapters();
     this.admit(events);
     if (this.lanes.size === 0) return events;
     const before = [this.counters.decodedTokens, this.counters.prefilledTokens];
@@ -391,8 +443,10 @@ export class Engine {
     return this.pool.liveCells + this.pool.cellsToSeat(target) + headroom <= this.pool.capacity;
   }
 
-  /** A queued item may start now: its class is under its lane cap and it is not waiting for a shared prefill. */
+  /** A queued item may start now: its class is under its lane cap, it is not waiting for a shared prefill, and no new adapter set waits. */
   private admissible(item: Queued, qos: QosClass): boolean {
+    // A new adapter set waits for the requests under the current one; only those (paused ones) may start.
+    if (this.pendingAdapters && !item.paused) return false;
     const cap = this.opts.classLanes?.[QOS_NAMES[qos]];
     if (cap !== undefined && this.laneCounts()[qos] >= cap) return false;
     if (!item.paused && this.awaitsSharedPrefill(item.job)) {

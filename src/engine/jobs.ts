@@ -104,6 +104,8 @@ export interface EngineSnapshot {
   spaceEvictions: number;
   /** Lanes paused because a shared pool had no room for a tick. */
   spacePauses: number;
+  /** Times the LoRA adapter set changed (each one empties the prefix cache, docs/api/lora.md). */
+  adapterSwitches: number;
   prefixCache: {
     poolEntries: number;
     hostEntries: number;

@@ -331,6 +331,21 @@ export class KvPool {
     if (this.trimToPin(seq)) this.stats.spaceEvictions++;
   }
 
+  /**
+   * Forgets every cached prefix, in the pool and in the host tier: the
+   * adapter set changed, and KV computed under one set must never be served
+   * under another (docs/api/lora.md#prefix-cache). Live lanes keep theirs
+   * (the engine changes the set only with none running).
+   */
+  forgetCached(): void {
+    for (const seq of this.sequences) {
+      if (seq.live) continue;
+      this.cache.withdraw(seq);
+      this.cutTo(seq, 0);
+    }
+    this.cache.clearHost();
+  }
+
   /** Cuts a sequence back to `length` tokens; a memory that cannot cut mid-sequence (recurrent, hybrid) is emptied. */
   cutTo(seq: KvSequence, length: number): void {
     if (length >= seq.tokens.length) return;

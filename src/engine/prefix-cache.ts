@@ -126,6 +126,11 @@ export class PrefixCache {
     return [...this.poolEntries.values()].sort((a, b) => a.usedAt - b.usedAt).map((e) => e.seq);
   }
 
+  /** Drops every host-tier entry (their KV was computed under another adapter set). */
+  clearHost(): void {
+    for (const e of [...this.tree.entries()]) if (e.kind === "host") this.dropHost(e);
+  }
+
   private dropHost(entry: Extract<CacheEntry, { kind: "host" }>): void {
     if (!this.tree.tokensOf(entry)) return; // already dropped (e.g. trimmed while being restored)
     this.tree.remove(entry);

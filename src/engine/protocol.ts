@@ -5,7 +5,7 @@ import type { EmbedJob, PoolingName } from "./embedder.ts";
 import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 
 export interface WorkerInfo {
   protocol: number;
@@ -44,6 +44,25 @@ export interface WorkerInfo {
   library: { path: string; source: string };
 }
 
+/** A LoRA adapter loaded on a worker (docs/api/lora.md): the daemon numbers them. */
+export interface LoraAdapterInfo {
+  id: number;
+  path: string;
+  scale: number;
+}
+
+/**
+ * The LoRA admin messages, each answered by one `lora` message (the adapters
+ * loaded after it, in id order) or `lora-failed`, under the request's `id`.
+ * A new set applies to requests submitted after the message, once those
+ * running under the previous set finish (Engine.setAdapters).
+ */
+export type LoraMessage =
+  | { type: "lora-load"; id: string; adapter: LoraAdapterInfo }
+  | { type: "lora-unload"; id: string; adapter: number }
+  /** New scales for loaded adapters (those not named keep theirs). */
+  | { type: "lora-scale"; id: string; scales: { id: number; scale: number }[] };
+
 /** A request for the engine: the job itself, as the executor takes it. */
 export type GenerateMessage = { type: "generate" } & GenerateJob;
 
@@ -53,6 +72,7 @@ export type EmbedMessage = { type: "embed" } & EmbedJob;
 export type DaemonToWorker =
   | GenerateMessage
   | EmbedMessage
+  | LoraMessage
   | { type: "cancel"; id: string }
   | { type: "stats"; id: string }
   | { type: "shutdown" };
@@ -68,6 +88,8 @@ export type WorkerToDaemon =
    * would be ~3x larger and slower to parse); or why it failed.
    */
   | { type: "embedded"; id: string; dimensions: number; data: string }
-  | { type: "embed-failed"; id: string; error: string };
+  | { type: "embed-failed"; id: string; error: string }
+  | { type: "lora"; id: string; adapters: LoraAdapterInfo[] }
+  | { type: "lora-failed"; id: string; error: string };
 
 export type { EngineSnapshot, FinishEvent, TickEvents };

@@ -142,6 +142,7 @@ export async function slots(model: ServedModel) {
         space_evictions: s.spaceEvictions,
         space_pauses: s.spacePauses,
         preemptions: s.preemptions,
+        adapter_switches: s.adapterSwitches,
         resumes: s.resumes,
         starvation_grants: s.starvationGrants,
         expired: s.expired,

@@ -29,7 +29,9 @@ export function checkListLengths(registry: ModelRegistry, body: unknown): void {
       "array_above_max_length",
     );
   }
-  const named = typeof id === "string" ? registry.find(id) : undefined;
+  // A lookup without side effects: a model not loaded yet is loaded (or
+  // waited for) by the route after these checks, not here.
+  const named = typeof id === "string" ? registry.entry(id)?.served : undefined;
   const windows = named ? [named.contextWindow] : registry.all().map((m) => m.contextWindow);
   if (!Array.isArray(messages) || windows.length === 0) return;
   const window = Math.max(...windows);

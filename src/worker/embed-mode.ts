@@ -71,6 +71,8 @@ export async function serveEmbeddings(args: WorkerArgs, model: LlamaModel, send:
     else if (message.type === "generate") {
       const error = "this model embeds: it does not generate text";
       send({ type: "tick", admitted: [], tokens: [], finished: [{ id: message.id, reason: "error", promptTokens: message.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true }] });
+    } else if (message.type === "lora-load" || message.type === "lora-unload" || message.type === "lora-scale") {
+      send({ type: "lora-failed", id: message.id, error: "this model embeds: LoRA adapters apply to text generation only" });
     }
     wake?.();
   });

@@ -9,6 +9,7 @@ import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDa
 import { declaredPooling } from "../engine/embedder.ts";
 import { parseWorkerArgs, UsageError, type WorkerArgs } from "./args.ts";
 import { serveEmbeddings } from "./embed-mode.ts";
+import { LoraAdapters } from "./lora.ts";
 
 function send(message: WorkerToDaemon): void {
   process.send!(message);
@@ -123,8 +124,16 @@ export async function runWorker(argv: string[]): Promise<number> {
 
   let wake: (() => void) | undefined;
   let closing = false;
+  const adapters = new LoraAdapters(model, engine);
   process.on("message", (message: DaemonToWorker) => {
     if (message.type === "generate") engine.submit(message);
+    else if (message.type === "lora-load" || message.type === "lora-unload" || message.type === "lora-scale") {
+      try {
+        send({ type: "lora", id: message.id, adapters: adapters.handle(message) });
+      } catch (err) {
+        send({ type: "lora-failed", id: message.id, error: (err as Error).message });
+      }
+    }
     else if (message.type === "cancel") engine.cancel(message.id);
     else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: engine.snapshot(), at: Date.now() });
     else if (message.type === "shutdown") closing = true;

@@ -165,12 +165,13 @@ describe("refused requests", () => {
     expect(r.error.param).toBe("input_file_id");
   });
 
-  test("/v1/embeddings is a 400 until embeddings are served; another window is a 400; so is a missing input_file_id", async () => {
+  test("an endpoint batches do not run is a 400; another window is a 400; so is a missing input_file_id", async () => {
     const input = await uploadLines(s.client, [chatLine("x")]);
-    const embeddings = await refusal(s.client.batches.create({ input_file_id: input, endpoint: "/v1/embeddings", completion_window: "24h" }));
-    expect(embeddings.status).toBe(400);
-    expect(embeddings.error.code).toBe("unsupported_endpoint");
-    expect(embeddings.error.message).toContain("not served yet");
+    const endpoint = await refusal(s.client.batches.create({ input_file_id: input, endpoint: "/v1/completions", completion_window: "24h" }));
+    expect(endpoint.status).toBe(400);
+    expect(endpoint.error.code).toBe("unsupported_endpoint");
+    expect(endpoint.error.param).toBe("endpoint");
+    expect(endpoint.error.message).toContain("/v1/embeddings");
     const window = await refusal(s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "48h" as "24h" }));
     expect(window.status).toBe(400);
     expect(window.error.param).toBe("completion_window");

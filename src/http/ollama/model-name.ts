@@ -9,14 +9,7 @@ export function withoutLatest(name: string): string {
   return name.endsWith(":latest") ? name.slice(0, -":latest".length) : name;
 }
 
-export function ollamaModel(registry: ModelRegistry, name: unknown): ServedModel {
-  if (typeof name !== "string" || name === "") throw invalidRequest("model is required", "model");
-  const model = registry.find(name) ?? registry.find(withoutLatest(name));
-  if (!model) throw new RequestError(404, `model '${name}' not found`, "model_not_found", "model");
-  return model;
-}
-
-/** As ollamaModel, loading the model first when it is known but not loaded. */
+/** The model an Ollama request names, loaded first when it is known but not loaded. */
 export async function loadedOllamaModel(registry: ModelRegistry, name: unknown): Promise<ServedModel> {
   if (typeof name !== "string" || name === "") throw invalidRequest("model is required", "model");
   const model = (await registry.resolve(name)) ?? (await registry.resolve(withoutLatest(name)));

@@ -12,6 +12,7 @@ import { readJsonBody } from "../body.ts";
 import { RequestError } from "../errors.ts";
 import type { ServerContext } from "../server-context.ts";
 import { runChatCompletion } from "./chat.ts";
+import { runEmbeddings } from "./embeddings.ts";
 
 /**
  * A batch line's defaults: the model's own sampling defaults (the operator's
@@ -20,9 +21,19 @@ import { runChatCompletion } from "./chat.ts";
  */
 const LINE_DEFAULTS: GenerationDefaults = { operatorSampling: {}, maxTokens: 2048 };
 
-/** Runs one batch line: the chat completions handler in process, on `model` whatever the line names, in the background class. */
+/** Runs one /v1/chat/completions batch line: the chat completions handler in process, on `model` whatever the line names, in the background class. */
 export function runBatchLine(ctx: ServerContext, model: ServedModel, body: Record<string, unknown>, signal: AbortSignal): Promise<LineReply> {
   return runChatCompletion(ctx, body, { qos: QOS.background, signal, model, defaults: LINE_DEFAULTS });
+}
+
+/**
+ * Runs one /v1/embeddings batch line: the embeddings handler in process, on
+ * the model the line names (the default model is normally a chat model,
+ * which cannot embed). The embed path has no QoS classes: the line's inputs
+ * queue with interactive embedding requests in the worker's one embed queue.
+ */
+export function runBatchEmbedding(ctx: ServerContext, body: Record<string, unknown>, signal: AbortSignal): Promise<LineReply> {
+  return runEmbeddings(ctx, body, signal);
 }
 
 /** A batch id from the path; a malformed %-escape names no batch. */

@@ -9,6 +9,7 @@ import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoi
 import { logitBiasOf, stopList } from "../../pipeline/generation.ts";
 import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
 import { parseWith } from "../validate.ts";
+import { refusePerRequestLora } from "./lora.ts";
 import { chatRequestSchema, type ChatMessageInput, type ChatRequest } from "./chat-schema.ts";
 import { requestSampling } from "./sampling-fields.ts";
 
@@ -16,6 +17,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
   if (!("model" in body) || (body as { model: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
   if (!("messages" in body)) throw invalidRequest("you must provide a messages parameter", "messages");
+  refusePerRequestLora(body);
   const req = parseWith(chatRequestSchema, body);
   if (req.top_logprobs !== undefined && req.top_logprobs !== null && !req.logprobs) {
     throw invalidRequest("top_logprobs requires logprobs to be true", "top_logprobs");

@@ -22,6 +22,7 @@ import { FIM_DEFAULT_MAX_TOKENS, FIM_MODES, fimMarkersOf, fimTargetOf, type FimM
 import { stopList } from "../../pipeline/generation.ts";
 import type { ServerContext } from "../server-context.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
+import { refusePerRequestLora } from "./lora.ts";
 
 /** Choices one request may ask for, over all its prompts: as many as chat's n allows. */
 const MAX_CHOICES = 128;
@@ -48,6 +49,7 @@ function parseCompletion(body: unknown): CompletionRequest {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
   if ((body as { model?: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
   if ((body as { prompt?: unknown }).prompt === undefined) throw invalidRequest("you must provide a prompt parameter", "prompt");
+  refusePerRequestLora(body);
   return parseWith(completionSchema, body);
 }
 

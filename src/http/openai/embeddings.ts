@@ -4,13 +4,16 @@
 // first n and scales them to unit length again (how OpenAI shortens its own
 // embeddings); `encoding_format: "base64"` sends each vector as its
 // little-endian float32 bytes, which OpenAI's clients ask for by default.
+// The Batches API runs its /v1/embeddings lines through the same code in
+// process (runEmbeddings).
 import * as v from "valibot";
 import { embedTokens, embeddingFacts, normalize, tokenizeInputs, type EmbedInput } from "../../pipeline/embedding.ts";
 import { readJsonBody } from "../body.ts";
-import { invalidRequest, RequestError } from "../errors.ts";
+import { asRequestError, invalidRequest, RequestError } from "../errors.ts";
 import { loadedOr404 } from "../models.ts";
 import type { ServerContext } from "../server-context.ts";
 import { int, opt, parseWith } from "../validate.ts";
+import { openaiErrorBody } from "./envelope.ts";
 
 /**
  * A string, an array of token ids, or an array of inputs each a string or a
@@ -49,7 +52,26 @@ function encoded(vector: Float32Array, format: "float" | "base64"): number[] | s
 }
 
 export async function embeddings(ctx: ServerContext, request: Request): Promise<Response> {
-  const body = await readJsonBody(request);
+  return Response.json(await embed(ctx, await readJsonBody(request), request.signal));
+}
+
+/**
+ * An embeddings body run in process, outside any HTTP request (the Batches
+ * API's lines, docs/api/batches.md): the status and the JSON body the route
+ * would answer (errors in OpenAI's envelope). It runs on the model the body
+ * names; aborting `signal` drops its inputs while they are still queued.
+ */
+export async function runEmbeddings(ctx: ServerContext, body: unknown, signal: AbortSignal): Promise<{ status: number; body: unknown }> {
+  try {
+    return { status: 200, body: await embed(ctx, body, signal) };
+  } catch (err) {
+    const e = asRequestError(err);
+    return { status: e.status, body: openaiErrorBody(e) };
+  }
+}
+
+/** A parsed body to OpenAI's embedding list: the route's work, shared by the route and the batch lines. */
+async function embed(ctx: ServerContext, body: unknown, signal: AbortSignal) {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
   if ((body as { model?: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
   if ((body as { input?: unknown }).input === undefined) throw invalidRequest("you must provide an input parameter", "input");
@@ -64,13 +86,13 @@ export async function embeddings(ctx: ServerContext, request: Request): Promise<
     throw invalidRequest(`dimensions (${dimensions}) must be at most the model's ${facts.dimensions}`, "dimensions");
   }
   const tokens = await tokenizeInputs(model, embeddingInputs(req.input), { field: "input" });
-  const vectors = await embedTokens(model, tokens, request.signal);
+  const vectors = await embedTokens(model, tokens, signal);
   const format = req.encoding_format ?? "float";
   const promptTokens = tokens.reduce((sum, t) => sum + t.length, 0);
-  return Response.json({
+  return {
     object: "list",
     data: vectors.map((vector, index) => ({ object: "embedding", index, embedding: encoded(shorten(normalize(vector), dimensions), format) })),
     model: model.id,
     usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
-  });
+  };
 }

@@ -7,9 +7,11 @@ import { chatCompletions } from "./chat.ts";
 import { completions } from "./completions.ts";
 import { embeddings } from "./embeddings.ts";
 import { rerank } from "./rerank.ts";
+import { mountAudio } from "./audio.ts";
 import { mountBatches } from "./batches.ts";
 import { mountFiles } from "./files.ts";
 import { openaiErrorBody } from "./envelope.ts";
+import { mountLora } from "./lora.ts";
 import { mountModelAdmin } from "./model-admin.ts";
 import { entryObject, listModels } from "./models.ts";
 import { mountResponses } from "./responses/routes.ts";
@@ -40,8 +42,10 @@ export const openaiFamily: ApiFamily = {
       .post("/v1/rerank", ({ request }) => rerank(ctx, request), noParse)
       .post("/rerank", ({ request }) => rerank(ctx, request), noParse);
     mountModelAdmin(app, ctx);
+    mountLora(app, ctx);
     mountResponses(app, ctx);
     mountFiles(app, ctx);
     mountBatches(app, ctx);
+    mountAudio(app);
   },
 };

@@ -7,24 +7,12 @@ import type { Elysia } from "elysia";
 import * as v from "valibot";
 import { readJsonBody } from "../body.ts";
 import { RequestError } from "../errors.ts";
-import { peerAddress } from "../listener.ts";
-import { isLoopbackName } from "../origin-guard.ts";
+import { requireAdmin } from "../admin-guard.ts";
 import type { ServerContext } from "../server-context.ts";
 import { parseWith } from "../validate.ts";
 import { entryObject, modelObject } from "./models.ts";
 
 const idBody = v.looseObject({ id: v.pipe(v.string(), v.minLength(1)) });
-
-/** The TCP peer's address as the listener saw it (an IPv4 peer on a dual-stack socket as `::ffff:a.b.c.d`). */
-function isLoopbackPeer(address: string): boolean {
-  return isLoopbackName(address.replace(/^::ffff:/i, ""));
-}
-
-function requireAdmin(request: Request): void {
-  if (!isLoopbackPeer(peerAddress(request))) {
-    throw new RequestError(403, "loading and unloading models is an admin action, open only to clients on this machine (loopback)", "admin_required");
-  }
-}
 
 /** A model id from the path; a malformed %-escape names no model. */
 function decodeId(raw: string): string {
@@ -46,7 +34,7 @@ export function mountModelAdmin(app: Elysia, ctx: ServerContext): void {
     .post(
       "/v1/models/load",
       async ({ request }) => {
-        requireAdmin(request);
+        requireAdmin(request, "loading and unloading models");
         const { id } = parseWith(idBody, await readJsonBody(request));
         const model = await ctx.registry.loadAsDefault(id);
         return modelObject(ctx.registry, model);
@@ -56,7 +44,7 @@ export function mountModelAdmin(app: Elysia, ctx: ServerContext): void {
     .post(
       "/v1/models/unload",
       async ({ request }) => {
-        requireAdmin(request);
+        requireAdmin(request, "loading and unloading models");
         const { id } = parseWith(idBody, await readJsonBody(request));
         return unload(ctx, id);
       },
@@ -65,7 +53,7 @@ export function mountModelAdmin(app: Elysia, ctx: ServerContext): void {
     .delete(
       "/v1/models/*",
       async ({ request, params }) => {
-        requireAdmin(request);
+        requireAdmin(request, "loading and unloading models");
         return unload(ctx, decodeId(params["*"]));
       },
       noParse,
