@@ -23,25 +23,54 @@
 import type { ServedModel } from "../daemon/served-model.ts";
 import { commonPrefix } from "../engine/token-prefix.ts";
 import { renderChatPrompt, rendersTools, type ChatJob, type RenderedPrompt } from "./chat-job.ts";
+import { Lru } from "./lru.ts";
 
 /** A turn's close is its end token and a separator or two; more means the end token found is not that turn's. */
 const MAX_SEPARATOR_TOKENS = 3;
+
+/** What a warm continuation compares the whole render with: the stored conversation rendered without its last turn, and whole (no generation prompt). */
+export interface HistoryRenders {
+  earlier: number[];
+  history: number[];
+}
+
+/**
+ * Renders of stored conversations, by the caller's key (a stored response
+ * and the head it would be continued under): made right after a turn is
+ * stored, while the client reads the reply or runs its tools, so the next
+ * turn renders only once, as a rebuilt one does.
+ */
+const historyRenders = new Lru<HistoryRenders>(64);
+
+/** The renders of the job's first `historyLength` messages; undefined when the template refuses a partial conversation (one that must end with a user turn). */
+async function renderHistory(model: ServedModel, job: ChatJob, historyLength: number): Promise<HistoryRenders | undefined> {
+  const withTools = rendersTools(job);
+  const render = async (count: number) => (await renderChatPrompt(model, { ...job, messages: job.messages.slice(0, count) }, withTools, false)).tokens;
+  const renders = await Promise.all([render(historyLength - 1), render(historyLength)]).catch(() => undefined);
+  return renders && { earlier: renders[0], history: renders[1] };
+}
+
+/** Renders the job's conversation (`historyLength` messages, all stored) ahead of the turn that will continue it, under `key`. */
+export async function rememberHistory(key: string, model: ServedModel, job: ChatJob, historyLength: number): Promise<void> {
+  const renders = await renderHistory(model, job, historyLength);
+  if (renders) historyRenders.set(key, renders);
+}
 
 /**
  * The job's prompt as `stored` (the conversation of its first `historyLength`
  * messages, as tokens, ending with an assistant turn) plus its later
  * messages; undefined when the renders do not line up that way, and the
- * caller rebuilds instead.
+ * caller rebuilds instead. `key` finds renders remembered for it.
  */
-export async function continuedPrompt(model: ServedModel, job: ChatJob, historyLength: number, stored: number[]): Promise<RenderedPrompt | undefined> {
+export async function continuedPrompt(model: ServedModel, job: ChatJob, historyLength: number, stored: number[], key?: string): Promise<RenderedPrompt | undefined> {
   if (job.messages[historyLength - 1]?.role !== "assistant") return undefined;
-  const withTools = rendersTools(job);
-  const render = async (count: number) => (await renderChatPrompt(model, { ...job, messages: job.messages.slice(0, count) }, withTools, false)).tokens;
-  // A template may refuse a partial conversation (one that must end with a
-  // user turn): then there is no warm way, and the whole render, rebuilt, decides.
-  const renders = await Promise.all([render(historyLength - 1), render(historyLength), renderChatPrompt(model, job, withTools, true)]).catch(() => undefined);
-  if (!renders) return undefined;
-  const [earlier, history, whole] = renders;
+  const remembered = key === undefined ? undefined : historyRenders.get(key);
+  const [renders, whole] = await Promise.all([
+    remembered ?? renderHistory(model, job, historyLength),
+    renderChatPrompt(model, job, rendersTools(job), true).catch(() => undefined),
+  ]);
+  if (!renders || !whole) return undefined;
+  const { earlier, history } = renders;
   if (commonPrefix(earlier, whole.tokens) !== earlier.length) return undefined;
   const ends = (tokens: number[]) => tokens.flatMap((t, i) => (model.tokenizer.isEog(t) ? [i] : []));
   const historyEnds = ends(history);

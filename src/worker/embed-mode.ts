@@ -17,6 +17,18 @@ import type { WorkerArgs } from "./args.ts";
  */
 const DEFAULT_WINDOW = 2048;
 
+/**
+ * The window: --max-context or DEFAULT_WINDOW, never past the trained
+ * window. A BERT-style encoder has one learned position row per trained
+ * position, and llama.cpp aborts the whole process (a failed assert in
+ * get_rows) on a position past them, so a longer input must be refused
+ * before it reaches the decode.
+ */
+function embeddingWindow(maxContext: number | undefined, trainedContext: number): number {
+  const asked = maxContext ?? DEFAULT_WINDOW;
+  return trainedContext > 0 ? Math.min(asked, trainedContext) : asked;
+}
+
 function describe(args: WorkerArgs, model: LlamaModel, embedder: Embedder): WorkerInfo {
   const v = model.vocabInfo;
   const bytesPerToken = model.kvBytesPerToken;
@@ -55,8 +67,7 @@ function packVectors(vectors: Float32Array[], dimensions: number): string {
 export async function serveEmbeddings(args: WorkerArgs, model: LlamaModel, send: (message: WorkerToDaemon) => void): Promise<number> {
   let embedder: Embedder;
   try {
-    const window = args.maxContext ?? Math.min(model.trainedContext > 0 ? model.trainedContext : DEFAULT_WINDOW, DEFAULT_WINDOW);
-    embedder = new Embedder(model, { threads: args.threads, window });
+    embedder = new Embedder(model, { threads: args.threads, window: embeddingWindow(args.maxContext, model.trainedContext) });
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });
     return 3;

@@ -6,7 +6,7 @@
 import type { ChatMessage } from "../../../codec/index.ts";
 import type { ServedModel } from "../../../daemon/served-model.ts";
 import type { ChatJob, RenderedPrompt } from "../../../pipeline/chat-job.ts";
-import { continuedPrompt } from "../../../pipeline/continued-prompt.ts";
+import { continuedPrompt, rememberHistory } from "../../../pipeline/continued-prompt.ts";
 import { contentKey } from "../../../pipeline/lru.ts";
 import { RequestError } from "../../../pipeline/request-error.ts";
 import type { Item, ResponseIndex, ResponseStore } from "../../../responses/store.ts";
@@ -58,5 +58,24 @@ export async function warmPrompt(store: ResponseStore, model: ServedModel, job: 
   const previous = conversation.previous;
   if (!previous || previous.model !== model.id || !previous.warmable || previous.head !== head) return undefined;
   if (conversation.historyLength === 0) return undefined;
-  return continuedPrompt(model, job, conversation.historyLength, store.tokens(previous.id));
+  return continuedPrompt(model, job, conversation.historyLength, store.tokens(previous.id), historyKey(model, previous.id, head));
+}
+
+function historyKey(model: ServedModel, responseId: string, head: string): string {
+  return `${model.id}\n${responseId}\n${head}`;
+}
+
+/**
+ * After a turn is stored: renders its conversation for the turn that will
+ * continue it under the same head, so that turn renders only once
+ * (continued-prompt.ts). Failures only mean the next turn renders it itself.
+ */
+export function prepareNextTurn(store: ResponseStore, model: ServedModel, job: ChatJob, responseId: string, instructions: string | null | undefined, head: string): void {
+  try {
+    const next = conversationOf(store, responseId, instructions, []);
+    if (next.historyLength === 0) return;
+    void rememberHistory(historyKey(model, responseId, head), model, { ...job, messages: next.messages }, next.historyLength).catch(() => {});
+  } catch {
+    // the record went meanwhile (deleted): nothing to prepare
+  }
 }

@@ -20,7 +20,7 @@ import { streamResponse, type StreamSink } from "../../stream.ts";
 import { startStream } from "../../stream-admission.ts";
 import { openaiErrorBody } from "../envelope.ts";
 import { requestSampling } from "../sampling-fields.ts";
-import { conversationOf, headOf, warmPrompt, type Conversation } from "./conversation.ts";
+import { conversationOf, headOf, prepareNextTurn, warmPrompt, type Conversation } from "./conversation.ts";
 import { RESPONSES_SSE } from "./events.ts";
 import { OutputItems, type OutputEvent } from "./output.ts";
 import { constraintOf, inputItems, parseResponsesRequest, reasoningKwargs, toolChoiceOf, toolsOf, type ResponsesRequest } from "./request.ts";
@@ -204,7 +204,8 @@ async function finishTurn(ctx: ServerContext, t: Turn, end: ChoiceEnd): Promise<
   const response = cancelled
     ? responseObject(t, "cancelled", end, { code: "cancelled", message: "the generation was cancelled before it finished (the server is stopping)" })
     : responseObject(t, cut ? "incomplete" : "completed", end);
-  if (t.req.store !== false && !cancelled) {
+  const stored = t.req.store !== false && !cancelled;
+  if (stored) {
     const prompt = t.warmBase === null ? t.prompt : t.prompt.slice(t.warmBase);
     await ctx.responses.save(
       {
@@ -221,6 +222,7 @@ async function finishTurn(ctx: ServerContext, t: Turn, end: ChoiceEnd): Promise<
       [...prompt, ...end.tokens],
     );
   }
+  if (stored && !cut) prepareNextTurn(ctx.responses, t.model, t.job, t.id, t.req.instructions, t.head);
   logAccess(
     { status: 200, route: RESPONSES_ROUTE, model: t.model.id, prompt: t.prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason },
     t.timer,
