@@ -17,13 +17,13 @@
 // `cancelled` before the next measurement. Every chat has its own prompt
 // (no prefix-cache hits) and runs greedy to --tokens with `ignore_eos`; it is
 // sent with `x-superfluid-qos: --qos`.
-import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ChildProcess } from "node:child_process";
 import { ensureFixture } from "../src/fixtures/index.ts";
 import { COMMON_WORDS } from "../src/fixtures/words.ts";
 import { timedChat } from "./sse.ts";
-import { fail, freePort, parseOptions, scratchFolder, spawnGroup, stopGroup } from "./support.ts";
+import { fail, parseOptions, scratchFolder, startSuperfluid, stopGroup } from "./support.ts";
 
 const USAGE = `usage: bun bench/batch-interactive.ts [options]
 
@@ -85,19 +85,8 @@ async function modelPath(): Promise<string> {
 
 /** Starts superfluid in its own process group (killed with the run), its output to a file; resolves on /health. */
 async function startServer(): Promise<string> {
-  const port = await freePort();
-  const args = [join(import.meta.dir, "../src/main.ts"), "serve", await modelPath(), "--port", String(port), "--sessions", join(tmp, "sessions")];
-  args.push("--max-batch", String(maxBatch), "--max-context", String(maxContext), "--threads", String(threads));
-  const out = openSync(logPath, "w");
-  server = spawnGroup(process.execPath, args, { stdio: ["ignore", out, out], env: { ...process.env, SUPERFLUID_QUIET: "1" } });
-  closeSync(out);
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 1200; i++) {
-    if (server.exitCode !== null || server.signalCode !== null) throw new Error(`superfluid exited:\n${readFileSync(logPath, "utf8").slice(-2000)}`);
-    if (await fetch(`${url}/health`).then((r) => r.status === 200, () => false)) return url;
-    await Bun.sleep(100);
-  }
-  throw new Error("superfluid did not become healthy in 120 s");
+  const args = [await modelPath(), "--sessions", join(tmp, "sessions"), "--max-batch", String(maxBatch), "--max-context", String(maxContext), "--threads", String(threads)];
+  return startSuperfluid(args, logPath, (child) => (server = child));
 }
 
 // ---------------------------------------------------------------- requests

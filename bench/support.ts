@@ -5,7 +5,7 @@
 // port, and a scratch folder that goes, with every child still running, when
 // the run ends. Each script keeps its own usage text and defaults.
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -123,3 +123,28 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/**
+ * Starts `superfluid serve <args>` from this checkout in its own process
+ * group (killed with the run), its output to `logPath`; `onSpawn` gets the
+ * process at once (so a failed start can still be stopped). Resolves with
+ * the server's URL once /health answers 200.
+ */
+export async function startSuperfluid(args: string[], logPath: string, onSpawn: (child: ChildProcess) => void): Promise<string> {
+  const port = await freePort();
+  const out = openSync(logPath, "w");
+  const child = spawnGroup(process.execPath, [join(import.meta.dir, "../src/main.ts"), "serve", ...args, "--port", String(port)], {
+    stdio: ["ignore", out, out],
+    env: { ...process.env, SUPERFLUID_QUIET: "1" },
+  });
+  closeSync(out);
+  onSpawn(child);
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 1200; i++) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`superfluid exited:\n${readFileSync(logPath, "utf8").slice(-2000)}`);
+    if (await fetch(`${url}/health`).then((r) => r.status === 200, () => false)) return url;
+    await Bun.sleep(100);
+  }
+  throw new Error("superfluid did not become healthy in 120 s");
+}
+

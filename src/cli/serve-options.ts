@@ -72,6 +72,14 @@ export interface ServeOptions {
   pinBudgetPct: number;
   tui: boolean;
   sampling: OperatorSampling;
+  /** --log-dir: JSON lines in rotating files (docs/cli.md#logging). */
+  logDir?: string;
+  /** --log-file: plain lines appended here instead of stderr. */
+  logFile?: string;
+  /** -v / --verbose: access lines also carry the reply id and the admission wait. */
+  verbose: boolean;
+  /** --quiet (or SUPERFLUID_QUIET=1): no access lines on stderr. */
+  quiet: boolean;
 }
 
 const FLAGS: Record<string, FlagSpec> = {
@@ -112,6 +120,10 @@ const FLAGS: Record<string, FlagSpec> = {
   "pin-budget-pct": { value: true },
   tui: {},
   "no-tui": {},
+  "log-dir": { value: true },
+  "log-file": { value: true },
+  verbose: {},
+  quiet: {},
   speculate: { value: true },
   "kv-bits": { value: true },
   "park-lossy": {},
@@ -183,6 +195,11 @@ in its own worker; the first is the default for requests that name none.
                           0 = pins are counted but protect nothing)
   --temperature F --top-p F --top-k N --min-p F --repeat-penalty F
                           operator sampling defaults
+  --log-dir DIR           logs as JSON lines in DIR/superfluid.<n>.jsonl (64 MiB files,
+                          8 kept, 0600); access lines go there instead of stderr
+  --log-file PATH         plain log lines appended to PATH (0600) instead of stderr
+  -v, --verbose           access lines add the reply id and the wait for a lane
+  --quiet                 no access lines on stderr (also SUPERFLUID_QUIET=1)
   --no-tui                no live monitor (there is none yet; accepted)
   --speculate off|auto    speculative decoding (not available: decodes plainly)`;
 
@@ -197,6 +214,11 @@ function number(flag: string, raw: string, opts: { int?: boolean; min?: number; 
     throw new UsageError(`--${flag} expects ${opts.int ? "a whole number" : "a number"}${range}, got '${raw}'`);
   }
   return n;
+}
+
+function nonEmpty(flag: string, raw: string): string {
+  if (raw.trim() === "") throw new UsageError(`--${flag} expects a path, got ''`);
+  return raw;
 }
 
 function parseHttp(raw: string): { host: string; port: number } {
@@ -279,7 +301,9 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
   if (speculate !== "off" && speculate !== "auto") {
     throw new UsageError(`--speculate ${speculate}: this build decodes plainly; only 'off' and 'auto' are accepted`);
   }
-  const models = [...flags.positional, ...(flags.values.get("model") ?? [])];
+  // -v is the one short flag: the flag parser reads it as a bare argument, so it is taken out here.
+  const verbose = flags.switches.has("verbose") || flags.positional.includes("-v");
+  const models = [...flags.positional.filter((a) => a !== "-v"), ...(flags.values.get("model") ?? [])];
   let { host, port } = { host: one("host") ?? "127.0.0.1", port: one("port") ? number("port", one("port")!, { int: true, min: 0, max: 65535 }) : 8453 };
   if (one("http")) ({ host, port } = parseHttp(one("http")!));
   const opt = (flag: string, o: Parameters<typeof number>[2]) => (one(flag) === undefined ? undefined : number(flag, one(flag)!, o));
@@ -320,6 +344,10 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     aliases: (flags.values.get("alias") ?? []).map(aliasOf),
     pinBudgetPct: opt("pin-budget-pct", { int: true, min: 0, max: 100 }) ?? 50,
     tui: flags.switches.has("tui") && !flags.switches.has("no-tui"),
+    ...(one("log-dir") === undefined ? {} : { logDir: nonEmpty("log-dir", one("log-dir")!) }),
+    ...(one("log-file") === undefined ? {} : { logFile: nonEmpty("log-file", one("log-file")!) }),
+    verbose,
+    quiet: flags.switches.has("quiet") || env.SUPERFLUID_QUIET === "1",
     sampling: {
       temperature: opt("temperature", { min: 0, max: 2 }),
       topP: opt("top-p", { min: 0, max: 1 }),

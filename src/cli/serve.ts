@@ -22,6 +22,8 @@ import { isLoopbackName } from "../http/origin-guard.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../../ffi/paths.ts";
 import { formatBytes } from "../engine/kv-sizing.ts";
+import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";
+import { Logger, routeConsole } from "../logging/logger.ts";
 import { parseServeOptions, SERVE_USAGE, UsageError, type ServeOptions } from "./serve-options.ts";
 
 /** The model served when none is named: generated on first use, so the server always starts. */
@@ -162,22 +164,45 @@ export interface RunningServer {
   registry: ModelRegistry;
   /** The session log every generation of the first model is recorded in. */
   sessions: SessionStore;
+  /** Where its log lines go (docs/cli.md#logging). */
+  logger: Logger;
   close(): Promise<void>;
 }
 
-export async function startServer(options: ServeOptions, log: (line: string) => void = (l) => console.error(l)): Promise<RunningServer> {
+/** Starts the server; its lines go to `log` when given (tests), else to the logger the flags describe. */
+export async function startServer(options: ServeOptions, log?: (line: string) => void): Promise<RunningServer> {
+  const logger = new Logger({
+    ...(options.logDir === undefined ? {} : { logDir: options.logDir }),
+    ...(options.logFile === undefined ? {} : { logFile: options.logFile }),
+    quiet: options.quiet,
+  });
+  const say = log ?? ((line: string) => logger.line(line));
+  const unsink = setAccessSink((entry) => logger.access(formatAccess(entry, options.verbose), accessJson(entry)));
+  const stopLogging = () => {
+    unsink();
+    logger.close();
+  };
   // The session log first: a second server on the same directory, or a log
   // that fails its checksums, stops the start before any model is loaded.
-  const sessions = await SessionStore.open(options.sessions, { cache: options.sessionsCache });
+  let sessions: SessionStore;
   try {
-    return await startServing(options, sessions, log);
+    sessions = await SessionStore.open(options.sessions, { cache: options.sessionsCache });
+  } catch (err) {
+    stopLogging();
+    throw err;
+  }
+  try {
+    const server = await startServing(options, sessions, say, logger);
+    const close = server.close;
+    return { ...server, close: () => close().finally(stopLogging) };
   } catch (err) {
     await sessions.close();
+    stopLogging();
     throw err;
   }
 }
 
-async function startServing(options: ServeOptions, sessions: SessionStore, log: (line: string) => void): Promise<RunningServer> {
+async function startServing(options: ServeOptions, sessions: SessionStore, log: (line: string) => void, logger: Logger): Promise<RunningServer> {
   const r = sessions.recovered;
   log(
     `superfluid: session log ${sessions.path} (epoch ${sessions.epoch}; ${r.sessions} sessions, ${r.records} records replayed` +
@@ -287,6 +312,7 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     url,
     registry,
     sessions,
+    logger,
     close: async () => {
       await listener.close();
       // Lines in flight are aborted, not failed: the batches resume on the next start.
@@ -320,11 +346,14 @@ export async function runServe(argv: string[]): Promise<number> {
     console.error(`superfluid serve: ${err instanceof ModelNotFoundError ? err.message : (err as Error).message}`);
     return 1;
   }
+  // Under --log-file or --log-dir, what other modules report with console.error lands in the log too.
+  const unrouteConsole = options.logFile !== undefined || options.logDir !== undefined ? routeConsole(server.logger) : () => {};
   // SIGINT and SIGTERM exit at once (docs/cli.md#startup-and-shutdown), taking the workers down first.
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
   });
   await server.close();
+  unrouteConsole();
   return 0;
 }

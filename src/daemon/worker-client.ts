@@ -13,6 +13,7 @@ import { PROTOCOL_VERSION, type DaemonToWorker, type LoraAdapterInfo, type LoraM
 import { RequestError } from "../pipeline/request-error.ts";
 import type { GenerationJournal } from "../sessions/journal.ts";
 import { Channel } from "./channel.ts";
+import { WorkerTally } from "./metrics-tally.ts";
 import { selfCommand } from "./self-command.ts";
 
 export interface WorkerOptions {
@@ -101,6 +102,12 @@ export class Generation implements AsyncIterable<GenerationEvent> {
   admitted = false;
   /** The caller cancelled it (a replacement worker must not start it again). */
   cancelRequested = false;
+  /** false: kept out of the session log (fill-in-the-middle). */
+  durable = true;
+  /** performance.now() when it was sent to a worker, and when it got a lane (estimated: WorkerClient.onTick). */
+  queuedAt = performance.now();
+  admittedAt?: number;
+  private firstTokenSeen = false;
   private markPrefilled!: () => void;
   /** Settles once the prompt is prefilled (first token, or the end): sibling choices can then share its KV. */
   readonly prefilled = new Promise<void>((resolve) => (this.markPrefilled = resolve));
@@ -111,6 +118,13 @@ export class Generation implements AsyncIterable<GenerationEvent> {
     readonly job: Extract<DaemonToWorker, { type: "generate" }>,
     private readonly onCancel: (id: string) => void,
   ) {}
+
+  /** The first token's time from admission in seconds, once; undefined afterwards (and before admission). */
+  takeFirstToken(now: number): number | undefined {
+    if (this.firstTokenSeen || this.admittedAt === undefined) return undefined;
+    this.firstTokenSeen = true;
+    return (now - this.admittedAt) / 1000;
+  }
 
   /** Called by the client on the first token or the end. */
   notePrefilled(): void {
@@ -173,6 +187,10 @@ export class WorkerClient {
   info!: WorkerInfo;
   /** Times a dead worker has been replaced (superfluid_worker_respawns_total). */
   respawns = 0;
+  /** What /metrics reads: counters kept across respawns, cold admissions, FIM results, TTFT (docs/api/metrics.md). */
+  readonly tally = new WorkerTally();
+  /** performance.now() of the last tick report: a tick that admits starts no earlier (TTFT from admission). */
+  private lastTickAt = 0;
   private proc?: Subprocess;
   private ready?: Promise<void>;
   private readonly inflight = new Map<string, Generation>();
@@ -244,6 +262,7 @@ export class WorkerClient {
       }
     }
     const generation = new Generation(id, job, (gid) => this.sendWhenReady({ type: "cancel", id: gid }));
+    generation.durable = opts.durable !== false;
     this.inflight.set(id, generation);
     this.sendWhenReady(job);
     return generation;
@@ -445,6 +464,7 @@ export class WorkerClient {
         } else if (message.type === "tick") {
           this.onTick(message);
         } else if (message.type === "stats") {
+          if (proc.exitCode === null && proc.signalCode === null) this.tally.seen(message.snapshot);
           this.pendingStats.get(message.id)?.({ snapshot: message.snapshot, at: message.at });
           this.pendingStats.delete(message.id);
         } else if (message.type === "embedded") {
@@ -505,11 +525,18 @@ export class WorkerClient {
   private onTick(events: Extract<WorkerToDaemon, { type: "tick" }>): void {
     this.respawnsSinceTick = 0;
     const journal = this.opts.journal;
+    // The worker ticks back to back while it has work, so the tick that admitted
+    // a request began at the previous report, or when the request reached an idle worker.
+    const now = performance.now();
+    const tickBegan = this.lastTickAt;
+    this.lastTickAt = now;
     const admitted: [Generation, number][] = [];
     for (const a of events.admitted) {
       const generation = this.inflight.get(a.id);
       if (!generation) continue;
       generation.admitted = true;
+      generation.admittedAt = Math.max(generation.queuedAt, tickBegan);
+      this.tally.admitted(a.cachedTokens);
       admitted.push([generation, a.cachedTokens]);
     }
     // Group this tick's tokens per request, keeping order.
@@ -526,6 +553,8 @@ export class WorkerClient {
       if (!generation) continue;
       journal?.tokens(id, entry.tokens);
       tokens.push([generation, entry]);
+      const ttft = generation.takeFirstToken(now);
+      if (ttft !== undefined) this.tally.firstToken(ttft);
     }
     const finished: [Generation, FinishEvent][] = [];
     for (const f of events.finished) {
@@ -533,6 +562,7 @@ export class WorkerClient {
       if (!generation) continue;
       this.inflight.delete(f.id);
       journal?.end(f.id, f.reason, generation.job);
+      this.tally.finished(f.reason, !generation.durable);
       finished.push([generation, f]);
     }
     this.afterDurable(() => {
@@ -583,6 +613,7 @@ export class WorkerClient {
 
   private onExit(proc: Subprocess, code: number | null): void {
     const detail = proc.signalCode ? `killed by ${proc.signalCode}` : `exit code ${code}`;
+    this.tally.workerGone();
     // Embed requests are cheap to repeat and hold no stream: they fail, and the client retries.
     for (const id of [...this.pendingEmbeds.keys()]) this.settleEmbed(id, new WorkerCrashedError(detail));
     // An adapter change the dead worker never answered is not known to have happened.
@@ -609,6 +640,7 @@ export class WorkerClient {
       // A failed restart is retried by onExit or by the next request.
     });
     for (const generation of waiting) {
+      generation.queuedAt = performance.now();
       if (!generation.cancelRequested) this.sendWhenReady(generation.job);
       else this.finishOne({ id: generation.id, reason: "cancelled", promptTokens: generation.job.prompt.length, cachedTokens: 0, completionTokens: 0 });
     }

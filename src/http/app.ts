@@ -1,4 +1,4 @@
-// The HTTP app: one Elysia app, OpenAI routes plus /health, /props, /slots.
+// The HTTP app: one Elysia app, OpenAI routes plus /health, /props, /slots, /metrics.
 // Bodies are read by our own capped reader (parse: "none") so size limits,
 // content types and malformed JSON get OpenAI's envelope. Every request first
 // passes the Origin and Host checks; whatever no route takes, or any route
@@ -10,6 +10,7 @@ import { readJsonBody } from "./body.ts";
 import { errorResponse, FAMILIES, familyOf } from "./envelopes.ts";
 import { RequestError, asRequestError } from "./errors.ts";
 import type { HttpHandler } from "./listener.ts";
+import { ServerMetrics } from "./metrics.ts";
 import { RouteTable } from "./methods.ts";
 import { namedOrDefault } from "./models.ts";
 import { foreignRequestRefusal, type HostPolicy } from "./origin-guard.ts";
@@ -28,6 +29,8 @@ function pathOf(request: Request): string {
 /** The app as the listener's handler. */
 export function createApp(ctx: ServerContext, hosts: HostPolicy): HttpHandler {
   const noParse = { parse: "none" as const };
+  const metrics = new ServerMetrics(ctx.registry);
+  const exposition = async () => new Response(await metrics.scrape(), { headers: { "content-type": metrics.contentType } });
   const app = new Elysia()
     .onRequest(({ request }) => {
       const refusal = foreignRequestRefusal(request, hosts);
@@ -37,6 +40,7 @@ export function createApp(ctx: ServerContext, hosts: HostPolicy): HttpHandler {
       const path = pathOf(request);
       if (code === "NOT_FOUND") return errorResponse(path, table.unrouted(request.method, path));
       const err = asRequestError(error);
+      metrics.noteError(err);
       // 501 is a route this server does not serve, and a 503 with a code
       // (model_loading, model_unloading) a state that passes: neither is a failure.
       if (err.status >= 500 && err.status !== 501 && !(err.status === 503 && err.code !== null)) console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
@@ -49,6 +53,9 @@ export function createApp(ctx: ServerContext, hosts: HostPolicy): HttpHandler {
       return props(ctx.registry, ctx.operatorSampling, q.model ?? null, q.autoload ?? null);
     })
     .get("/slots", () => slots(namedOrDefault(ctx.registry, null)))
+    // docs/api/metrics.md: Prometheus text exposition.
+    .get("/metrics", exposition)
+    .get("/v1/metrics", exposition)
     .post("/slots/:id/save", ({ request }) => errorResponse(pathOf(request), retired()), noParse)
     .post("/slots/:id/restore", ({ request }) => errorResponse(pathOf(request), retired()), noParse);
   for (const family of FAMILIES) family.mount(app as unknown as Elysia, ctx);

@@ -4,7 +4,7 @@
 import type { Generation } from "../../daemon/worker-client.ts";
 import { chatChoice, prepareChat, startChat, type PreparedChat } from "../../pipeline/chat-job.ts";
 import { breakpointPins, type PrefixPin } from "../../pipeline/prefix-pins.ts";
-import { logAccess, RequestTimer } from "../access-log.ts";
+import { failedAccess, finishOf, logAccess, RequestTimer, streamLogged } from "../access-log.ts";
 import { readJsonBody } from "../body.ts";
 import { checkListLengths } from "../chat-limits.ts";
 import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
@@ -55,6 +55,9 @@ function messageOf(p: Prepared, content: ContentBlock[], stop: StopReason | null
   };
 }
 
+/** What the access log knows of a reply before its end. */
+const accessBase = (p: Prepared) => ({ route: MESSAGES_ROUTE, model: p.model.id, prompt: p.prompt.length, id: p.id });
+
 async function completeMessage(ctx: ServerContext, p: Prepared, blocks: MessageBlocks, signal: AbortSignal): Promise<Response> {
   const timer = new RequestTimer();
   const live: Generation[] = [];
@@ -66,7 +69,7 @@ async function completeMessage(ctx: ServerContext, p: Prepared, blocks: MessageB
   // before its prefill ends.
   starting.catch(() => {}); // awaited below; this only keeps an early failure from counting as unhandled
   const reply = (async () => {
-    const stream = chatChoice(p, live[0]!, admission.onAdmitted);
+    const stream = chatChoice(p, live[0]!, timer.onAdmitted(admission.onAdmitted));
     let step = await stream.next();
     while (!step.done) {
       timer.tokenDelivered();
@@ -76,13 +79,13 @@ async function completeMessage(ctx: ServerContext, p: Prepared, blocks: MessageB
     await starting;
     blocks.finish();
     const end = step.value;
-    logAccess({ status: 200, route: MESSAGES_ROUTE, model: p.model.id, prompt: p.prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, timer);
+    logAccess({ ...accessBase(p), status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, timer);
     const usage = usageOf(p.prompt.length, end.cachedTokens, p.pins, end.completionTokens);
     return {
       body: messageOf(p, blocks.content, stopReasonOf(end), end.stopSequence ?? null, usage),
       headers: { "x-superfluid-warm": String(end.cachedTokens) },
     };
-  })();
+  })().catch(failedAccess(accessBase(p), timer));
   return nonStreamResponse({
     keepaliveSec: ctx.keepaliveSec,
     admitted: admission.admitted,
@@ -97,11 +100,11 @@ async function streamMessage(ctx: ServerContext, p: Prepared, blocks: MessageBlo
   const timer = new RequestTimer();
   const [generation] = await startChat(p, [], 1);
   cancelOnAbort(requestSignal, () => [generation!]);
-  const started = await startStream((onAdmitted) => chatChoice(p, generation!, onAdmitted));
+  const started = await startStream((onAdmitted) => chatChoice(p, generation!, timer.onAdmitted(onAdmitted))).catch(failedAccess(accessBase(p), timer));
   const { stream, first, headers } = started;
   return streamResponse(
     ANTHROPIC_SSE,
-    async (sink, signal) => {
+    streamLogged(accessBase(p), timer, async (sink, signal) => {
       signal.addEventListener("abort", () => generation!.cancel(), { once: true });
       const send = (events: { event: string; data: unknown }[]) => events.forEach((e) => sink.send(e.data, e.event));
       const startUsage = usageOf(p.prompt.length, started.cachedAtAdmission ?? 0, p.pins, 0);
@@ -115,7 +118,7 @@ async function streamMessage(ctx: ServerContext, p: Prepared, blocks: MessageBlo
       }
       send(blocks.finish());
       const end = step.value;
-      logAccess({ status: 200, route: MESSAGES_ROUTE, model: p.model.id, prompt: p.prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, timer);
+      logAccess({ ...accessBase(p), status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, timer);
       sink.send(
         {
           type: "message_delta",
@@ -125,7 +128,7 @@ async function streamMessage(ctx: ServerContext, p: Prepared, blocks: MessageBlo
         "message_delta",
       );
       sink.send({ type: "message_stop" }, "message_stop");
-    },
+    }),
     headers,
     streamKeepaliveMs(ctx),
   );

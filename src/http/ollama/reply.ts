@@ -8,7 +8,7 @@ import type { ChoiceDelta, ChoiceEnd } from "../../daemon/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import type { TokenLogprob } from "../../engine/logprobs.ts";
-import { logAccess, type RequestTimer } from "../access-log.ts";
+import { failedAccess, finishOf, logAccess, streamLogged, type RequestTimer } from "../access-log.ts";
 import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
 import { cancelOnAbort, type ServerContext } from "../server-context.ts";
 import { startStream } from "../stream-admission.ts";
@@ -114,8 +114,11 @@ function body(plan: RecordPlan, content: string, thinking: string, calls: Ollama
   return { response: content, ...(thinking ? { thinking } : {}), context: [] };
 }
 
+/** What the access log knows of a reply before its end. */
+const accessBase = (plan: RecordPlan) => ({ route: plan.route, model: plan.model.id, prompt: plan.promptTokens });
+
 function terminal(plan: RecordPlan, g: Gathered, end: ChoiceEnd, whole: boolean) {
-  logAccess({ status: 200, route: plan.route, model: plan.model.id, prompt: plan.promptTokens, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, g.timer);
+  logAccess({ ...accessBase(plan), status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, g.timer);
   return {
     ...head(plan),
     ...(whole ? body(plan, g.content, g.thinking, g.calls) : body(plan, "", "")),
@@ -138,17 +141,17 @@ async function wholeRecord(ctx: ServerContext, plan: RecordPlan, signal: AbortSi
   const g = new Gathered(plan.model, plan.timer);
   const admission = admissionHeaders();
   const reply = (async () => {
-    const deltas = plan.deltas((cached) => {
+    const deltas = plan.deltas(plan.timer.onAdmitted((cached) => {
       g.admittedAt = performance.now();
       admission.onAdmitted(cached);
-    });
+    }));
     let step = await deltas.next();
     while (!step.done) {
       g.add(step.value);
       step = await deltas.next();
     }
     return { body: terminal(plan, g, step.value, true), headers: { "x-superfluid-warm": String(step.value.cachedTokens) } };
-  })();
+  })().catch(failedAccess(accessBase(plan), plan.timer));
   return nonStreamResponse({
     keepaliveSec: ctx.keepaliveSec,
     admitted: admission.admitted,
@@ -164,14 +167,14 @@ async function streamRecords(plan: RecordPlan, requestSignal: AbortSignal): Prom
   cancelOnAbort(requestSignal, () => [plan.generation]);
   const g = new Gathered(plan.model, plan.timer);
   const started = await startStream((onAdmitted) =>
-    plan.deltas((cached) => {
+    plan.deltas(plan.timer.onAdmitted((cached) => {
       g.admittedAt = performance.now();
       onAdmitted(cached);
-    }),
-  );
+    })),
+  ).catch(failedAccess(accessBase(plan), plan.timer));
   return streamResponse(
     OLLAMA_NDJSON,
-    async (sink, signal) => {
+    streamLogged(accessBase(plan), plan.timer, async (sink, signal) => {
       signal.addEventListener("abort", () => plan.generation.cancel(), { once: true });
       let step = await started.first;
       while (!step.done) {
@@ -184,7 +187,7 @@ async function streamRecords(plan: RecordPlan, requestSignal: AbortSignal): Prom
       // Calls arrive whole, on one record before the terminal one.
       if (g.calls.length > 0) sink.send({ ...head(plan), ...body(plan, "", "", g.calls), done: false });
       sink.send(terminal(plan, g, step.value, false));
-    },
+    }),
     { ...started.headers },
   );
 }

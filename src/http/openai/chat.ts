@@ -9,7 +9,7 @@ import type { QosClass } from "../../engine/scheduler.ts";
 import type { GenerationDefaults } from "../../pipeline/generation.ts";
 import { invalidRequest } from "../../pipeline/request-error.ts";
 import { asRequestError } from "../errors.ts";
-import { logAccess, RequestTimer } from "../access-log.ts";
+import { failedAccess, finishOf, logAccess, RequestTimer, streamLogged } from "../access-log.ts";
 import { loadedOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
 import { admissionHeaders, nonStreamResponse, type JsonReply } from "../keepalive.ts";
@@ -128,7 +128,7 @@ function chatReply(p: Prepared, signal: AbortSignal, onAdmitted?: (cached: numbe
     const end: ChoiceEnd = step.value;
     return { index, content, reasoning, logprobs, end, toolCalls: calls.done() };
   };
-  const first = collect(live[0]!, 0, onAdmitted);
+  const first = collect(live[0]!, 0, timer.onAdmitted(onAdmitted));
   first.catch(() => {}); // awaited below; this only keeps an early failure from counting as unhandled
   const reply = (async () => {
     const generations = await starting;
@@ -139,7 +139,7 @@ function chatReply(p: Prepared, signal: AbortSignal, onAdmitted?: (cached: numbe
     });
     const cached = choices[0]!.end.cachedTokens;
     const completion = choices.reduce((n, c) => n + c.end.completionTokens, 0);
-    logAccess({ status: 200, route: ROUTE, model: p.model.id, prompt: p.prompt.length, cached, completion, finish: choices[0]!.end.finishReason }, timer);
+    logAccess({ status: 200, route: ROUTE, model: p.model.id, prompt: p.prompt.length, cached, completion, finish: finishOf(choices[0]!.end), id: p.id }, timer);
     return {
       body: {
         id: p.id,
@@ -163,7 +163,7 @@ function chatReply(p: Prepared, signal: AbortSignal, onAdmitted?: (cached: numbe
       },
       headers: { "x-superfluid-warm": String(cached) },
     };
-  })();
+  })().catch(failedAccess({ route: ROUTE, model: p.model.id, prompt: p.prompt.length, id: p.id }, timer));
   return { reply, cancel: () => live.forEach((g) => g.cancel()) };
 }
 
@@ -180,10 +180,11 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
     choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
     ...extra,
   });
-  const started = await startStream((onAdmitted) => chatChoice(p, generation!, onAdmitted));
+  const base = { route: ROUTE, model: p.model.id, prompt: p.prompt.length, id: p.id };
+  const started = await startStream((onAdmitted) => chatChoice(p, generation!, timer.onAdmitted(onAdmitted))).catch(failedAccess(base, timer));
   const { stream, first, headers } = started;
   const continuous = p.req.stream_options?.continuous_usage_stats === true;
-  return streamResponse(OPENAI_SSE, async (sink, signal) => {
+  return streamResponse(OPENAI_SSE, streamLogged(base, timer, async (sink, signal) => {
     signal.addEventListener("abort", () => generation!.cancel(), { once: true });
     sink.send(chunk({ role: "assistant", content: "" }));
     let step = await first;
@@ -201,9 +202,9 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
       step = await stream.next();
     }
     const end = step.value;
-    logAccess({ status: 200, route: ROUTE, model: p.model.id, prompt: p.prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason }, timer);
+    logAccess({ ...base, status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, timer);
     sink.send(
       chunk({}, { usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens } }, end.finishReason),
     );
-  }, headers, streamKeepaliveMs(ctx));
+  }), headers, streamKeepaliveMs(ctx));
 }

@@ -6,7 +6,7 @@
 import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
-import { logAccess, RequestTimer } from "../access-log.ts";
+import { finishOf, logAccess, logFailure, RequestTimer } from "../access-log.ts";
 import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
 import { generateRequest, startChoices, type GenerationOptions } from "../../pipeline/generation.ts";
 import { streamKeepaliveMs, type ServerContext } from "../server-context.ts";
@@ -127,19 +127,20 @@ export function completionReply(ctx: ServerContext, request: Request, plan: Comp
   const terminal = (ends: ChoiceEnd[]) => {
     const cached = cachedOf(ends);
     const completion = ends.reduce((n, e) => n + e.completionTokens, 0);
-    const finish = plan.logFinish?.(ends) ?? ends[0]!.finishReason;
-    logAccess({ status: 200, route: ROUTE, model: plan.model.id, prompt: promptTokens, cached, completion, finish }, timer);
+    const finish = plan.logFinish?.(ends) ?? finishOf(ends[0]!);
+    logAccess({ status: 200, route: ROUTE, model: plan.model.id, prompt: promptTokens, cached, completion, finish, id: base.id }, timer);
     return { usage: usageOf(promptTokens, completion, cached), ...plan.extras(ends, cached) };
   };
   const failed = (err: unknown): never => {
     cancel();
+    logFailure({ route: ROUTE, model: plan.model.id, prompt: promptTokens, id: base.id }, timer, err, plan.stream);
     throw err;
   };
 
   if (!plan.stream) {
     const admission = admissionHeaders();
     const reading = set.generations.map((g, i) =>
-      readChoice(plan, g, timer, (d) => states[i]!.add(d), i === 0 ? admission.onAdmitted : undefined),
+      readChoice(plan, g, timer, (d) => states[i]!.add(d), i === 0 ? timer.onAdmitted(admission.onAdmitted) : undefined),
     );
     const whole = Promise.all(reading).then((ends) => ({
       body: {

@@ -17,6 +17,7 @@ import { int, object, opt, parseWith } from "../validate.ts";
 import { chatRequestSchema } from "./chat-schema.ts";
 import { promptEntries, promptField, tokenizePrompts, type PromptEntry } from "./completion-prompt.ts";
 import { completionReply } from "./completion-reply.ts";
+import { finishOf } from "../access-log.ts";
 import { fimPrompts } from "./fim.ts";
 import { FIM_DEFAULT_MAX_TOKENS, FIM_MODES, fimMarkersOf, fimTargetOf, type FimMode } from "../../pipeline/fim-prompt.ts";
 import { stopList } from "../../pipeline/generation.ts";
@@ -170,6 +171,6 @@ async function fimCompletion(
     echo: false,
     logprobs: false,
     extras: (ends, cached) => ({ superfluid: { cached, expired: ends.some((e) => e.expired), served_by: target.id } }),
-    logFinish: (ends) => (ends.some((e) => e.expired) ? "expired" : ends[0]!.finishReason),
+    logFinish: (ends) => (ends.some((e) => e.expired) ? "expired" : finishOf(ends[0]!)),
   });
 }

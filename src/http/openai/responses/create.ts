@@ -8,7 +8,7 @@ import type { Generation } from "../../../daemon/worker-client.ts";
 import { chatChoice, prepareChat, rendersTools, startChat, type ChatJob, type ChoiceEnd, type PreparedChat } from "../../../pipeline/chat-job.ts";
 import type { Item } from "../../../responses/store.ts";
 import { newResponseId } from "../../../responses/store.ts";
-import { logAccess, RequestTimer } from "../../access-log.ts";
+import { failedAccess, finishOf, logAccess, logFailure, RequestTimer } from "../../access-log.ts";
 import { readJsonBody } from "../../body.ts";
 import { checkChatText, checkListLengths } from "../../chat-limits.ts";
 import { asRequestError } from "../../errors.ts";
@@ -223,12 +223,12 @@ async function finishTurn(ctx: ServerContext, t: Turn, end: ChoiceEnd): Promise<
     );
   }
   if (stored && !cut) prepareNextTurn(ctx.responses, t.model, t.job, t.id, t.req.instructions, t.head);
-  logAccess(
-    { status: 200, route: RESPONSES_ROUTE, model: t.model.id, prompt: t.prompt.length, cached: end.cachedTokens, completion: end.completionTokens, finish: end.finishReason },
-    t.timer,
-  );
+  logAccess({ ...accessBase(t), status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, t.timer);
   return response;
 }
+
+/** What the access log knows of a turn before its end. */
+const accessBase = (t: Turn) => ({ route: RESPONSES_ROUTE, model: t.model.id, prompt: t.prompt.length, id: t.id });
 
 /** x-superfluid-warm (cached prompt tokens), how a stored conversation was continued, and the built-in tools left out. */
 function replyHeaders(t: Turn, cached: number | undefined): Record<string, string> {
@@ -246,7 +246,7 @@ async function completeTurn(ctx: ServerContext, t: Turn, signal: AbortSignal): P
   starting.catch(() => {}); // awaited below; this only keeps an early failure from counting as unhandled
   const admission = admissionHeaders();
   const reply = (async () => {
-    const stream = chatChoice(t, live[0]!, admission.onAdmitted);
+    const stream = chatChoice(t, live[0]!, t.timer.onAdmitted(admission.onAdmitted));
     let step = await stream.next();
     while (!step.done) {
       t.timer.tokenDelivered();
@@ -257,7 +257,7 @@ async function completeTurn(ctx: ServerContext, t: Turn, signal: AbortSignal): P
     const end = step.value;
     t.output.finish(end.finishReason === "length");
     return { body: await finishTurn(ctx, t, end), headers: replyHeaders(t, end.cachedTokens) };
-  })();
+  })().catch(failedAccess(accessBase(t), t.timer));
   reply.then(t.release, t.release);
   return nonStreamResponse({
     keepaliveSec: ctx.keepaliveSec,
@@ -272,7 +272,7 @@ async function completeTurn(ctx: ServerContext, t: Turn, signal: AbortSignal): P
 async function streamTurn(ctx: ServerContext, t: Turn, requestSignal: AbortSignal): Promise<Response> {
   const [generation] = await startChat(t, [], 1);
   cancelOnAbort(requestSignal, () => [generation!]);
-  const started = await startStream((onAdmitted) => chatChoice(t, generation!, onAdmitted));
+  const started = await startStream((onAdmitted) => chatChoice(t, generation!, t.timer.onAdmitted(onAdmitted))).catch(failedAccess(accessBase(t), t.timer));
   const { stream, first } = started;
   return streamResponse(
     RESPONSES_SSE,
@@ -305,6 +305,7 @@ async function streamTurn(ctx: ServerContext, t: Turn, requestSignal: AbortSigna
         send({ type: terminal, response });
       } catch (err) {
         generation!.cancel();
+        logFailure(accessBase(t), t.timer, err, true);
         const e = asRequestError(err);
         const code = e.code ?? (e.status >= 500 ? "server_error" : "invalid_request_error");
         send({ type: "error", code, message: e.message, param: e.field });
