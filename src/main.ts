@@ -3,6 +3,7 @@
 // engine process the daemon starts for each model (the same executable).
 import { runCheck } from "./cli/check.ts";
 import { runServe } from "./cli/serve.ts";
+import { runTop } from "./cli/top.ts";
 import { runWorker } from "./worker/main.ts";
 
 const USAGE = `usage: superfluid <command>
@@ -12,6 +13,8 @@ commands:
   worker --model PATH [--max-batch N] [--max-context N] [--threads N]
                        engine process (started by the daemon, over IPC)
   check [--model PATH] can the engine run here? (opens libllama, reads a vocabulary)
+  top [--api-key KEY] HOST:PORT...
+                       live monitor of servers' /metrics (q quits)
   version              print the version`;
 
 async function main(argv: string[]): Promise<number> {
@@ -27,6 +30,8 @@ async function main(argv: string[]): Promise<number> {
     }
     case "check":
       return runCheck(rest);
+    case "top":
+      return runTop(rest);
     case "version":
     case "--version":
       console.log(`superfluid ${(await import("../package.json")).version}`);

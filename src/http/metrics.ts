@@ -104,6 +104,7 @@ export class ServerMetrics {
     });
 
     gauge("superfluid_lanes_active", "Resident lanes.", (s) => s.activeLanes);
+    gauge("superfluid_lanes_total", "Lanes the worker runs (--max-batch).", (_, model) => model.worker.info.lanes);
     gauge("superfluid_pool_blocks_used", "KV pool cells in use (a block is one cell).", (s) => s.cellsUsed);
     gauge("superfluid_pool_blocks_total", "KV pool cells.", (s) => s.poolCells);
     gauge("superfluid_prefill_budget_tokens", "Prompt tokens the next tick may prefill.", (s) => s.prefillBudget);

@@ -1,0 +1,189 @@
+// `superfluid top` used as a person uses it: run in a real terminal (tmux),
+// against a server under a streamed load and a port nothing listens on, the
+// screen read back with `tmux capture-pane`, `q` sent as a key. Plus the
+// numbers behind the screen (parser, rates, TTFT quantiles) on fixed text.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import parse from "parse-prometheus-text-format";
+import { parseExposition } from "../../src/cli/top-parse.ts";
+import { histogramQuantile, nodeStats, type Scrape } from "../../src/cli/top-stats.ts";
+import { metricsUrl } from "../../src/cli/top.ts";
+import { post, useServer } from "../api/support.ts";
+
+const TMUX = Bun.which("tmux");
+const MAIN = resolve(import.meta.dir, "../../src/main.ts");
+
+describe("the exposition and the numbers", () => {
+  const text = [
+    "# HELP superfluid_decode_tokens_total Tokens decoded.",
+    "# TYPE superfluid_decode_tokens_total counter",
+    'superfluid_decode_tokens_total{model="a"} 100',
+    'superfluid_decode_tokens_total{model="b \\"q\\" \\\\ x"} 50',
+    "# TYPE superfluid_ttft_seconds histogram",
+    'superfluid_ttft_seconds_bucket{le="0.1",model="a"} 1',
+    'superfluid_ttft_seconds_bucket{le="1",model="a"} 3',
+    'superfluid_ttft_seconds_bucket{le="+Inf",model="a"} 4',
+    'superfluid_ttft_seconds_sum{model="a"} 9',
+    'superfluid_ttft_seconds_count{model="a"} 4',
+    "superfluid_plain 2.5e3 1700000000000",
+    "",
+  ].join("\n");
+
+  test("the parser reads what a real Prometheus parser reads", () => {
+    const ours = parseExposition(text);
+    expect(ours.find((s) => s.name === "superfluid_decode_tokens_total" && s.labels.model !== "a")!.labels.model).toBe('b "q" \\ x');
+    expect(ours.find((s) => s.name === "superfluid_plain")!.value).toBe(2500);
+    // Every sample the library reads, with the same labels and value.
+    const theirs = parse(text).flatMap((f) =>
+      f.type === "HISTOGRAM"
+        ? f.metrics.flatMap((m: any) => Object.entries(m.buckets).map(([le, v]) => ({ name: `${f.name}_bucket`, labels: { ...m.labels, le }, value: Number(v) })))
+        : f.metrics.map((m: any) => ({ name: f.name, labels: m.labels ?? {}, value: Number(m.value) })),
+    );
+    // (The library leaves the histogram's other labels off its buckets: ours must hold at least its labels.)
+    for (const t of theirs) {
+      const same = ours.find((o) => o.name === t.name && o.value === t.value && Object.entries(t.labels).every(([k, v]) => o.labels[k] === v));
+      expect(same, JSON.stringify(t)).toBeDefined();
+    }
+    expect(theirs.length).toBeGreaterThanOrEqual(6);
+  });
+
+  test("rates come from counter deltas, a reset counts its new value, TTFT from bucket deltas", () => {
+    const at = (ms: number, decode: number, buckets: [number, number, number]): Scrape => ({
+      at: ms,
+      samples: parseExposition(
+        [
+          `superfluid_decode_tokens_total{model="a"} ${decode}`,
+          `superfluid_ttft_seconds_bucket{le="0.1",model="a"} ${buckets[0]}`,
+          `superfluid_ttft_seconds_bucket{le="1",model="a"} ${buckets[1]}`,
+          `superfluid_ttft_seconds_bucket{le="+Inf",model="a"} ${buckets[2]}`,
+        ].join("\n"),
+      ),
+    });
+    const a = at(0, 100, [10, 10, 10]);
+    const b = at(2000, 300, [10, 20, 20]);
+    expect(nodeStats([a, b]).decodeRate).toBe(100);
+    // The 10 observations of the window all lie in (0.1, 1]: the median halfway.
+    expect(histogramQuantile(a, b, "superfluid_ttft_seconds", 0.5)).toBeCloseTo(0.55, 5);
+    expect(histogramQuantile(a, a, "superfluid_ttft_seconds", 0.5)).toBeUndefined();
+    // The model was reloaded: its counter started over at 40.
+    expect(nodeStats([b, at(3000, 40, [0, 0, 0])]).decodeRate).toBe(40);
+  });
+
+  test("a target is host:port, a bare host gets the default port", () => {
+    expect(metricsUrl("127.0.0.1:9000")).toBe("http://127.0.0.1:9000/metrics");
+    expect(metricsUrl("box")).toBe("http://box:8453/metrics");
+    expect(metricsUrl("https://box:443/x")).toBe("https://box/metrics");
+  });
+});
+
+describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
+  const s = useServer({ fixture: "tiny-chat", maxBatch: 4 });
+  let dir = "";
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "superfluid-top-test-"));
+  });
+  // A tmux server of our own, so the test never touches a person's sessions.
+  const socket = `superfluid-top-${process.pid}`;
+  const tmux = (...args: string[]) => Bun.spawnSync([TMUX!, "-L", socket, ...args], { stdout: "pipe", stderr: "pipe" });
+  const pane = () => tmux("capture-pane", "-p", "-t", "top").stdout.toString();
+
+  afterAll(() => {
+    tmux("kill-server");
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A port nothing listens on: bound, then closed. */
+  async function deadPort(): Promise<number> {
+    const server = createServer();
+    await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
+    const port = (server.address() as { port: number }).port;
+    await new Promise((ok) => server.close(ok));
+    return port;
+  }
+
+  /** Polls the pane until `ready` holds; the deadline only guards a hang. */
+  async function waitForPane(ready: (screen: string) => boolean, what: string): Promise<string> {
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const screen = pane();
+      if (ready(screen)) return screen;
+      if (Date.now() > deadline) throw new Error(`the pane never showed ${what}:\n${screen}`);
+      await Bun.sleep(200);
+    }
+  }
+
+  test("shows a node under load with busy lanes and tok/s, a dead port as down; q exits 0", async () => {
+    const dead = await deadPort();
+    const rcFile = join(dir, "rc");
+    const command = `'${process.execPath}' '${MAIN}' top 127.0.0.1:${s.port} 127.0.0.1:${dead}; echo $? > '${rcFile}'`;
+    const started = tmux("new-session", "-d", "-s", "top", "-x", "100", "-y", "30", "sh", "-c", command);
+    expect(started.exitCode).toBe(0);
+
+    // A streamed load that keeps going: each stream, once done, is followed by another.
+    const stop = new AbortController();
+    const stream = async () => {
+      while (!stop.signal.aborted) {
+        try {
+          const res = await post(
+            s,
+            "/v1/chat/completions",
+            { model: s.model, messages: [{ role: "user", content: "Count." }], stream: true, ignore_eos: true, max_tokens: 1500 },
+            { signal: stop.signal },
+          );
+          await res.text();
+        } catch {
+          // Aborted at the end of the test.
+        }
+      }
+    };
+    const load = [stream(), stream(), stream()];
+    try {
+      const up = new RegExp(`127\\.0\\.0\\.1:${s.port}  up`);
+      const screen = await waitForPane((p) => {
+        const decode = /decode ([\d.]+) tok\/s/.exec(p);
+        return up.test(p) && /lanes [1-9]\d*\//.test(p) && decode !== null && Number(decode[1]) > 0 && p.includes(`127.0.0.1:${dead}  down`);
+      }, "the node up with busy lanes and decode tok/s, and the dead port down");
+      expect(screen).toContain("superfluid top · 2 nodes");
+      expect(screen).toMatch(/queue int \d+ cmp \d+ agt \d+ bg \d+/);
+      expect(screen).toMatch(/kv \d+\/\d+/);
+      if (process.env.SUPERFLUID_TOP_SCREEN) await Bun.write(process.env.SUPERFLUID_TOP_SCREEN, screen);
+    } finally {
+      stop.abort();
+      await Promise.all(load);
+    }
+
+    tmux("send-keys", "-t", "top", "q");
+    const deadline = Date.now() + 30_000;
+    while (!existsSync(rcFile) || readFileSync(rcFile, "utf8").trim() === "") {
+      if (Date.now() > deadline) throw new Error(`top did not exit after q:\n${pane()}`);
+      await Bun.sleep(100);
+    }
+    expect(readFileSync(rcFile, "utf8").trim()).toBe("0");
+  }, 300_000);
+
+  test("Esc quits too, and the terminal is as it was: main screen back, raw mode off", async () => {
+    const dead = await deadPort();
+    // After top: the exit status and the line discipline's canonical-mode flag, then stay open to be read.
+    const command = `'${process.execPath}' '${MAIN}' top 127.0.0.1:${dead}; echo "rc=$?"; stty -a | grep -o -- '-*icanon'; sleep 120`;
+    expect(tmux("new-session", "-d", "-s", "esc", "-x", "100", "-y", "30", "sh", "-c", command).exitCode).toBe(0);
+    const escPane = () => tmux("capture-pane", "-p", "-t", "esc").stdout.toString();
+    const deadline = Date.now() + 60_000;
+    while (!escPane().includes(`127.0.0.1:${dead}  down`)) {
+      if (Date.now() > deadline) throw new Error(`top never showed the dead port:\n${escPane()}`);
+      await Bun.sleep(200);
+    }
+    tmux("send-keys", "-t", "esc", "Escape");
+    while (!/icanon/.test(escPane())) {
+      if (Date.now() > deadline) throw new Error(`top did not exit after Esc:\n${escPane()}`);
+      await Bun.sleep(100);
+    }
+    const after = escPane();
+    expect(after).toContain("rc=0");
+    expect(after).not.toContain("superfluid top");
+    expect(after).not.toContain("-icanon");
+    tmux("kill-session", "-t", "esc");
+  }, 120_000);
+});
