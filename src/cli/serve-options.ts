@@ -70,6 +70,7 @@ export interface ServeOptions {
   aliases: ModelAlias[];
   /** --pin-budget-pct: the share of the KV pool cache_control pins may hold; 0 = counted, not enforced. */
   pinBudgetPct: number;
+  /** The live monitor (docs/cli.md#tui): on when stdin and stdout are a terminal, unless --no-tui. */
   tui: boolean;
   sampling: OperatorSampling;
   /** --log-dir: JSON lines in rotating files (docs/cli.md#logging). */
@@ -200,7 +201,8 @@ in its own worker; the first is the default for requests that name none.
   --log-file PATH         plain log lines appended to PATH (0600) instead of stderr
   -v, --verbose           access lines add the reply id and the wait for a lane
   --quiet                 no access lines on stderr (also SUPERFLUID_QUIET=1)
-  --no-tui                no live monitor (there is none yet; accepted)
+  --tui / --no-tui        live monitor above the log (on when stdin and stdout are a
+                          terminal); logs then also go to <sessions>/logs; q quits
   --speculate off|auto    speculative decoding (not available: decodes plainly)`;
 
 export class UsageError extends Error {}
@@ -343,7 +345,8 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     modelDirs: flags.values.get("model-dir") ?? [],
     aliases: (flags.values.get("alias") ?? []).map(aliasOf),
     pinBudgetPct: opt("pin-budget-pct", { int: true, min: 0, max: 100 }) ?? 50,
-    tui: flags.switches.has("tui") && !flags.switches.has("no-tui"),
+    // Only when a person is at the terminal (both ends of it), --tui or not: pipes, tests and services see plain lines.
+    tui: !flags.switches.has("no-tui") && process.stdout.isTTY === true && process.stdin.isTTY === true,
     ...(one("log-dir") === undefined ? {} : { logDir: nonEmpty("log-dir", one("log-dir")!) }),
     ...(one("log-file") === undefined ? {} : { logFile: nonEmpty("log-file", one("log-file")!) }),
     verbose,

@@ -25,6 +25,7 @@ import { formatBytes } from "../engine/kv-sizing.ts";
 import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";
 import { Logger, routeConsole } from "../logging/logger.ts";
 import { parseServeOptions, SERVE_USAGE, UsageError, type ServeOptions } from "./serve-options.ts";
+import { ServeTui } from "./tui.ts";
 
 /** The model served when none is named: generated on first use, so the server always starts. */
 export const BUILTIN_MODEL_ID = "tiny-chat";
@@ -111,7 +112,8 @@ class ModelLoader {
     );
     const store = primary ? this.sessions : await SessionStore.open(join(o.sessions, "models", sessionsFolderOf(source.id)), { cache: o.sessionsCache });
     const started = performance.now();
-    const progress = showLoadProgress(source.id, source.path, fit.weightBytes, this.log);
+    // Under the TUI the bar would draw over the screen: plain lines into its log instead.
+    const progress = showLoadProgress(source.id, source.path, fit.weightBytes, this.log, o.tui ? false : undefined);
     let model: ServedModel;
     try {
       model = await ServedModel.load({
@@ -169,11 +171,17 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Starts the server; its lines go to `log` when given (tests), else to the logger the flags describe. */
-export async function startServer(options: ServeOptions, log?: (line: string) => void): Promise<RunningServer> {
+/**
+ * Starts the server; its lines go to `log` when given (tests), else to the
+ * logger the flags describe. `screen` is the TUI's log region: it takes the
+ * lines stderr would, and JSON logs go to <sessions>/logs unless --log-dir.
+ */
+export async function startServer(options: ServeOptions, log?: (line: string) => void, screen?: (line: string) => void): Promise<RunningServer> {
+  const logDir = options.logDir ?? (screen ? join(options.sessions, "logs") : undefined);
   const logger = new Logger({
-    ...(options.logDir === undefined ? {} : { logDir: options.logDir }),
+    ...(logDir === undefined ? {} : { logDir }),
     ...(options.logFile === undefined ? {} : { logFile: options.logFile }),
+    ...(screen ? { screen } : {}),
     quiet: options.quiet,
   });
   const say = log ?? ((line: string) => logger.line(line));
@@ -339,21 +347,29 @@ export async function runServe(argv: string[]): Promise<number> {
     console.log(SERVE_USAGE);
     return 0;
   }
+  const tui = options.tui ? new ServeTui() : undefined;
+  tui?.start();
   let server: RunningServer;
   try {
-    server = await startServer(options);
+    server = await startServer(options, undefined, tui?.line);
   } catch (err) {
+    // The terminal back first, so the reason is left on it.
+    tui?.stop();
     console.error(`superfluid serve: ${err instanceof ModelNotFoundError ? err.message : (err as Error).message}`);
     return 1;
   }
-  // Under --log-file or --log-dir, what other modules report with console.error lands in the log too.
-  const unrouteConsole = options.logFile !== undefined || options.logDir !== undefined ? routeConsole(server.logger) : () => {};
-  // SIGINT and SIGTERM exit at once (docs/cli.md#startup-and-shutdown), taking the workers down first.
+  tui?.watch(server.url);
+  // Under --log-file, --log-dir or the TUI (whose screen stderr would scribble over), what other modules report with console.error lands in the log too.
+  const unrouteConsole = options.logFile !== undefined || options.logDir !== undefined || tui ? routeConsole(server.logger) : () => {};
+  // SIGINT and SIGTERM exit at once (docs/cli.md#startup-and-shutdown), taking the workers down first; q in the TUI does the same.
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
+    void tui?.quit.then(resolve);
   });
+  tui?.line("superfluid: stopping ...");
   await server.close();
   unrouteConsole();
+  tui?.stop();
   return 0;
 }

@@ -20,7 +20,8 @@ const POLL_MS = 1000;
 /** A scrape that takes longer than this counts as down (the server waits up to 5 s for a busy worker). */
 const SCRAPE_TIMEOUT_MS = 6000;
 
-interface Node {
+/** One monitored server: its target, its last state and its recent scrapes (shared with `serve --tui`, src/cli/tui.ts). */
+export interface Node {
   target: string;
   url: string;
   state: "waiting" | "up" | "401" | "down" | string;
@@ -39,7 +40,17 @@ export function metricsUrl(target: string): string {
   return url.toString();
 }
 
-async function poll(node: Node, apiKey: string | undefined): Promise<void> {
+export function newNode(target: string): Node {
+  return { target, url: metricsUrl(target), state: "waiting", history: [], inFlight: false };
+}
+
+/** What renderLines draws for a node: its stats once it has answered. */
+export function nodeView(n: Node): { target: string; state: string; detail?: string; stats?: NodeStats } {
+  return { target: n.target, state: n.state, detail: n.detail, stats: n.state === "up" && n.history.length ? nodeStats(n.history) : undefined };
+}
+
+/** Scrapes one node's /metrics once (skipped while a scrape is in flight) and updates its state. */
+export async function poll(node: Node, apiKey: string | undefined): Promise<void> {
   if (node.inFlight) return;
   node.inFlight = true;
   try {
@@ -80,8 +91,8 @@ const ms = (s: number | undefined) => (s === undefined ? "-" : `${(s * 1000).toF
 const pct = (f: number | undefined) => (f === undefined ? "-" : `${(f * 100).toFixed(1)}%`);
 
 /** The screen's lines for the current state (no escapes: the caller clips and paints). */
-export function renderLines(nodes: { target: string; state: string; detail?: string; stats?: NodeStats }[], clock: Date): string[] {
-  const lines = [`superfluid top · ${nodes.length} node${nodes.length === 1 ? "" : "s"} · every 1 s · ${clock.toTimeString().slice(0, 8)} · q quits`, ""];
+export function renderLines(nodes: { target: string; state: string; detail?: string; stats?: NodeStats }[], clock: Date, title = "superfluid top"): string[] {
+  const lines = [`${title} · ${nodes.length} node${nodes.length === 1 ? "" : "s"} · every 1 s · ${clock.toTimeString().slice(0, 8)} · q quits`, ""];
   for (const n of nodes) {
     const s = n.stats;
     const head = `${n.target}  ${n.state}`;
@@ -123,7 +134,7 @@ export async function runTop(argv: string[]): Promise<number> {
   const nodes: Node[] = [];
   for (const target of parsed.positional) {
     try {
-      nodes.push({ target, url: metricsUrl(target), state: "waiting", history: [], inFlight: false });
+      nodes.push(newNode(target));
     } catch {
       console.error(`superfluid top: ${target} is not HOST:PORT`);
       return 2;
@@ -136,7 +147,7 @@ export async function runTop(argv: string[]): Promise<number> {
     const width = out.columns || 80;
     const height = out.rows || 24;
     const lines = renderLines(
-      nodes.map((n) => ({ target: n.target, state: n.state, detail: n.detail, stats: n.state === "up" && n.history.length ? nodeStats(n.history) : undefined })),
+      nodes.map(nodeView),
       new Date(),
     ).slice(0, height);
     // Home, each line clipped and its rest erased, then erase below: no flicker from a full clear.

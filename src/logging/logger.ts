@@ -20,6 +20,12 @@ export interface LoggerOptions {
   rotation?: RotationLimits;
   /** Where plain lines go without --log-file (stderr); a test seam. */
   stderr?: (line: string) => void;
+  /**
+   * `serve --tui`: the screen's scrolling log. It takes the plain lines in
+   * stderr's place, and the access lines too (still JSON in --log-dir):
+   * the operator watching the monitor sees every request.
+   */
+  screen?: (line: string) => void;
 }
 
 export type Level = "info" | "warn";
@@ -31,10 +37,12 @@ export class Logger {
   private fileFd: number | undefined;
   private readonly quiet: boolean;
   private readonly stderr: (line: string) => void;
+  private readonly screen: ((line: string) => void) | undefined;
 
   constructor(o: LoggerOptions = {}) {
     this.quiet = o.quiet === true;
     this.stderr = o.stderr ?? toStderr;
+    this.screen = o.screen;
     if (o.logFile !== undefined) {
       const fd = openSync(o.logFile, "a", 0o600);
       // The mode above applies only to a file created now; an existing one is tightened too.
@@ -62,7 +70,9 @@ export class Logger {
   /** One access record: `line` is its plain form, `fields` its JSON form (counts, times, names; never content). */
   access(line: string, fields: object): void {
     if (this.json) this.json.write(JSON.stringify({ time: new Date().toISOString(), level: "info", type: "access", ...fields }));
-    else if (!this.quiet) this.plain(line);
+    if (this.quiet) return;
+    if (this.screen) this.screen(line);
+    else if (!this.json) this.plain(line);
   }
 
   close(): void {
@@ -76,6 +86,10 @@ export class Logger {
   }
 
   private plain(text: string): void {
+    if (this.screen) {
+      this.screen(text);
+      if (this.fileFd === undefined) return;
+    }
     // After close (and without --log-file) stderr takes the line: a late warning is not lost.
     if (this.fileFd === undefined) return this.stderr(text);
     try {
