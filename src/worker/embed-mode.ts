@@ -6,8 +6,9 @@
 // one that does ends at once with an error.
 import { Embedder } from "../engine/embedder.ts";
 import type { LlamaModel } from "../engine/model.ts";
-import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import { PROTOCOL_VERSION, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
 import type { WorkerArgs } from "./args.ts";
+import { serveLoop } from "./serve-loop.ts";
 
 /**
  * Tokens one input may hold when --max-context is not given: the trained
@@ -72,45 +73,34 @@ export async function serveEmbeddings(args: WorkerArgs, model: LlamaModel, send:
     send({ type: "fatal", message: (err as Error).message });
     return 3;
   }
-  let wake: (() => void) | undefined;
-  let closing = false;
-  process.on("message", (message: DaemonToWorker) => {
-    if (message.type === "embed") embedder.submit({ id: message.id, inputs: message.inputs });
-    else if (message.type === "cancel") embedder.cancel(message.id);
-    else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: embedder.snapshot(), at: Date.now() });
-    else if (message.type === "shutdown") closing = true;
-    else if (message.type === "generate") {
-      const error = "this model embeds: it does not generate text";
-      send({ type: "tick", admitted: [], tokens: [], finished: [{ id: message.id, reason: "error", promptTokens: message.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true }] });
-    } else if (message.type === "lora-load" || message.type === "lora-unload" || message.type === "lora-scale") {
-      send({ type: "lora-failed", id: message.id, error: "this model embeds: LoRA adapters apply to text generation only" });
-    }
-    wake?.();
-  });
-  process.on("disconnect", () => {
-    closing = true;
-    wake?.();
-  });
-  send({ type: "ready", info: describe(args, model, embedder) });
-  try {
-    while (!closing) {
-      if (!embedder.hasWork()) {
-        await new Promise<void>((resolve) => (wake = resolve));
-        wake = undefined;
-        continue;
-      }
-      // Let embed jobs that arrived together in first, so they share the decode.
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      for (const outcome of embedder.step()) {
-        if ("error" in outcome) send({ type: "embed-failed", id: outcome.id, error: outcome.error });
-        else send({ type: "embedded", id: outcome.id, dimensions: embedder.dimensions, data: packVectors(outcome.vectors, embedder.dimensions) });
-      }
-    }
-  } catch (err) {
-    send({ type: "fatal", message: (err as Error).stack ?? String(err) });
-    return 1;
-  }
-  embedder.close();
-  model.free();
-  return 0;
+  return serveLoop(
+    {
+      onMessage(message) {
+        if (message.type === "embed") embedder.submit({ id: message.id, inputs: message.inputs });
+        else if (message.type === "cancel") embedder.cancel(message.id);
+        else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: embedder.snapshot(), at: Date.now() });
+        else if (message.type === "generate") {
+          const error = "this model embeds: it does not generate text";
+          send({ type: "tick", admitted: [], tokens: [], finished: [{ id: message.id, reason: "error", promptTokens: message.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true }] });
+        } else if (message.type === "lora-load" || message.type === "lora-unload" || message.type === "lora-scale") {
+          send({ type: "lora-failed", id: message.id, error: "this model embeds: LoRA adapters apply to text generation only" });
+        }
+      },
+      hasWork: () => embedder.hasWork(),
+      step() {
+        for (const outcome of embedder.step()) {
+          if ("error" in outcome) send({ type: "embed-failed", id: outcome.id, error: outcome.error });
+          else send({ type: "embedded", id: outcome.id, dimensions: embedder.dimensions, data: packVectors(outcome.vectors, embedder.dimensions) });
+        }
+      },
+      close() {
+        embedder.close();
+        model.free();
+      },
+    },
+    describe(args, model, embedder),
+    send,
+    // Embed jobs that arrived together go in first, so they share the decode.
+    true,
+  );
 }

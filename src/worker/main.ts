@@ -5,11 +5,12 @@ import { Engine } from "../engine/engine.ts";
 import { planKv, type KvPlan } from "../engine/kv-sizing.ts";
 import { freeForKv, hostAvailableBytes } from "../engine/memory.ts";
 import { LlamaModel } from "../engine/model.ts";
-import { PROTOCOL_VERSION, type DaemonToWorker, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import { PROTOCOL_VERSION, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
 import { declaredPooling } from "../engine/embedder.ts";
 import { parseWorkerArgs, UsageError, type WorkerArgs } from "./args.ts";
 import { serveEmbeddings } from "./embed-mode.ts";
 import { LoraAdapters } from "./lora.ts";
+import { serveLoop } from "./serve-loop.ts";
 
 function send(message: WorkerToDaemon): void {
   process.send!(message);
@@ -122,47 +123,31 @@ export async function runWorker(argv: string[]): Promise<number> {
     return 3;
   }
 
-  let wake: (() => void) | undefined;
-  let closing = false;
   const adapters = new LoraAdapters(model, engine);
-  process.on("message", (message: DaemonToWorker) => {
-    if (message.type === "generate") engine.submit(message);
-    else if (message.type === "lora-load" || message.type === "lora-unload" || message.type === "lora-scale") {
-      try {
-        send({ type: "lora", id: message.id, adapters: adapters.handle(message) });
-      } catch (err) {
-        send({ type: "lora-failed", id: message.id, error: (err as Error).message });
-      }
-    }
-    else if (message.type === "cancel") engine.cancel(message.id);
-    else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: engine.snapshot(), at: Date.now() });
-    else if (message.type === "shutdown") closing = true;
-    wake?.();
-  });
-  // The daemon going away (its IPC channel closing) ends the worker too.
-  process.on("disconnect", () => {
-    closing = true;
-    wake?.();
-  });
-  send({ type: "ready", info: describe(args, model, engine, plan) });
-
-  try {
-    while (!closing) {
-      if (!engine.hasWork()) {
-        await new Promise<void>((resolve) => (wake = resolve));
-        wake = undefined;
-        continue;
-      }
-      const events = engine.tick();
-      if (events.admitted.length + events.tokens.length + events.finished.length > 0) send({ type: "tick", ...events });
-      // Let IPC messages (new requests, cancels) in between ticks.
-      await new Promise<void>((resolve) => setImmediate(resolve));
-    }
-  } catch (err) {
-    send({ type: "fatal", message: (err as Error).stack ?? String(err) });
-    return 1;
-  }
-  engine.close();
-  model.free();
-  return 0;
+  return serveLoop(
+    {
+      onMessage(message) {
+        if (message.type === "generate") engine.submit(message);
+        else if (message.type === "lora-load" || message.type === "lora-unload" || message.type === "lora-scale") {
+          try {
+            send({ type: "lora", id: message.id, adapters: adapters.handle(message) });
+          } catch (err) {
+            send({ type: "lora-failed", id: message.id, error: (err as Error).message });
+          }
+        } else if (message.type === "cancel") engine.cancel(message.id);
+        else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: engine.snapshot(), at: Date.now() });
+      },
+      hasWork: () => engine.hasWork(),
+      step() {
+        const events = engine.tick();
+        if (events.admitted.length + events.tokens.length + events.finished.length > 0) send({ type: "tick", ...events });
+      },
+      close() {
+        engine.close();
+        model.free();
+      },
+    },
+    describe(args, model, engine, plan),
+    send,
+  );
 }

@@ -75,7 +75,6 @@ export function entryObject(registry: ModelRegistry, entry: ModelEntry) {
   };
 }
 
-/** The runtime's capability record: each leaf true or why not. */
 /** What a loaded model serves: each leaf true or a string saying why not (docs/api/openai.md#models). */
 export function capabilitiesOf(model: ServedModel) {
   const { capabilities, embedding } = model.worker.info;
