@@ -1004,7 +1004,8 @@ async function main(): Promise<number> {
   const outcomes: Outcome[] = [];
   const failures = new Map<string, string[]>();
   try {
-    const models = await fetch(`${server.base}/v1/models`).then((r) => r.json() as Promise<{ data: { id: string; meta?: { n_ctx?: number } }[] }>);
+    // The agents' key: a server started with `-- --api-key sk-superfluid-unused` checks it on every request.
+    const models = await fetch(`${server.base}/v1/models`, { headers: { authorization: `Bearer ${API_KEY}` } }).then((r) => r.json() as Promise<{ data: { id: string; meta?: { n_ctx?: number } }[] }>);
     const served = models.data.find((m) => m.id === MODEL);
     if (!served) throw new Error(`the server does not serve ${MODEL} (it serves ${models.data.map((m) => m.id).join(", ")}): name no model, the agents are configured for the built-in one`);
     console.error(`agents: server ${server.base}, ${MODEL} with a ${served.meta?.n_ctx ?? "?"}-token window; agents talk to the proxy ${proxy.url}`);

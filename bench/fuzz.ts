@@ -1,24 +1,36 @@
 // HTTP fuzz run: a bounded, seeded storm of valid, aborted and malformed
-// requests against a superfluid server started here on the built-in tiny
-// model, checking that the server never answers 5xx, never drops a connection
-// without an answer, never hangs, keeps its error envelope (docs/api/openai.md#error-envelope) and
-// gives its memory back once idle.
+// requests on every route and family (OpenAI, Anthropic, Ollama, Responses,
+// files, batches, embeddings, rerank, audio, models, LoRA, the server's own)
+// against a superfluid server started here on the built-in tiny model beside
+// an embedding and a rerank fixture, checking that the server never answers
+// 5xx, never drops a connection without an answer, never hangs, keeps each
+// family's error envelope and gives its memory back once idle (the daemon and
+// each model worker). --auth runs it with API keys on (bench/fuzz-auth.ts).
 //
 //   bun bench/fuzz.ts [--requests 10000] [--parallel 16] [--seed 1] [--deadline 1200]
-//                     [--timeout 60] [--hang 30] [--warmup 200] [--json out.json]
+//                     [--timeout 60] [--hang 30] [--warmup 200] [--json out.json] [--auth]
 //   bun bench/fuzz.ts --show N [--seed 1]     print request N of a run (for a reproduction)
 //
 // Request N is drawn from its own PRNG stream (seed, N), so `--show N` prints
 // exactly what the run sent. Progress goes to stderr, the table to stdout; the
 // exit status is 1 when a must-be-zero count is not zero.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync, readdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync, readdirSync, symlinkSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { hashSeed, uniform } from "../src/fixtures/prng.ts";
-import { COMMON_WORDS } from "../src/fixtures/words.ts";
+import { ensureFixture, ensureLoraFixture } from "../src/fixtures/index.ts";
 import { allOfFanout, bigEnum, chainGbnf, exponentialGbnf, hugeMinLength, manyOptional, propertyFanout, wideToolSchema } from "../test/grammar/hostile.ts";
-import { sseEvents } from "./sse.ts";
+import { authExpect, authSupported, keyHeader, policyFile, scopeOfKey, withKey, KEYS } from "./fuzz-auth.ts";
+import { anthropicAborted, anthropicBad, anthropicCount, anthropicRoutes, anthropicValid, ollamaAborted, ollamaBad, ollamaDiscovery, ollamaEmbed, ollamaPreload, ollamaValid } from "./fuzz-families.ts";
+import {
+  BOOL, CHAT, COMPLETIONS, MODEL, OBJ, SERVED, STR, between, bytes, chance, intRange, json, nest, numRange, pick, short, words, wrong,
+  type Rng, type Spec,
+} from "./fuzz-kit.ts";
+import { ObjectPool } from "./fuzz-pool.ts";
+import { checkBody, readStream } from "./fuzz-replies.ts";
+import { LORA, audio, embeddings, embeddingsBad, lora, modelAdmin, models, rerank, rerankBad } from "./fuzz-routes.ts";
+import { batchesBad, batchesCreate, batchesRead, filesBad, filesRead, filesUpload, filesUploadBad, makeObjects, responsesAborted, responsesBad, responsesCreate, responsesRead, responsesReadBad } from "./fuzz-stores.ts";
 
 // ---------------------------------------------------------------- arguments
 
@@ -33,6 +45,8 @@ const USAGE = `usage: bun bench/fuzz.ts [options]
   --warmup N       unmeasured requests (seed + 1) before the RSS baseline (default 200)
   --json PATH      also write the summary and every finding as JSON
   --keep           keep the server's sessions folder and log
+  --auth           serve with API keys (a key policy with a user and an admin key, and
+                   --api-key); each request carries no key, a wrong one or one of them
   --show N         print request N of the run for --seed, send nothing`;
 
 const argv = process.argv.slice(2);
@@ -44,7 +58,7 @@ const VALUED = new Set(["requests", "parallel", "seed", "deadline", "timeout", "
 const opts = new Map<string, string>();
 for (let i = 0; i < argv.length; i++) {
   const name = argv[i]!.startsWith("--") ? argv[i]!.slice(2) : "";
-  if (name === "keep") opts.set(name, "1");
+  if (name === "keep" || name === "auth") opts.set(name, "1");
   else if (VALUED.has(name) && i + 1 < argv.length) opts.set(name, argv[++i]!);
   else fail(`bad argument ${argv[i]}\n\n${USAGE}`);
 }
@@ -71,45 +85,6 @@ const cfg = {
 };
 
 // ---------------------------------------------------------------- requests
-
-/** One request: sent with fetch, or as raw bytes on a socket (what fetch cannot send). */
-interface Spec {
-  category: string;
-  /** What this request tries, for grouping findings (e.g. "chat.n=\"2\""). */
-  variant: string;
-  /** Acceptable statuses. */
-  expect: number[];
-  method?: string;
-  path?: string;
-  headers?: Record<string, string>;
-  body?: string | Uint8Array;
-  /** A streamed reply: read as SSE, checked to end with [DONE] and carry no error frame. */
-  stream?: boolean;
-  /** The client aborts after this many SSE events, or this many ms. */
-  abortAfter?: { events?: number; ms?: number };
-  raw?: Uint8Array;
-  /** Raw: half-close after writing (the request is incomplete; a close without an answer is fine). */
-  halfClose?: boolean;
-}
-
-type Rng = () => number;
-const pick = <T>(r: Rng, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
-const between = (r: Rng, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
-const chance = (r: Rng, p: number) => r() < p;
-const words = (r: Rng, n: number) => Array.from({ length: n }, () => pick(r, COMMON_WORDS)).join(" ");
-/** UTF-8 text and raw bytes, joined. */
-const bytes = (...parts: (string | number[])[]) => Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p, "utf8") : Buffer.from(p))));
-
-let MODEL = "tiny-chat";
-const CHAT = "/v1/chat/completions";
-const COMPLETIONS = "/v1/completions";
-const json = (path: string, body: unknown, extra: Partial<Spec> & Pick<Spec, "category" | "variant" | "expect">): Spec => ({
-  method: "POST",
-  path,
-  headers: { "content-type": "application/json" },
-  body: JSON.stringify(body),
-  ...extra,
-});
 
 function messages(r: Rng): unknown[] {
   const out: unknown[] = [];
@@ -239,14 +214,6 @@ function aborted(r: Rng): Spec {
 
 // ------------------------------------------------------- wrong field types
 
-/** Values of every JSON type; each field gets those not of its own type. */
-const ANY = { str: "x", int: 5, frac: 1.5, bool: true, arr: [1], obj: { a: 1 }, emptyArr: [], emptyObj: {} } as const;
-const wrong = (...keep: (keyof typeof ANY)[]) => Object.entries(ANY).filter(([k]) => !keep.includes(k as keyof typeof ANY)).map(([, v]) => v);
-const STR = wrong("str");
-const BOOL = [...wrong("bool"), "true", 0, 1];
-const OBJ = [...wrong("obj", "emptyObj"), [{ a: 1 }]];
-const intRange = (lo: number, hi?: number) => [...wrong("int"), lo - 1, "5", ...(hi === undefined ? [] : [hi + 1])];
-const numRange = (lo: number, hi: number) => [...wrong("int", "frac"), lo - 0.5, hi + 0.5, "0.5"];
 const PENALTY = [...wrong("int", "frac"), 0, -1, 2.5];
 
 const SAMPLING_WRONG: Record<string, unknown[]> = {
@@ -332,7 +299,9 @@ function badField(r: Rng, onChat: boolean): Spec {
   // tool_choice naming a function needs tools to be about; a lone one stays a bad request either way.
   if (field === "tool_choice" && chance(r, 0.5)) base.tools = [{ type: "function", function: { name: "f" } }];
   const category = onChat ? "bad-field-chat" : "bad-field-completions";
-  return json(onChat ? CHAT : COMPLETIONS, base, { category, variant: `${onChat ? "chat" : "completions"}.${field}=${short(value)}`, expect: [400] });
+  // A tool schema the grammar cannot enforce is tolerated under tool_choice auto (docs/api/openai.md#tools).
+  const tolerated = field === "tools" && JSON.stringify(value).includes('"nonsense"');
+  return json(onChat ? CHAT : COMPLETIONS, base, { category, variant: `${onChat ? "chat" : "completions"}.${field}=${short(value)}`, expect: tolerated ? [200, 400] : [400] });
 }
 
 /** Requests whose fields are each fine alone but not together. */
@@ -351,11 +320,6 @@ function badCombination(r: Rng): Spec {
   const category = path === CHAT ? "bad-field-chat" : "bad-field-completions";
   return json(path, { model: MODEL, max_tokens: 4, ...fields }, { category, variant, expect: variant === "unknown-model" ? [404] : [400] });
 }
-
-const short = (v: unknown) => {
-  const s = JSON.stringify(v) ?? String(v);
-  return s.length > 40 ? `${s.slice(0, 37)}...` : s;
-};
 
 // ------------------------------------------------------- malformed bodies
 
@@ -385,8 +349,6 @@ function badJson(r: Rng): Spec {
 function withLiteral(body: Record<string, unknown>, field: string, literal: string): string {
   return JSON.stringify({ ...body, [field]: "@@LITERAL@@" }).replace('"@@LITERAL@@"', literal);
 }
-
-const nest = (depth: number, open: string, inner: string, close: string) => open.repeat(depth) + inner + close.repeat(depth);
 
 function hugeOrDeep(r: Rng): Spec {
   const base = { model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 4 };
@@ -514,7 +476,7 @@ function methodsAndPaths(r: Rng): Spec {
     ...["GET", "PUT", "DELETE", "PATCH", "OPTIONS"].flatMap((m) => [CHAT, COMPLETIONS, "/v1/tokenize"].map((p): [string, string, number[]] => [m, p, [405]])),
     ...["POST", "PUT", "DELETE", "PATCH"].flatMap((m) => ["/health", "/v1/models", "/slots", "/props", `/v1/models/${MODEL}`].map((p): [string, string, number[]] => [m, p, [405]])),
     ["HEAD", "/health", [200]], ["HEAD", "/v1/models", [200]], ["HEAD", CHAT, [405]],
-    ["GET", "/", [404]], ["GET", "/v1", [404]], ["GET", "/v2/chat/completions", [404]], ["POST", "/v1/embeddings", [404]],
+    ["GET", "/", [200]], ["GET", "/v1", [404]], ["GET", "/v2/chat/completions", [404]], ["GET", "/v1/embeddings", [405]],
     ["POST", "/v1/chat/completions/extra", [404]], ["GET", "/%00", [404]], ["GET", "/..%2f..%2fetc%2fpasswd", [404]],
     ["GET", "/v1/models/%ZZ", [404]], ["GET", "/v1/models/no-such-model", [404]], ["GET", `/v1/models/${MODEL}?x=1`, [200]],
     ["GET", `/${"a".repeat(8000)}`, [404, 414, 431]], ["GET", "/health?" + "q=1&".repeat(500), [200]],
@@ -605,7 +567,14 @@ function rawHttp(r: Rng): Spec {
     ["binary-noise", new Uint8Array(Array.from({ length: 512 }, () => between(r, 0, 255))), [400]],
   ];
   const [variant, raw, expect, halfClose] = pick(r, cases);
-  return { category: "raw-http", variant: `raw.${variant}`, expect, raw: typeof raw === "string" ? Buffer.from(raw, "latin1") : raw, ...(halfClose ? { halfClose } : {}) };
+  return {
+    category: "raw-http",
+    variant: `raw.${variant}`,
+    expect,
+    raw: typeof raw === "string" ? Buffer.from(raw, "latin1") : raw,
+    ...(halfClose ? { halfClose } : {}),
+    ...(variant === "http-1.1-no-host" ? { bareErrorOk: true } : {}),
+  };
 }
 
 function admin(r: Rng): Spec {
@@ -639,22 +608,74 @@ const MIX: [string, number, (r: Rng) => Spec][] = [
   ["headers", 4, oddHeaders],
   ["raw-http", 4, rawHttp],
   ["admin", 5, admin],
+  // Anthropic's Messages API.
+  ["anthropic", 10, (r) => (chance(r, 0.2) ? anthropicCount(r) : anthropicValid(r))],
+  ["anthropic-aborted", 2, anthropicAborted],
+  ["anthropic-bad", 7, anthropicBad],
+  ["anthropic-routes", 2, anthropicRoutes],
+  // Ollama's API.
+  ["ollama", 8, ollamaValid],
+  ["ollama-aborted", 2, ollamaAborted],
+  ["ollama-preload", 1, ollamaPreload],
+  ["ollama-bad", 7, ollamaBad],
+  ["ollama-embed", 4, ollamaEmbed],
+  ["ollama-discovery", 4, ollamaDiscovery],
+  // Responses, files and batches: objects made, read, listed, deleted, cancelled.
+  ["responses", 7, responsesCreate],
+  ["responses-aborted", 2, responsesAborted],
+  ["responses-bad", 5, responsesBad],
+  ["responses-read", 4, responsesRead],
+  ["responses-read-bad", 2, responsesReadBad],
+  ["files-upload", 4, filesUpload],
+  ["files-read", 4, filesRead],
+  ["files-upload-bad", 4, filesUploadBad],
+  ["files-bad", 2, filesBad],
+  ["batches-create", 3, batchesCreate],
+  ["batches-read", 3, batchesRead],
+  ["batches-bad", 3, batchesBad],
+  // Embeddings, rerank, audio, models and their admin routes, LoRA.
+  ["embeddings", 4, embeddings],
+  ["embeddings-bad", 2, embeddingsBad],
+  ["rerank", 3, rerank],
+  ["rerank-bad", 2, rerankBad],
+  ["audio", 2, audio],
+  ["models", 4, models],
+  ["model-admin", 2, modelAdmin],
+  ["lora", 3, lora],
 ];
 const TOTAL_WEIGHT = MIX.reduce((s, [, w]) => s + w, 0);
 
-/** Request `index` of the run seeded `seed`: its own PRNG stream, so it can be shown alone. */
+const AUTH = opts.has("auth");
+
+/** GET or HEAD /health: open without a key. */
+const isOpen = (spec: Spec) => (spec.method === "GET" || spec.method === "HEAD") && /^\/health(\?|$)/.test(spec.path ?? "");
+
+/**
+ * Request `index` of the run seeded `seed`: its own PRNG stream, so it can be
+ * shown alone. Under --auth its key comes from a stream of its own, so the
+ * requests themselves are those of a run without keys.
+ */
 function specAt(seed: number, index: number): Spec {
   const r = uniform(hashSeed(seed, `fuzz-request-${index}`));
   let x = r() * TOTAL_WEIGHT;
-  for (const [, w, gen] of MIX) if ((x -= w) < 0) return gen(r);
-  return MIX[0]![2](r);
+  let spec = MIX[0]![2];
+  for (const [, w, gen] of MIX) {
+    if ((x -= w) < 0) {
+      spec = gen;
+      break;
+    }
+  }
+  const drawn = spec(r);
+  const open = isOpen(drawn) ? { open: true } : {};
+  return AUTH ? withKey(uniform(hashSeed(seed, `fuzz-key-${index}`)), { ...drawn, ...open }) : { ...drawn, ...open };
 }
 
 if (opts.has("show")) {
   const s = specAt(cfg.seed, intOpt("show", 0, 0));
   const body = s.raw ?? s.body;
   // The request's description on stderr, its exact body (or raw bytes) on stdout: `--show N > body.json`.
-  console.error(JSON.stringify({ ...s, body: undefined, raw: undefined }, null, 2));
+  // `@@kind@@` names an object the run made at setup, `@@kind~@@` one it made (and may have deleted) during the run.
+  console.error(JSON.stringify({ ...s, expect: authExpect(s, s.expect), body: undefined, raw: undefined }, null, 2));
   if (body !== undefined) await Bun.write(Bun.stdout, body);
   process.exit(0);
 }
@@ -670,53 +691,11 @@ interface Outcome {
   /** The connection failed before an answer, or mid-answer. */
   dropped?: string;
   timedOut: boolean;
-  /** A reply that breaks the API: no error envelope, an error frame in a 200 stream, a stream without [DONE], a non-JSON 200. */
+  /** A reply that breaks the API: no error envelope, an error frame in a 200 stream, a stream without its end, a non-JSON 200. */
   problem?: string;
   snippet: string;
-}
-
-function checkBody(spec: Spec, status: number, text: string, ctype: string): string | undefined {
-  if (spec.method === "HEAD") return undefined;
-  if (status >= 400) {
-    try {
-      const e = JSON.parse(text).error;
-      if (typeof e?.message === "string" && typeof e?.type === "string" && "param" in e && "code" in e) return undefined;
-    } catch {}
-    return "error reply not in the envelope";
-  }
-  if (status === 200 && ctype.includes("json")) {
-    try {
-      const v = JSON.parse(text);
-      if ((spec.path === CHAT || spec.path === COMPLETIONS) && (!Array.isArray(v.choices) || v.choices.length === 0)) return "200 without choices";
-    } catch {
-      return "200 body is not JSON";
-    }
-  }
-  return undefined;
-}
-
-async function readStream(spec: Spec, body: ReadableStream<Uint8Array>, abort: AbortController): Promise<{ problem?: string; snippet: string }> {
-  let events = 0;
-  let done = false;
-  let last = "";
-  for await (const ev of sseEvents(body)) {
-    events++;
-    last = ev.data ?? ev.error ?? "";
-    if (ev.error || ev.data?.startsWith('{"error"')) return { problem: "error frame in a 200 stream", snippet: last.slice(0, 300) };
-    if (ev.data === "[DONE]") done = true;
-    else if (ev.data !== undefined) {
-      try {
-        JSON.parse(ev.data);
-      } catch {
-        return { problem: "stream event is not JSON", snippet: ev.data.slice(0, 300) };
-      }
-    }
-    if (spec.abortAfter?.events !== undefined && events >= spec.abortAfter.events) {
-      abort.abort("client abort");
-      return { snippet: `aborted after ${events} events` };
-    }
-  }
-  return done ? { snippet: last.slice(0, 200) } : { problem: "stream ended without [DONE]", snippet: last.slice(0, 300) };
+  /** A whole 200 JSON reply, parsed (for the ids of objects it made). */
+  value?: any;
 }
 
 async function sendFetch(base: string, spec: Spec): Promise<Outcome> {
@@ -741,12 +720,15 @@ async function sendFetch(base: string, spec: Spec): Promise<Outcome> {
       return out({ dropped: abort.signal.aborted ? undefined : `no answer: ${(err as Error).message}` });
     }
     try {
-      if (spec.stream && res.status === 200 && res.body) {
-        const r = await readStream(spec, res.body, abort);
+      const ctype = res.headers.get("content-type") ?? "";
+      // A stream is read by what the reply is (SSE or NDJSON), whatever the request asked for.
+      if (res.status === 200 && res.body && (ctype.includes("event-stream") || ctype.includes("ndjson"))) {
+        const r = await readStream(spec, res.body, ctype, abort);
         return out({ statuses: [res.status], ...r, clientAborted: abort.signal.aborted && !timedOut });
       }
       const text = await res.text();
-      return out({ statuses: [res.status], problem: checkBody(spec, res.status, text, res.headers.get("content-type") ?? ""), snippet: text.slice(0, 300) });
+      const { problem, value } = checkBody(spec, res.status, text, ctype);
+      return out({ statuses: [res.status], problem, value, snippet: text.slice(0, 300) });
     } catch (err) {
       return out({ statuses: [res.status], dropped: abort.signal.aborted ? undefined : `reply cut: ${(err as Error).message}` });
     }
@@ -877,9 +859,38 @@ const quantile = (xs: number[], q: number) => {
 const dir = mkdtempSync(join(tmpdir(), "superfluid-fuzz-"));
 const logPath = join(dir, "server.log");
 
+/** The key the harness's own requests (/slots, /v1/models, setup) carry under --auth: the global one, admin and unlimited. */
+const HARNESS: Record<string, string> = AUTH ? keyHeader("global") : {};
+
+/**
+ * The server: the built-in chat model, an embedding and a rerank fixture
+ * (linked under the names fuzz-kit.ts's SERVED gives, so ids do not depend
+ * on fixture versions), `claude-*` mapped to the chat model; under --auth a
+ * key policy and --api-key.
+ */
 async function startServer() {
+  const modelDir = join(dir, "models");
+  mkdirSync(modelDir);
+  const link = async (kind: "tiny-chat" | "tiny-embed" | "tiny-rerank", id: string) => {
+    const path = join(modelDir, `${id}.gguf`);
+    symlinkSync(await ensureFixture(kind), path);
+    return path;
+  };
+  const chat = await link("tiny-chat", SERVED.chat);
+  const embed = await link("tiny-embed", SERVED.embed);
+  const rerankModel = await link("tiny-rerank", SERVED.rerank);
+  LORA.path = await ensureLoraFixture();
+  const authArgs: string[] = [];
+  if (AUTH) {
+    const policy = join(dir, "keys.json");
+    writeFileSync(policy, policyFile(), { mode: 0o600 });
+    authArgs.push("--api-key", KEYS.global, "--key-policy", policy);
+  }
   const proc = Bun.spawn(
-    [process.execPath, join(import.meta.dir, "../src/main.ts"), "serve", "--port", "0", "--sessions", join(dir, "sessions"), "--max-batch", "4", "--threads", "1"],
+    [
+      process.execPath, join(import.meta.dir, "../src/main.ts"), "serve", chat, "--model", embed, "--model", rerankModel, "--alias", `claude-*=${SERVED.chat}`,
+      "--port", "0", "--sessions", join(dir, "sessions"), "--max-batch", "4", "--threads", "1", ...authArgs,
+    ],
     { stdout: "pipe", stderr: "pipe" },
   );
   let port = 0;
@@ -891,7 +902,7 @@ async function startServer() {
     for await (const chunk of stream) {
       const text = decoder.decode(chunk, { stream: true });
       appendFileSync(logPath, text);
-      const m = /serving \S+ at http:\/\/127\.0\.0\.1:(\d+)/.exec(text);
+      const m = /serving .+? at http:\/\/127\.0\.0\.1:(\d+)/.exec(text);
       if (m) found(Number(m[1]));
     }
   };
@@ -919,24 +930,59 @@ function rssKb(pid: number): number {
   }
 }
 
-/** The server's child processes (its model worker). */
+/** The server's child processes (its model workers), by their parent pid in /proc/PID/stat. */
 function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last ')'.
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid) out.push(Number(name));
+    } catch {}
+  }
+  return out;
+}
+
+/** The model a worker serves: its --model file's stem. */
+function workerModel(pid: number): string {
   try {
-    return readdirSync(`/proc/${pid}/task`).flatMap((tid) => readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number));
+    const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    const at = args.indexOf("--model");
+    return at >= 0 ? basename(args[at + 1] ?? "?").replace(/\.gguf$/, "") : `pid ${pid}`;
   } catch {
-    return [];
+    return `pid ${pid}`;
   }
 }
 
 interface Rss {
   server: number;
-  worker: number;
+  /** Each worker's RSS by the model it serves (a model unloaded and loaded again has a new worker). */
+  workers: Map<string, number>;
 }
-const rssOf = (pid: number): Rss => ({ server: rssKb(pid), worker: childrenOf(pid).reduce((s, c) => s + rssKb(c), 0) });
+function rssOf(pid: number): Rss {
+  const workers = new Map<string, number>();
+  for (const child of childrenOf(pid)) {
+    const kb = rssKb(child);
+    if (Number.isFinite(kb)) workers.set(workerModel(child), kb);
+  }
+  return { server: rssKb(pid), workers };
+}
+
+/** The share by which the daemon's, and each model's worker's, RSS is above `before`. */
+function growthOf(before: Rss, after: Rss): { name: string; growth: number }[] {
+  const out = [{ name: "server", growth: (after.server - before.server) / before.server }];
+  for (const [model, kb] of before.workers) {
+    const now = after.workers.get(model);
+    if (now !== undefined) out.push({ name: `worker ${model}`, growth: (now - kb) / kb });
+  }
+  return out;
+}
 
 async function slotsState(base: string): Promise<{ active: number; queued: number; respawns: number } | undefined> {
   try {
-    const s = (await (await fetch(`${base}/slots`)).json()) as { lanes: { active: number }; queue: { depth: number }; respawns: number }[];
+    const s = (await (await fetch(`${base}/slots`, { headers: HARNESS })).json()) as { lanes: { active: number }; queue: { depth: number }; respawns: number }[];
     return { active: s[0]!.lanes.active, queued: s[0]!.queue.depth, respawns: s[0]!.respawns };
   } catch {
     return undefined;
@@ -945,6 +991,23 @@ async function slotsState(base: string): Promise<{ active: number; queued: numbe
 
 // ---------------------------------------------------------------- the run
 
+/** The objects the run made and names (fuzz-pool.ts). */
+const pool = new ObjectPool();
+
+/** The spec as sent: ids filled in, and the statuses its key and the objects it names allow. */
+function prepared(seed: number, index: number): Spec {
+  const drawn = specAt(seed, index);
+  const { spec, hidden } = pool.fill(drawn, uniform(hashSeed(seed, `fuzz-pool-${index}`)), scopeOfKey(drawn.key));
+  return { ...spec, expect: authExpect(drawn, hidden ? (drawn.expectHidden ?? [404]) : drawn.expect) };
+}
+
+/** What a 200 made or deleted joins or leaves the pool. */
+function track(spec: Spec, o: Outcome): void {
+  if (o.statuses[0] !== 200 || typeof o.value?.id !== "string") return;
+  if (spec.capture && spec.method === "POST") pool.add(spec.capture, o.value.id, scopeOfKey(spec.key));
+  if (spec.method === "DELETE") pool.forget(o.value.id);
+}
+
 async function runMix(server: { base: string; port: number }, seed: number, count: number, rec: Recorder, stopAt: number, progress: boolean): Promise<void> {
   let next = 0;
   let lastReport = performance.now();
@@ -952,8 +1015,9 @@ async function runMix(server: { base: string; port: number }, seed: number, coun
     for (;;) {
       if (next >= count || Date.now() > stopAt || interrupted) return;
       const index = next++;
-      const spec = specAt(seed, index);
+      const spec = prepared(seed, index);
       const o = spec.raw ? await sendRaw(server.port, spec) : await sendFetch(server.base, spec);
+      track(spec, o);
       rec.record(index, spec, o);
       if (progress && performance.now() - lastReport > 10_000) {
         lastReport = performance.now();
@@ -975,6 +1039,10 @@ process.on("SIGINT", () => {
 const mib = (kb: number) => (kb / 1024).toFixed(1);
 
 async function main(): Promise<number> {
+  if (AUTH && !authSupported()) {
+    rmSync(dir, { recursive: true, force: true });
+    fail("fuzz: --auth needs `superfluid serve --key-policy` and `--api-key`, and `bun src/main.ts serve --help` lists neither yet in this checkout; run without --auth until the flags land");
+  }
   // One deadline for the whole run, warm-up included.
   const stopAt = Date.now() + cfg.deadlineS * 1000;
   console.error(`fuzz: starting a server (log: ${logPath})`);
@@ -984,18 +1052,23 @@ async function main(): Promise<number> {
   });
   const pid = server.proc.pid;
   try {
-    MODEL = ((await (await fetch(`${server.base}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
+    // The objects the run starts with: one set per key under --auth (each key sees only its own).
+    for (const key of AUTH ? (["user", "admin", "global"] as const) : [undefined]) {
+      const made = await makeObjects(server.base, key ? keyHeader(key) : {});
+      for (const [kind, id] of Object.entries(made)) pool.keep(kind as keyof typeof made, id, scopeOfKey(key));
+    }
     const warm = new Recorder();
     console.error(`fuzz: ${cfg.warmup} warm-up requests (seed ${cfg.seed + 1})`);
     await runMix(server, cfg.seed + 1, cfg.warmup, warm, stopAt, false);
     await waitIdle(server.base, 60_000);
+    await loadAll(server.base);
     await Bun.sleep(2000);
     const before = rssOf(pid);
-    const peak = { ...before };
+    const peak: Rss = { server: before.server, workers: new Map(before.workers) };
     const sampler = setInterval(() => {
       const now = rssOf(pid);
       peak.server = Math.max(peak.server, now.server || 0);
-      peak.worker = Math.max(peak.worker, now.worker || 0);
+      for (const [model, kb] of now.workers) peak.workers.set(model, Math.max(peak.workers.get(model) ?? 0, kb));
     }, 200);
 
     const rec = new Recorder();
@@ -1006,6 +1079,12 @@ async function main(): Promise<number> {
     clearInterval(sampler);
 
     const idle = await waitIdle(server.base, 60_000);
+    // Afterwards the server must still answer: /health, and a plain chat turn.
+    const healthy = await fetch(`${server.base}/health`).then((r) => r.status === 200, () => false);
+    const chatOk = await fetch(`${server.base}${CHAT}`, { method: "POST", headers: { "content-type": "application/json", ...HARNESS }, body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello" }], max_tokens: 8 }) })
+      .then(async (r) => r.status === 200 && Array.isArray(((await r.json()) as { choices?: unknown[] }).choices), () => false);
+    // Models the run unloaded are loaded again, so each model's worker is compared with its own baseline.
+    await loadAll(server.base);
     const after = await settledRss(pid, before);
     const state = await slotsState(server.base);
     const alive = server.proc.exitCode === null;
@@ -1014,17 +1093,19 @@ async function main(): Promise<number> {
 
     const t = rec.totals();
     const w = warm.totals();
-    const growth = (after.server - before.server) / before.server;
+    const growths = growthOf(before, after);
+    const grown = growths.filter((g) => g.growth > 0.1);
     const must: [string, number][] = [
       ["5xx answers", t.fivexx + w.fivexx],
       ["connections dropped without an answer (not client-aborted)", t.dropped + w.dropped],
       [`hangs > ${cfg.hangS} s`, t.hangs + w.hangs],
-      ["broken replies (no envelope, stream error frame, no [DONE])", t.problems + w.problems],
+      ["broken replies (no envelope, stream error frame, no end of stream, wrong 200 shape)", t.problems + w.problems],
       ["5xx / internal errors in the server's log", logged5xx.length],
       ["worker respawns", state?.respawns ?? 1],
       ["lanes or queue still busy 60 s after the run", idle ? 0 : 1],
       ["server exited", alive ? 0 : 1],
-      ["server RSS after the run more than 10% above before", growth > 0.1 ? 1 : 0],
+      ["/health or a plain chat failing after the run", (healthy ? 0 : 1) + (chatOk ? 0 : 1)],
+      [`RSS after the run more than 10% above before (server, each model's worker)${grown.length ? `: ${grown.map((g) => g.name).join(", ")}` : ""}`, grown.length],
     ];
 
     const rows = [...rec.categories.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([name, c]) => ({
@@ -1049,9 +1130,13 @@ async function main(): Promise<number> {
       console.log(`| ${r.category} | ${r.requests} | ${st} | ${r.fivexx} | ${r.dropped} | ${r.hangs} | ${r.broken} | ${r.unexpected} | ${r.clientAborted} | ${r.p50ms.toFixed(1)} | ${r.p99ms.toFixed(1)} |`);
     }
     console.log(`| **all** | ${rec.sent} | | ${t.fivexx} | ${t.dropped} | ${t.hangs} | ${t.problems} | ${t.unexpected} | ${t.clientAborted} | | |`);
-    console.log(`\nRSS (MiB)   before (after warm-up)   peak   after (idle)`);
-    console.log(`server      ${mib(before.server)}   ${mib(peak.server)}   ${mib(after.server)}   (${(growth * 100).toFixed(1)}%)`);
-    console.log(`worker      ${mib(before.worker)}   ${mib(peak.worker)}   ${mib(after.worker)}`);
+    console.log(`\n| RSS (MiB) | before (after warm-up) | peak | after (idle) | change |`);
+    console.log("|---|---:|---:|---:|---:|");
+    for (const g of growths) {
+      const model = g.name.replace(/^worker /, "");
+      const [b, p, a] = g.name === "server" ? [before.server, peak.server, after.server] : [before.workers.get(model)!, peak.workers.get(model) ?? NaN, after.workers.get(model)!];
+      console.log(`| ${g.name} | ${mib(b)} | ${mib(p)} | ${mib(a)} | ${(g.growth * 100).toFixed(1)}% |`);
+    }
     console.log(`\nMust be zero:`);
     for (const [name, n] of must) console.log(`  ${n === 0 ? "ok  " : "FAIL"} ${name}: ${n}`);
     if (logged5xx.length) console.log(`\nServer log (first 5 of ${logged5xx.length}):\n${logged5xx.slice(0, 5).join("\n")}`);
@@ -1065,7 +1150,7 @@ async function main(): Promise<number> {
     const failed = must.some(([, n]) => n !== 0);
     const jsonPath = opts.get("json");
     if (jsonPath) {
-      writeFileSync(jsonPath, JSON.stringify({ config: cfg, wallS, sent: rec.sent, warmupSent: warm.sent, rows, totals: t, warmupTotals: w, rssKb: { before, peak, after }, mustBeZero: Object.fromEntries(must), serverLog5xx: logged5xx, findings: shown, failed }, null, 2));
+      writeFileSync(jsonPath, JSON.stringify({ config: cfg, wallS, sent: rec.sent, warmupSent: warm.sent, rows, totals: t, warmupTotals: w, rssKb: { before: rssJson(before), peak: rssJson(peak), after: rssJson(after) }, mustBeZero: Object.fromEntries(must), serverLog5xx: logged5xx, findings: shown, failed }, null, 2));
     }
     return failed ? 1 : 0;
   } finally {
@@ -1074,6 +1159,15 @@ async function main(): Promise<number> {
     if (server.proc.exitCode === null) server.proc.kill("SIGKILL");
     if (opts.has("keep")) console.error(`fuzz: kept ${dir}`);
     else rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const rssJson = (r: Rss) => ({ server: r.server, workers: Object.fromEntries(r.workers) });
+
+/** Loads every served model the run may have unloaded (/props?autoload=1 waits for the load). */
+async function loadAll(base: string): Promise<void> {
+  for (const model of [SERVED.embed, SERVED.rerank]) {
+    await fetch(`${base}/props?model=${model}&autoload=1`, { headers: HARNESS }).then((r) => r.text(), () => "");
   }
 }
 
@@ -1087,11 +1181,11 @@ async function waitIdle(base: string, ms: number): Promise<boolean> {
   return false;
 }
 
-/** RSS once idle: read after 5 s, then up to 25 s more while it is still above the 10% line. */
+/** RSS once idle: read after 5 s, then up to 25 s more while some process is still above the 10% line. */
 async function settledRss(pid: number, before: Rss): Promise<Rss> {
   await Bun.sleep(5000);
   let now = rssOf(pid);
-  for (let i = 0; i < 25 && now.server > before.server * 1.1; i++) {
+  for (let i = 0; i < 25 && growthOf(before, now).some((g) => g.growth > 0.1); i++) {
     await Bun.sleep(1000);
     now = rssOf(pid);
   }

@@ -53,6 +53,22 @@ describe("serve options", () => {
     expect(() => parse("--prefix-blob-budget-mb", "64")).toThrow("no prefix blob store");
   });
 
+  test("key and limit flags: --api-key repeatable and printable ASCII, --rate-limit whole, --web-origin an http(s) origin", () => {
+    const o = parse("--api-key", "sk-one", "--api-key", "sk-two", "--rate-limit", "60", "--web-origin", "https://app.example:8443/path");
+    expect(o.apiKeys).toEqual(["sk-one", "sk-two"]);
+    expect(o.policyKeys).toEqual([]);
+    expect(o.rateLimitRpm).toBe(60);
+    expect(o.webOrigins).toEqual(["https://app.example:8443"]);
+    expect(parse().rateLimitRpm).toBe(0);
+    expect(() => parse("--api-key", "")).toThrow("--api-key expects a key");
+    expect(() => parse("--api-key", " sk-padded ")).toThrow("printable ASCII");
+    expect(() => parse("--api-key", "sk-café")).toThrow("printable ASCII");
+    // A bucket of half a request a minute would never hold a whole one.
+    expect(() => parse("--rate-limit", "0.5")).toThrow("--rate-limit expects a whole number");
+    expect(() => parse("--web-origin", "app.example")).toThrow("--web-origin expects an http:// or https:// origin");
+    expect(() => parse("--web-origin", "ftp://app.example")).toThrow("--web-origin expects an http:// or https:// origin");
+  });
+
   test("session and prefix-cache flags", () => {
     expect(parse()).toMatchObject({ sessionsCache: false, pressureHigh: 85, pressureLow: 70 });
     expect(parse().hostCacheMb).toBeUndefined();

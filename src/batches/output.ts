@@ -13,14 +13,14 @@ export interface StagedFile {
   readonly bytes: number;
 }
 
-/** What the batches need of the Files store (src/files/store.ts). */
+/** What the batches need of the Files store (src/files/store.ts); `owner` is a scope, as there. */
 export interface BatchFiles {
-  get(id: string): { id: string; purpose: string } | undefined;
+  get(id: string, owner?: string): { id: string; purpose: string } | undefined;
   contentPath(id: string): string;
   stage(body: AsyncIterable<Uint8Array>): Promise<StagedFile>;
-  commit(staged: StagedFile, info: { filename: string; purpose: string }): Promise<{ id: string }>;
+  commit(staged: StagedFile, info: { filename: string; purpose: string; owner?: string }): Promise<{ id: string }>;
   discard(staged: StagedFile): Promise<void>;
-  delete(id: string): Promise<boolean>;
+  delete(id: string, owner?: string): Promise<boolean>;
 }
 
 /** What running a line gave: the status and JSON body the route would have answered. */
@@ -90,17 +90,20 @@ async function* outputLines(state: BatchState, id: string, ok: boolean, extra: U
 
 /**
  * Writes the output file (when any request succeeded) and the error file
- * (when any failed, or `unrun` lines are to be reported) and returns their
- * ids. Both are staged before either is committed, so a file store that
- * cannot take both (its quota) is left with neither.
+ * (when any failed, or `unrun` lines are to be reported), both owned by the
+ * batch's owner, and returns their ids. Both are staged before either is
+ * committed, so a file store that cannot take both (its quota) is left with
+ * neither.
  */
 export async function writeOutputFiles(
   files: BatchFiles,
   state: BatchState,
-  batchId: string,
+  batch: { id: string; owner: string | undefined },
   counts: { completed: number; failed: number },
   unrun: UnrunLines = NO_UNRUN,
 ): Promise<{ output: string | null; error: string | null }> {
+  const batchId = batch.id;
+  const owner = batch.owner === undefined ? {} : { owner: batch.owner };
   const output = counts.completed > 0 ? await files.stage(jsonl(outputLines(state, batchId, true, NO_UNRUN))) : undefined;
   let error: StagedFile | undefined;
   try {
@@ -111,13 +114,13 @@ export async function writeOutputFiles(
   }
   let outputId: string | null = null;
   try {
-    if (output) outputId = (await files.commit(output, { filename: `${batchId}_output.jsonl`, purpose: "batch_output" })).id;
-    const errorId = error ? (await files.commit(error, { filename: `${batchId}_error.jsonl`, purpose: "batch_output" })).id : null;
+    if (output) outputId = (await files.commit(output, { filename: `${batchId}_output.jsonl`, purpose: "batch_output", ...owner })).id;
+    const errorId = error ? (await files.commit(error, { filename: `${batchId}_error.jsonl`, purpose: "batch_output", ...owner })).id : null;
     return { output: outputId, error: errorId };
   } catch (err) {
     // A commit failed (the disk, not the quota): neither file is left behind.
     if (error) await files.discard(error);
-    if (outputId !== null) await files.delete(outputId).catch(() => {});
+    if (outputId !== null) await files.delete(outputId, batch.owner).catch(() => {});
     throw err;
   }
 }

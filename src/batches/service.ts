@@ -5,6 +5,11 @@
 // (runner.ts), the state on disk (state.ts) and the output files
 // (output.ts). On open, batches a previous run left unfinished are taken up
 // again in their original order.
+//
+// Each batch belongs to the scope of the key that created it
+// (docs/api/security.md#scoping): its input file must be one that scope
+// sees, its output files are that scope's, and to any other scope its id is
+// unknown (404, as for an id never created).
 import { existsSync } from "node:fs";
 import { FilesQuotaError } from "../files/store.ts";
 import { RequestError, invalidRequest } from "../pipeline/request-error.ts";
@@ -172,8 +177,8 @@ export class BatchService {
     if (resumed > 0) this.log(`superfluid: batches: ${resumed} unfinished batch${resumed === 1 ? "" : "es"} taken up again`);
   }
 
-  /** POST /v1/batches. */
-  async create(body: unknown): Promise<Batch> {
+  /** POST /v1/batches, by a request of scope `owner`. */
+  async create(body: unknown, owner?: string): Promise<Batch> {
     if (!isObject(body)) throw invalidRequest("request body must be a JSON object");
     const { input_file_id: fileId, completion_window: window } = body;
     if (fileId === undefined || fileId === null) throw invalidRequest("you must provide an input_file_id parameter", "input_file_id", "missing_required_parameter");
@@ -182,7 +187,7 @@ export class BatchService {
     if (window !== undefined && window !== null && window !== WINDOW) throw invalidRequest(`completion_window must be '${WINDOW}'`, "completion_window");
     const metadata = metadataOf(body.metadata);
     this.refuseWhenFull();
-    const file = this.opts.files.get(fileId);
+    const file = this.opts.files.get(fileId, owner);
     if (!file) throw new RequestError(404, `No such File object: ${fileId}`, "file_not_found", "input_file_id");
     if (file.purpose !== "batch") throw invalidRequest(`the file ${fileId} has purpose '${file.purpose}'; a batch's input file must be uploaded with purpose 'batch'`, "input_file_id");
     // The batch's own copy, checked and later run: the upload may go meanwhile.
@@ -202,7 +207,7 @@ export class BatchService {
         model: await this.modelOf(endpoint, check.ok ? staged : undefined),
         total: check.ok ? check.total : 0,
       });
-      const e: Entry = { stored: { seq: this.nextSeq++, batch: b }, done: new Set() };
+      const e: Entry = { stored: { seq: this.nextSeq++, batch: b, ...(owner === undefined ? {} : { owner }) }, done: new Set() };
       if (!check.ok) {
         failValidation(b, check.errors);
         this.saveNew(e);
@@ -261,21 +266,29 @@ export class BatchService {
     );
   }
 
-  /** GET /v1/batches/{id}. */
-  get(id: string): Batch {
+  /** The batch `id` when the scope `owner` sees it (it created it), else a 404 as for an id never created. */
+  private visible(id: string, owner: string | undefined): Entry {
     const e = this.entries.get(id);
-    if (!e) throw new RequestError(404, `No batch found with id '${id}'`, "batch_not_found", "batch_id");
-    return e.stored.batch;
+    if (!e || e.stored.owner !== owner) throw new RequestError(404, `No batch found with id '${id}'`, "batch_not_found", "batch_id");
+    return e;
   }
 
-  /** GET /v1/batches: newest first, `limit` (1-100, default 20) after the batch `after`. */
-  list(query: { limit?: string | null; after?: string | null }): BatchList {
+  /** GET /v1/batches/{id}. */
+  get(id: string, owner?: string): Batch {
+    return this.visible(id, owner).stored.batch;
+  }
+
+  /** GET /v1/batches: the scope `owner`'s batches, newest first, `limit` (1-100, default 20) after its batch `after`. */
+  list(query: { limit?: string | null; after?: string | null }, owner?: string): BatchList {
     let limit = 20;
     if (query.limit !== undefined && query.limit !== null) {
       limit = Number(query.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidRequest("limit must be an integer from 1 to 100", "limit");
     }
-    const all = [...this.entries.values()].sort((a, b) => b.stored.seq - a.stored.seq).map((e) => e.stored.batch);
+    const all = [...this.entries.values()]
+      .filter((e) => e.stored.owner === owner)
+      .sort((a, b) => b.stored.seq - a.stored.seq)
+      .map((e) => e.stored.batch);
     let from = 0;
     if (query.after) {
       const at = all.findIndex((b) => b.id === query.after);
@@ -291,10 +304,10 @@ export class BatchService {
    * running one goes `cancelling`, its request in flight is aborted, and it
    * ends `cancelled` with what ran so far in its files.
    */
-  async cancel(id: string): Promise<Batch> {
-    const e = this.entries.get(id);
-    const b = this.get(id);
-    if (!e || b.status === "cancelling" || b.status === "cancelled") return b;
+  async cancel(id: string, owner?: string): Promise<Batch> {
+    const e = this.visible(id, owner);
+    const b = e.stored.batch;
+    if (b.status === "cancelling" || b.status === "cancelled") return b;
     if (TERMINAL.has(b.status) || b.status === "finalizing") {
       throw new RequestError(409, `Cannot cancel a batch with status '${b.status}'`, "batch_not_cancellable");
     }
@@ -411,7 +424,7 @@ export class BatchService {
         this.save(e);
       }
       if (b.status === "finalizing") {
-        finish(b, "completed", await writeOutputFiles(this.opts.files, this.state, b.id, b.request_counts));
+        finish(b, "completed", await writeOutputFiles(this.opts.files, this.state, { id: b.id, owner: e.stored.owner }, b.request_counts));
         await this.saveEnd(e);
       }
     } catch (err) {
@@ -436,7 +449,7 @@ export class BatchService {
                 for await (const line of batchLines(input, (i) => e.done.has(i))) yield expiredLine(line);
               },
             };
-      finish(b, status, await writeOutputFiles(this.opts.files, this.state, b.id, b.request_counts, unrun));
+      finish(b, status, await writeOutputFiles(this.opts.files, this.state, { id: b.id, owner: e.stored.owner }, b.request_counts, unrun));
       await this.saveEnd(e);
     } catch (err) {
       await this.fail(e, err);

@@ -38,6 +38,8 @@ export interface StoredBatch {
   /** Creation order across restarts. */
   seq: number;
   batch: Batch;
+  /** The scope of the request that created it (docs/api/security.md#scoping); absent when it had none. */
+  owner?: string;
 }
 
 const RECORD = ".json";
@@ -145,6 +147,7 @@ export class BatchState {
       try {
         const stored = JSON.parse(readFileSync(join(this.dir, name), "utf8")) as StoredBatch;
         if (typeof stored.seq !== "number" || stored.batch?.object !== "batch") throw new Error("not a batch record");
+        if (stored.owner !== undefined && typeof stored.owner !== "string") throw new Error("its owner is not a string");
         out.push(stored);
       } catch (err) {
         warn(`superfluid: batches: ${name} is unreadable and was skipped (${(err as Error).message})`);

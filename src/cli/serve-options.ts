@@ -5,6 +5,7 @@ import { join } from "node:path";
 import type { ModelAlias } from "../daemon/registry.ts";
 import type { OperatorSampling } from "../daemon/sampling-resolve.ts";
 import { DEFAULT_QOS, QOS_NAMES, type ClassLanes, type QosClass } from "../engine/scheduler.ts";
+import { isHeaderSafeSecret, KeyPolicyError, readKeyPolicy, SECRET_CHARACTERS, type PolicyKey } from "../http/auth/key-policy.ts";
 import { parseClassLanes, parseQos } from "../http/qos.ts";
 import { physicalCores } from "../engine/threads.ts";
 import { FlagError, parseFlags, type FlagSpec } from "./flags.ts";
@@ -16,6 +17,14 @@ export interface ServeOptions {
   idleTimeoutSec: number;
   host: string;
   port: number;
+  /** --api-key (repeatable): keys with every right, named `api-key` in logs (docs/api/security.md#keys). */
+  apiKeys: string[];
+  /** --key-policy FILE, read and validated at startup (docs/api/key-policy.md). */
+  policyKeys: PolicyKey[];
+  /** --rate-limit: requests a minute per client IP (0 = off). */
+  rateLimitRpm: number;
+  /** --web-origin (repeatable): page origins, besides this machine's, whose requests are let in. */
+  webOrigins: string[];
   maxBatch: number;
   /**
    * --max-context N: tokens per conversation, each sequence its own KV buffer.
@@ -88,6 +97,10 @@ const FLAGS: Record<string, FlagSpec> = {
   http: { value: true },
   host: { value: true },
   port: { value: true },
+  "api-key": { value: true, repeatable: true },
+  "key-policy": { value: true },
+  "rate-limit": { value: true },
+  "web-origin": { value: true, repeatable: true },
   "max-batch": { value: true, aliases: ["max-batch-size"] },
   "max-context": { value: true },
   "kv-pool": { value: true },
@@ -150,6 +163,12 @@ in its own worker; the first is the default for requests that name none.
                           no request (checked every SEC/4; default 0 = never)
 
   --http ADDR:PORT        listener (default 127.0.0.1:8453); or --host / --port
+  --api-key KEY           requests need this key (Authorization: Bearer or X-Api-Key);
+                          repeatable; a global key may use the admin routes
+  --key-policy FILE       keys with names, classes, limits and scopes (JSON; see
+                          docs/api/key-policy.md); checked at startup
+  --rate-limit RPM        requests a minute per client IP (default 0 = off)
+  --web-origin URL        also let in requests from this page origin (repeatable)
   --max-batch N           concurrent lanes (default 8)
   --max-context N|auto    tokens per conversation (prompt and reply), floor 512. N: each
                           sequence gets its own KV buffer of N cells. With several models
@@ -221,6 +240,31 @@ function number(flag: string, raw: string, opts: { int?: boolean; min?: number; 
 function nonEmpty(flag: string, raw: string): string {
   if (raw.trim() === "") throw new UsageError(`--${flag} expects a path, got ''`);
   return raw;
+}
+
+/** --web-origin: an http(s) origin, kept as `scheme://host[:port]`. */
+function webOrigin(raw: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) throw new UsageError(`--web-origin expects an http:// or https:// origin, got '${raw}'`);
+  return url.origin;
+}
+
+/** --api-key values (none empty) and the --key-policy file, validated together: a policy secret may not repeat a global key. */
+function keys(apiKeys: string[], policyPath: string | undefined, env: Record<string, string | undefined>): { apiKeys: string[]; policyKeys: PolicyKey[] } {
+  if (apiKeys.some((k) => k.trim() === "")) throw new UsageError("--api-key expects a key, got ''");
+  if (!apiKeys.every(isHeaderSafeSecret)) throw new UsageError(`--api-key: ${SECRET_CHARACTERS}`);
+  if (policyPath === undefined) return { apiKeys, policyKeys: [] };
+  try {
+    return { apiKeys, policyKeys: readKeyPolicy(nonEmpty("key-policy", policyPath), { env, apiKeys }) };
+  } catch (err) {
+    if (err instanceof KeyPolicyError) throw new UsageError(`--key-policy: ${err.message}`);
+    throw err;
+  }
 }
 
 function parseHttp(raw: string): { host: string; port: number } {
@@ -316,6 +360,9 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     idleTimeoutSec: opt("idle-timeout", { min: 0, max: 2_147_483 }) ?? 0,
     host,
     port,
+    ...keys(flags.values.get("api-key") ?? [], one("key-policy"), env),
+    rateLimitRpm: opt("rate-limit", { int: true, min: 0, max: 1_000_000 }) ?? 0,
+    webOrigins: (flags.values.get("web-origin") ?? []).map(webOrigin),
     maxBatch,
     ...maxContext(one("max-context")),
     ...(one("kv-pool") === undefined ? {} : { kvPool: Math.max(512, opt("kv-pool", { int: true, min: 1 })!) }),

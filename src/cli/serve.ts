@@ -19,6 +19,8 @@ import { runBatchEmbedding, runBatchLine } from "../http/openai/batches.ts";
 import type { ServerContext } from "../http/server-context.ts";
 import { listen, type Listener } from "../http/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
+import { RequestGate } from "../http/auth/gate.ts";
+import { KeyRing } from "../http/auth/keyring.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../../ffi/paths.ts";
 import { formatBytes } from "../engine/kv-sizing.ts";
@@ -292,7 +294,9 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     batches,
     nextId: () => ++counter,
   };
-  const app = createApp(ctx, { bind: options.host, authenticated: false });
+  const keys = new KeyRing(options.apiKeys, options.policyKeys);
+  const gate = new RequestGate(keys, options.rateLimitRpm);
+  const app = createApp(ctx, { bind: options.host, authenticated: keys.enabled, origins: options.webOrigins }, gate);
   let listener: Listener;
   try {
     // Our reader enforces the 100 MiB body limit while streaming (413 in OpenAI's
@@ -308,11 +312,7 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   }
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   const url = `http://${host}:${listener.port}`;
-  log(
-    loopback
-      ? "superfluid: authentication is off (loopback only)"
-      : "superfluid: WARNING this server has no authentication yet: anyone who can reach this port can use the API. Keep it on a loopback address (--host 127.0.0.1 or ::1).",
-  );
+  log(authLine(options, loopback));
   log(`superfluid: serving ${registry.all().map((m) => m.id).join(", ")} at ${url}/v1`);
   registry.startIdleTimeout(options.idleTimeoutSec, log);
   batches.start();
@@ -332,6 +332,17 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       await sessions.close().catch((err: Error) => log(`superfluid: the session log could not take its last records: ${err.message}`));
     },
   };
+}
+
+/** What the startup log says about keys: the warning of docs/api/security.md#keys when the port is open to the network without one. */
+function authLine(options: ServeOptions, loopback: boolean): string {
+  if (options.policyKeys.length > 0) {
+    const global = options.apiKeys.length > 0 ? ` and ${options.apiKeys.length} global --api-key` : "";
+    return `superfluid: authentication is on: ${options.policyKeys.length} policy keys (${options.policyKeys.map((k) => k.name).join(", ")})${global}`;
+  }
+  if (options.apiKeys.length > 0) return `superfluid: authentication is on (--api-key, ${options.apiKeys.length} key${options.apiKeys.length > 1 ? "s" : ""})`;
+  if (loopback) return "superfluid: authentication is off (listening on loopback only)";
+  return "superfluid: WARNING --api-key not set. Authentication is OFF — anyone who can reach this port can use the API. Bind loopback or set --api-key.";
 }
 
 export async function runServe(argv: string[]): Promise<number> {

@@ -1,6 +1,6 @@
 // What a MODEL argument names (docs/cli.md#the-model-argument): a GGUF path, or a reference
 // `org/repo[:TAG]` found in local folders. Nothing is ever downloaded.
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, statSync, type Stats } from "node:fs";
 import { homedir } from "node:os";
 import { basename, join, resolve } from "node:path";
 
@@ -40,13 +40,33 @@ export function searchRoots(modelDirs: string[], env = process.env): string[] {
   return [...modelDirs.map((d) => resolve(d)), hub];
 }
 
-/** The GGUF files under a folder, at most `depth` levels down, in name order (projector files left out). */
+/** A path's stat, or undefined where it cannot be read (missing, no permission, a symlink loop, a name too long). */
+function statOrNothing(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The GGUF files under a folder, at most `depth` levels down, in name order
+ * (projector files left out). Folders and entries the server may not read
+ * are skipped: a client may name any folder (POST /v1/models/load), `/` and
+ * `/proc` included.
+ */
 export function ggufFilesUnder(dir: string, depth = 3): string[] {
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) return [];
+  if (!statOrNothing(dir)?.isDirectory()) return [];
+  let entries: string[];
+  try {
+    entries = readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
   const out: string[] = [];
-  for (const entry of readdirSync(dir).sort()) {
+  for (const entry of entries) {
     const full = join(dir, entry);
-    const st = statSync(full, { throwIfNoEntry: false });
+    const st = statOrNothing(full);
     if (!st) continue;
     if (st.isDirectory() && depth > 0) out.push(...ggufFilesUnder(full, depth - 1));
     else if (st.isFile() && /\.gguf$/i.test(entry) && !/mmproj/i.test(entry)) out.push(full);
@@ -69,11 +89,13 @@ export function pickFile(files: string[], tag: string | undefined): string | und
 export function resolveModel(token: string, modelDirs: string[] = [], env = process.env): ResolvedModel {
   if (!isReference(token)) {
     const path = resolve(token.replace(/^~(?=\/)/, homedir()));
-    if (!existsSync(path)) throw new ModelNotFoundError(`model file ${path} does not exist`);
-    if (statSync(path).isDirectory()) {
+    const st = statOrNothing(path);
+    if (!st) throw new ModelNotFoundError(`model file ${path} does not exist`);
+    if (st.isDirectory()) {
       const file = pickFile(ggufFilesUnder(path), undefined);
       if (!file) throw new ModelNotFoundError(`no .gguf file in ${path}`);
-      return { path: file, id: basename(path) };
+      // The root folder has no name of its own: it is served as `/`.
+      return { path: file, id: basename(path) || path };
     }
     return { path, id: servedIdOfPath(path) };
   }

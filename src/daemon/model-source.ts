@@ -3,6 +3,7 @@
 // a ModelSource (served id, file, GGUF header facts). Only the header is
 // read (metadata and tensor infos, never weights), so knowing a model
 // loads nothing.
+import { statSync } from "node:fs";
 import { basename } from "node:path";
 import { describeModel, readGguf, type GgufFile } from "../gguf/index.ts";
 import { RequestError } from "../pipeline/request-error.ts";
@@ -16,18 +17,31 @@ export interface KnownSource extends ModelSource {
 
 /** Reads a resolved model's GGUF header; a file that is not GGUF is 400 `unsupported_runtime`. */
 export async function sourceOf(resolved: ResolvedModel): Promise<KnownSource> {
+  const name = basename(resolved.path);
+  const notGguf = (why: string) =>
+    new RequestError(400, `runtime llamacpp cannot serve ${name}: it reads a GGUF file, and this one is not (${why})`, "unsupported_runtime", "id");
+  // Only a regular file is opened: a FIFO would block the read until someone writes to it, a device never ends.
+  let regular: boolean;
+  try {
+    regular = statSync(resolved.path).isFile();
+  } catch {
+    regular = false;
+  }
+  if (!regular) throw notGguf("not a regular file");
   let file: GgufFile;
   try {
     file = await readGguf(resolved.path);
   } catch (err) {
-    throw new RequestError(
-      400,
-      `runtime llamacpp cannot serve ${basename(resolved.path)}: it reads a GGUF file, and this one is not (${(err as Error).message})`,
-      "unsupported_runtime",
-      "id",
-    );
+    // The reader's message names the file by its full path; the client is told only its name.
+    throw notGguf((err as Error).message.replaceAll(resolved.path, name));
   }
   return { id: resolved.id, path: resolved.path, info: describeModel(file), file };
+}
+
+/** The token as the client is told it back: control characters escaped, a very long one cut. */
+function printable(token: string): string {
+  const shown = JSON.stringify(token).slice(1, -1);
+  return shown.length > 200 ? `${shown.slice(0, 200)}...` : shown;
 }
 
 /** A path or local reference (POST /v1/models/load): 404 `model_not_found` when nothing is there. */
@@ -37,8 +51,9 @@ export async function describeToken(token: string, modelDirs: string[]): Promise
     resolved = resolveModel(token, modelDirs);
   } catch (err) {
     // The lookup's own message names this machine's folders; the client is told only what it asked for.
-    if (err instanceof ModelNotFoundError) throw new RequestError(404, `no model file or local reference '${token}' was found (nothing is downloaded)`, "model_not_found", "id");
-    throw err;
+    // A path the file system refuses outright (a NUL in it, too long) names no model either.
+    if (!(err instanceof ModelNotFoundError) && !(err as NodeJS.ErrnoException).code) throw err;
+    throw new RequestError(404, `no model file or local reference '${printable(token)}' was found (nothing is downloaded)`, "model_not_found", "id");
   }
   return sourceOf(resolved);
 }

@@ -14,6 +14,16 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { TemplateError, type RenderInput } from "../codec/index.ts";
 
+/**
+ * A request asked the prompt thread for work after its model began to close
+ * (an unload or a stop): the model went away under the request, which is not
+ * the request's fault nor a failure of the server (src/http/errors.ts makes
+ * it a 503 `model_unloading`).
+ */
+export class ModelClosedError extends Error {
+  override name = "ModelClosedError";
+}
+
 export interface PromptThreadOptions {
   /** The GGUF file (its vocabulary is loaded, never its weights). */
   model: string;
@@ -114,7 +124,7 @@ export class PromptThread {
     this.running = undefined;
     this.current = undefined;
     const busy = this.pending.size > 0;
-    this.failPending(new Error("the model is closing"));
+    this.failPending(new ModelClosedError("the model is closing"));
     const worker = await running?.catch(() => undefined);
     if (!worker) return;
     const gone = new Promise<void>((resolve) => worker.addEventListener("close", () => resolve(), { once: true }));
@@ -129,7 +139,7 @@ export class PromptThread {
     let worker: Worker | undefined;
     // A thread that died while this request waited for it is replaced.
     while (worker === undefined || worker !== this.current) {
-      if (this.closed) throw new Error("the model is closed");
+      if (this.closed) throw new ModelClosedError("the model is closed");
       worker = await this.worker();
     }
     const id = this.nextId++;

@@ -312,14 +312,17 @@ function unloadingError(id: string): RequestError {
 }
 
 /**
- * Waits for the model's generations to finish, at most `graceMs`; then stops
+ * Waits for the model's generations and embedding requests to finish, at most `graceMs`; then stops
  * them: its worker is killed, so each generation that had a lane ends with
- * the typed `worker_crashed` error (its session ends in the log as crashed)
+ * the typed `worker_crashed` error (its session ends in the log as crashed),
+ * each embed job it had with 503 `model_unloading` (WorkerClient.retire),
  * while the ones still queued are run by the worker's replacement, which the
  * close then stops once they are done.
  */
 async function drain(model: ServedModel, graceMs: number): Promise<void> {
   model.retire();
+  // Embedding requests (held on the worker) are refused from now on too; those already running are waited for below.
+  model.worker.retire(() => unloadingError(model.id));
   let deadline = Date.now() + graceMs;
   while (model.worker.inflightCount > 0) {
     if (Date.now() >= deadline) {

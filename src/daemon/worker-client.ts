@@ -195,6 +195,10 @@ export class WorkerClient {
   private ready?: Promise<void>;
   private readonly inflight = new Map<string, Generation>();
   private closing = false;
+  /** Requests running under hold() (an embedding request's tokenizing and vectors). */
+  private held = 0;
+  /** Set once the model is being unloaded (retire): what a request starting now is told. */
+  private refusal?: () => RequestError;
   private respawnsSinceTick = 0;
   private readonly pendingStats = new Map<string, (answer: { snapshot: EngineSnapshot; at: number }) => void>();
   /** Embed requests sent and not yet answered. */
@@ -228,8 +232,41 @@ export class WorkerClient {
     return this.proc?.pid;
   }
 
+  /** Work an unload waits for (registry drain) and the idle timeout counts as use: generations, embed jobs, held requests. */
   get inflightCount(): number {
-    return this.inflight.size;
+    return this.inflight.size + this.pendingEmbeds.size + this.held;
+  }
+
+  /**
+   * The model is being unloaded: hold() refuses new requests with `refusal`
+   * (503 `model_unloading`), and embed jobs the worker never answers end
+   * with it too. Requests already held run on; the unload waits for them.
+   */
+  retire(refusal: () => RequestError): void {
+    this.refusal = refusal;
+  }
+
+  /**
+   * Runs one request's work on this worker (an embedding request: its
+   * tokenizing on the prompt thread, then its vectors) counted in
+   * inflightCount, so an unload lets it finish before it stops the worker
+   * and the prompt thread under it. Once retired, new work is refused, and a
+   * held request that still fails for want of the model (its worker stopped
+   * when the unload's grace ran out) gets the same 503, not a 500.
+   */
+  async hold<T>(work: () => Promise<T>): Promise<T> {
+    if (this.refusal) throw this.refusal();
+    this.held++;
+    try {
+      return await work();
+    } catch (err) {
+      // Read afresh: the unload may have begun while the work ran.
+      const refusal = this.refusal as (() => RequestError) | undefined;
+      if (refusal && !(err instanceof RequestError && err.status < 500)) throw refusal();
+      throw err;
+    } finally {
+      this.held--;
+    }
   }
 
   /**
@@ -614,8 +651,11 @@ export class WorkerClient {
   private onExit(proc: Subprocess, code: number | null): void {
     const detail = proc.signalCode ? `killed by ${proc.signalCode}` : `exit code ${code}`;
     this.tally.workerGone();
-    // Embed requests are cheap to repeat and hold no stream: they fail, and the client retries.
-    for (const id of [...this.pendingEmbeds.keys()]) this.settleEmbed(id, new WorkerCrashedError(detail));
+    // Embed requests are cheap to repeat and hold no stream: they fail, and the client retries
+    // (told so with a 503 when the worker was stopped on purpose: an unload, a shutdown).
+    const embedError = () =>
+      this.refusal?.() ?? (this.closing ? new RequestError(503, "the server is shutting down", "server_shutting_down") : new WorkerCrashedError(detail));
+    for (const id of [...this.pendingEmbeds.keys()]) this.settleEmbed(id, embedError());
     // An adapter change the dead worker never answered is not known to have happened.
     for (const [id, pending] of [...this.pendingLora]) {
       this.pendingLora.delete(id);

@@ -18,11 +18,18 @@
 // .json.tmp), which open() removes. Deletion unlinks the .json first, so a
 // crash midway leaves an orphan .data, removed the same way.
 //
-// Modes are the umask's (the sessions folder above is 0700 already;
-// docs/api/files.md#storage).
+// Folders are 0700 and files 0600 (explicit modes; the umask can only take
+// bits away), and files an older version left with the umask's modes are
+// tightened at open: uploads may hold anything a client sent.
+//
+// Scoping (docs/api/security.md#scoping): each file records the scope of the
+// request that uploaded it (`owner`, absent without one). Every read, list
+// and delete names the caller's scope, and a file of another scope is
+// answered exactly as an id that never existed.
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
+import { chmod, mkdir, open, readdir, readFile, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
+import { makePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../sessions/private-files.ts";
 
 export interface FileRecord {
   id: string;
@@ -88,6 +95,8 @@ interface StoredMeta {
   purpose: string;
   /** The upload's own expires_after, as Unix seconds, or null. */
   client_expires_at: number | null;
+  /** The scope of the request that made it; absent when it had none (shared with every unscoped caller). */
+  owner?: string;
 }
 
 interface Entry {
@@ -99,6 +108,9 @@ const ID = /^file-[0-9a-f]{24}$/;
 const DEFAULT_SWEEP_SEC = 300;
 /** Deleted ids remembered as list cursors, so a client paging while files go away keeps its place. */
 const MAX_TOMBSTONES = 10_000;
+
+/** Who may see a file: only a caller of the very scope that made it (undefined sees only owner-less files). */
+const visibleTo = (meta: { owner?: string }, owner: string | undefined) => meta.owner === owner;
 
 const newId = () => `file-${randomBytes(12).toString("hex")}`;
 
@@ -134,7 +146,7 @@ const ignoreMissing = (err: NodeJS.ErrnoException) => {
 
 export class FileStore {
   private readonly entries = new Map<string, Entry>();
-  private readonly tombstones = new Map<string, number>();
+  private readonly tombstones = new Map<string, { seq: number; owner?: string }>();
   private readonly tmpDir: string;
   private nextSeq = 1;
   /** Bytes of committed files, and of uploads still arriving or staged. */
@@ -163,10 +175,10 @@ export class FileStore {
   }
 
   private async recover(): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
+    makePrivateDir(this.dir);
     // Uploads that were arriving when the server stopped are no files.
     await rm(this.tmpDir, { recursive: true, force: true });
-    await mkdir(this.tmpDir);
+    await mkdir(this.tmpDir, { mode: PRIVATE_DIR_MODE });
     const names = new Set(await readdir(this.dir));
     const metas: StoredMeta[] = [];
     for (const name of names) {
@@ -184,6 +196,8 @@ export class FileStore {
         await unlink(this.dataPath(meta.id)).catch(ignoreMissing);
         continue;
       }
+      // Written by a version that left modes to the umask: tightened, as new files are.
+      await Promise.all([join(this.dir, name), this.dataPath(meta.id)].map((p) => chmod(p, PRIVATE_FILE_MODE).catch(() => {})));
       metas.push(meta);
     }
     for (const name of names) {
@@ -208,7 +222,8 @@ export class FileStore {
         Number.isSafeInteger(meta.seq) &&
         Number.isFinite(meta.created_ms) &&
         typeof meta.filename === "string" &&
-        typeof meta.purpose === "string";
+        typeof meta.purpose === "string" &&
+        (meta.owner === undefined || typeof meta.owner === "string");
       return ok ? meta : undefined;
     } catch {
       return undefined;
@@ -257,7 +272,7 @@ export class FileStore {
    */
   async stage(body: FileBody): Promise<StagedUpload> {
     const staged: Staged = { path: join(this.tmpDir, `${randomBytes(12).toString("hex")}.part`), bytes: 0, settled: false };
-    const fh = await open(staged.path, "wx");
+    const fh = await open(staged.path, "wx", PRIVATE_FILE_MODE);
     try {
       for await (const chunk of chunksOf(body)) {
         if (this.opts.maxBytes !== undefined && this.used + this.reserved + chunk.byteLength > this.opts.maxBytes) {
@@ -286,8 +301,8 @@ export class FileStore {
     await unlink(staged.path).catch(ignoreMissing);
   }
 
-  /** Makes a staged upload a file, durably (content and metadata synced) before it resolves. */
-  async commit(upload: StagedUpload, info: { filename: string; purpose: string; expiresAfterSec?: number }): Promise<FileRecord> {
+  /** Makes a staged upload a file of scope `info.owner`, durably (content and metadata synced) before it resolves. */
+  async commit(upload: StagedUpload, info: { filename: string; purpose: string; expiresAfterSec?: number; owner?: string }): Promise<FileRecord> {
     const staged = upload as Staged;
     if (staged.settled) throw new Error("this upload was already committed or discarded");
     staged.settled = true;
@@ -301,12 +316,13 @@ export class FileStore {
       filename: info.filename,
       purpose: info.purpose,
       client_expires_at: info.expiresAfterSec === undefined ? null : Math.ceil((now + info.expiresAfterSec * 1000) / 1000),
+      ...(info.owner === undefined ? {} : { owner: info.owner }),
     };
     const data = this.dataPath(meta.id);
     const json = join(this.dir, `${meta.id}.json`);
     try {
       await rename(staged.path, data);
-      const fh = await open(`${json}.tmp`, "wx");
+      const fh = await open(`${json}.tmp`, "wx", PRIVATE_FILE_MODE);
       try {
         await writeAll(fh, Buffer.from(JSON.stringify(meta)));
         await fh.sync();
@@ -325,23 +341,24 @@ export class FileStore {
   }
 
   /** Streams the body to disk and stores it as a file: stage() then commit(). */
-  async create(input: { filename: string; purpose: string; body: FileBody; expiresAfterSec?: number }): Promise<FileRecord> {
+  async create(input: { filename: string; purpose: string; body: FileBody; expiresAfterSec?: number; owner?: string }): Promise<FileRecord> {
     const staged = await this.stage(input.body);
     return this.commit(staged, input);
   }
 
-  /** A file's record; undefined when unknown, deleted or expired. */
-  get(id: string): FileRecord | undefined {
-    const record = this.entries.get(id)?.record;
-    return record && !this.expired(record) ? record : undefined;
+  /** A file's record as the scope `owner` sees it; undefined when unknown, another scope's, deleted or expired. */
+  get(id: string, owner?: string): FileRecord | undefined {
+    const entry = this.entries.get(id);
+    return entry && visibleTo(entry.meta, owner) && !this.expired(entry.record) ? entry.record : undefined;
   }
 
   /**
-   * Files in upload order (`desc`, the default, newest first), filtered by
-   * purpose, after the cursor `after` (a file's id, deleted ones included
-   * while this process remembers them; FilesCursorError for an id never seen).
+   * The scope `owner`'s files in upload order (`desc`, the default, newest
+   * first), filtered by purpose, after the cursor `after` (one of its files'
+   * ids, deleted ones included while this process remembers them;
+   * FilesCursorError for an id it never saw, another scope's included).
    */
-  list(opts: { purpose?: string; limit?: number; after?: string; order?: "asc" | "desc" } = {}): {
+  list(opts: { purpose?: string; limit?: number; after?: string; order?: "asc" | "desc"; owner?: string } = {}): {
     data: FileRecord[];
     has_more: boolean;
     first_id: string | null;
@@ -350,12 +367,14 @@ export class FileStore {
     const desc = (opts.order ?? "desc") === "desc";
     let afterSeq: number | undefined;
     if (opts.after !== undefined) {
-      afterSeq = this.entries.get(opts.after)?.meta.seq ?? this.tombstones.get(opts.after);
-      if (afterSeq === undefined) throw new FilesCursorError(opts.after);
+      const cursor = this.entries.get(opts.after)?.meta ?? this.tombstones.get(opts.after);
+      if (cursor === undefined || !visibleTo(cursor, opts.owner)) throw new FilesCursorError(opts.after);
+      afterSeq = cursor.seq;
     }
     const now = Date.now();
     const matching = [...this.entries.values()].filter(
       (e) =>
+        visibleTo(e.meta, opts.owner) &&
         !this.expired(e.record, now) &&
         (opts.purpose === undefined || e.meta.purpose === opts.purpose) &&
         (afterSeq === undefined || (desc ? e.meta.seq < afterSeq : e.meta.seq > afterSeq)),
@@ -372,10 +391,18 @@ export class FileStore {
     return this.dataPath(id);
   }
 
-  /** Removes a file; false when it was unknown or had expired already (it is removed either way). */
-  async delete(id: string): Promise<boolean> {
+  /**
+   * Removes one of the scope `owner`'s files; false when it was unknown,
+   * another scope's (left alone), or had expired already (removed either way).
+   */
+  async delete(id: string, owner?: string): Promise<boolean> {
     const entry = this.entries.get(id);
-    if (entry === undefined) return false;
+    if (entry === undefined || !visibleTo(entry.meta, owner)) return false;
+    return this.remove(entry);
+  }
+
+  private async remove(entry: Entry): Promise<boolean> {
+    const id = entry.meta.id;
     const wasLive = !this.expired(entry.record);
     // Claimed at once: a second delete, or a get while the unlinks run, sees it gone.
     this.entries.delete(id);
@@ -388,7 +415,7 @@ export class FileStore {
       this.used += entry.meta.bytes;
       throw err;
     }
-    this.tombstones.set(id, entry.meta.seq);
+    this.tombstones.set(id, { seq: entry.meta.seq, ...(entry.meta.owner === undefined ? {} : { owner: entry.meta.owner }) });
     if (this.tombstones.size > MAX_TOMBSTONES) this.tombstones.delete(this.tombstones.keys().next().value!);
     await unlink(this.dataPath(id)).catch(ignoreMissing);
     await syncDir(this.dir);
@@ -401,8 +428,9 @@ export class FileStore {
     this.sweeping = true;
     try {
       const now = Date.now();
-      const due = [...this.entries.values()].filter((e) => this.expired(e.record, now)).map((e) => e.meta.id);
-      for (const id of due) await this.delete(id);
+      const due = [...this.entries.values()].filter((e) => this.expired(e.record, now));
+      // Whoever owns them: a delete that raced the sweep has claimed its entry already.
+      for (const e of due) if (this.entries.get(e.meta.id) === e) await this.remove(e);
       return due.length;
     } finally {
       this.sweeping = false;

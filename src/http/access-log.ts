@@ -5,10 +5,13 @@
 //     ttft=312ms prefill=551 tok/s decode=74.9 tok/s total=3792ms finish=stop
 // Counts, times and names only: never a prompt's or a reply's content.
 import type { ChoiceEnd } from "../daemon/choice-stream.ts";
+import { runningKeyName } from "./auth/principal.ts";
 import { asRequestError } from "./errors.ts";
 
 export class RequestTimer {
   readonly started = performance.now();
+  /** The name of the key the request came with (never its secret), when the server has keys. */
+  readonly key = runningKeyName();
   firstToken?: number;
   lastToken?: number;
   /** When the generation got a lane (the verbose line's admission wait). */
@@ -42,6 +45,8 @@ export interface AccessRecord {
   finish: string;
   /** The reply's id (chatcmpl-…, msg_…), in verbose lines and the JSON log. */
   id?: string;
+  /** The key's name, when the server has keys. */
+  key?: string;
 }
 
 /** A record with its times worked out, as sinks get it: ms and tok/s, rounded as the line shows them, absent where there are none. */
@@ -67,6 +72,7 @@ export function accessEntry(r: AccessRecord, t: RequestTimer): AccessEntry {
   const span = t.firstToken !== undefined && t.lastToken !== undefined ? t.lastToken - t.firstToken : 0;
   return {
     ...r,
+    ...(t.key === undefined ? {} : { key: t.key }),
     ...(ttft === undefined ? {} : { ttftMs: Math.round(ttft) }),
     ...(ttft && cold > 0 ? { prefillTps: Math.round((cold * 1000) / ttft) } : {}),
     ...(span > 0 && r.completion > 1 ? { decodeTps: Math.round(((r.completion - 1) * 10_000) / span) / 10 } : {}),
@@ -80,7 +86,8 @@ export function formatAccess(e: AccessEntry, verbose = false): string {
   const rate = (v: number | undefined, digits: number) => (v === undefined ? "-" : `${v.toFixed(digits)} tok/s`);
   const line =
     `<-- ${e.status} POST ${e.route} model=${e.model} prompt=${e.prompt} cached=${e.cached} completion=${e.completion} ` +
-    `ttft=${e.ttftMs === undefined ? "-" : `${e.ttftMs}ms`} prefill=${rate(e.prefillTps, 0)} decode=${rate(e.decodeTps, 1)} total=${e.totalMs}ms finish=${e.finish}`;
+    `ttft=${e.ttftMs === undefined ? "-" : `${e.ttftMs}ms`} prefill=${rate(e.prefillTps, 0)} decode=${rate(e.decodeTps, 1)} total=${e.totalMs}ms finish=${e.finish}` +
+    (e.key === undefined ? "" : ` key=${e.key}`);
   return verbose ? `${line} id=${e.id ?? "-"} wait=${e.waitMs === undefined ? "-" : `${e.waitMs}ms`}` : line;
 }
 
@@ -92,6 +99,7 @@ export function accessJson(e: AccessEntry): Record<string, unknown> {
     route: e.route,
     model: e.model,
     ...(e.id === undefined ? {} : { id: e.id }),
+    ...(e.key === undefined ? {} : { key: e.key }),
     prompt: e.prompt,
     cached: e.cached,
     completion: e.completion,

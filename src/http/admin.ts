@@ -191,7 +191,10 @@ export async function tokenize(registry: ModelRegistry, body: unknown) {
     const field = req.content != null ? "content" : req.text != null ? "text" : "input";
     throw new RequestError(400, `${field} is ${text.length} characters long; /v1/tokenize takes at most ${TOKENIZE_MAX_CHARS}`, "text_too_long", field);
   }
-  const tokens = Array.from(await model.prompts.tokenize(text, { addSpecial: req.add_special ?? false, parseSpecial: true }));
-  if (!req.with_pieces) return { tokens };
-  return { tokens: tokens.map((id) => ({ id, piece: Buffer.from(model.tokenizer.tokenBytes(id)).toString("utf8") })) };
+  // Held on the worker, as embeddings are: an unload waits for it (the pieces read the vocabulary it frees).
+  return model.worker.hold(async () => {
+    const tokens = Array.from(await model.prompts.tokenize(text, { addSpecial: req.add_special ?? false, parseSpecial: true }));
+    if (!req.with_pieces) return { tokens };
+    return { tokens: tokens.map((id) => ({ id, piece: Buffer.from(model.tokenizer.tokenBytes(id)).toString("utf8") })) };
+  });
 }

@@ -1,7 +1,8 @@
 // The HTTP app: one Elysia app, OpenAI routes plus /health, /props, /slots, /metrics.
 // Bodies are read by our own capped reader (parse: "none") so size limits,
 // content types and malformed JSON get OpenAI's envelope. Every request first
-// passes the Origin and Host checks; whatever no route takes, or any route
+// passes the Origin and Host checks, then the gate (key, rate limits, the
+// key's slots: src/http/auth/gate.ts); whatever no route takes, or any route
 // throws, is answered in the envelope too (404, 405 with Allow, 500), never
 // with a stack or a path of this machine.
 import { Elysia } from "elysia";
@@ -13,6 +14,8 @@ import type { HttpHandler } from "./listener.ts";
 import { ServerMetrics } from "./metrics.ts";
 import { RouteTable } from "./methods.ts";
 import { namedOrDefault } from "./models.ts";
+import { unauthenticated, type RequestGate } from "./auth/gate.ts";
+import { principalOf, runAs } from "./auth/principal.ts";
 import { foreignRequestRefusal, type HostPolicy } from "./origin-guard.ts";
 import type { ServerContext } from "./server-context.ts";
 
@@ -26,21 +29,47 @@ function pathOf(request: Request): string {
   }
 }
 
+/** The reply with its body wrapped so `release` runs once the body has ended, failed or been cancelled. */
+function releasedAtEnd(response: Response, release: () => void): Response {
+  if (!response.body) {
+    release();
+    return response;
+  }
+  const reader = response.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const step = await reader.read();
+        if (step.done) {
+          release();
+          controller.close();
+        } else controller.enqueue(step.value);
+      } catch (err) {
+        release();
+        controller.error(err);
+      }
+    },
+    cancel(reason) {
+      release();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
 /** The app as the listener's handler. */
-export function createApp(ctx: ServerContext, hosts: HostPolicy): HttpHandler {
+export function createApp(ctx: ServerContext, hosts: HostPolicy, gate: RequestGate): HttpHandler {
   const noParse = { parse: "none" as const };
-  const metrics = new ServerMetrics(ctx.registry);
-  const exposition = async () => new Response(await metrics.scrape(), { headers: { "content-type": metrics.contentType } });
+  const metrics = new ServerMetrics(ctx.registry, gate);
+  const exposition = async ({ request }: { request: Request }) =>
+    new Response(await metrics.scrape(principalOf(request)), { headers: { "content-type": metrics.contentType } });
   const app = new Elysia()
-    .onRequest(({ request }) => {
-      const refusal = foreignRequestRefusal(request, hosts);
-      return refusal && errorResponse(pathOf(request), refusal);
-    })
     .onError(({ code, error, request }) => {
       const path = pathOf(request);
       if (code === "NOT_FOUND") return errorResponse(path, table.unrouted(request.method, path));
       const err = asRequestError(error);
       metrics.noteError(err);
+      if (err.code === "admin_required") gate.noteRejection(principalOf(request), err.code);
       // 501 is a route this server does not serve, and a 503 with a code
       // (model_loading, model_unloading) a state that passes: neither is a failure.
       if (err.status >= 500 && err.status !== 501 && !(err.status === 503 && err.code !== null)) console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
@@ -61,8 +90,29 @@ export function createApp(ctx: ServerContext, hosts: HostPolicy): HttpHandler {
   for (const family of FAMILIES) family.mount(app as unknown as Elysia, ctx);
   const table = new RouteTable(app.routes);
   return {
-    fetch: (request) => app.handle(request),
-    refuse: (method, target) => table.unrouted(method, target),
+    fetch: async (request) => {
+      const path = pathOf(request);
+      const foreign = foreignRequestRefusal(request, hosts);
+      if (foreign) return errorResponse(path, foreign);
+      const admission = gate.admit(request, path);
+      if ("refusal" in admission) {
+        metrics.noteError(admission.refusal);
+        return errorResponse(path, admission.refusal);
+      }
+      const release = admission.release;
+      const handle = () => runAs(principalOf(request), () => app.handle(request));
+      if (!release) return handle();
+      let response: Response;
+      try {
+        response = await handle();
+      } catch (err) {
+        release();
+        throw err;
+      }
+      return releasedAtEnd(response, release);
+    },
+    // A request line the parser refused carries no headers we can read: with keys on, it is not told which methods a path takes.
+    refuse: (method, target) => (gate.authenticating ? unauthenticated() : table.unrouted(method, target)),
     errorBody: (path, err) => familyOf(path).errorBody(err),
   };
 }

@@ -46,6 +46,57 @@ function checkDepth(text: string): void {
   }
 }
 
+/**
+ * How long a request body may send nothing before it is answered 408: a
+ * client that stops mid-body (a slow-loris body) would otherwise hold its
+ * connection and the handler waiting forever. Every real client sends its
+ * body as fast as the network carries it; 30 s is far past any pause of a
+ * live connection.
+ */
+export const BODY_IDLE_TIMEOUT_MS = 30_000;
+
+let idleTimeoutMs = BODY_IDLE_TIMEOUT_MS;
+
+/** Test seam: sets the idle limit (tests never wait 30 s); returns the previous one. */
+export function setBodyIdleTimeoutMs(ms: number): number {
+  const previous = idleTimeoutMs;
+  idleTimeoutMs = ms;
+  return previous;
+}
+
+export const bodyTimedOut = () =>
+  new RequestError(408, `the request body sent nothing for ${idleTimeoutMs / 1000} s: it must arrive without pauses`, "request_timeout");
+
+/** What a request body's reader gives (the fetch reader's shape). */
+export interface BodyReader {
+  read(): Promise<{ done: true; value?: undefined } | { done: false; value: Uint8Array }>;
+  cancel(): Promise<void>;
+}
+
+/** A fetch body's reader as a BodyReader (its done step types its value loosely). */
+export const bodyReader = (body: ReadableStream<Uint8Array>): BodyReader => body.getReader() as BodyReader;
+
+/**
+ * The next chunk of a request body, or a 408 when none arrives within the
+ * idle limit (the reader is then cancelled: the listener drops the rest). A
+ * body that fails before its end (the client went away) is a 400 nobody reads.
+ * Every reader of request bodies reads through this, so each has the same deadline.
+ */
+export async function readBodyStep(reader: BodyReader): Promise<{ done: true; value?: undefined } | { done: false; value: Uint8Array }> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const idle = new Promise<"idle">((resolve) => (timer = setTimeout(() => resolve("idle"), idleTimeoutMs)));
+  try {
+    const step = await Promise.race([reader.read(), idle]);
+    if (step !== "idle") return step;
+  } catch {
+    throw invalidRequest("the request body ended before all of it arrived");
+  } finally {
+    clearTimeout(timer);
+  }
+  reader.cancel().catch(() => {});
+  throw bodyTimedOut();
+}
+
 export async function readJsonBody(request: Request, opts: { limit?: number; curlTypes?: boolean } = {}): Promise<unknown> {
   const limit = opts.limit ?? MAX_BODY_BYTES;
   checkJsonContentType(request, opts.curlTypes ?? false);
@@ -54,16 +105,9 @@ export async function readJsonBody(request: Request, opts: { limit?: number; cur
   if (!request.body) throw invalidRequest("request body is empty; expected a JSON object");
   const chunks: Uint8Array[] = [];
   let size = 0;
-  const reader = request.body.getReader();
+  const reader = bodyReader(request.body);
   for (;;) {
-    let step: Awaited<ReturnType<typeof reader.read>>;
-    try {
-      step = await reader.read();
-    } catch {
-      // The client went away before its whole body arrived: nobody is left to answer.
-      throw invalidRequest("the request body ended before all of it arrived");
-    }
-    const { done, value } = step;
+    const { done, value } = await readBodyStep(reader);
     if (done) break;
     size += value.byteLength;
     if (size > limit) {

@@ -3,6 +3,7 @@
 // message never maps this machine's folders. Each API family renders a
 // RequestError in its own envelope (envelopes.ts picks one by route).
 import { GenerationFailedError } from "../daemon/choice-stream.ts";
+import { ModelClosedError } from "../daemon/prompt-thread.ts";
 import { JournalError, WorkerCrashedError } from "../daemon/worker-client.ts";
 import { RequestError } from "../pipeline/request-error.ts";
 
@@ -37,5 +38,8 @@ export function asRequestError(err: unknown): RequestError {
   if (err instanceof WorkerCrashedError) return new RequestError(500, message("engine worker failed"));
   if (err instanceof JournalError) return new RequestError(500, message("the session log could not be written"), "session_log_failed");
   if (err instanceof GenerationFailedError) return new RequestError(err.status, message("generation failed"));
+  if (err instanceof ModelClosedError) {
+    return new RequestError(503, "the model was unloaded while this request was being prepared; it loads again on the next request", "model_unloading", "model", { "retry-after": "2" });
+  }
   return new RequestError(500, `internal error: ${withoutPaths((err as Error | undefined)?.message ?? String(err))}`);
 }

@@ -138,7 +138,11 @@ async function send(req: IncomingMessage, res: ServerResponse, response: Respons
   if (!req.complete) lingerThenClose(req, res);
   if (!response.body) return void res.end();
   const reader = response.body.getReader();
-  res.once("close", () => void reader.cancel().catch(() => {}));
+  const cancel = () => void reader.cancel().catch(() => {});
+  // The client may be gone already (its close fired while the handler ran): the
+  // body is cancelled either way, so whatever it holds (a generation, a key's slot) is let go.
+  if (res.destroyed || res.closed) return cancel();
+  res.once("close", cancel);
   const first = await reader.read();
   if (first.done) return void res.end();
   let next = reader.read();
@@ -149,7 +153,7 @@ async function send(req: IncomingMessage, res: ServerResponse, response: Respons
   }
   let chunk = first.value;
   for (;;) {
-    if (res.destroyed) return;
+    if (res.destroyed) return cancel();
     if (!res.write(chunk)) await drained(res);
     const step = await next;
     if (step.done) return void res.end();
@@ -192,9 +196,52 @@ function clientError(handler: HttpHandler, err: Error & { code?: string; rawPack
   writeRaw(handler, socket, new RequestError(400, "malformed HTTP request"));
 }
 
-export function listen(handler: HttpHandler, hostname: string, port: number): Promise<Listener> {
+/**
+ * How long a connection may take to deliver a request's head (its request
+ * line and headers), counted from its opening or from the end of its last
+ * reply. Bun's node:http ignores `headersTimeout` (its own undocumented idle
+ * close, about 10 s in Bun 1.4, is not ours to rely on), so the bound on a
+ * client that trickles header bytes, or opens sockets and sends nothing, is
+ * kept here. Longer than any keep-alive a client keeps idle (the server
+ * advertises 5 s).
+ */
+export const HEAD_DEADLINE_MS = 30_000;
+
+/** Closes `socket` when it has had no request in flight for `ms`: a head that never arrives, or a keep-alive left idle. */
+function headDeadlines(ms: number): { opened(socket: Duplex): void; started(socket: Duplex): void; ended(socket: Duplex): void } {
+  const state = new WeakMap<Duplex, { inFlight: number; timer?: ReturnType<typeof setTimeout> }>();
+  const arm = (socket: Duplex, s: { inFlight: number; timer?: ReturnType<typeof setTimeout> }) => {
+    clearTimeout(s.timer);
+    s.timer = setTimeout(() => s.inFlight === 0 && socket.destroy(), ms);
+    s.timer.unref?.();
+  };
+  return {
+    opened(socket) {
+      const s = { inFlight: 0 };
+      state.set(socket, s);
+      arm(socket, s);
+      socket.once("close", () => clearTimeout(state.get(socket)?.timer));
+    },
+    started(socket) {
+      const s = state.get(socket);
+      if (!s) return;
+      s.inFlight++;
+      clearTimeout(s.timer);
+    },
+    ended(socket) {
+      const s = state.get(socket);
+      if (!s) return;
+      if (--s.inFlight === 0 && !socket.destroyed) arm(socket, s);
+    },
+  };
+}
+
+export function listen(handler: HttpHandler, hostname: string, port: number, opts: { headDeadlineMs?: number } = {}): Promise<Listener> {
   let base = "";
+  const heads = headDeadlines(opts.headDeadlineMs ?? HEAD_DEADLINE_MS);
   const server = createServer(async (req, res) => {
+    heads.started(req.socket);
+    res.once("close", () => heads.ended(req.socket));
     const abort = new AbortController();
     // The client went away before the reply was whole: the handler's signal fires.
     res.once("close", () => res.writableFinished || abort.abort());
@@ -208,6 +255,7 @@ export function listen(handler: HttpHandler, hostname: string, port: number): Pr
   // A reply may take as long as its generation; a request's head may not.
   server.requestTimeout = 0;
   server.timeout = 0;
+  server.on("connection", (socket: Duplex) => heads.opened(socket));
   server.on("clientError", (err, socket) => clientError(handler, err, socket));
   server.on("connect", (req: IncomingMessage, socket: Duplex) => writeRaw(handler, socket, handler.refuse(req.method ?? "CONNECT", req.url ?? "")));
   return new Promise((resolve, reject) => {

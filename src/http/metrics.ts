@@ -12,6 +12,8 @@ import type { ServedModel } from "../daemon/served-model.ts";
 import type { EngineSnapshot } from "../engine/jobs.ts";
 import { QOS_NAMES } from "../engine/scheduler.ts";
 import { observeAccess, type AccessEntry } from "./access-log.ts";
+import type { RequestGate } from "./auth/gate.ts";
+import type { Principal } from "./auth/principal.ts";
 import type { RequestError } from "./errors.ts";
 
 /** TTFT bucket bounds in seconds, 5 ms to 40 s. */
@@ -65,7 +67,10 @@ export class ServerMetrics {
   private readonly completionTokens: Counter;
   private readonly ttft: Histogram;
 
-  constructor(private readonly models: ModelRegistry) {
+  constructor(
+    private readonly models: ModelRegistry,
+    gate?: RequestGate,
+  ) {
     const metrics = this;
     const registers = [this.registry];
     const m = ["model"] as const;
@@ -129,6 +134,8 @@ export class ServerMetrics {
       1,
     );
 
+    if (gate) this.keyMetrics(gate);
+
     const routeModel = ["route", "model"] as const;
     this.requests = new Counter({
       name: "superfluid_requests_total",
@@ -154,11 +161,56 @@ export class ServerMetrics {
     });
   }
 
-  /** The exposition, every served model's snapshot taken fresh. */
-  scrape(): Promise<string> {
+  /**
+   * The exposition, every served model's snapshot taken fresh. A policy key
+   * without `admin` sees only its own superfluid_key_* rows
+   * (docs/api/metrics.md#per-key-metrics).
+   */
+  async scrape(reader?: Principal): Promise<string> {
     const run = this.serial.then(() => this.collect());
     this.serial = run.catch(() => {});
-    return run;
+    const text = await run;
+    if (!reader?.fromPolicy || reader.admin) return text;
+    const own = `key="${reader.name}"`;
+    return text
+      .split("\n")
+      .filter((line) => !line.startsWith("superfluid_key_") || line.includes(own))
+      .join("\n");
+  }
+
+  /** Requests, refusals and slots in use per --key-policy key, read from the gate at scrape time. */
+  private keyMetrics(gate: RequestGate): void {
+    const registers = [this.registry];
+    new Counter({
+      name: "superfluid_key_requests_total",
+      help: "Requests per policy key (only with --key-policy).",
+      labelNames: ["key"],
+      registers,
+      collect(this: Counter) {
+        this.reset();
+        for (const [key, s] of gate.keyStats()) this.inc({ key }, s.requests);
+      },
+    });
+    new Counter({
+      name: "superfluid_key_rejected_total",
+      help: "Refusals per policy key by reason: rate_limit_exceeded, concurrency_limit_exceeded, admin_required.",
+      labelNames: ["key", "reason"],
+      registers,
+      collect(this: Counter) {
+        this.reset();
+        for (const [key, s] of gate.keyStats()) for (const [reason, n] of s.rejected) this.inc({ key, reason }, n);
+      },
+    });
+    new Gauge({
+      name: "superfluid_key_in_flight",
+      help: "Requests holding one of a policy key's max_concurrent slots.",
+      labelNames: ["key"],
+      registers,
+      collect(this: Gauge) {
+        this.reset();
+        for (const [key, s] of gate.keyStats()) this.set({ key }, s.inFlight);
+      },
+    });
   }
 
   /** The content type of the exposition (text 0.0.4). */

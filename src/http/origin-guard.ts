@@ -11,6 +11,8 @@ export interface HostPolicy {
   bind: string;
   /** A key is required on requests (then any Host is accepted off loopback). */
   authenticated: boolean;
+  /** --web-origin: page origins (`scheme://host[:port]`) let in besides this machine's. */
+  origins?: readonly string[];
 }
 
 function isLoopbackAddress(address: string): boolean {
@@ -40,22 +42,24 @@ function hostAccepted(value: string, policy: HostPolicy): boolean {
   return isIP(name.replace(/^\[(.*)\]$/, "$1")) !== 0 || name === "localhost" || name === machine || name === `${machine}.local`;
 }
 
-/** An Origin that names a page on this machine: http(s) on a loopback name, any port. */
-function isLocalOrigin(origin: string): boolean {
+/** An Origin that names a page on this machine (http(s) on a loopback name, any port), or one --web-origin lets in. */
+function isAllowedOrigin(origin: string, allowed: readonly string[]): boolean {
   let url: URL;
   try {
     url = new URL(origin);
   } catch {
     return false; // "null" (sandboxed or file pages) and anything unparsable
   }
-  return (url.protocol === "http:" || url.protocol === "https:") && isLoopbackName(url.hostname);
+  if (url.protocol !== "http:" && url.protocol !== "https:") return false;
+  return isLoopbackName(url.hostname) || allowed.includes(url.origin);
 }
 
 /** The 403 a request gets before any route runs, or undefined when it may go on. */
 export function foreignRequestRefusal(request: Request, policy: HostPolicy): RequestError | undefined {
   const origin = request.headers.get("origin");
-  if (origin !== null && !isLocalOrigin(origin)) {
-    return new RequestError(403, `requests from the page origin '${origin}' are refused: only pages on this machine may call this server`, "origin_refused");
+  if (origin !== null && !isAllowedOrigin(origin, policy.origins ?? [])) {
+    const also = policy.origins?.length ? ` and the origins --web-origin names` : "";
+    return new RequestError(403, `requests from the page origin '${origin}' are refused: only pages on this machine${also} may call this server`, "origin_refused");
   }
   // A request with no Host (HTTP/1.0) did not come from a browser.
   const host = request.headers.get("host");

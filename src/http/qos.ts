@@ -4,6 +4,7 @@
 // engine knows its classes by their own names only; the aliases and numbers
 // clients (and the serve flags) may use instead are read here.
 import { DEFAULT_QOS, parseLaneCaps, QOS_NAMES, type ClassLanes, type QosClass } from "../engine/scheduler.ts";
+import { principalOf } from "./auth/principal.ts";
 import { RequestError } from "./errors.ts";
 
 export const QOS_HEADER = "x-superfluid-qos";
@@ -50,16 +51,27 @@ export const DEFAULT_QOS_POLICY: QosPolicy = { defaultQos: DEFAULT_QOS, honourHe
 const ACCEPTED = `${QOS_NAMES.map((n, i) => `${n} (${i})`).join(", ")}, or the aliases interactive-chat, inline-completion, foreground, foreground-agent, background-agent`;
 
 /**
- * The class of a generation request. An unknown header value is a 400 naming
- * the header and what it accepts; under --no-http-qos-header the header is not
- * read at all (not even to refuse it).
+ * The class of a generation request: the x-superfluid-qos header, bounded by
+ * the key's `max_class` (asking for better is 403 `admin_required`); else the
+ * key's `class`; else --http-default-qos. An unknown header value is a 400
+ * naming the header and what it accepts; under --no-http-qos-header the header
+ * is not read at all (not even to refuse it).
  */
-export function requestQos(policy: QosPolicy, headers: Headers): QosClass {
-  const raw = policy.honourHeader ? headers.get(QOS_HEADER) : null;
-  if (raw === null) return policy.defaultQos;
+export function requestQos(policy: QosPolicy, request: Request): QosClass {
+  const principal = principalOf(request);
+  const raw = policy.honourHeader ? request.headers.get(QOS_HEADER) : null;
+  if (raw === null) return principal?.qosClass ?? policy.defaultQos;
   const qos = parseQos(raw);
   if (qos === undefined) {
     throw new RequestError(400, `${QOS_HEADER}: '${raw}' is not a QoS class; accepted: ${ACCEPTED}`, null, QOS_HEADER);
+  }
+  if (principal?.maxClass !== undefined && qos < principal.maxClass) {
+    throw new RequestError(
+      403,
+      `${QOS_HEADER}: the key '${principal.name}' may ask for ${QOS_NAMES[principal.maxClass]} at best, not ${QOS_NAMES[qos]}`,
+      "admin_required",
+      QOS_HEADER,
+    );
   }
   return qos;
 }
@@ -71,19 +83,18 @@ export function wantsBatchInvariant(headers: Headers): boolean {
 }
 
 /**
- * Refuses a batch-invariant request unless the operator allows them: 403 with
- * `admin_required` (docs/api/openai.md#error-codes). When allowed the request is accepted and run
+ * Refuses a batch-invariant request unless it is allowed: a policy key by its
+ * own `batch_invariant`, any other request by --http-allow-batch-invariant;
+ * 403 with `admin_required` (docs/api/openai.md#error-codes). When allowed the request is accepted and run
  * like any other: llama.cpp has no batch-invariant kernels, so a lane that
  * ticks alone would give the same numbers as one that shares its batch only
  * by accident, and this runtime does not pretend to isolate it
  * (docs/api/openai.md#headers).
  */
-export function checkBatchInvariant(policy: QosPolicy, headers: Headers): void {
-  if (!wantsBatchInvariant(headers) || policy.allowBatchInvariant) return;
-  throw new RequestError(
-    403,
-    `${BATCH_INVARIANT_HEADER} asks for a lane that ticks alone, which this server does not allow (start it with --http-allow-batch-invariant)`,
-    "admin_required",
-    BATCH_INVARIANT_HEADER,
-  );
+export function checkBatchInvariant(policy: QosPolicy, request: Request): void {
+  if (!wantsBatchInvariant(request.headers)) return;
+  const allowed = principalOf(request)?.batchInvariant ?? policy.allowBatchInvariant;
+  if (allowed) return;
+  const how = principalOf(request)?.fromPolicy ? `the key '${principalOf(request)!.name}' may not (its policy entry has no batch_invariant)` : "this server does not allow (start it with --http-allow-batch-invariant)";
+  throw new RequestError(403, `${BATCH_INVARIANT_HEADER} asks for a lane that ticks alone, which ${how}`, "admin_required", BATCH_INVARIANT_HEADER);
 }

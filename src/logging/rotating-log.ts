@@ -1,11 +1,13 @@
 // `--log-dir DIR` files (docs/cli.md#logging): JSON lines appended to
 // `superfluid.<n>.jsonl`, a new file (n + 1) once the current one would pass
 // its size cap, only the newest few kept. Files are 0600 and the folder 0700
-// whatever the umask: the log names models, routes and clients' timings.
+// whatever the umask (an existing folder with wider bits is tightened): the
+// log names models, routes and clients' timings.
 // Writes are synchronous: a line is a few hundred bytes into the page cache,
 // and a line written before a crash or an exit is never lost in a queue.
-import { closeSync, fchmodSync, fstatSync, mkdirSync, openSync, readdirSync, rmSync, writeSync } from "node:fs";
+import { closeSync, fchmodSync, fstatSync, openSync, readdirSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
+import { makePrivateDir, PRIVATE_FILE_MODE } from "../sessions/private-files.ts";
 
 export const LOG_FILE_BYTES = 64 * 1024 * 1024;
 export const LOG_FILES_KEPT = 8;
@@ -44,7 +46,7 @@ export class RotatingLog {
     readonly dir: string,
     private readonly limits: RotationLimits = { maxBytes: LOG_FILE_BYTES, keep: LOG_FILES_KEPT },
   ) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makePrivateDir(dir);
     // A restart continues the newest file, so a restart loop does not push out the history.
     const newest = logFileNumbers(dir).at(-1);
     this.n = newest ?? 0;
@@ -78,9 +80,9 @@ export class RotatingLog {
   }
 
   private open(): number {
-    const fd = openSync(join(this.dir, logFileName(this.n)), "a", 0o600);
+    const fd = openSync(join(this.dir, logFileName(this.n)), "a", PRIVATE_FILE_MODE);
     // The mode above applies only to a file created now; one left by an older run is tightened too.
-    fchmodSync(fd, 0o600);
+    fchmodSync(fd, PRIVATE_FILE_MODE);
     return fd;
   }
 

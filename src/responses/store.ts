@@ -22,6 +22,12 @@
 // them), or while a turn continuing it is still generating (pin/unpin), and
 // go once nothing needs them. Records never expire. Writes and deletions run
 // one at a time, so a deletion never races a save or another deletion.
+//
+// Scoping (docs/api/security.md#scoping): a record keeps the scope of the key
+// that created it (`owner`, absent without one); get() and delete() see only
+// the caller's own, so another scope's id is as unknown as one never stored.
+// The chain links of a visible record are the same scope's (a turn can only
+// continue a response its caller sees).
 import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, renameSync, unlinkSync } from "node:fs";
 import { open } from "node:fs/promises";
@@ -49,6 +55,8 @@ export interface ResponseIndex {
   tokensBase: string | null;
   /** Deleted through the API; kept only while something still needs it. */
   hidden?: boolean;
+  /** The scope of the request that created it; absent when it had none (shared with every unscoped caller). */
+  owner?: string;
 }
 
 export interface StoredResponse extends ResponseIndex {
@@ -89,8 +97,8 @@ function decodeTokens(bytes: Buffer): number[] {
 }
 
 function indexOf(record: StoredResponse): ResponseIndex {
-  const { id, model, created_at, previous, head, warmable, tokensBase, hidden } = record;
-  return { id, model, created_at, previous, head, warmable, tokensBase, ...(hidden ? { hidden } : {}) };
+  const { id, model, created_at, previous, head, warmable, tokensBase, hidden, owner } = record;
+  return { id, model, created_at, previous, head, warmable, tokensBase, ...(hidden ? { hidden } : {}), ...(owner === undefined ? {} : { owner }) };
 }
 
 export class ResponseStore {
@@ -124,6 +132,7 @@ export class ResponseStore {
       try {
         const record = JSON.parse(readFileSync(join(dir, name), "utf8")) as StoredResponse;
         if (`${record.id}.json` !== name || !ID_PATTERN.test(record.id)) throw new Error("its id does not match its file name");
+        if (record.owner !== undefined && typeof record.owner !== "string") throw new Error("its owner is not a string");
         store.index(indexOf(record));
       } catch (err) {
         warn(`superfluid: stored response ${join(dir, name)} cannot be read (${(err as Error).message}); it is not served`);
@@ -141,11 +150,11 @@ export class ResponseStore {
     for (const link of new Set([record.previous, record.tokensBase])) if (link !== null) this.pin(link);
   }
 
-  /** A response the API may see (not deleted), or undefined. */
-  get(id: string): ResponseIndex | undefined {
+  /** A response the scope `owner` may see (its own, not deleted), or undefined. */
+  get(id: string, owner?: string): ResponseIndex | undefined {
     if (!ID_PATTERN.test(id)) return undefined;
     const record = this.records.get(id);
-    return record && !record.hidden ? record : undefined;
+    return record && !record.hidden && record.owner === owner ? record : undefined;
   }
 
   /** A record with its body (the response object and input items), read from disk. */
@@ -201,10 +210,10 @@ export class ResponseStore {
     });
   }
 
-  /** Hides the response; its files go now if nothing needs it, else once nothing does. False when there is no such response. */
-  delete(id: string): Promise<boolean> {
+  /** Hides one of the scope `owner`'s responses; its files go now if nothing needs it, else once nothing does. False when it has no such response. */
+  delete(id: string, owner?: string): Promise<boolean> {
     return this.serially(async () => {
-      const record = this.get(id);
+      const record = this.get(id, owner);
       if (!record) return false;
       record.hidden = true;
       if ((this.dependents.get(id) ?? 0) > 0) {

@@ -2,20 +2,37 @@
 // private to the server's user whatever the umask: folders it creates are 0700,
 // files 0600. open() and mkdir() only ever take bits away through the umask, so
 // modes are set exactly afterwards.
-import { chmodSync, closeSync, fchmodSync, mkdirSync, openSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, fchmodSync, mkdirSync, openSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 
 export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;
 
-/** mkdir -p dir; each folder it creates (not those already there) gets mode 0700. */
+/**
+ * mkdir -p dir; each folder it creates gets mode 0700, and `dir` itself, when
+ * it was there already with bits for group or others (made by hand, or by an
+ * older version under the umask), is tightened to 0700. Folders above an
+ * existing `dir` are the operator's and left alone.
+ */
 export function makePrivateDir(dir: string): void {
   const first = mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
-  if (first === undefined) return;
+  if (first === undefined) {
+    tightenDir(dir);
+    return;
+  }
   const top = resolve(first);
   for (let d = resolve(dir); ; d = dirname(d)) {
     chmodSync(d, PRIVATE_DIR_MODE);
     if (d === top || d === dirname(d)) break;
+  }
+}
+
+/** Takes group and other bits off an existing folder (one not ours to change is left as it is). */
+function tightenDir(dir: string): void {
+  try {
+    if ((statSync(dir).mode & 0o077) !== 0) chmodSync(dir, PRIVATE_DIR_MODE);
+  } catch {
+    // not ours to change: the files in it are still 0600
   }
 }
 
@@ -32,6 +49,15 @@ export function openPrivate(path: string, flags: string | number): number {
     // not ours to change (the open succeeded, so we may use it)
   }
   return fd;
+}
+
+/** Sets an existing file to 0600 when it has bits for group or others (one left by an older version); a missing one is no error. */
+export function tightenFile(path: string): void {
+  try {
+    if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, PRIVATE_FILE_MODE);
+  } catch {
+    // missing, or not ours to change
+  }
 }
 
 /** Writes text to path as a private file (an existing one is overwritten). */

@@ -35,7 +35,7 @@ import { closeSync, existsSync, fsyncSync, openSync, renameSync, statSync, trunc
 import { join } from "node:path";
 import type { EventBody, SessionEvent } from "./events.ts";
 import { acquireDirLock, setCloseOnExec, type DirLock } from "./lock.ts";
-import { makePrivateDir, openPrivate, writePrivateFile } from "./private-files.ts";
+import { makePrivateDir, openPrivate, tightenFile, writePrivateFile } from "./private-files.ts";
 import { encodeRecord, fsyncDir, scanLog, WAL_FILE, WalWriter, type SyncMode, type WalFileOps } from "./wal.ts";
 
 export { WalCorruptError } from "./wal.ts";
@@ -109,6 +109,9 @@ export class SessionStore {
         renameSync(path, `${path}.prev`);
         rotated = true;
       }
+      // Files the log keeps beside it, as an older version may have left them (wal.log itself is tightened when opened below).
+      tightenFile(`${path}.prev`);
+      tightenFile(idPath);
 
       let storeId = "";
       if (!rotated && existsSync(idPath)) storeId = (await Bun.file(idPath).text()).trim();

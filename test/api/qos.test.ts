@@ -38,7 +38,8 @@ async function classWhileRunning(srv: TestServer, h: Record<string, string>, rou
 }
 
 describe("the class of a request (pure)", () => {
-  const h = (v?: string) => new Headers(v === undefined ? {} : { "x-superfluid-qos": v });
+  const h = (v?: string) => new Request("http://localhost/", { headers: v === undefined ? {} : { "x-superfluid-qos": v } });
+  const invariant = (v: string) => new Request("http://localhost/", { headers: { "x-superfluid-batch-invariant": v } });
   test("names, aliases and numbers, case-insensitive; none = the default", () => {
     expect(requestQos(DEFAULT_QOS_POLICY, h())).toBe(2);
     expect(requestQos(DEFAULT_QOS_POLICY, h("interactive"))).toBe(0);
@@ -66,8 +67,8 @@ describe("the class of a request (pure)", () => {
     for (const on of ["true", "TRUE", "1", " True "]) expect(wantsBatchInvariant(new Headers({ "x-superfluid-batch-invariant": on }))).toBe(true);
     for (const off of ["false", "0", "yes", "", "on"]) expect(wantsBatchInvariant(new Headers({ "x-superfluid-batch-invariant": off }))).toBe(false);
     expect(wantsBatchInvariant(new Headers())).toBe(false);
-    expect(() => checkBatchInvariant(DEFAULT_QOS_POLICY, new Headers({ "x-superfluid-batch-invariant": "1" }))).toThrow(ApiError);
-    expect(() => checkBatchInvariant({ ...DEFAULT_QOS_POLICY, allowBatchInvariant: true }, new Headers({ "x-superfluid-batch-invariant": "1" }))).not.toThrow();
+    expect(() => checkBatchInvariant(DEFAULT_QOS_POLICY, invariant("1"))).toThrow(ApiError);
+    expect(() => checkBatchInvariant({ ...DEFAULT_QOS_POLICY, allowBatchInvariant: true }, invariant("1"))).not.toThrow();
   });
 });
 

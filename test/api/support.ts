@@ -32,6 +32,8 @@ export interface ServerConfig {
   fixture?: FixtureKind;
   /** --sessions (default: a fresh temporary folder, removed after the server). */
   sessions?: string;
+  /** A key the server accepts (pass the flags that make it one in extraArgs): sent by the helper's own requests and the OpenAI client. */
+  apiKey?: string;
 }
 
 /**
@@ -53,12 +55,13 @@ export async function startTestServer(cfg: ServerConfig = {}): Promise<TestServe
     ...(cfg.extraArgs ?? []),
   ]) as ServeOptions;
   const server = await startServer(opts, () => {});
-  const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] };
+  const auth: Record<string, string> = cfg.apiKey === undefined ? {} : { authorization: `Bearer ${cfg.apiKey}` };
+  const models = (await (await fetch(`${server.url}/v1/models`, { headers: auth })).json()) as { data: { id: string }[] };
   return {
     url: server.url,
     port: Number(new URL(server.url).port),
     model: models.data[0]!.id,
-    client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60_000 }),
+    client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: cfg.apiKey ?? "unused", maxRetries: 0, timeout: 60_000 }),
     server,
     sessions,
   };

@@ -71,14 +71,13 @@ describe("FileStore", () => {
     expect(third.list().data.map((r) => r.id)).toEqual([empty.id, other.id]);
   });
 
-  test("files take the umask's modes", async () => {
+  test("files are 0600 and the folder 0700 whatever the umask", async () => {
     const dir = tempDir();
     const store = await open(dir);
     const rec = await store.create({ filename: "x", purpose: "batch", body: "x" });
-    const umask = process.umask();
-    expect(statSync(store.contentPath(rec.id)).mode & 0o777).toBe(0o666 & ~umask);
-    expect(statSync(join(dir, `${rec.id}.json`)).mode & 0o777).toBe(0o666 & ~umask);
-    expect(statSync(dir).mode & 0o777).toBe(0o777 & ~umask);
+    expect(statSync(store.contentPath(rec.id)).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, `${rec.id}.json`)).mode & 0o777).toBe(0o600);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
   });
 
   test("a torn upload after a crash is no file, and what it left is removed", async () => {

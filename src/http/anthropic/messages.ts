@@ -29,8 +29,8 @@ export async function createMessage(ctx: ServerContext, request: Request): Promi
   checkListLengths(ctx.registry, body);
   const req = parseMessagesRequest(body);
   const model = await anthropicModel(ctx.registry, req.model);
-  const qos = requestQos(ctx.qos, request.headers);
-  checkBatchInvariant(ctx.qos, request.headers);
+  const qos = requestQos(ctx.qos, request);
+  checkBatchInvariant(ctx.qos, request);
   checkRequestText(model, req);
   const { job, breakpoints } = messagesJobOf(req, qos);
   const prepared = await prepareChat(ctx, model, job);

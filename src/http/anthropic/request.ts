@@ -10,7 +10,7 @@ import type { QosClass } from "../../engine/scheduler.ts";
 import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
 import type { PrefixBreakpoint } from "../../pipeline/prefix-pins.ts";
 import { invalidRequest, RequestError, unsupportedMedia } from "../../pipeline/request-error.ts";
-import { checkChatText } from "../chat-limits.ts";
+import { checkArrayLength, checkChatText } from "../chat-limits.ts";
 import { parseWith } from "../validate.ts";
 import { countTokensRequestSchema, messagesRequestSchema, type BlockInput, type CountTokensRequest, type MessageInput, type MessagesRequest, type ToolInput } from "./schema.ts";
 
@@ -35,8 +35,12 @@ function requireFields(body: unknown, fields: string[]): void {
   }
 }
 
+/** Stop sequences a request may carry (the schema's bound, checked before validation walks them). */
+const MAX_STOP_SEQUENCES = 64;
+
 export function parseMessagesRequest(body: unknown): MessagesRequest {
   requireFields(body, ["model", "max_tokens", "messages"]);
+  checkArrayLength((body as Record<string, unknown>).stop_sequences, "stop_sequences", MAX_STOP_SEQUENCES);
   return parseWith(messagesRequestSchema, body);
 }
 

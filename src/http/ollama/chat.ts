@@ -24,8 +24,8 @@ export async function chat(ctx: ServerContext, request: Request): Promise<Respon
   const model = await loadedOllamaModel(ctx.registry, req.model);
   const stream = req.stream ?? true;
   if (!req.messages || req.messages.length === 0) return preloaded({ kind: "chat", name: req.model }, stream);
-  const qos = requestQos(ctx.qos, request.headers);
-  checkBatchInvariant(ctx.qos, request.headers);
+  const qos = requestQos(ctx.qos, request);
+  checkBatchInvariant(ctx.qos, request);
   checkChatText(model, [
     ["messages", req.messages, false],
     ["tools", req.tools, true],

@@ -4,10 +4,11 @@
 // (`prompt` one string, the raw pooled vector). `options` and `keep_alive`
 // are read and ignored: an embedding model is loaded while the server runs.
 import * as v from "valibot";
-import { embedTokens, embeddingFacts, normalize, tokenizeInputs } from "../../pipeline/embedding.ts";
+import { embedTokens, embeddingFacts, MAX_INPUTS, normalize, tokenizeInputs } from "../../pipeline/embedding.ts";
 import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
 import { RequestTimer } from "../access-log.ts";
 import { readJsonBody } from "../body.ts";
+import { checkArrayLength } from "../chat-limits.ts";
 import type { ServerContext } from "../server-context.ts";
 import { int, opt, parseWith } from "../validate.ts";
 import { CURL_BODIES } from "./envelope.ts";
@@ -48,6 +49,8 @@ export async function embed(ctx: ServerContext, request: Request): Promise<Respo
   const timer = new RequestTimer();
   const body = bodyObject(await readJsonBody(request, CURL_BODIES));
   if (body.input === undefined) throw invalidRequest("input is required", "input");
+  // The pipeline's bound on inputs, before validation walks them.
+  checkArrayLength(body.input, "input", MAX_INPUTS);
   const req = parseWith(embedSchema, body);
   const { model, facts } = await embedderOf(ctx, req.model);
   const dimensions = req.dimensions ?? undefined;
@@ -57,9 +60,12 @@ export async function embed(ctx: ServerContext, request: Request): Promise<Respo
   let vectors: Float32Array[] = [];
   let promptTokens = 0;
   if (inputs.length > 0) {
-    const tokens = await tokenizeInputs(model, inputs, { field: "input", truncate: req.truncate ?? true });
-    vectors = await embedTokens(model, tokens, request.signal);
-    promptTokens = tokens.reduce((sum, t) => sum + t.length, 0);
+    // Held on the worker: an unload that starts meanwhile lets this request finish first.
+    await model.worker.hold(async () => {
+      const tokens = await tokenizeInputs(model, inputs, { field: "input", truncate: req.truncate ?? true });
+      vectors = await embedTokens(model, tokens, request.signal);
+      promptTokens = tokens.reduce((sum, t) => sum + t.length, 0);
+    });
   }
   const shaped = vectors.map((vector) => {
     const unit = normalize(vector);
@@ -79,7 +85,6 @@ export async function legacyEmbeddings(ctx: ServerContext, request: Request): Pr
   const { model } = await embedderOf(ctx, req.model);
   // As Ollama: no prompt, no vector.
   if (!req.prompt) return Response.json({ embedding: [] });
-  const tokens = await tokenizeInputs(model, [req.prompt], { field: "prompt" });
-  const [vector] = await embedTokens(model, tokens, request.signal);
+  const [vector] = await model.worker.hold(async () => embedTokens(model, await tokenizeInputs(model, [req.prompt!], { field: "prompt" }), request.signal));
   return Response.json({ embedding: Array.from(vector!) });
 }

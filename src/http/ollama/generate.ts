@@ -52,7 +52,7 @@ export async function generate(ctx: ServerContext, request: Request): Promise<Re
   if (req.template) throw invalidRequest("template: only the model's own template is used (send an empty template or none)", "template");
   const suffix = req.suffix ?? "";
   if (!req.prompt && suffix === "" && !req.system && !(req.images && req.images.length > 0)) return preloaded({ kind: "generate", name: req.model }, stream);
-  checkBatchInvariant(ctx.qos, request.headers);
+  checkBatchInvariant(ctx.qos, request);
   const plan = (generation: Generation, deltas: RecordPlan["deltas"], promptTokens: number, on: ServedModel): RecordPlan => ({
     kind: "generate",
     route: GENERATE_ROUTE,
@@ -68,7 +68,7 @@ export async function generate(ctx: ServerContext, request: Request): Promise<Re
     const { generation, prompt, target } = await startFim(ctx, request, req, model, suffix);
     return ollamaReply(ctx, plan(generation, (onAdmitted) => choiceText(target.tokenizer, generation, { stops: [] }, onAdmitted), prompt, target), stream, request.signal);
   }
-  const qos = requestQos(ctx.qos, request.headers);
+  const qos = requestQos(ctx.qos, request);
   if (req.raw) {
     refuseUntemplated(req, "raw");
     const text = req.prompt ?? "";

@@ -5,6 +5,7 @@
 import type { RequestSampling } from "../../daemon/sampling-resolve.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+import { checkKeyCount, MAX_OLLAMA_OPTIONS } from "../chat-limits.ts";
 
 export interface OptionsPlan {
   sampling: RequestSampling;
@@ -32,6 +33,9 @@ const SERVER_KNOBS = new Set(["num_gpu", "main_gpu", "num_thread", "num_batch", 
 /** Stop strings an Ollama request may carry. */
 const MAX_STOPS = 4;
 
+/** Stop strings as sent, empty ones included (dropped before MAX_STOPS applies): the array is walked only below this. */
+const MAX_SENT_STOPS = 64;
+
 function numberOption(name: string, value: unknown, min: number, max = Infinity, opts: { int?: boolean; exclusiveMin?: boolean } = {}): number {
   const ok = typeof value === "number" && Number.isFinite(value) && (opts.exclusiveMin ? value > min : value >= min) && value <= max && (!opts.int || Number.isInteger(value));
   if (!ok) {
@@ -44,6 +48,8 @@ function numberOption(name: string, value: unknown, min: number, max = Infinity,
 
 export function optionsPlan(model: ServedModel, options: Record<string, unknown> | null | undefined): OptionsPlan {
   const plan: OptionsPlan = { sampling: {}, stop: [] };
+  // /api/chat checks this before validation (checkListLengths); /api/generate gets here first.
+  checkKeyCount(options, "options", MAX_OLLAMA_OPTIONS);
   for (const [name, value] of Object.entries(options ?? {})) {
     if (value === null || value === undefined) continue;
     switch (name) {
@@ -88,6 +94,7 @@ export function optionsPlan(model: ServedModel, options: Record<string, unknown>
         break;
       case "stop": {
         const stops = typeof value === "string" ? [value] : value;
+        if (Array.isArray(stops) && stops.length > MAX_SENT_STOPS) throw invalidRequest(`options.stop: at most ${MAX_STOPS} stop strings, got ${stops.length}`, "options.stop");
         if (!Array.isArray(stops) || stops.some((s) => typeof s !== "string")) throw invalidRequest("options.stop: must be a string or an array of strings", "options.stop");
         const kept = (stops as string[]).filter((s) => s !== "");
         if (kept.length > MAX_STOPS) throw invalidRequest(`options.stop: at most ${MAX_STOPS} stop strings, got ${kept.length}`, "options.stop");

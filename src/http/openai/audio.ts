@@ -12,7 +12,7 @@
 import Busboy, { type BusboyInstance } from "@fastify/busboy";
 import type { Elysia } from "elysia";
 import type { Readable } from "node:stream";
-import { readJsonBody } from "../body.ts";
+import { bodyReader, readBodyStep, readJsonBody } from "../body.ts";
 import { RequestError, invalidRequest } from "../errors.ts";
 
 /** OpenAI's cap on one audio upload (25 MB); the form may carry this much beside it. */
@@ -69,12 +69,13 @@ class FormReader {
 
   /** Feeds the body to the parser until reading may stop, then says what the form carried (or throws its refusal). */
   async read(body: ReadableStream<Uint8Array>): Promise<AudioForm> {
-    const reader = body.getReader();
+    const reader = bodyReader(body);
     let total = 0;
     const stop = this.enough.then(() => "stop" as const);
     for (;;) {
-      const step = await Promise.race([reader.read(), stop]).catch(() => {
-        this.fail(invalidRequest("the request body ended before all of it arrived", "file"));
+      // The JSON routes' idle deadline (a 408), and a 400 for a body cut short.
+      const step = await Promise.race([readBodyStep(reader), stop]).catch((err: unknown) => {
+        this.fail(err);
         return "stop" as const;
       });
       if (step === "stop") break;

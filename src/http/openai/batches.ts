@@ -8,6 +8,7 @@ import type { LineReply } from "../../batches/output.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import { QOS } from "../../engine/scheduler.ts";
 import type { GenerationDefaults } from "../../pipeline/generation.ts";
+import { scopeOf } from "../auth/principal.ts";
 import { readJsonBody } from "../body.ts";
 import { RequestError } from "../errors.ts";
 import type { ServerContext } from "../server-context.ts";
@@ -48,12 +49,13 @@ function batchId(raw: string): string {
 export function mountBatches(app: Elysia, ctx: ServerContext): void {
   const noParse = { parse: "none" as const };
   app
-    .post("/v1/batches", async ({ request }) => ctx.batches.create(await readJsonBody(request)), noParse)
-    .get("/v1/batches", ({ query }) => {
+    // Each route names the caller's scope: a batch is seen only by the key that created it.
+    .post("/v1/batches", async ({ request }) => ctx.batches.create(await readJsonBody(request), scopeOf(request)), noParse)
+    .get("/v1/batches", ({ query, request }) => {
       const q = query as Record<string, string | undefined>;
-      return ctx.batches.list({ limit: q.limit ?? null, after: q.after ?? null });
+      return ctx.batches.list({ limit: q.limit ?? null, after: q.after ?? null }, scopeOf(request));
     })
-    .get("/v1/batches/:id", ({ params }) => ctx.batches.get(batchId(params.id)))
+    .get("/v1/batches/:id", ({ params, request }) => ctx.batches.get(batchId(params.id), scopeOf(request)))
     // The body, if any, is not read: cancel takes no parameters.
-    .post("/v1/batches/:id/cancel", ({ params }) => ctx.batches.cancel(batchId(params.id)), noParse);
+    .post("/v1/batches/:id/cancel", ({ params, request }) => ctx.batches.cancel(batchId(params.id), scopeOf(request)), noParse);
 }

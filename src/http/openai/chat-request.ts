@@ -8,16 +8,34 @@ import type { QosClass } from "../../engine/scheduler.ts";
 import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
 import { logitBiasOf, stopList } from "../../pipeline/generation.ts";
 import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+import { checkArrayLength, checkKeyCount, checkReplyBudget } from "../chat-limits.ts";
 import { parseWith } from "../validate.ts";
 import { refusePerRequestLora } from "./lora.ts";
 import { chatRequestSchema, type ChatMessageInput, type ChatRequest } from "./chat-schema.ts";
 import { requestSampling } from "./sampling-fields.ts";
+
+/**
+ * logit_bias entries: a client biases or bans a word list (tens to hundreds
+ * of tokens); every key is checked against the vocabulary one by one.
+ */
+export const MAX_LOGIT_BIAS = 4096;
+
+/** Stop strings: the schema's bound (chat-schema.ts), checked before validation walks them. */
+const MAX_STOPS = 64;
+
+/** Template variables: templates read a handful (enable_thinking, reasoning_effort, tools flags). */
+export const MAX_TEMPLATE_KWARGS = 256;
 
 export function parseChatRequest(body: unknown): ChatRequest {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
   if (!("model" in body) || (body as { model: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
   if (!("messages" in body)) throw invalidRequest("you must provide a messages parameter", "messages");
   refusePerRequestLora(body);
+  // Before validation walks them key by key.
+  const { logit_bias: bias, chat_template_kwargs: kwargs, stop } = body as Record<string, unknown>;
+  checkArrayLength(stop, "stop", MAX_STOPS);
+  checkKeyCount(bias, "logit_bias", MAX_LOGIT_BIAS);
+  checkKeyCount(kwargs, "chat_template_kwargs", MAX_TEMPLATE_KWARGS);
   const req = parseWith(chatRequestSchema, body);
   if (req.top_logprobs !== undefined && req.top_logprobs !== null && !req.logprobs) {
     throw invalidRequest("top_logprobs requires logprobs to be true", "top_logprobs");
@@ -124,13 +142,17 @@ function constraintOf(req: ChatRequest): Constraint | undefined {
   return { type: "json_schema", schema, strict: strict !== false, field: "response_format.json_schema.schema" };
 }
 
-export function chatJobOf(model: ServedModel, req: ChatRequest, qos: QosClass): ChatJob {
+/** `defaultMaxTokens` is --max-tokens, the cap of a request that names none (counted in the reply budget). */
+export function chatJobOf(model: ServedModel, req: ChatRequest, qos: QosClass, defaultMaxTokens?: number): ChatJob {
   const tools = toolsOf(req);
   const toolChoice = toolChoiceOf(req);
   // A forced tool choice beats response_format, which is then not even read.
   const forced = toolChoice === "required" || typeof toolChoice === "object";
   const constraint = forced ? undefined : constraintOf(req);
   refuseMedia(model, req.messages);
+  const maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
+  // A stream carries one choice, whatever n says.
+  checkReplyBudget(req.stream ? 1 : (req.n ?? 1), maxTokens ?? defaultMaxTokens, model.contextWindow, req.max_completion_tokens ? "max_completion_tokens" : "max_tokens");
   return {
     messages: req.messages.map(toTemplateMessage),
     tools,
@@ -138,7 +160,7 @@ export function chatJobOf(model: ServedModel, req: ChatRequest, qos: QosClass): 
     parallelToolCalls: req.parallel_tool_calls !== false,
     ...(constraint ? { constraint } : {}),
     sampling: requestSampling(req, logitBiasOf(model, req.logit_bias)),
-    maxTokens: req.max_completion_tokens ?? req.max_tokens ?? undefined,
+    maxTokens,
     ignoreEos: req.ignore_eos ?? false,
     stop: stopList(req.stop, req.ignore_eos),
     ...(req.logprobs ? { logprobs: req.top_logprobs ?? 0 } : {}),

@@ -40,8 +40,8 @@ function completionId(ctx: ServerContext): string {
 export async function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
   const body = await readJsonBody(request);
   const { req, model } = await parseChat(ctx, body);
-  const qos = requestQos(ctx.qos, request.headers);
-  checkBatchInvariant(ctx.qos, request.headers);
+  const qos = requestQos(ctx.qos, request);
+  checkBatchInvariant(ctx.qos, request);
   const p = await prepare(ctx, ctx, req, model, qos);
   return req.stream ? streamChat(ctx, p, request.signal) : completeChat(ctx, p, request.signal);
 }
@@ -83,7 +83,7 @@ async function prepare(ctx: ServerContext, defaults: GenerationDefaults, req: Ch
     ["tools", req.tools, true],
     ["chat_template_kwargs", req.chat_template_kwargs, true],
   ]);
-  const prepared = await prepareChat(defaults, model, chatJobOf(model, req, qos));
+  const prepared = await prepareChat(defaults, model, chatJobOf(model, req, qos, defaults.maxTokens));
   return { ...prepared, req, id: completionId(ctx), created: Math.floor(Date.now() / 1000) };
 }
 

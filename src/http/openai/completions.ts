@@ -24,9 +24,7 @@ import { stopList } from "../../pipeline/generation.ts";
 import type { ServerContext } from "../server-context.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
 import { refusePerRequestLora } from "./lora.ts";
-
-/** Choices one request may ask for, over all its prompts: as many as chat's n allows. */
-const MAX_CHOICES = 128;
+import { checkArrayLength, checkReplyBudget, MAX_CHOICES } from "../chat-limits.ts";
 
 const completionSchema = v.looseObject({
   model: v.string("model must be a string"),
@@ -51,6 +49,10 @@ function parseCompletion(body: unknown): CompletionRequest {
   if ((body as { model?: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
   if ((body as { prompt?: unknown }).prompt === undefined) throw invalidRequest("you must provide a prompt parameter", "prompt");
   refusePerRequestLora(body);
+  // Each prompt is at least one choice: more prompts than MAX_CHOICES are
+  // refused before validation walks them (an array of token ids is one prompt).
+  const { prompt } = body as { prompt: unknown };
+  if (Array.isArray(prompt) && typeof prompt[0] !== "number") checkArrayLength(prompt, "prompt", MAX_CHOICES);
   return parseWith(completionSchema, body);
 }
 
@@ -62,8 +64,13 @@ function fimModeOf(req: CompletionRequest): FimMode {
   return mode as FimMode;
 }
 
-/** n, after checking best_of (accepted only as n: every choice generated is returned, none ranked) and the choice total. */
-function choicesPerPrompt(req: CompletionRequest, prompts: number): number {
+/**
+ * n, after checking best_of (accepted only as n: every choice generated is
+ * returned, none ranked), the choice total, and the reply tokens the choices
+ * may reserve (src/http/chat-limits.ts: `cap` is the reply cap that applies
+ * when max_tokens is not sent, undefined for the rest of the window).
+ */
+function choicesPerPrompt(req: CompletionRequest, prompts: number, model: ServedModel, cap: number | undefined): number {
   const n = req.n ?? 1;
   if (req.best_of !== undefined && req.best_of !== null && req.best_of !== n) {
     throw new RequestError(
@@ -76,6 +83,7 @@ function choicesPerPrompt(req: CompletionRequest, prompts: number): number {
   if (prompts * n > MAX_CHOICES) {
     throw invalidRequest(`${prompts} prompts with n=${n} make ${prompts * n} choices; a request may ask for at most ${MAX_CHOICES}`, prompts > MAX_CHOICES ? "prompt" : "n");
   }
+  checkReplyBudget(prompts * n, req.max_tokens ?? cap, model.contextWindow, "max_tokens", n > 1 ? "n" : "prompt");
   return n;
 }
 
@@ -108,10 +116,11 @@ export async function completions(ctx: ServerContext, request: Request, peer = "
   const model = await loadedOr404(ctx.registry, req.model);
   const mode = fimModeOf(req);
   const entries = promptEntries(req.prompt);
-  const n = choicesPerPrompt(req, entries.length);
-  checkBatchInvariant(ctx.qos, request.headers);
+  // The reply cap when the request names none: --max-tokens, and for FIM its own default (fimCompletion).
+  const n = choicesPerPrompt(req, entries.length, model, req.suffix ? (ctx.maxTokens ?? FIM_DEFAULT_MAX_TOKENS) : ctx.maxTokens);
+  checkBatchInvariant(ctx.qos, request);
   if (req.suffix) return fimCompletion(ctx, request, req, model, entries, n, mode, peer);
-  const qos = requestQos(ctx.qos, request.headers);
+  const qos = requestQos(ctx.qos, request);
   refuseEchoLogprobs(req);
   const prompts = await tokenizePrompts(model, entries);
   const wantLogprobs = req.logprobs !== undefined && req.logprobs !== null;

@@ -7,7 +7,8 @@
 // The Batches API runs its /v1/embeddings lines through the same code in
 // process (runEmbeddings).
 import * as v from "valibot";
-import { embedTokens, embeddingFacts, normalize, tokenizeInputs, type EmbedInput } from "../../pipeline/embedding.ts";
+import { embedTokens, embeddingFacts, MAX_INPUTS, normalize, tokenizeInputs, type EmbedInput } from "../../pipeline/embedding.ts";
+import { checkArrayLength } from "../chat-limits.ts";
 import { readJsonBody } from "../body.ts";
 import { asRequestError, invalidRequest, RequestError } from "../errors.ts";
 import { loadedOr404 } from "../models.ts";
@@ -74,7 +75,10 @@ export async function runEmbeddings(ctx: ServerContext, body: unknown, signal: A
 async function embed(ctx: ServerContext, body: unknown, signal: AbortSignal) {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
   if ((body as { model?: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
-  if ((body as { input?: unknown }).input === undefined) throw invalidRequest("you must provide an input parameter", "input");
+  const { input } = body as { input?: unknown };
+  if (input === undefined) throw invalidRequest("you must provide an input parameter", "input");
+  // MAX_INPUTS (the pipeline's bound) before validation walks them; an array of token ids is one input.
+  if (Array.isArray(input) && typeof input[0] !== "number") checkArrayLength(input, "input", MAX_INPUTS);
   const req = parseWith(embeddingSchema, body);
   const model = await loadedOr404(ctx.registry, req.model);
   const facts = embeddingFacts(model);
@@ -85,8 +89,11 @@ async function embed(ctx: ServerContext, body: unknown, signal: AbortSignal) {
   if (dimensions !== undefined && dimensions > facts.dimensions) {
     throw invalidRequest(`dimensions (${dimensions}) must be at most the model's ${facts.dimensions}`, "dimensions");
   }
-  const tokens = await tokenizeInputs(model, embeddingInputs(req.input), { field: "input" });
-  const vectors = await embedTokens(model, tokens, signal);
+  // Held on the worker: an unload that starts meanwhile lets this request finish first.
+  const { tokens, vectors } = await model.worker.hold(async () => {
+    const tokens = await tokenizeInputs(model, embeddingInputs(req.input), { field: "input" });
+    return { tokens, vectors: await embedTokens(model, tokens, signal) };
+  });
   const format = req.encoding_format ?? "float";
   const promptTokens = tokens.reduce((sum, t) => sum + t.length, 0);
   return {

@@ -7,11 +7,17 @@
 // sits in memory. Clients send `file` before or after `purpose` (the openai
 // SDK sends it first), so the part is staged first and becomes a file only
 // once the whole form has been read and checked.
+//
+// Every file belongs to the scope of the key that uploaded it
+// (docs/api/security.md#scoping): each route passes the caller's scope to the
+// store, and another scope's file answers as an unknown id.
 import Busboy, { type BusboyInstance } from "@fastify/busboy";
 import type { Elysia } from "elysia";
 import { open } from "node:fs/promises";
 import type { Readable } from "node:stream";
 import { FilesCursorError, FilesQuotaError, type FileRecord, type FileStore, type StagedUpload } from "../../files/store.ts";
+import { scopeOf } from "../auth/principal.ts";
+import { bodyReader, readBodyStep } from "../body.ts";
 import { RequestError, invalidRequest } from "../errors.ts";
 import type { ServerContext } from "../server-context.ts";
 
@@ -60,6 +66,7 @@ class Upload {
   constructor(
     private readonly store: FileStore,
     contentType: string,
+    private readonly owner: string | undefined,
   ) {
     this.failed = new Promise((resolve) => (this.wake = resolve));
     this.form = new Busboy({
@@ -130,14 +137,15 @@ class Upload {
 
   /** Feeds the body to the parser, at the pace the store writes it, until the end or the first refusal. */
   private async pump(body: ReadableStream<Uint8Array>): Promise<void> {
-    const reader = body.getReader();
+    const reader = bodyReader(body);
     let total = 0;
     while (!this.failure) {
-      let step: Awaited<ReturnType<typeof reader.read>>;
+      let step: Awaited<ReturnType<typeof readBodyStep>>;
       try {
-        step = await reader.read();
-      } catch {
-        this.fail(invalidRequest("the request body ended before all of it arrived", "file"));
+        // The JSON routes' idle deadline: an upload that stops sending is a 408, not a socket held for ever.
+        step = await readBodyStep(reader);
+      } catch (err) {
+        this.fail(err);
         break;
       }
       if (step.done) {
@@ -165,7 +173,12 @@ class Upload {
       if (!staged) throw missing("file");
       if (this.purpose === undefined) throw missing("purpose");
       const expiresAfterSec = this.expiresAfterSec();
-      return await this.store.commit(staged, { filename: this.filename, purpose: this.purpose, ...(expiresAfterSec === undefined ? {} : { expiresAfterSec }) });
+      return await this.store.commit(staged, {
+        filename: this.filename,
+        purpose: this.purpose,
+        ...(expiresAfterSec === undefined ? {} : { expiresAfterSec }),
+        ...(this.owner === undefined ? {} : { owner: this.owner }),
+      });
     } catch (err) {
       if (staged) await this.store.discard(staged);
       throw err;
@@ -181,7 +194,7 @@ async function uploadFile(store: FileStore, request: Request): Promise<FileRecor
   }
   if (Number(request.headers.get("content-length") ?? NaN) > MAX_UPLOAD_BYTES + FORM_OVERHEAD_BYTES) throw uploadTooLarge();
   if (!request.body) throw missing("file");
-  return new Upload(store, contentType).run(request.body);
+  return new Upload(store, contentType, scopeOf(request)).run(request.body);
 }
 
 function listFiles(store: FileStore, request: Request) {
@@ -196,15 +209,15 @@ function listFiles(store: FileStore, request: Request) {
     throw invalidRequest(`Invalid value for 'limit': expected a whole number between 1 and ${DEFAULT_LIST_LIMIT}, got '${rawLimit}'.`, "limit");
   }
   try {
-    return { object: "list", ...store.list({ purpose, after, order, limit }) };
+    return { object: "list", ...store.list({ purpose, after, order, limit, owner: scopeOf(request) }) };
   } catch (err) {
     if (err instanceof FilesCursorError) throw invalidRequest(err.message, "after");
     throw err;
   }
 }
 
-function fileOr404(store: FileStore, id: string): FileRecord {
-  const record = store.get(id);
+function fileOr404(store: FileStore, id: string, owner: string | undefined): FileRecord {
+  const record = store.get(id, owner);
   if (!record) throw noSuchFile(id);
   return record;
 }
@@ -216,8 +229,8 @@ function attachment(filename: string): string {
 }
 
 /** The bytes, streamed from a descriptor opened first: a delete or sweep after that cannot cut the reply short. */
-async function fileContent(store: FileStore, id: string): Promise<Response> {
-  const record = fileOr404(store, id);
+async function fileContent(store: FileStore, id: string, owner: string | undefined): Promise<Response> {
+  const record = fileOr404(store, id, owner);
   const fh = await open(store.contentPath(id), "r").catch((err: NodeJS.ErrnoException) => {
     throw err.code === "ENOENT" ? noSuchFile(id) : err;
   });
@@ -252,8 +265,8 @@ async function fileContent(store: FileStore, id: string): Promise<Response> {
   });
 }
 
-async function deleteFile(store: FileStore, id: string): Promise<{ id: string; object: "file"; deleted: true }> {
-  if (!(await store.delete(id))) throw noSuchFile(id);
+async function deleteFile(store: FileStore, id: string, owner: string | undefined): Promise<{ id: string; object: "file"; deleted: true }> {
+  if (!(await store.delete(id, owner))) throw noSuchFile(id);
   return { id, object: "file", deleted: true };
 }
 
@@ -262,7 +275,7 @@ export function mountFiles(app: Elysia, ctx: ServerContext): void {
   app
     .post("/v1/files", ({ request }) => uploadFile(ctx.files, request), { parse: "none" })
     .get("/v1/files", ({ request }) => listFiles(ctx.files, request))
-    .get("/v1/files/:id", ({ params }) => fileOr404(ctx.files, params.id))
-    .delete("/v1/files/:id", ({ params }) => deleteFile(ctx.files, params.id))
-    .get("/v1/files/:id/content", ({ params }) => fileContent(ctx.files, params.id));
+    .get("/v1/files/:id", ({ params, request }) => fileOr404(ctx.files, params.id, scopeOf(request)))
+    .delete("/v1/files/:id", ({ params, request }) => deleteFile(ctx.files, params.id, scopeOf(request)))
+    .get("/v1/files/:id/content", ({ params, request }) => fileContent(ctx.files, params.id, scopeOf(request)));
 }

@@ -6,7 +6,8 @@
 // document's embedding to the query's.
 import * as v from "valibot";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import { cosine, embedTokens, embeddingFacts, tokenizeInputs } from "../../pipeline/embedding.ts";
+import { cosine, embedTokens, embeddingFacts, MAX_INPUTS, tokenizeInputs } from "../../pipeline/embedding.ts";
+import { checkArrayLength } from "../chat-limits.ts";
 import { readJsonBody } from "../body.ts";
 import { invalidRequest } from "../errors.ts";
 import { loadedOr404, namedOrDefault } from "../models.ts";
@@ -54,25 +55,27 @@ export async function rerank(ctx: ServerContext, request: Request): Promise<Resp
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
   if ((body as { query?: unknown }).query === undefined) throw invalidRequest("you must provide a query parameter", "query");
   if ((body as { documents?: unknown }).documents === undefined) throw invalidRequest("you must provide a documents parameter", "documents");
+  // Documents are embedded as inputs are (at most MAX_INPUTS a request); a
+  // reranker tokenizes every pair before that bound would apply, so it applies here first.
+  checkArrayLength((body as { documents?: unknown }).documents, "documents", MAX_INPUTS);
   const req = parseWith(rerankSchema, body);
   const model = req.model ? await loadedOr404(ctx.registry, req.model) : namedOrDefault(ctx.registry, null);
   const facts = embeddingFacts(model);
   const texts = req.documents.map((d) => (typeof d === "string" ? d : d.text));
   if (texts.length === 0) throw invalidRequest("documents must not be empty", "documents");
-  let scores: number[];
-  let promptTokens: number;
-  if (facts.pooling === "rank") {
-    const pairs = await Promise.all(texts.map((text) => pairTokens(model, req.query, text)));
-    const tokens = await tokenizeInputs(model, pairs, { field: "documents", indexed: true });
-    scores = (await embedTokens(model, tokens, request.signal)).map((vector) => vector[0]!);
-    promptTokens = tokens.reduce((sum, t) => sum + t.length, 0);
-  } else {
+  // Held on the worker: an unload that starts meanwhile lets this request finish first.
+  const { scores, promptTokens } = await model.worker.hold(async () => {
+    if (facts.pooling === "rank") {
+      const pairs = await Promise.all(texts.map((text) => pairTokens(model, req.query, text)));
+      const tokens = await tokenizeInputs(model, pairs, { field: "documents", indexed: true });
+      const scores = (await embedTokens(model, tokens, request.signal)).map((vector) => vector[0]!);
+      return { scores, promptTokens: tokens.reduce((sum, t) => sum + t.length, 0) };
+    }
     const [query] = await tokenizeInputs(model, [req.query], { field: "query" });
     const documents = await tokenizeInputs(model, texts, { field: "documents", indexed: true });
     const [queryVector, ...vectors] = await embedTokens(model, [query!, ...documents], request.signal);
-    scores = vectors.map((vector) => cosine(queryVector!, vector));
-    promptTokens = [query!, ...documents].reduce((sum, t) => sum + t.length, 0);
-  }
+    return { scores: vectors.map((vector) => cosine(queryVector!, vector)), promptTokens: [query!, ...documents].reduce((sum, t) => sum + t.length, 0) };
+  });
   // Best first; equal scores keep the documents' order.
   const ranked = scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score || a.index - b.index);
   const kept = ranked.slice(0, req.top_n ?? ranked.length);

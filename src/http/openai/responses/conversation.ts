@@ -25,9 +25,19 @@ export interface Conversation {
   previous?: ResponseIndex;
 }
 
-/** The messages of `instructions`, the stored chain ending at `previous`, and `input`. */
-export function conversationOf(store: ResponseStore, previousId: string | null | undefined, instructions: string | null | undefined, input: Item[]): Conversation {
-  const previous = previousId ? store.get(previousId) : undefined;
+/**
+ * The messages of `instructions`, the stored chain ending at `previous`, and
+ * `input`; `previous` must be a response the scope `owner` sees (another
+ * scope's is not found, as one never stored).
+ */
+export function conversationOf(
+  store: ResponseStore,
+  previousId: string | null | undefined,
+  instructions: string | null | undefined,
+  input: Item[],
+  owner: string | undefined,
+): Conversation {
+  const previous = previousId ? store.get(previousId, owner) : undefined;
   if (previousId && !previous) throw previousNotFound(previousId);
   const stored = previous ? store.chain(previous.id).flatMap((r) => [...r.input, ...(r.response.output as Item[])]) : [];
   const system: ChatMessage[] = instructions ? [{ role: "system", content: instructions }] : [];
@@ -70,9 +80,17 @@ function historyKey(model: ServedModel, responseId: string, head: string): strin
  * continue it under the same head, so that turn renders only once
  * (continued-prompt.ts). Failures only mean the next turn renders it itself.
  */
-export function prepareNextTurn(store: ResponseStore, model: ServedModel, job: ChatJob, responseId: string, instructions: string | null | undefined, head: string): void {
+export function prepareNextTurn(
+  store: ResponseStore,
+  model: ServedModel,
+  job: ChatJob,
+  responseId: string,
+  instructions: string | null | undefined,
+  head: string,
+  owner: string | undefined,
+): void {
   try {
-    const next = conversationOf(store, responseId, instructions, []);
+    const next = conversationOf(store, responseId, instructions, [], owner);
     if (next.historyLength === 0) return;
     void rememberHistory(historyKey(model, responseId, head), model, { ...job, messages: next.messages }, next.historyLength).catch(() => {});
   } catch {

@@ -3,12 +3,15 @@
 // stored turn's own tokens can be continued), its choice's deltas become
 // output items, and the response is stored, durably, before it (or
 // response.completed) goes out. A turn the client abandoned is stored
-// nowhere but the session log.
+// nowhere but the session log. The stored response belongs to the scope of
+// the key that sent the request, and only a response of that scope may be
+// continued (docs/api/security.md#scoping).
 import type { Generation } from "../../../daemon/worker-client.ts";
 import { chatChoice, prepareChat, rendersTools, startChat, type ChatJob, type ChoiceEnd, type PreparedChat } from "../../../pipeline/chat-job.ts";
 import type { Item } from "../../../responses/store.ts";
 import { newResponseId } from "../../../responses/store.ts";
 import { failedAccess, finishOf, logAccess, logFailure, RequestTimer } from "../../access-log.ts";
+import { scopeOf } from "../../auth/principal.ts";
 import { readJsonBody } from "../../body.ts";
 import { checkChatText, checkListLengths } from "../../chat-limits.ts";
 import { asRequestError } from "../../errors.ts";
@@ -44,6 +47,8 @@ interface Turn extends PreparedChat {
   timer: RequestTimer;
   /** Ends the pin on the continued response (idempotent). */
   release: () => void;
+  /** The scope of the request's key: the stored record's owner. */
+  owner: string | undefined;
 }
 
 const ITEM_PREFIX: Record<string, string> = { message: "msg", function_call: "fc", function_call_output: "fco", reasoning: "rs" };
@@ -70,7 +75,8 @@ export async function createResponse(ctx: ServerContext, request: Request): Prom
   const id = newResponseId();
   const suffix = id.slice("resp_".length);
   const input = withIds(inputItems(req), suffix);
-  const conversation = conversationOf(ctx.responses, req.previous_response_id, req.instructions, input);
+  const owner = scopeOf(request);
+  const conversation = conversationOf(ctx.responses, req.previous_response_id, req.instructions, input, owner);
   // The continued response's files stay until this turn ends, even if it is deleted meanwhile.
   const previous = conversation.previous?.id;
   if (previous) ctx.responses.pin(previous);
@@ -81,7 +87,7 @@ export async function createResponse(ctx: ServerContext, request: Request): Prom
     void ctx.responses.unpin(previous);
   };
   try {
-    const turn = await prepareTurn(ctx, request, req, id, input, conversation, release);
+    const turn = await prepareTurn(ctx, request, req, id, input, conversation, release, owner);
     return await (req.stream ? streamTurn(ctx, turn, request.signal) : completeTurn(ctx, turn, request.signal));
   } catch (err) {
     release();
@@ -97,11 +103,12 @@ async function prepareTurn(
   input: Item[],
   conversation: Conversation,
   release: () => void,
+  owner: string | undefined,
 ): Promise<Turn> {
   const suffix = id.slice("resp_".length);
   const model = await loadedOr404(ctx.registry, req.model ?? conversation.previous!.model);
-  const qos = requestQos(ctx.qos, request.headers);
-  checkBatchInvariant(ctx.qos, request.headers);
+  const qos = requestQos(ctx.qos, request);
+  checkBatchInvariant(ctx.qos, request);
   checkChatText(model, [
     ["input", req.input, false],
     ["instructions", req.instructions, false],
@@ -144,6 +151,7 @@ async function prepareTurn(
     output: new OutputItems(suffix, prepared.request.grammar !== undefined, namespaces),
     timer: new RequestTimer(),
     release,
+    owner,
   };
 }
 
@@ -218,11 +226,12 @@ async function finishTurn(ctx: ServerContext, t: Turn, end: ChoiceEnd): Promise<
         head: t.head,
         warmable: !cut,
         tokensBase: t.warmBase === null ? null : t.previous,
+        ...(t.owner === undefined ? {} : { owner: t.owner }),
       },
       [...prompt, ...end.tokens],
     );
   }
-  if (stored && !cut) prepareNextTurn(ctx.responses, t.model, t.job, t.id, t.req.instructions, t.head);
+  if (stored && !cut) prepareNextTurn(ctx.responses, t.model, t.job, t.id, t.req.instructions, t.head, t.owner);
   logAccess({ ...accessBase(t), status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, t.timer);
   return response;
 }

@@ -8,6 +8,7 @@ import type { ChatMessage } from "../../../codec/index.ts";
 import type { ServedModel } from "../../../daemon/served-model.ts";
 import { toolSchema, type ChatTool, type Constraint, type ToolChoice } from "../../../pipeline/chat-job.ts";
 import { invalidRequest, RequestError, unsupportedMedia } from "../../../pipeline/request-error.ts";
+import { checkArrayLength, checkKeyCount, MAX_TOOLS } from "../../chat-limits.ts";
 import { int, num, object, opt, parseWith, record } from "../../validate.ts";
 import type { Item } from "../../../responses/store.ts";
 
@@ -66,9 +67,46 @@ export function parseResponsesRequest(body: unknown): ResponsesRequest {
     }
   }
   if (fields.input === undefined) throw invalidRequest("you must provide an input parameter", "input");
+  checkMetadata(fields.metadata);
+  checkNamespaceMembers(fields.tools);
   const req = parseWith(responsesRequestSchema, body);
   if (!req.model && !req.previous_response_id) throw invalidRequest("you must provide a model parameter", "model");
   return req;
+}
+
+/**
+ * OpenAI's bounds on `metadata` (16 pairs, keys of 64 characters, values of
+ * 512): it is stored with the response and listed back, so an unbounded one
+ * would grow the store by whatever a request sends.
+ */
+export const METADATA_LIMITS = { keys: 16, keyChars: 64, valueChars: 512 };
+
+function checkMetadata(metadata: unknown): void {
+  checkKeyCount(metadata, "metadata", METADATA_LIMITS.keys);
+  if (typeof metadata !== "object" || metadata === null) return;
+  for (const [key, value] of Object.entries(metadata)) {
+    if (key.length > METADATA_LIMITS.keyChars) {
+      throw invalidRequest(`Invalid 'metadata': keys may be at most ${METADATA_LIMITS.keyChars} characters; '${key.slice(0, 64)}...' has ${key.length}.`, "metadata", "string_above_max_length");
+    }
+    if (typeof value === "string" && value.length > METADATA_LIMITS.valueChars) {
+      throw invalidRequest(`Invalid 'metadata.${key}': values may be at most ${METADATA_LIMITS.valueChars} characters, got ${value.length}.`, `metadata.${key}`, "string_above_max_length");
+    }
+  }
+}
+
+/** Function tools inside namespace tools count toward MAX_TOOLS with the top-level ones (checkListLengths bounds the top level). */
+function checkNamespaceMembers(tools: unknown): void {
+  if (!Array.isArray(tools)) return;
+  let total = tools.length;
+  tools.forEach((tool, i) => {
+    const members = (tool as { tools?: unknown } | null)?.tools;
+    if (!Array.isArray(members)) return;
+    checkArrayLength(members, `tools[${i}].tools`, MAX_TOOLS);
+    total += members.length;
+  });
+  if (total > MAX_TOOLS) {
+    throw invalidRequest(`Invalid 'tools': ${total} tools with namespace members; a request may declare at most ${MAX_TOOLS}.`, "tools", "array_above_max_length");
+  }
 }
 
 /** The input as items: a string is one user message. */

@@ -1,14 +1,19 @@
 // The Responses API's routes (docs/api/responses.md#endpoints): create, and
 // the stored responses read, listed item by item, and deleted. Cancel is
-// for background responses, which are not served.
+// for background responses, which are not served. A stored response is seen
+// only by the scope of the key that created it (docs/api/security.md#scoping):
+// to any other its id is unknown.
 import type { Elysia } from "elysia";
 import { RequestError } from "../../../pipeline/request-error.ts";
+import { scopeOf } from "../../auth/principal.ts";
 import type { ResponseStore, StoredResponse } from "../../../responses/store.ts";
 import type { ServerContext } from "../../server-context.ts";
 import { createResponse } from "./create.ts";
 
-function stored(store: ResponseStore, id: string): StoredResponse {
-  if (!store.get(id)) throw new RequestError(404, `Response with id '${id}' not found.`, null, "response_id");
+const notFound = (id: string) => new RequestError(404, `Response with id '${id}' not found.`, null, "response_id");
+
+function stored(store: ResponseStore, id: string, owner: string | undefined): StoredResponse {
+  if (!store.get(id, owner)) throw notFound(id);
   return store.body(id);
 }
 
@@ -33,12 +38,14 @@ export function mountResponses(app: Elysia, ctx: ServerContext): void {
   const noParse = { parse: "none" as const };
   app
     .post("/v1/responses", ({ request }) => createResponse(ctx, request), noParse)
-    .get("/v1/responses/:id", ({ params }) => stored(ctx.responses, params.id).response)
-    .delete("/v1/responses/:id", async ({ params }) => {
-      if (!(await ctx.responses.delete(params.id))) throw new RequestError(404, `Response with id '${params.id}' not found.`, null, "response_id");
+    .get("/v1/responses/:id", ({ params, request }) => stored(ctx.responses, params.id, scopeOf(request)).response)
+    .delete("/v1/responses/:id", async ({ params, request }) => {
+      if (!(await ctx.responses.delete(params.id, scopeOf(request)))) throw notFound(params.id);
       return { id: params.id, object: "response", deleted: true };
     })
-    .get("/v1/responses/:id/input_items", ({ params, query }) => inputItemsPage(stored(ctx.responses, params.id), query as Record<string, string | undefined>))
+    .get("/v1/responses/:id/input_items", ({ params, query, request }) =>
+      inputItemsPage(stored(ctx.responses, params.id, scopeOf(request)), query as Record<string, string | undefined>),
+    )
     .post(
       "/v1/responses/:id/cancel",
       () => {
