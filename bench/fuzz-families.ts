@@ -257,6 +257,8 @@ export function ollamaBad(r: Rng): Spec {
   if (field === "raw" && typeof value === "boolean") expect = [200];
   // A fractional cap is read as a whole number by some clients' servers: a judgement call.
   if (field === "max_tokens" && value === 1.5) expect = [200, 400];
+  // Ollama's own cap is options.num_predict (set here); a top-level 0 next to it is a judgement call too.
+  if (field === "max_tokens" && value === 0) expect = [200, 400];
   return json(path, body, { category: "ollama-bad", variant: `${path}.${field}=${short(value)}`, expect, stream: field === "stream" && value === true });
 }
 
@@ -274,7 +276,9 @@ export function ollamaEmbed(r: Rng): Spec {
   if (chance(r, 0.3)) body.truncate = form === "long" ? chance(r, 0.5) : true;
   if (chance(r, 0.2)) body.dimensions = pick(r, [8, 64, 65, 0, "x"]);
   if (chance(r, 0.1)) Object.assign(body, { keep_alive: "5m", options: { temperature: 1 } });
-  const ok = onEmbed && form !== "bad" && !(form === "long" && body.truncate === false) && (body.dimensions === undefined || body.dimensions === 8 || body.dimensions === 64);
+  // An empty list is no input, as Ollama reads it: no vectors, a 200.
+  const emptyList = Array.isArray(input) && input.length === 0;
+  const ok = onEmbed && (form !== "bad" || emptyList) && !(form === "long" && body.truncate === false) && (body.dimensions === undefined || body.dimensions === 8 || body.dimensions === 64);
   return json("/api/embed", body, { category: "ollama-embed", variant: `api-embed.${onEmbed ? "embed" : "other"}.${form}${body.dimensions !== undefined ? `.dimensions=${short(body.dimensions)}` : ""}`, expect: ok ? expect : form === "bad" && !onEmbed ? [400, ...RELOADING] : onEmbed ? [400, ...RELOADING] : expect });
 }
 

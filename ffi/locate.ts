@@ -28,8 +28,9 @@ export function platformPackage(platform = process.platform, arch = process.arch
 }
 
 // libllama.so, libllama.so.0, libllama.v0.4.0.so, libllama.dylib, llama.dll, ...
-const LLAMA_FILE = /^(lib)?llama(\.v[\d.]+)?(\.\d+)*\.(so|dylib|dll)(\.\d+)*$/;
-const GGML_FILE = /^(lib)?ggml(\.v[\d.]+)?(\.\d+)*\.(so|dylib|dll)(\.\d+)*$/;
+// and a GPU build's tagged names (the macOS arm64 package's libllama.metal.v0.4.0.dylib).
+const LLAMA_FILE = /^(lib)?llama(\.[a-z]+)?(\.v[\d.]+)?(\.\d+)*\.(so|dylib|dll)(\.\d+)*$/;
+const GGML_FILE = /^(lib)?ggml(\.[a-z]+)?(\.v[\d.]+)?(\.\d+)*\.(so|dylib|dll)(\.\d+)*$/;
 
 function findIn(dir: string, pattern: RegExp): string | undefined {
   const name = readdirSync(dir).find((f) => pattern.test(f));

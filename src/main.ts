@@ -1,10 +1,9 @@
 #!/usr/bin/env bun
 // superfluid: one executable. `serve` runs the HTTP daemon; `worker` is the
 // engine process the daemon starts for each model (the same executable).
-import { runCheck } from "./cli/check.ts";
-import { runServe } from "./cli/serve.ts";
-import { runTop } from "./cli/top.ts";
-import { runWorker } from "./worker/main.ts";
+// Each command's modules load only when it runs: a worker (started once per
+// model) then loads the engine and not the HTTP server, and `serve` starts
+// answering /health sooner.
 
 const USAGE = `usage: superfluid <command>
 
@@ -15,26 +14,30 @@ commands:
   check [--model PATH] can the engine run here? (opens libllama, reads a vocabulary)
   top [--api-key KEY] HOST:PORT...
                        live monitor of servers' /metrics (q quits)
+  wait [--timeout SEC] [--pid PID] [--api-key KEY] [HOST:PORT]
+                       exit 0 once the server's /health answers 200 (for scripts)
   version              print the version`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case "serve":
-      return runServe(rest);
+      return (await import("./cli/serve.ts")).runServe(rest);
     case "worker": {
-      const code = await runWorker(rest);
+      const code = await (await import("./worker/main.ts")).runWorker(rest);
       // The IPC channel keeps the process alive: close it so the worker exits.
       if (process.connected) process.disconnect?.();
       return code;
     }
     case "check":
-      return runCheck(rest);
+      return (await import("./cli/check.ts")).runCheck(rest);
     case "top":
-      return runTop(rest);
+      return (await import("./cli/top.ts")).runTop(rest);
+    case "wait":
+      return (await import("./cli/wait.ts")).runWait(rest);
     case "version":
     case "--version":
-      console.log(`superfluid ${(await import("../package.json")).version}`);
+      console.log(await (await import("./version.ts")).versionLine());
       return 0;
     default:
       console.error(USAGE);
@@ -43,3 +46,6 @@ async function main(argv: string[]): Promise<number> {
 }
 
 process.exitCode = await main(process.argv.slice(2));
+
+// A module (top-level await needs one), though it imports nothing statically.
+export {};

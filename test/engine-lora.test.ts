@@ -8,6 +8,7 @@ import { cstr } from "../ffi/llama.ts";
 import { Engine, type GenerateJob, type TickEvents } from "../src/engine/engine.ts";
 import { LlamaModel } from "../src/engine/model.ts";
 import { GREEDY } from "../src/engine/sampling.ts";
+import { LoraAdapters } from "../src/worker/lora.ts";
 import { ensureLoraFixture, LORA_REPLY, SCRIPTED_REPLY } from "../src/fixtures/index.ts";
 import { FIXTURE_DIR, fixturePath } from "./support/models.ts";
 import type { Pointer } from "bun:ffi";
@@ -122,5 +123,64 @@ describe("engine adapter sets", () => {
     const r = run();
     expect(text(r.tokens.get(base.id)!)).toBe(SCRIPTED_REPLY);
     expect(r.cached.get(base.id)).toBe(0);
+  });
+});
+
+// The worker's adapter registry (src/worker/lora.ts) on the same engine: loading a file that
+// is already loaded gives a new id without a second copy of its weights in libllama.
+describe("worker adapters: one allocation per file", () => {
+  let path: string;
+  let adapters: LoraAdapters;
+  const load = (id: number, scale: number) => adapters.handle({ type: "lora-load", id: `m${id}`, adapter: { id, path, scale } });
+  const unload = (id: number) => adapters.handle({ type: "lora-unload", id: `u${id}`, adapter: id });
+  const reply = () => {
+    const j = job();
+    engine.submit(j);
+    return text(run().tokens.get(j.id)!);
+  };
+
+  beforeAll(async () => {
+    path = await ensureLoraFixture(FIXTURE_DIR);
+    adapters = new LoraAdapters(model, engine);
+  });
+
+  test("the same file loaded twice: two ids, one allocation, applied at the sum of their scales", () => {
+    // Below 0.5 the fixture leaves the reply as it is; its own word from 0.5 on (docs/api/lora.md#the-test-adapter).
+    load(100, 0.4);
+    expect(reply()).toBe(SCRIPTED_REPLY);
+    const listed = load(101, 0.4);
+    expect(listed.map((a) => a.id)).toEqual([100, 101]);
+    expect(adapters.allocations).toBe(1);
+    // 0.4 + 0.4: as one copy at 0.8 (llama.cpp keeps one scale per handle, so it is not put in twice at 0.4).
+    expect(reply()).toBe(LORA_REPLY);
+
+    unload(100);
+    expect(adapters.allocations).toBe(1);
+    expect(reply()).toBe(SCRIPTED_REPLY);
+    unload(101);
+    expect(adapters.allocations).toBe(0);
+    expect(adapters.list()).toEqual([]);
+    expect(reply()).toBe(SCRIPTED_REPLY);
+  });
+
+  test("repeated loads of one file, never unloaded, hold one copy; unloading them all frees it", () => {
+    for (let id = 200; id < 264; id++) load(id, 0);
+    expect(adapters.list()).toHaveLength(64);
+    expect(adapters.allocations).toBe(1);
+    for (let id = 200; id < 264; id++) unload(id);
+    expect(adapters.allocations).toBe(0);
+    expect(reply()).toBe(SCRIPTED_REPLY);
+  });
+
+  test("a file that is not an adapter allocates nothing and leaves the set as it was", () => {
+    load(300, 0.8);
+    expect(() => load(301, 1)).not.toThrow();
+    expect(() => adapters.handle({ type: "lora-load", id: "bad", adapter: { id: 302, path: `${path}.missing`, scale: 1 } })).toThrow(/could not load/);
+    expect(adapters.allocations).toBe(1);
+    expect(adapters.list().map((a) => a.id)).toEqual([300, 301]);
+    expect(reply()).toBe(LORA_REPLY);
+    unload(300);
+    unload(301);
+    expect(adapters.allocations).toBe(0);
   });
 });

@@ -90,6 +90,8 @@ export interface ServeOptions {
   verbose: boolean;
   /** --quiet (or SUPERFLUID_QUIET=1): no access lines on stderr. */
   quiet: boolean;
+  /** --ready-file PATH: written (atomically, the URL) once the default model serves; removed on stop. */
+  readyFile?: string;
 }
 
 const FLAGS: Record<string, FlagSpec> = {
@@ -134,6 +136,7 @@ const FLAGS: Record<string, FlagSpec> = {
   "pin-budget-pct": { value: true },
   tui: {},
   "no-tui": {},
+  "ready-file": { value: true },
   "log-dir": { value: true },
   "log-file": { value: true },
   verbose: {},
@@ -222,6 +225,8 @@ in its own worker; the first is the default for requests that name none.
   --quiet                 no access lines on stderr (also SUPERFLUID_QUIET=1)
   --tui / --no-tui        live monitor above the log (on when stdin and stdout are a
                           terminal); logs then also go to <sessions>/logs; q quits
+  --ready-file PATH       once the default model serves, write its URL to PATH (atomically;
+                          removed on stop), for scripts that wait for the server
   --speculate off|auto    speculative decoding (not available: decodes plainly)`;
 
 export class UsageError extends Error {}
@@ -398,6 +403,7 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     ...(one("log-file") === undefined ? {} : { logFile: nonEmpty("log-file", one("log-file")!) }),
     verbose,
     quiet: flags.switches.has("quiet") || env.SUPERFLUID_QUIET === "1",
+    ...(one("ready-file") === undefined ? {} : { readyFile: nonEmpty("ready-file", one("ready-file")!) }),
     sampling: {
       temperature: opt("temperature", { min: 0, max: 2 }),
       topP: opt("top-p", { min: 0, max: 1 }),

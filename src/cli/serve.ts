@@ -1,5 +1,6 @@
 // `superfluid serve`: resolve the models, load the ones named, know the rest
 // (--model-dir), start the listener (docs/cli.md#several-models).
+import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkFit } from "../daemon/fit-check.ts";
 import { showLoadProgress } from "../daemon/load-progress.ts";
@@ -27,6 +28,7 @@ import { formatBytes } from "../engine/kv-sizing.ts";
 import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";
 import { Logger, routeConsole } from "../logging/logger.ts";
 import { parseServeOptions, SERVE_USAGE, UsageError, type ServeOptions } from "./serve-options.ts";
+import { StartupGate } from "./startup-gate.ts";
 import { ServeTui } from "./tui.ts";
 
 /** The model served when none is named: generated on first use, so the server always starts. */
@@ -39,10 +41,27 @@ export const BUILTIN_MODEL_ID = "tiny-chat";
  */
 export const SHARED_DEFAULT_CONTEXT = 8192;
 
-async function resolveServed(options: ServeOptions, log: (line: string) => void): Promise<ResolvedModel[]> {
+/**
+ * The built-in model's KV on default sizing flags: one shared pool of its
+ * trained window (16 MiB), so any one conversation still gets the whole
+ * 131,072 tokens. Per-lane buffers sized from free memory would be ten
+ * windows (160 MiB), and clearing them was most of the start's time.
+ */
+export const BUILTIN_KV_POOL = 131_072;
+
+/**
+ * The models named, resolved to files, the first the default; the built-in
+ * model when none is named. Its file is generated on first use, which takes
+ * a while on a first run ever, so its path comes later (builtinSource).
+ */
+function resolveServed(options: ServeOptions, log: (line: string) => void): ResolvedModel[] | "builtin" {
   if (options.models.length > 0) return options.models.map((token) => resolveModel(token, options.modelDirs));
   log(`superfluid: no model named; serving the built-in ${BUILTIN_MODEL_ID} (hand-set weights: every chat turn gets one fixed sentence; for smoke tests, not for answers)`);
-  return [{ path: await ensureFixture("tiny-chat", join(cacheDir(), "models")), id: BUILTIN_MODEL_ID }];
+  return "builtin";
+}
+
+async function builtinModel(): Promise<ResolvedModel> {
+  return { path: await ensureFixture("tiny-chat", join(cacheDir(), "models")), id: BUILTIN_MODEL_ID };
 }
 
 /**
@@ -173,12 +192,18 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** A test's way into the start (test/api/startup.test.ts). */
+export interface StartSeams {
+  /** Called once the listener is up, before any model loads; the start waits for it. `startup.held`: requests waiting for the start. */
+  listening?(url: string, startup: { readonly held: number }): Promise<void> | void;
+}
+
 /**
  * Starts the server; its lines go to `log` when given (tests), else to the
  * logger the flags describe. `screen` is the TUI's log region: it takes the
  * lines stderr would, and JSON logs go to <sessions>/logs unless --log-dir.
  */
-export async function startServer(options: ServeOptions, log?: (line: string) => void, screen?: (line: string) => void): Promise<RunningServer> {
+export async function startServer(options: ServeOptions, log?: (line: string) => void, screen?: (line: string) => void, seams: StartSeams = {}): Promise<RunningServer> {
   const logDir = options.logDir ?? (screen ? join(options.sessions, "logs") : undefined);
   const logger = new Logger({
     ...(logDir === undefined ? {} : { logDir }),
@@ -187,6 +212,8 @@ export async function startServer(options: ServeOptions, log?: (line: string) =>
     quiet: options.quiet,
   });
   const say = log ?? ((line: string) => logger.line(line));
+  // A ready file left by an earlier run must not make a script take this start for done.
+  if (options.readyFile !== undefined) rmSync(options.readyFile, { force: true });
   const unsink = setAccessSink((entry) => logger.access(formatAccess(entry, options.verbose), accessJson(entry)));
   const stopLogging = () => {
     unsink();
@@ -202,7 +229,7 @@ export async function startServer(options: ServeOptions, log?: (line: string) =>
     throw err;
   }
   try {
-    const server = await startServing(options, sessions, say, logger);
+    const server = await startServing(options, sessions, say, logger, seams);
     const close = server.close;
     return { ...server, close: () => close().finally(stopLogging) };
   } catch (err) {
@@ -212,41 +239,28 @@ export async function startServer(options: ServeOptions, log?: (line: string) =>
   }
 }
 
-async function startServing(options: ServeOptions, sessions: SessionStore, log: (line: string) => void, logger: Logger): Promise<RunningServer> {
+async function startServing(options: ServeOptions, sessions: SessionStore, log: (line: string) => void, logger: Logger, seams: StartSeams): Promise<RunningServer> {
   const r = sessions.recovered;
   log(
     `superfluid: session log ${sessions.path} (epoch ${sessions.epoch}; ${r.sessions} sessions, ${r.records} records replayed` +
       (r.truncatedBytes > 0 ? `; a torn last record of ${r.truncatedBytes} bytes was cut off` : "") +
       ")",
   );
-  const named: KnownSource[] = [];
-  for (const resolved of await resolveServed(options, log)) {
-    if (named.some((s) => s.id === resolved.id)) throw new Error(`two models named have the id '${resolved.id}'; name each model once`);
-    named.push(await sourceOf(resolved));
+  const resolved = resolveServed(options, log);
+  const primaryId = resolved === "builtin" ? BUILTIN_MODEL_ID : resolved[0]!.id;
+  if (resolved !== "builtin") {
+    const ids = resolved.map((m) => m.id);
+    const twice = ids.find((id, i) => ids.indexOf(id) !== i);
+    if (twice !== undefined) throw new Error(`two models named have the id '${twice}'; name each model once`);
   }
-  const fromDirs = await modelDirSources(options.modelDirs, new Set(named.map((s) => s.id)), log);
-  const several = named.length > 1 || fromDirs.length > 0;
-  const maxContext = options.maxContext ?? (several && options.kvPool === undefined ? SHARED_DEFAULT_CONTEXT : undefined);
-  if (maxContext !== options.maxContext) log(`superfluid: several models may be loaded: each gets a window of ${maxContext} tokens (set --max-context to change it)`);
-  const primaryId = named[0]!.id;
-  const loader = new ModelLoader(options, sessions, primaryId, maxContext, log);
+  // The loader's window depends on how many models may be loaded, known once the
+  // --model-dir folders are read (after the listener starts): set there.
+  let loader: ModelLoader | undefined;
   const registry = new ModelRegistry({
-    load: (source) => loader.load(source),
-    close: (model) => loader.close(model),
+    load: (source) => loader!.load(source),
+    close: (model) => loader!.close(model),
     describe: (token) => describeToken(token, options.modelDirs),
   });
-  for (const source of [...named, ...fromDirs]) registry.know(source);
-  if (fromDirs.length > 0) log(`superfluid: ${fromDirs.length} more models known from --model-dir, loaded on first use: ${fromDirs.map((s) => s.id).join(", ")}`);
-  const unserved = options.aliases.find((a) => !registry.known().some((e) => e.id === a.target));
-  if (unserved) throw new Error(`--alias ${unserved.name}=${unserved.target}: no served model has the id '${unserved.target}' (served: ${registry.known().map((e) => e.id).join(", ")})`);
-  for (const alias of options.aliases) registry.alias(alias.name, alias.target);
-  try {
-    // One at a time, so each fit check sees the memory the previous model took.
-    for (const source of named) await registry.resolve(source.id);
-  } catch (err) {
-    await registry.close();
-    throw err instanceof RequestError ? new Error(err.message) : err;
-  }
   let files: FileStore;
   let responses: ResponseStore;
   try {
@@ -282,7 +296,9 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     },
     log,
   });
+  let starting = true;
   const ctx: ServerContext = {
+    starting: () => starting,
     registry,
     operatorSampling: options.sampling,
     maxTokens: options.maxTokens,
@@ -297,21 +313,58 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   const keys = new KeyRing(options.apiKeys, options.policyKeys);
   const gate = new RequestGate(keys, options.rateLimitRpm);
   const app = createApp(ctx, { bind: options.host, authenticated: keys.enabled, origins: options.webOrigins }, gate);
+  const startup = new StartupGate(app);
   let listener: Listener;
   try {
-    // Our reader enforces the 100 MiB body limit while streaming (413 in OpenAI's
-    // envelope). No idle timeout: a long non-streamed generation sends nothing
-    // until it is done. No port sharing: a second server on a port in use must
-    // fail, not split the traffic.
-    listener = await listen(app, options.host, options.port);
+    // The listener starts before any model loads (docs/cli.md#startup-and-shutdown):
+    // /health answers 503 `loading` from the first moment, every other request
+    // waits for the startup to finish. Our reader enforces the 100 MiB body
+    // limit while streaming (413 in OpenAI's envelope). No idle timeout: a long
+    // non-streamed generation sends nothing until it is done. No port sharing:
+    // a second server on a port in use must fail, not split the traffic.
+    listener = await listen(startup.handler, options.host, options.port);
   } catch (err) {
     files.close();
     await registry.close();
-    await sessions.close();
     throw new Error(`cannot listen on ${options.host}:${options.port}: ${(err as Error).message}`);
   }
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   const url = `http://${host}:${listener.port}`;
+  try {
+    await seams.listening?.(url, startup);
+    const named: KnownSource[] = [];
+    for (const model of resolved === "builtin" ? [await builtinModel()] : resolved) named.push(await sourceOf(model));
+    const fromDirs = await modelDirSources(options.modelDirs, new Set(named.map((s) => s.id)), log);
+    const several = named.length > 1 || fromDirs.length > 0;
+    const maxContext = options.maxContext ?? (several && options.kvPool === undefined ? SHARED_DEFAULT_CONTEXT : undefined);
+    if (maxContext !== options.maxContext) log(`superfluid: several models may be loaded: each gets a window of ${maxContext} tokens (set --max-context to change it)`);
+    const builtinPool = resolved === "builtin" && maxContext === undefined && options.kvPool === undefined;
+    if (builtinPool) {
+      log(`superfluid: the built-in model's lanes share one KV pool of its whole window (--kv-pool ${BUILTIN_KV_POOL} unless --max-context or --kv-pool is given): it starts sooner than with a buffer per lane`);
+    }
+    loader = new ModelLoader(builtinPool ? { ...options, kvPool: BUILTIN_KV_POOL } : options, sessions, primaryId, maxContext, log);
+    for (const source of [...named, ...fromDirs]) registry.know(source);
+    if (fromDirs.length > 0) log(`superfluid: ${fromDirs.length} more models known from --model-dir, loaded on first use: ${fromDirs.map((s) => s.id).join(", ")}`);
+    const unserved = options.aliases.find((a) => !registry.known().some((e) => e.id === a.target));
+    if (unserved) throw new Error(`--alias ${unserved.name}=${unserved.target}: no served model has the id '${unserved.target}' (served: ${registry.known().map((e) => e.id).join(", ")})`);
+    for (const alias of options.aliases) registry.alias(alias.name, alias.target);
+    try {
+      // One at a time, so each fit check sees the memory the previous model took.
+      for (const source of named) await registry.resolve(source.id);
+    } catch (err) {
+      throw err instanceof RequestError ? new Error(err.message) : err;
+    }
+    if (options.readyFile !== undefined) writeReadyFile(options.readyFile, url);
+  } catch (err) {
+    // Requests held meanwhile get their answer before the listener closes under them.
+    await startup.failed(err as Error);
+    await listener.close();
+    files.close();
+    await registry.close();
+    throw err;
+  }
+  starting = false;
+  startup.ready();
   log(authLine(options, loopback));
   log(`superfluid: serving ${registry.all().map((m) => m.id).join(", ")} at ${url}/v1`);
   registry.startIdleTimeout(options.idleTimeoutSec, log);
@@ -322,6 +375,9 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     sessions,
     logger,
     close: async () => {
+      // Scripts waiting on the ready file must not take a stopped server for a running one
+      // (removed only while it is ours: a newer server may have written it since).
+      if (options.readyFile !== undefined) removeOwnReadyFile(options.readyFile, url);
       await listener.close();
       // Lines in flight are aborted, not failed: the batches resume on the next start.
       await batches.stop();
@@ -332,6 +388,24 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       await sessions.close().catch((err: Error) => log(`superfluid: the session log could not take its last records: ${err.message}`));
     },
   };
+}
+
+/**
+ * --ready-file: the URL, written to a temporary file beside PATH and renamed
+ * over it, so a script that sees the file sees all of it.
+ */
+function writeReadyFile(path: string, url: string): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${url}\n`);
+  renameSync(tmp, path);
+}
+
+function removeOwnReadyFile(path: string, url: string): void {
+  try {
+    if (readFileSync(path, "utf8") === `${url}\n`) rmSync(path, { force: true });
+  } catch {
+    // Gone already.
+  }
 }
 
 /** What the startup log says about keys: the warning of docs/api/security.md#keys when the port is open to the network without one. */
@@ -360,9 +434,27 @@ export async function runServe(argv: string[]): Promise<number> {
   }
   const tui = options.tui ? new ServeTui() : undefined;
   tui?.start();
+  // SIGINT and SIGTERM stop the server (docs/cli.md#startup-and-shutdown) with status 0, heard from
+  // the start on, since the listener answers before the models have loaded. During the start
+  // (a large model may take minutes) the process exits at once: nothing has been served, and
+  // each worker stops when its daemon's channel closes. Once started, workers go down first.
+  // q in the TUI does the same.
+  let started = false;
+  const stop = new Promise<void>((resolve) => {
+    const onSignal = () => {
+      if (started) return resolve();
+      tui?.stop();
+      console.error("superfluid serve: stopped while starting");
+      process.exit(0);
+    };
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
+    if (tui) void tui.quit.then(onSignal);
+  });
   let server: RunningServer;
   try {
     server = await startServer(options, undefined, tui?.line);
+    started = true;
   } catch (err) {
     // The terminal back first, so the reason is left on it.
     tui?.stop();
@@ -372,12 +464,7 @@ export async function runServe(argv: string[]): Promise<number> {
   tui?.watch(server.url);
   // Under --log-file, --log-dir or the TUI (whose screen stderr would scribble over), what other modules report with console.error lands in the log too.
   const unrouteConsole = options.logFile !== undefined || options.logDir !== undefined || tui ? routeConsole(server.logger) : () => {};
-  // SIGINT and SIGTERM exit at once (docs/cli.md#startup-and-shutdown), taking the workers down first; q in the TUI does the same.
-  await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-    void tui?.quit.then(resolve);
-  });
+  await stop;
   tui?.line("superfluid: stopping ...");
   await server.close();
   unrouteConsole();

@@ -56,6 +56,18 @@ function statOrNothing(path: string): Stats | undefined {
  * `/proc` included.
  */
 export function ggufFilesUnder(dir: string, depth = 3): string[] {
+  const budget = { entries: MAX_WALK_ENTRIES };
+  return walk(dir, depth, budget);
+}
+
+/**
+ * Entries one walk looks at, at most. The walk is synchronous: a folder such
+ * as `/` would otherwise hold the event loop for seconds. A models folder
+ * holds far fewer.
+ */
+export const MAX_WALK_ENTRIES = 20_000;
+
+function walk(dir: string, depth: number, budget: { entries: number }): string[] {
   if (!statOrNothing(dir)?.isDirectory()) return [];
   let entries: string[];
   try {
@@ -65,10 +77,11 @@ export function ggufFilesUnder(dir: string, depth = 3): string[] {
   }
   const out: string[] = [];
   for (const entry of entries) {
+    if (--budget.entries < 0) break;
     const full = join(dir, entry);
     const st = statOrNothing(full);
     if (!st) continue;
-    if (st.isDirectory() && depth > 0) out.push(...ggufFilesUnder(full, depth - 1));
+    if (st.isDirectory() && depth > 0) out.push(...walk(full, depth - 1, budget));
     else if (st.isFile() && /\.gguf$/i.test(entry) && !/mmproj/i.test(entry)) out.push(full);
   }
   return out;

@@ -11,12 +11,17 @@ import { capabilitiesOf } from "./openai/models.ts";
 import { opt, parseWith } from "./validate.ts";
 
 /**
- * docs/api/openai.md#health: ok, or 503 `degraded` with the reason while the session log cannot be
- * written (every generation then fails with session_log_failed until a write succeeds).
+ * docs/api/openai.md#health: ok, 503 `loading` while the server starts (the
+ * listener opens before the default model loads; no model is loaded until it
+ * does), or 503 `degraded` with the reason while the session log cannot be
+ * written (every generation then fails with session_log_failed until a write
+ * succeeds). It asks no engine anything.
  */
-export function health(registry: ModelRegistry) {
+export function health(registry: ModelRegistry, starting = false) {
   const models = registry.all();
   const counts = { models_loaded: models.length, models_known: registry.known().length };
+  // Loading until the start is done: every model named loaded, not just the first.
+  if (starting || !registry.default) return Response.json({ status: "loading", ...counts }, { status: 503 });
   const failure = models.map((m) => m.worker.journalFailure).find((f) => f !== null);
   if (!failure) return { status: "ok", ...counts };
   return Response.json({ status: "degraded", reason: `session log: ${failure.message}`, ...counts }, { status: 503 });

@@ -75,7 +75,7 @@ export function createApp(ctx: ServerContext, hosts: HostPolicy, gate: RequestGa
       if (err.status >= 500 && err.status !== 501 && !(err.status === 503 && err.code !== null)) console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
       return errorResponse(path, err);
     })
-    .get("/health", () => health(ctx.registry))
+    .get("/health", () => health(ctx.registry, ctx.starting?.() ?? false))
     .post("/v1/tokenize", async ({ request }) => tokenize(ctx.registry, await readJsonBody(request)), noParse)
     .get("/props", ({ query }) => {
       const q = query as { model?: string; autoload?: string };

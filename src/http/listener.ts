@@ -9,6 +9,7 @@
 import { createServer, METHODS, STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
+import { IdleMemory } from "../runtime/idle-memory.ts";
 import { errorReply, RequestError } from "./errors.ts";
 
 export interface HttpHandler {
@@ -239,9 +240,15 @@ function headDeadlines(ms: number): { opened(socket: Duplex): void; started(sock
 export function listen(handler: HttpHandler, hostname: string, port: number, opts: { headDeadlineMs?: number } = {}): Promise<Listener> {
   let base = "";
   const heads = headDeadlines(opts.headDeadlineMs ?? HEAD_DEADLINE_MS);
+  // A burst of requests leaves the daemon's peak heap behind: given back once none has run for a while.
+  const memory = new IdleMemory();
   const server = createServer(async (req, res) => {
     heads.started(req.socket);
-    res.once("close", () => heads.ended(req.socket));
+    memory.busy();
+    res.once("close", () => {
+      heads.ended(req.socket);
+      memory.done();
+    });
     const abort = new AbortController();
     // The client went away before the reply was whole: the handler's signal fires.
     res.once("close", () => res.writableFinished || abort.abort());

@@ -32,6 +32,8 @@ export interface ServerContext extends GenerationDefaults {
   batches: BatchService;
   /** Counter behind `chatcmpl-superfluid-<n>` ids. */
   nextId(): number;
+  /** True while `serve` is still starting: the listener is up before the models named have loaded. */
+  starting?(): boolean;
 }
 
 /** The stream comment period: the --nonstream-keepalive interval when set, else 15 s. */

@@ -107,8 +107,12 @@ export function choiceSeed(seed: number, i: number): number {
  * it has, so they copy its KV instead of prefilling again. Each choice gets its
  * own seed (seed + index) so seeded choices differ yet repeat. `durable: false`
  * keeps them all out of the session log (FIM completions).
+ *
+ * The first choice starts before this returns, or the call throws at once
+ * (a model being unloaded refuses it): callers read `live[0]` right after
+ * the call without awaiting it.
  */
-export async function startChoices(
+export function startChoices(
   model: ServedModel,
   req: GenerateRequest,
   n: number,
@@ -117,10 +121,12 @@ export async function startChoices(
 ): Promise<Generation[]> {
   const first = model.worker.generate(req, opts);
   live.push(first);
-  if (n === 1) return live;
-  await first.prefilled;
-  for (let i = 1; i < n; i++) {
-    live.push(model.worker.generate({ ...req, sampling: { ...req.sampling, seed: choiceSeed(req.sampling.seed, i) } }, opts));
-  }
-  return live;
+  if (n === 1) return Promise.resolve(live);
+  return (async () => {
+    await first.prefilled;
+    for (let i = 1; i < n; i++) {
+      live.push(model.worker.generate({ ...req, sampling: { ...req.sampling, seed: choiceSeed(req.sampling.seed, i) } }, opts));
+    }
+    return live;
+  })();
 }

@@ -2,6 +2,7 @@
 // messages in between turns of work, idle until a message brings some,
 // `shutdown` or the daemon going away (its IPC channel closing) ending it.
 import type { DaemonToWorker, WorkerInfo, WorkerToDaemon } from "../engine/protocol.ts";
+import { IdleMemory } from "../runtime/idle-memory.ts";
 
 export interface WorkerLoop {
   /** One daemon message other than shutdown. */
@@ -32,13 +33,17 @@ export async function serveLoop(loop: WorkerLoop, info: WorkerInfo, send: (messa
     wake?.();
   });
   send({ type: "ready", info });
+  // A burst of work leaves its peak heap behind: given back once idle a while.
+  const memory = new IdleMemory();
   try {
     while (!closing) {
       if (!loop.hasWork()) {
+        memory.idleNow();
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
         continue;
       }
+      memory.working();
       if (gatherFirst) await yieldToMessages();
       loop.step();
       // Let IPC messages (new requests, cancels) in between turns.

@@ -55,17 +55,26 @@ class ChoiceSet {
   constructor(ctx: ServerContext, plan: CompletionPlan) {
     // Every request is built before any starts, so a refusal leaves nothing running.
     const requests = plan.prompts.map((p) => generateRequest(ctx, plan.model, p.tokens, plan.generation));
-    for (const req of requests) {
-      const mine: Generation[] = [];
-      const started = startChoices(plan.model, req, plan.n, mine, { durable: plan.durable }).finally(() => {
-        this.live.push(...mine.slice(1));
-        if (this.cancelled) mine.forEach((g) => g.cancel());
-      });
-      started.catch(() => {}); // each choice awaits it; this keeps a failure from also counting as unhandled
-      if (mine[0]) this.live.push(mine[0]);
-      for (let j = 0; j < plan.n; j++) {
-        this.generations.push(j === 0 && mine[0] ? Promise.resolve(mine[0]) : started.then((gens) => gens[j]!));
-      }
+    try {
+      for (const req of requests) this.start(plan, req);
+    } catch (err) {
+      // A prompt refused at its start (the model being unloaded, the log failing): the ones started before it stop too.
+      this.cancel();
+      throw err;
+    }
+  }
+
+  /** Starts one prompt's choices; throws at once when its first choice is refused. */
+  private start(plan: CompletionPlan, req: ReturnType<typeof generateRequest>): void {
+    const mine: Generation[] = [];
+    const started = startChoices(plan.model, req, plan.n, mine, { durable: plan.durable }).finally(() => {
+      this.live.push(...mine.slice(1));
+      if (this.cancelled) mine.forEach((g) => g.cancel());
+    });
+    started.catch(() => {}); // each choice awaits it; this keeps a failure from also counting as unhandled
+    if (mine[0]) this.live.push(mine[0]);
+    for (let j = 0; j < plan.n; j++) {
+      this.generations.push(j === 0 && mine[0] ? Promise.resolve(mine[0]) : started.then((gens) => gens[j]!));
     }
   }
 
