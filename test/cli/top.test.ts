@@ -88,10 +88,15 @@ describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
   // A tmux server of our own, so the test never touches a person's sessions.
   const socket = `superfluid-top-${process.pid}`;
   const tmux = (...args: string[]) => Bun.spawnSync([TMUX!, "-L", socket, ...args], { stdout: "pipe", stderr: "pipe" });
+  // The Esc test's own tmux server: the first test's server exits with its last session, and a
+  // new session started on that socket while it exits can fail.
+  const escSocket = `${socket}-esc`;
+  const tmuxEsc = (...args: string[]) => Bun.spawnSync([TMUX!, "-L", escSocket, ...args], { stdout: "pipe", stderr: "pipe" });
   const pane = () => tmux("capture-pane", "-p", "-t", "top").stdout.toString();
 
   afterAll(() => {
     tmux("kill-server");
+    tmuxEsc("kill-server");
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -168,14 +173,14 @@ describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
     const dead = await deadPort();
     // After top: the exit status and the line discipline's canonical-mode flag, then stay open to be read.
     const command = `'${process.execPath}' '${MAIN}' top 127.0.0.1:${dead}; echo "rc=$?"; stty -a | grep -o -- '-*icanon'; sleep 120`;
-    expect(tmux("new-session", "-d", "-s", "esc", "-x", "100", "-y", "30", "sh", "-c", command).exitCode).toBe(0);
-    const escPane = () => tmux("capture-pane", "-p", "-t", "esc").stdout.toString();
+    expect(tmuxEsc("new-session", "-d", "-s", "esc", "-x", "100", "-y", "30", "sh", "-c", command).exitCode).toBe(0);
+    const escPane = () => tmuxEsc("capture-pane", "-p", "-t", "esc").stdout.toString();
     const deadline = Date.now() + 60_000;
     while (!escPane().includes(`127.0.0.1:${dead}  down`)) {
       if (Date.now() > deadline) throw new Error(`top never showed the dead port:\n${escPane()}`);
       await Bun.sleep(200);
     }
-    tmux("send-keys", "-t", "esc", "Escape");
+    tmuxEsc("send-keys", "-t", "esc", "Escape");
     while (!/icanon/.test(escPane())) {
       if (Date.now() > deadline) throw new Error(`top did not exit after Esc:\n${escPane()}`);
       await Bun.sleep(100);
@@ -184,6 +189,6 @@ describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
     expect(after).toContain("rc=0");
     expect(after).not.toContain("superfluid top");
     expect(after).not.toContain("-icanon");
-    tmux("kill-session", "-t", "esc");
+    tmuxEsc("kill-session", "-t", "esc");
   }, 120_000);
 });
