@@ -4,7 +4,7 @@
 // (OpenAI SSE's [DONE], Anthropic's message_stop, Responses'
 // response.completed, Ollama's `done: true` record) with no error in it.
 import { CHAT, COMPLETIONS, type Spec } from "./fuzz-kit.ts";
-import { sseEvents } from "./sse.ts";
+import { ndjsonLines, sseEvents } from "./sse.ts";
 
 type Family = "openai" | "anthropic" | "ollama";
 
@@ -73,22 +73,6 @@ function sseRules(path: string): { done: (data: string) => boolean; error: (data
   if (p.startsWith("/v1/messages")) return { done: (d) => typeOf(d) === "message_stop", error: (d) => typeOf(d) === "error", needsDone: true };
   if (p.startsWith("/v1/responses")) return { done: (d) => ["response.completed", "response.incomplete"].includes(typeOf(d) ?? ""), error: (d) => ["error", "response.failed"].includes(typeOf(d) ?? ""), needsDone: true };
   return { done: (d) => d === "[DONE]", error: (d) => d.startsWith('{"error"'), needsDone: true };
-}
-
-/** NDJSON lines (Ollama's streams). */
-async function* ndjsonLines(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for await (const chunk of body) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buffer.indexOf("\n")) >= 0) {
-      const line = buffer.slice(0, nl).trim();
-      buffer = buffer.slice(nl + 1);
-      if (line) yield line;
-    }
-  }
-  if (buffer.trim()) yield buffer.trim();
 }
 
 /** Reads a 200 stream to its end (or the client's abort) and says what is wrong with it. */

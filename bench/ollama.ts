@@ -32,7 +32,7 @@ import { join, resolve } from "node:path";
 import { ensureFixture } from "../src/fixtures/index.ts";
 import { uniform } from "../src/fixtures/prng.ts";
 import { LEAD_WORDS, NUMBER_WORDS } from "./prompt-words.ts";
-import { sseEvents } from "./sse.ts";
+import { ndjsonLines, sseEvents } from "./sse.ts";
 import { fail, freePort, parseOptions, scratchFolder, spawnGroup, stopGroup } from "./support.ts";
 
 // ---------------------------------------------------------------- arguments
@@ -262,23 +262,6 @@ function counted(body: ReadableStream<Uint8Array>, into: { bytes: number }): Rea
   );
 }
 
-/** Ollama's streamed reply: one JSON record a line. */
-async function* ndjsonRecords(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for await (const chunk of body) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buffer.indexOf("\n")) >= 0) {
-      const line = buffer.slice(0, nl).trim();
-      buffer = buffer.slice(nl + 1);
-      if (line) yield line;
-    }
-  }
-  buffer += decoder.decode();
-  if (buffer.trim()) yield buffer.trim();
-}
-
 function parse(text: string): any {
   try {
     return JSON.parse(text);
@@ -289,7 +272,7 @@ function parse(text: string): any {
 
 async function readOllama(body: ReadableStream<Uint8Array>, r: RequestResult, t0: number): Promise<void> {
   let done = false;
-  for await (const line of ndjsonRecords(body)) {
+  for await (const line of ndjsonLines(body)) {
     const rec = parse(line);
     r.records++;
     if (typeof rec?.error === "string") throw new Error(`stream error: ${rec.error.slice(0, 300)}`);

@@ -1,5 +1,6 @@
-// What the benchmarks share for reading streamed replies: an SSE event reader
-// and a streamed chat request timed to its first text.
+// What the benchmarks share for reading streamed replies: an SSE event reader,
+// an NDJSON line reader (Ollama's streams) and a streamed chat request timed
+// to its first text.
 
 // Server-Sent Events: `data:` lines (several make one event), `:` comments,
 // blank line ends an event, `data: [DONE]` ends the stream. llama-server may
@@ -69,4 +70,21 @@ export async function timedChat(url: string, body: Record<string, unknown>, head
     }
   }
   return out;
+}
+
+/** NDJSON (Ollama's streams): each non-empty line, trimmed; a last line without its newline too. */
+export async function* ndjsonLines(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for await (const chunk of body) {
+    buffer += decoder.decode(chunk, { stream: true });
+    let nl: number;
+    while ((nl = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, nl).trim();
+      buffer = buffer.slice(nl + 1);
+      if (line) yield line;
+    }
+  }
+  buffer += decoder.decode();
+  if (buffer.trim()) yield buffer.trim();
 }

@@ -93,8 +93,8 @@ export function wantsBatchInvariant(headers: Headers): boolean {
  */
 export function checkBatchInvariant(policy: QosPolicy, request: Request): void {
   if (!wantsBatchInvariant(request.headers)) return;
-  const allowed = principalOf(request)?.batchInvariant ?? policy.allowBatchInvariant;
-  if (allowed) return;
-  const how = principalOf(request)?.fromPolicy ? `the key '${principalOf(request)!.name}' may not (its policy entry has no batch_invariant)` : "this server does not allow (start it with --http-allow-batch-invariant)";
+  const principal = principalOf(request);
+  if (principal?.batchInvariant ?? policy.allowBatchInvariant) return;
+  const how = principal?.fromPolicy ? `the key '${principal.name}' may not (its policy entry has no batch_invariant)` : "this server does not allow (start it with --http-allow-batch-invariant)";
   throw new RequestError(403, `${BATCH_INVARIANT_HEADER} asks for a lane that ticks alone, which ${how}`, "admin_required", BATCH_INVARIANT_HEADER);
 }

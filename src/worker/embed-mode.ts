@@ -6,8 +6,9 @@
 // one that does ends at once with an error.
 import { Embedder } from "../engine/embedder.ts";
 import type { LlamaModel } from "../engine/model.ts";
-import { PROTOCOL_VERSION, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import type { WorkerInfo, WorkerToDaemon } from "../engine/protocol.ts";
 import type { WorkerArgs } from "./args.ts";
+import { modelInfo } from "./model-info.ts";
 import { serveLoop } from "./serve-loop.ts";
 
 /**
@@ -31,11 +32,9 @@ function embeddingWindow(maxContext: number | undefined, trainedContext: number)
 }
 
 function describe(args: WorkerArgs, model: LlamaModel, embedder: Embedder): WorkerInfo {
-  const v = model.vocabInfo;
   const bytesPerToken = model.kvBytesPerToken;
   return {
-    protocol: PROTOCOL_VERSION,
-    model: args.model,
+    ...modelInfo(args, model),
     lanes: embedder.sequences,
     sequences: embedder.sequences,
     contextPerSequence: embedder.window,
@@ -46,14 +45,9 @@ function describe(args: WorkerArgs, model: LlamaModel, embedder: Embedder): Work
       bytesPerToken,
       summary: `embedding model (${embedder.pooling} pooling, ${embedder.dimensions} dimensions): inputs of up to ${embedder.window} tokens, up to ${embedder.sequences} inputs in one decode`,
     },
-    trainedContext: model.trainedContext,
-    embeddingLength: model.embeddingLength,
-    threads: args.threads,
     prefillBudget: embedder.window,
-    vocab: { size: v.size, bos: v.bos, eos: v.eos, eot: v.eot, addBos: v.addBos, eog: v.eog },
     capabilities: { generate: false, prefixCopy: false, embeddings: true, grammar: false },
     embedding: { pooling: embedder.pooling, dimensions: embedder.dimensions, maxInputTokens: embedder.window, batchInputs: embedder.sequences },
-    library: { path: model.llama.location.llama, source: model.llama.location.source },
   };
 }
 

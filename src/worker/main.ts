@@ -5,11 +5,12 @@ import { Engine } from "../engine/engine.ts";
 import { planKv, type KvPlan } from "../engine/kv-sizing.ts";
 import { freeForKv, hostAvailableBytes } from "../engine/memory.ts";
 import { LlamaModel } from "../engine/model.ts";
-import { PROTOCOL_VERSION, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import type { WorkerInfo, WorkerToDaemon } from "../engine/protocol.ts";
 import { declaredPooling } from "../engine/embedder.ts";
 import { parseWorkerArgs, UsageError, type WorkerArgs } from "./args.ts";
 import { serveEmbeddings } from "./embed-mode.ts";
 import { LoraAdapters } from "./lora.ts";
+import { modelInfo } from "./model-info.ts";
 import { serveLoop } from "./serve-loop.ts";
 
 function send(message: WorkerToDaemon): void {
@@ -17,11 +18,9 @@ function send(message: WorkerToDaemon): void {
 }
 
 function describe(args: WorkerArgs, model: LlamaModel, engine: Engine, plan: KvPlan): WorkerInfo {
-  const v = model.vocabInfo;
   const bytesPerToken = model.kvBytesPerToken;
   return {
-    protocol: PROTOCOL_VERSION,
-    model: args.model,
+    ...modelInfo(args, model),
     lanes: args.maxBatch,
     sequences: engine.context.sequences,
     contextPerSequence: engine.window,
@@ -32,13 +31,8 @@ function describe(args: WorkerArgs, model: LlamaModel, engine: Engine, plan: KvP
       bytesPerToken,
       summary: plan.summary,
     },
-    trainedContext: model.trainedContext,
-    embeddingLength: model.embeddingLength,
-    threads: args.threads,
     prefillBudget: args.prefillBudget,
-    vocab: { size: v.size, bos: v.bos, eos: v.eos, eot: v.eot, addBos: v.addBos, eog: v.eog },
     capabilities: { generate: true, prefixCopy: true, embeddings: false, grammar: true },
-    library: { path: model.llama.location.llama, source: model.llama.location.source },
   };
 }
 

@@ -4,7 +4,6 @@
 // numbers behind the screen (parser, rates, TTFT quantiles) on fixed text.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import parse from "parse-prometheus-text-format";
@@ -12,6 +11,7 @@ import { parseExposition } from "../../src/cli/top-parse.ts";
 import { histogramQuantile, nodeStats, type Scrape } from "../../src/cli/top-stats.ts";
 import { metricsUrl } from "../../src/cli/top.ts";
 import { post, useServer } from "../api/support.ts";
+import { freePort } from "../scenarios/support.ts";
 
 const TMUX = Bun.which("tmux");
 const MAIN = resolve(import.meta.dir, "../../src/main.ts");
@@ -100,15 +100,6 @@ describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  /** A port nothing listens on: bound, then closed. */
-  async function deadPort(): Promise<number> {
-    const server = createServer();
-    await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
-    const port = (server.address() as { port: number }).port;
-    await new Promise((ok) => server.close(ok));
-    return port;
-  }
-
   /** Polls the pane until `ready` holds; the deadline only guards a hang. */
   async function waitForPane(ready: (screen: string) => boolean, what: string): Promise<string> {
     const deadline = Date.now() + 120_000;
@@ -121,7 +112,7 @@ describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
   }
 
   test("shows a node under load with busy lanes and tok/s, a dead port as down; q exits 0", async () => {
-    const dead = await deadPort();
+    const dead = await freePort();
     const rcFile = join(dir, "rc");
     const command = `'${process.execPath}' '${MAIN}' top 127.0.0.1:${s.port} 127.0.0.1:${dead}; echo $? > '${rcFile}'`;
     const started = tmux("new-session", "-d", "-s", "top", "-x", "100", "-y", "30", "sh", "-c", command);
@@ -170,7 +161,7 @@ describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
   }, 300_000);
 
   test("Esc quits too, and the terminal is as it was: main screen back, raw mode off", async () => {
-    const dead = await deadPort();
+    const dead = await freePort();
     // After top: the exit status and the line discipline's canonical-mode flag, then stay open to be read.
     const command = `'${process.execPath}' '${MAIN}' top 127.0.0.1:${dead}; echo "rc=$?"; stty -a | grep -o -- '-*icanon'; sleep 120`;
     expect(tmuxEsc("new-session", "-d", "-s", "esc", "-x", "100", "-y", "30", "sh", "-c", command).exitCode).toBe(0);

@@ -4,21 +4,13 @@
 // and tok/s in the panel, `q` sent as a key; then the JSON log on disk.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ensureFixture } from "../../src/fixtures/index.ts";
+import { freePort } from "../scenarios/support.ts";
 
 const TMUX = Bun.which("tmux");
 const MAIN = resolve(import.meta.dir, "../../src/main.ts");
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((ok) => server.close(ok));
-  return port;
-}
 
 describe.skipIf(!TMUX)("serve --tui in a terminal (tmux)", () => {
   let dir = "";

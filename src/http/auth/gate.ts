@@ -90,8 +90,7 @@ export class RequestGate {
       // A wrong key still takes from its client's --rate-limit bucket, so keys cannot be guessed at line rate.
       if (!principal) return { refusal: (!UNMETERED_PATHS.has(path) && this.meter(request, undefined)) || unauthenticated(request.headers) };
       setPrincipal(request, principal);
-      const s = this.stats.get(principal.name);
-      if (s && principal.fromPolicy) s.requests++;
+      if (principal.fromPolicy) this.stats.get(principal.name)!.requests++;
     }
     if (!UNMETERED_PATHS.has(path)) {
       const refusal = this.meter(request, principal);
@@ -126,7 +125,8 @@ export class RequestGate {
   }
 
   private takeSlot(principal: Principal): Admission {
-    const s = this.slotCounter(principal);
+    // Only policy keys have max_concurrent, and each has its counts from the start.
+    const s = this.stats.get(principal.name)!;
     if (s.inFlight >= principal.maxConcurrent) {
       return this.reject(
         principal,
@@ -149,13 +149,6 @@ export class RequestGate {
         s.inFlight--;
       },
     };
-  }
-
-  /** The per-key counts, also for a global key (not shown in /metrics, but its slots are counted the same way). */
-  private slotCounter(principal: Principal): KeyStats {
-    let s = this.stats.get(principal.name);
-    if (!s) this.stats.set(principal.name, (s = { requests: 0, rejected: new Map(), inFlight: 0 }));
-    return s;
   }
 
   private reject(principal: Principal | undefined, refusal: RequestError): Admission {
