@@ -77,6 +77,10 @@ async function compile({ outfile, target, libraries, stamp }: CompileInput): Pro
     // (~/.bun/install/cache), so later builds run offline.
     compile: target ? { outfile, target: target as Bun.Build.CompileTarget } : { outfile },
     minify: { syntax: true },
+    // Precompiled bytecode: the binary starts without parsing its ~2 MB of
+    // JavaScript (superfluid --version: 140 ms -> 25 ms on the 2-core VM).
+    bytecode: true,
+    format: "esm",
     define: {
       SUPERFLUID_VERSION: JSON.stringify(stamp.version),
       SUPERFLUID_LLAMA_CPP: JSON.stringify(stamp.llamaCpp),

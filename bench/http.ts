@@ -4,7 +4,7 @@
 //                     [--url2 http://127.0.0.1:18611 --label2 llama-server --model2 NAME]
 //                     [--concurrency 1,2,4,8] [--tokens 128] [--rounds 5] [--prompt-words 32]
 //                     [--warmup 1] [--temperature 0] [--extra '{"key":1}'] [--timeout 300]
-//                     [--deadline 3600] [--wait 0] [--json out.json]
+//                     [--deadline 3600] [--wait 0] [--json out.json] [--passage FILE]
 //
 // Method: N concurrent streaming `POST /v1/completions` requests with distinct
 // prompts and a fixed reply length (`max_tokens` + `ignore_eos: true`);
@@ -13,7 +13,7 @@
 // compared their rounds are interleaved (A, B, A, B, ...) so drift hits both.
 // Every request has a timeout (--timeout seconds) and the whole run stops by
 // itself after --deadline seconds, printing what it measured so far.
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { uniform } from "../src/fixtures/prng.ts";
 import { LEAD_WORDS, NUMBER_WORDS } from "./prompt-words.ts";
 import { sseEvents } from "./sse.ts";
@@ -39,11 +39,14 @@ const USAGE = `usage: bun bench/http.ts --url URL [options]
   --timeout S           per-request timeout in seconds (default 300)
   --deadline S          the whole run stops after S seconds (default 3600)
   --wait S              wait up to S seconds for each server to answer GET /v1/models (default 0)
-  --json PATH           also write every request's measurements as JSON`;
+  --json PATH           also write every request's measurements as JSON
+  --passage FILE        repetition-heavy prompts (speculative decoding): each is two distinct
+                        lead words, the file's text, a blank line and the text's first 12 words
+                        again, so a reply that goes on copying the text is predictable`;
 
 const { opts, int, num } = parseOptions(USAGE, [
   "url", "label", "model", "url2", "label2", "model2", "concurrency", "tokens", "rounds", "prompt-words",
-  "warmup", "temperature", "extra", "timeout", "deadline", "wait", "json",
+  "warmup", "temperature", "extra", "timeout", "deadline", "wait", "json", "passage",
 ]);
 
 const urlA = opts.get("url") ?? fail(`--url is required\n\n${USAGE}`);
@@ -57,6 +60,7 @@ const timeoutS = num("timeout", 300, 1);
 const deadlineS = num("deadline", 3600, 1);
 const waitS = num("wait", 0, 0);
 const jsonPath = opts.get("json");
+const passage = opts.has("passage") ? readFileSync(opts.get("passage")!, "utf8").trim() : undefined;
 const levels = (opts.get("concurrency") ?? "1,2,4,8").split(",").map((s) => Number(s.trim()));
 if (levels.some((c) => !Number.isInteger(c) || c < 1)) fail(`--concurrency must be positive integers, got ${opts.get("concurrency")}`);
 let extra: Record<string, unknown> = {};
@@ -132,6 +136,7 @@ function makePrompts(n: number): string[] {
     const id = promptCounter++;
     const rand = uniform(0x9e3779b9 ^ Math.imul(id + 1, 0x85ebca6b));
     const words = [LEAD_WORDS[id % LEAD_WORDS.length]!, NUMBER_WORDS[Math.floor(id / LEAD_WORDS.length) % NUMBER_WORDS.length]!];
+    if (passage !== undefined) return `${words.join(" ")}\n${passage}\n\n${passage.split(/\s+/).slice(0, 12).join(" ")}`;
     while (words.length < promptWords) words.push(NUMBER_WORDS[Math.floor(rand() * NUMBER_WORDS.length)]!);
     return words.slice(0, promptWords).join(" ");
   });

@@ -5,12 +5,14 @@
 //
 //   bun bench/sessions.ts [--model PATH] [--tokens 128] [--rounds 5] [--threads N]
 //                         [--prompt-tokens 1500] [--restarts 3] [--no-sync]
-//                         [--no-logging-cost] [--no-first-token]
+//                         [--no-logging-cost] [--no-first-token] [--windows 0,2]
 //
 // Logging cost: one worker, N concurrent generations of a fixed length; each
 // round runs once with every token journaled and fsynced before delivery and
 // once with no journal, interleaved, medians reported. --no-sync journals
 // without fsync (not durable; it separates the sync's cost from the rest).
+// --windows compares group-commit windows (ms; src/sessions/wal.ts), one store
+// each, in the same rounds (default: the shipped window alone).
 // First-token times: a server process on the same model; each cycle sends a
 // conversation's first turn (cold), its second turn (warm), then kills the
 // server, restarts it and sends the second turn again.
@@ -28,6 +30,7 @@ import { COMMON_WORDS } from "../src/fixtures/words.ts";
 import { timedChat } from "./sse.ts";
 import { SessionJournal } from "../src/sessions/journal.ts";
 import { SessionStore } from "../src/sessions/store.ts";
+import { GROUP_WINDOW_MS } from "../src/sessions/wal.ts";
 import { LlamaModel } from "../src/engine/model.ts";
 
 function flag(name: string, fallback?: string): string | undefined {
@@ -46,10 +49,16 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 // ------------------------------------------------------------ logging cost
 
 async function loggingCost(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), "superfluid-bench-sessions-"));
-  const store = await SessionStore.open(dir, { fsync: !process.argv.includes("--no-sync") });
+  // One store per group-commit window compared (--windows 0,2: unpaced and the default 2 ms).
+  const windows = (flag("windows") ?? String(GROUP_WINDOW_MS)).split(",").map(Number);
+  const stores = await Promise.all(
+    windows.map(async (windowMs) => {
+      const dir = mkdtempSync(join(tmpdir(), "superfluid-bench-sessions-"));
+      return { windowMs, dir, store: await SessionStore.open(dir, { fsync: !process.argv.includes("--no-sync"), pacing: { windowMs } }) };
+    }),
+  );
   const vocab = LlamaModel.load(model, { vocabOnly: true });
-  const journal = new SessionJournal(store, "bench", vocab);
+  const journals = stores.map((s) => new SessionJournal(s.store, "bench", vocab));
   const opts: WorkerOptions = { model, maxBatch: 8, maxContext: 1024, threads };
   const worker = await WorkerClient.start(opts);
   const rate = async (lanes: number, round: number) => {
@@ -58,31 +67,46 @@ async function loggingCost(): Promise<void> {
     const results = await Promise.all(prompts.map((prompt) => worker.generate({ prompt, sampling: GREEDY, maxTokens: replyTokens, ignoreEos: true }).result()));
     return results.reduce((n, r) => n + r.completionTokens, 0) / ((performance.now() - t0) / 1000);
   };
+  const range = (xs: number[]) => `${Math.min(...xs).toFixed(3)}-${Math.max(...xs).toFixed(3)}`;
   console.log(`logging cost: ${replyTokens}-token replies, ${rounds} interleaved rounds, ${threads} threads`);
-  console.log("| lanes | journaled tok/s | no journal tok/s | ratio | fsyncs per round |");
-  console.log("|---:|---:|---:|---:|---:|");
+  console.log("| lanes | window ms | journaled tok/s | no journal tok/s | ratio of medians | per-round ratio, median (range) | fsyncs per round |");
+  console.log("|---:|---:|---:|---:|---:|---:|---:|");
   for (const lanes of [1, 8]) {
-    const withLog: number[] = [];
+    const withLog: number[][] = stores.map(() => []);
     const without: number[] = [];
-    let syncs = 0;
+    const syncs = stores.map(() => 0);
     opts.journal = undefined;
     await rate(lanes, 99); // warm-up
     for (let r = 0; r < rounds; r++) {
-      opts.journal = journal;
-      const before = store.stats.syncs;
-      withLog.push(await rate(lanes, r * 2));
-      syncs += store.stats.syncs - before;
-      opts.journal = undefined;
-      without.push(await rate(lanes, r * 2 + 1));
+      // Each round: every window's journaled run, then no journal; the order rotates across rounds.
+      const order = [...stores.keys(), -1];
+      for (let k = 0; k < r % order.length; k++) order.push(order.shift()!);
+      for (const v of order) {
+        opts.journal = v < 0 ? undefined : journals[v];
+        const before = v < 0 ? 0 : stores[v]!.store.stats.syncs;
+        const tps = await rate(lanes, r * 4 + v + 1);
+        if (v < 0) without.push(tps);
+        else {
+          withLog[v]!.push(tps);
+          syncs[v]! += stores[v]!.store.stats.syncs - before;
+        }
+      }
     }
-    const a = median(withLog);
     const b = median(without);
-    console.log(`| ${lanes} | ${a.toFixed(1)} | ${b.toFixed(1)} | ${(a / b).toFixed(3)} | ${Math.round(syncs / rounds)} |`);
+    stores.forEach((s, v) => {
+      const a = median(withLog[v]!);
+      const paired = withLog[v]!.map((x, r) => x / without[r]!);
+      console.log(
+        `| ${lanes} | ${s.windowMs} | ${a.toFixed(1)} | ${b.toFixed(1)} | ${(a / b).toFixed(3)} | ${median(paired).toFixed(3)} (${range(paired)}) | ${Math.round(syncs[v]! / rounds)} |`,
+      );
+    });
   }
   await worker.close();
-  await store.close();
+  for (const s of stores) {
+    await s.store.close();
+    rmSync(s.dir, { recursive: true, force: true });
+  }
   vocab.free();
-  rmSync(dir, { recursive: true, force: true });
 }
 
 // ------------------------------------------------------------ first-token times

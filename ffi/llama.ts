@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFile
 import { threadId } from "node:worker_threads";
 import { basename, dirname, join } from "node:path";
 import shimSourcePath from "./shim.c" with { type: "file" };
-import { ABI_PROBE_SLOTS, abiMismatches, LlamaAbiError } from "./abi.ts";
+import { ABI_PROBE_SLOTS, identifyRelease, LlamaAbiError, type LlamaRelease } from "./abi.ts";
 import { locateLibrary, type LibraryLocation } from "./locate.ts";
 import { cacheDir } from "./paths.ts";
 
@@ -41,6 +41,10 @@ const llamaSymbols = {
   // Embedding models (src/engine/embedder.ts): the pooling a context applies, a reranker's score count.
   llama_pooling_type: { args: ["ptr"], returns: "i32" },
   llama_model_n_cls_out: { args: ["ptr"], returns: "u32" },
+  // Whether a rejected speculative draft can be cut off a model's memory (src/engine/speculation-directive.ts).
+  llama_model_is_recurrent: { args: ["ptr"], returns: "bool" },
+  llama_model_is_hybrid: { args: ["ptr"], returns: "bool" },
+  llama_model_n_swa: { args: ["ptr"], returns: "i32" },
   llama_state_seq_get_size: { args: ["ptr", "i32"], returns: "u64" },
   llama_state_seq_get_data: { args: ["ptr", "ptr", "u64", "i32"], returns: "u64" },
   llama_state_seq_set_data: { args: ["ptr", "ptr", "u64", "i32"], returns: "u64" },
@@ -167,6 +171,18 @@ export interface Llama {
   /** libggml: backend loading and the device registry. */
   ggml: GgmlApi;
   location: LibraryLocation;
+  /** The known llama.cpp release it was identified as (ffi/abi.ts). */
+  release: LlamaRelease;
+}
+
+/** Whether the library exports a function (one that tells releases apart; ffi/abi.ts). */
+function exportsFunction(path: string, name: string): boolean {
+  try {
+    dlopen(path, { [name]: { args: [], returns: "void" } }).close();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 let opened: Llama | undefined;
@@ -194,8 +210,8 @@ export function loadLlama(env = process.env): Llama {
   const shim = compileShim(location);
   const probe = new Float64Array(ABI_PROBE_SLOTS);
   shim.sf_abi_probe(probe);
-  const mismatches = abiMismatches(probe);
-  if (mismatches.length > 0) throw new LlamaAbiError(location.llama, `struct layout differs at ${mismatches.join(", ")}`);
+  const match = identifyRelease(probe, (name) => exportsFunction(location.llama, name));
+  if (!match.release) throw new LlamaAbiError(location.llama, match.detail);
   if (env.SUPERFLUID_LLAMA_LOG !== "1") shim.sf_log_quiet();
   let ggml: GgmlApi;
   try {
@@ -205,7 +221,7 @@ export function loadLlama(env = process.env): Llama {
   }
   ggml.ggml_backend_load_all_from_path(cstr(location.dir));
   api.llama_backend_init();
-  opened = { api, shim, ggml, location };
+  opened = { api, shim, ggml, location, release: match.release };
   return opened;
 }
 

@@ -21,8 +21,18 @@ commands:
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
-    case "serve":
-      return (await import("./cli/serve.ts")).runServe(rest);
+    case "serve": {
+      // The worker process and libllama start loading now, while the server's own modules load;
+      // one still unclaimed when serve returns (a usage error, a failed start) is stopped, or it
+      // would keep this process alive.
+      const standby = await import("./daemon/standby-worker.ts");
+      if (!rest.includes("--help") && !rest.includes("-h")) standby.startStandbyWorker();
+      try {
+        return await (await import("./cli/serve.ts")).runServe(rest);
+      } finally {
+        standby.dropStandbyWorker();
+      }
+    }
     case "worker": {
       const code = await (await import("./worker/main.ts")).runWorker(rest);
       // The IPC channel keeps the process alive: close it so the worker exits.

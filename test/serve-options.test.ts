@@ -2,6 +2,10 @@
 // hint, and the startup refusals llama.cpp's runtime must give (docs/cli.md#accepted-and-refused-flags).
 import { describe, expect, test } from "bun:test";
 import { parseServeOptions, UsageError, type ServeOptions } from "../src/cli/serve-options.ts";
+import { SPECULATION_DEFAULTS } from "../src/engine/speculation.ts";
+import { speculationFlags } from "../src/engine/speculation-directive.ts";
+import { rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 
 const parse = (...argv: string[]) => parseServeOptions(argv, { HOME: "/home/u" }) as ServeOptions;
 
@@ -134,6 +138,86 @@ describe("serve options", () => {
     expect(parse().pinBudgetPct).toBe(50);
     expect(parse("--pin-budget-pct", "0").pinBudgetPct).toBe(0);
     expect(() => parse("--pin-budget-pct", "101")).toThrow(UsageError);
+  });
+
+  test("--speculate: off by default; auto and prompt-lookup with the --spec-* tuning at SPECULATION_DEFAULTS", () => {
+    expect(parse().speculation).toBeUndefined();
+    expect(parse("--speculate", "off").speculation).toBeUndefined();
+    expect(parse("--speculate", "auto").speculation).toEqual({ directive: "auto", ...SPECULATION_DEFAULTS });
+    expect(parse("--speculate=prompt-lookup").speculation).toEqual({
+      directive: "prompt-lookup",
+      draftTokens: 4,
+      minYield: 0.75,
+      yieldRounds: 24,
+      throughputGate: true,
+      minSpeedup: 1.08,
+      probeTokens: 16,
+      reprobe: 32,
+      reprobeMax: 1024,
+    });
+    const tuned = parse(
+      "--speculate", "prompt-lookup",
+      "--spec-draft-tokens", "15",
+      "--spec-min-yield", "0",
+      "--spec-yield-rounds", "1",
+      "--no-spec-throughput-gate",
+      "--spec-min-speedup", "0.5",
+      "--spec-gate-probe-tokens", "1",
+      "--spec-gate-reprobe", "0",
+      "--spec-gate-reprobe-max", "8",
+    ).speculation;
+    expect(tuned).toEqual({ directive: "prompt-lookup", draftTokens: 15, minYield: 0, yieldRounds: 1, throughputGate: false, minSpeedup: 0.5, probeTokens: 1, reprobe: 0, reprobeMax: 8 });
+    expect(parse("--speculate", "auto", "--spec-throughput-gate").speculation?.throughputGate).toBe(true);
+    // A re-probe period above the default ceiling raises the ceiling with it.
+    expect(parse("--speculate", "auto", "--spec-gate-reprobe", "2000").speculation).toMatchObject({ reprobe: 2000, reprobeMax: 2000 });
+  });
+
+  test("--spec-* values out of range exit 2 with the reason, even with speculation off", () => {
+    const bad: [string[], string][] = [
+      [["--spec-draft-tokens", "0"], "--spec-draft-tokens expects a whole number between 1 and 15, got '0'"],
+      [["--spec-draft-tokens", "16"], "--spec-draft-tokens expects a whole number between 1 and 15, got '16'"],
+      [["--spec-draft-tokens", "2.5"], "--spec-draft-tokens expects a whole number"],
+      [["--spec-min-yield", "-0.1"], "--spec-min-yield expects a number of at least 0, got '-0.1'"],
+      [["--spec-yield-rounds", "0"], "--spec-yield-rounds expects a whole number of at least 1"],
+      [["--spec-min-speedup", "0"], "--spec-min-speedup expects a number above 0, got '0'"],
+      [["--spec-min-speedup", "fast"], "--spec-min-speedup expects a number"],
+      [["--spec-gate-probe-tokens", "0"], "--spec-gate-probe-tokens expects a whole number of at least 1"],
+      [["--spec-gate-reprobe", "-1"], "--spec-gate-reprobe expects a whole number of at least 0"],
+      [["--spec-gate-reprobe-max", "0"], "--spec-gate-reprobe-max expects a whole number of at least 1"],
+      [["--spec-gate-reprobe", "64", "--spec-gate-reprobe-max", "32"], "--spec-gate-reprobe (64) cannot be above --spec-gate-reprobe-max (32)"],
+      [["--spec-throughput-gate", "--no-spec-throughput-gate"], "--spec-throughput-gate and --no-spec-throughput-gate contradict each other"],
+      [["--spec-throughput-gate=on"], "--spec-throughput-gate takes no value"],
+    ];
+    for (const [argv, message] of bad) {
+      expect(() => parse(...argv)).toThrow(message);
+      expect(() => parse("--speculate", "auto", ...argv)).toThrow(UsageError);
+    }
+  });
+
+  test("--speculate refuses what llama.cpp cannot run, naming what is available", () => {
+    const available = "available: off, auto, prompt-lookup, draft-model:<path>";
+    for (const drafter of ["mtp-head", "dflash:/m/d.gguf", "dspark:/m/d.gguf", "eagle3:/m/e.gguf"]) {
+      expect(() => parse("--speculate", drafter)).toThrow(`--speculate ${drafter}: the llamacpp runtime cannot run this drafter; ${available}`);
+    }
+    for (const path of ["/models/drafter.gguf", "./drafter", "drafter.gguf"]) {
+      expect(() => parse("--speculate", path)).toThrow(`--speculate ${path}: the llamacpp runtime cannot run a drafter named by its path; ${available}`);
+    }
+    expect(() => parse("--speculate", "draft-model:/m/small.gguf")).toThrow("--speculate draft-model:/m/small.gguf: no such file");
+    expect(() => parse("--speculate", "draft-model:")).toThrow("needs the draft model's file");
+    expect(() => parse("--speculate", "ngram")).toThrow(`--speculate expects a strategy, got 'ngram'; ${available}`);
+    expect(() => parse("--speculate", "")).toThrow(UsageError);
+  });
+
+  test("--speculate draft-model:PATH names an existing file, kept as an absolute path", () => {
+    const file = `${tmpdir()}/sf-draft-${process.pid}.gguf`;
+    writeFileSync(file, "");
+    try {
+      const o = parse("--speculate", `draft-model:${file}`);
+      expect(o.speculation).toMatchObject({ directive: "draft-model", draftModel: file, draftTokens: 4 });
+      expect(speculationFlags(o.speculation!)).toContain(`draft-model:${file}`);
+    } finally {
+      rmSync(file, { force: true });
+    }
   });
 
   test("sessions default under SUPERFLUID_HOME", () => {

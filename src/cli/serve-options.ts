@@ -1,10 +1,13 @@
 // `superfluid serve [MODEL] [flags]`: the flags that exist so far (docs/cli.md#serve),
 // their defaults, and the startup refusals for flags llama.cpp cannot honour.
+import { existsSync, statSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import type { ModelAlias } from "../daemon/registry.ts";
 import type { OperatorSampling } from "../daemon/sampling-resolve.ts";
 import { DEFAULT_QOS, QOS_NAMES, type ClassLanes, type QosClass } from "../engine/scheduler.ts";
+import { MAX_DRAFT_TOKENS, SPECULATION_DEFAULTS } from "../engine/speculation.ts";
+import type { SpeculationSettings } from "../engine/speculation-directive.ts";
 import { isHeaderSafeSecret, KeyPolicyError, readKeyPolicy, SECRET_CHARACTERS, type PolicyKey } from "../http/auth/key-policy.ts";
 import { parseClassLanes, parseQos } from "../http/qos.ts";
 import { physicalCores } from "../engine/threads.ts";
@@ -92,6 +95,8 @@ export interface ServeOptions {
   quiet: boolean;
   /** --ready-file PATH: written (atomically, the URL) once the default model serves; removed on stop. */
   readyFile?: string;
+  /** --speculate auto|prompt-lookup and the --spec-* tuning (docs/cli.md#speculative-decoding); absent = off. */
+  speculation?: SpeculationSettings;
 }
 
 const FLAGS: Record<string, FlagSpec> = {
@@ -142,6 +147,15 @@ const FLAGS: Record<string, FlagSpec> = {
   verbose: {},
   quiet: {},
   speculate: { value: true },
+  "spec-draft-tokens": { value: true },
+  "spec-min-yield": { value: true },
+  "spec-yield-rounds": { value: true },
+  "spec-throughput-gate": {},
+  "no-spec-throughput-gate": {},
+  "spec-min-speedup": { value: true },
+  "spec-gate-probe-tokens": { value: true },
+  "spec-gate-reprobe": { value: true },
+  "spec-gate-reprobe-max": { value: true },
   "kv-bits": { value: true },
   "park-lossy": {},
   temperature: { value: true },
@@ -227,7 +241,21 @@ in its own worker; the first is the default for requests that name none.
                           terminal); logs then also go to <sessions>/logs; q quits
   --ready-file PATH       once the default model serves, write its URL to PATH (atomically;
                           removed on stop), for scripts that wait for the server
-  --speculate off|auto    speculative decoding (not available: decodes plainly)`;
+  --speculate off|auto|prompt-lookup|draft-model:PATH  speculative decoding (default off):
+                          prompt-lookup drafts the tokens that followed the lane's last 3
+                          (else 2) tokens earlier in its context and verifies them in one
+                          decode; draft-model:PATH drafts greedily with a small GGUF of the
+                          same vocabulary, run in the same worker; auto = prompt-lookup
+                          where the model can drop a rejected draft (not recurrent, hybrid
+                          or sliding-window), else plain
+  --spec-draft-tokens N   draft depth, 1-${MAX_DRAFT_TOKENS} (default ${SPECULATION_DEFAULTS.draftTokens})
+  --spec-min-yield X      a request whose drafts keep fewer tokens a round stops drafting,
+                          judged after --spec-yield-rounds N rounds (default ${SPECULATION_DEFAULTS.minYield}, ${SPECULATION_DEFAULTS.yieldRounds}; 0 = no floor)
+  --spec-throughput-gate / --no-spec-throughput-gate  per lane count, draft only where it is
+                          --spec-min-speedup X times faster than plain decode (default on, ${SPECULATION_DEFAULTS.minSpeedup}),
+                          measured over --spec-gate-probe-tokens N steps a side (default ${SPECULATION_DEFAULTS.probeTokens})
+  --spec-gate-reprobe N   measure again N requests after turning it off, doubling up to
+                          --spec-gate-reprobe-max N (default ${SPECULATION_DEFAULTS.reprobe}, ${SPECULATION_DEFAULTS.reprobeMax}; 0 = off for good)`;
 
 export class UsageError extends Error {}
 
@@ -329,6 +357,55 @@ function classLanes(raw: string, maxBatch: number): ClassLanes {
   }
 }
 
+/** What --speculate may name on llama.cpp. */
+const SPECULATE_AVAILABLE = "available: off, auto, prompt-lookup, draft-model:<path>";
+/** Drafters the spec names that only other runtimes run (docs/cli.md#speculative-decoding). */
+const OTHER_RUNTIME_DRAFTERS = /^(mtp-head$|dflash:|dspark:|eagle3:)/;
+
+/**
+ * --speculate and the --spec-* flags: undefined when off. The tuning flags are
+ * checked whatever the directive, so a typo is caught before it matters.
+ */
+function speculationOf(switches: Set<string>, one: (name: string) => string | undefined): SpeculationSettings | undefined {
+  const opt = (flag: string, o: Parameters<typeof number>[2]) => (one(flag) === undefined ? undefined : number(flag, one(flag)!, o));
+  const d = SPECULATION_DEFAULTS;
+  const minSpeedup = opt("spec-min-speedup", { min: 0 }) ?? d.minSpeedup;
+  if (minSpeedup <= 0) throw new UsageError(`--spec-min-speedup expects a number above 0, got '${one("spec-min-speedup")}'`);
+  if (switches.has("spec-throughput-gate") && switches.has("no-spec-throughput-gate")) {
+    throw new UsageError("--spec-throughput-gate and --no-spec-throughput-gate contradict each other; give one");
+  }
+  const reprobe = opt("spec-gate-reprobe", { int: true, min: 0 }) ?? d.reprobe;
+  const reprobeMax = opt("spec-gate-reprobe-max", { int: true, min: 1 }) ?? Math.max(d.reprobeMax, reprobe);
+  if (reprobe > reprobeMax) throw new UsageError(`--spec-gate-reprobe (${reprobe}) cannot be above --spec-gate-reprobe-max (${reprobeMax})`);
+  const tuning = {
+    draftTokens: opt("spec-draft-tokens", { int: true, min: 1, max: MAX_DRAFT_TOKENS }) ?? d.draftTokens,
+    minYield: opt("spec-min-yield", { min: 0 }) ?? d.minYield,
+    yieldRounds: opt("spec-yield-rounds", { int: true, min: 1 }) ?? d.yieldRounds,
+    throughputGate: !switches.has("no-spec-throughput-gate"),
+    minSpeedup,
+    probeTokens: opt("spec-gate-probe-tokens", { int: true, min: 1 }) ?? d.probeTokens,
+    reprobe,
+    reprobeMax,
+  };
+  const raw = one("speculate") ?? "off";
+  const directive = raw.trim();
+  if (directive === "off") return undefined;
+  if (directive === "auto" || directive === "prompt-lookup") return { directive, ...tuning };
+  if (directive.startsWith("draft-model:")) {
+    const path = directive.slice("draft-model:".length);
+    if (path === "") throw new UsageError(`--speculate draft-model: needs the draft model's file after the colon`);
+    if (!existsSync(path) || !statSync(path).isFile()) throw new UsageError(`--speculate ${raw}: no such file`);
+    return { directive: "draft-model", draftModel: resolve(path), ...tuning };
+  }
+  if (OTHER_RUNTIME_DRAFTERS.test(directive)) {
+    throw new UsageError(`--speculate ${raw}: the llamacpp runtime cannot run this drafter; ${SPECULATE_AVAILABLE}`);
+  }
+  if (/[\\/]|\.gguf$/i.test(directive)) {
+    throw new UsageError(`--speculate ${raw}: the llamacpp runtime cannot run a drafter named by its path; ${SPECULATE_AVAILABLE}`);
+  }
+  throw new UsageError(`--speculate expects a strategy, got '${raw}'; ${SPECULATE_AVAILABLE}`);
+}
+
 export function parseServeOptions(argv: string[], env = process.env): ServeOptions | "help" {
   let flags;
   try {
@@ -348,10 +425,7 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
   if (one("prefix-blob-budget-mb") !== undefined) {
     throw new UsageError("the llamacpp runtime keeps evicted prefixes as its own state exports and has no prefix blob store; bound them with --host-cache-mb");
   }
-  const speculate = one("speculate") ?? "off";
-  if (speculate !== "off" && speculate !== "auto") {
-    throw new UsageError(`--speculate ${speculate}: this build decodes plainly; only 'off' and 'auto' are accepted`);
-  }
+  const speculation = speculationOf(flags.switches, one);
   // -v is the one short flag: the flag parser reads it as a bare argument, so it is taken out here.
   const verbose = flags.switches.has("verbose") || flags.positional.includes("-v");
   const models = [...flags.positional.filter((a) => a !== "-v"), ...(flags.values.get("model") ?? [])];
@@ -404,6 +478,7 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     verbose,
     quiet: flags.switches.has("quiet") || env.SUPERFLUID_QUIET === "1",
     ...(one("ready-file") === undefined ? {} : { readyFile: nonEmpty("ready-file", one("ready-file")!) }),
+    ...(speculation ? { speculation } : {}),
     sampling: {
       temperature: opt("temperature", { min: 0, max: 2 }),
       topP: opt("top-p", { min: 0, max: 1 }),

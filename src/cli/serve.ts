@@ -85,12 +85,21 @@ async function loadFimModel(options: ServeOptions, mainWindow: number, log: (lin
     ...(options.hostCacheMb === undefined ? {} : { hostCacheMb: options.hostCacheMb }),
     pressureHigh: options.pressureHigh,
     pressureLow: options.pressureLow,
+    ...(options.speculation ? { speculation: options.speculation } : {}),
   });
+  logSpeculation(options, fim, log);
   if (!fim.hasFimTokens) {
     await fim.close();
     throw new Error(`--fim-model ${options.fimModel}: ${resolved.id} has no fill-in-the-middle tokens (prefix, suffix and middle)`);
   }
   return fim;
+}
+
+/** The strategy a model's worker resolved --speculate to, once per model when speculation was asked for (docs/cli.md#speculative-decoding). */
+function logSpeculation(options: ServeOptions, model: ServedModel, log: (line: string) => void): void {
+  if (!options.speculation) return;
+  const info = model.worker.info;
+  log(`superfluid: speculation: ${info.speculation}${info.speculationNote ? ` (${info.speculationNote})` : ""}`);
 }
 
 /** A served id as one folder name under <sessions>/models/: `/` as `--` (the Hugging Face cache's way), nothing that climbs out. */
@@ -151,6 +160,7 @@ class ModelLoader {
         pressureHigh: o.pressureHigh,
         pressureLow: o.pressureLow,
         pinBudgetPct: o.pinBudgetPct,
+        ...(o.speculation ? { speculation: o.speculation } : {}),
         sessions: store,
       });
     } catch (err) {
@@ -162,6 +172,7 @@ class ModelLoader {
     if (!primary) this.stores.set(model, store);
     this.log(`superfluid: ${source.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s` + (primary ? "" : ` (session log ${store.path})`));
     this.log(`superfluid: ${model.worker.info.kv.summary}`);
+    logSpeculation(o, model, this.log);
     if (primary && o.fimModel !== undefined) {
       try {
         model.fimModel = await loadFimModel(o, model.contextWindow, this.log);

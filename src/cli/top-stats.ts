@@ -30,6 +30,8 @@ export interface NodeStats {
   kvUsed: number;
   kvTotal: number;
   preemptions: number;
+  /** Speculative draft tokens accepted / proposed (0-1); undefined when none were proposed. */
+  specAcceptRate?: number;
 }
 
 const key = (s: Sample) => s.name + JSON.stringify(s.labels);
@@ -135,5 +137,12 @@ export function nodeStats(history: Scrape[]): NodeStats {
     return warm + cold > 0 ? warm / (warm + cold) : undefined;
   };
   stats.prefixHitRate = (oldest !== now ? hit(oldest) : undefined) ?? hit(undefined);
+  // Speculation's acceptance the same way: over the window when drafts were proposed in it, else since the start.
+  const accept = (from: Scrape | undefined) => {
+    const proposed = from ? counterDelta(from, now, "superfluid_spec_proposed_total") : total(now, "superfluid_spec_proposed_total");
+    const accepted = from ? counterDelta(from, now, "superfluid_spec_accepted_total") : total(now, "superfluid_spec_accepted_total");
+    return proposed > 0 ? accepted / proposed : undefined;
+  };
+  stats.specAcceptRate = (oldest !== now ? accept(oldest) : undefined) ?? accept(undefined);
   return stats;
 }

@@ -106,7 +106,7 @@ export function renderLines(nodes: { target: string; state: string; detail?: str
     lines.push(`  lanes ${lanes}   queue ${queue}`);
     lines.push(`  decode ${rate(s.decodeRate)} tok/s   prefill ${rate(s.prefillRate)} tok/s   ttft p50 ${ms(s.ttftP50)} p95 ${ms(s.ttftP95)}`);
     const kv = s.kvTotal > 0 ? `${s.kvUsed}/${s.kvTotal} (${pct(s.kvUsed / s.kvTotal)})` : "-";
-    lines.push(`  prefix hit ${pct(s.prefixHitRate)}   kv ${kv}   preemptions ${s.preemptions}`, "");
+    lines.push(`  prefix hit ${pct(s.prefixHitRate)}   kv ${kv}   preemptions ${s.preemptions}   spec accept ${pct(s.specAcceptRate)}`, "");
   }
   return lines;
 }

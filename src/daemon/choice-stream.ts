@@ -4,6 +4,7 @@
 // into reasoning. Shared by every route that generates.
 import { IncrementalDecoder, ReasoningSplitter, StopMatcher } from "../codec/index.ts";
 import type { ToolCallEvent, ToolCallParser } from "../codec/tool-dialects/index.ts";
+import type { SpecTally } from "../engine/jobs.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { LlamaModel } from "../engine/model.ts";
 import type { Generation } from "./worker-client.ts";
@@ -49,6 +50,8 @@ export interface ChoiceEnd {
   tokens: number[];
   /** It never started: still queued at its start deadline (a FIM completion, docs/design.md#deadlines-and-cancellation). */
   expired: boolean;
+  /** Speculative decoding's draft tokens proposed and accepted, when the choice drafted (docs/cli.md#speculative-decoding). */
+  spec?: SpecTally;
 }
 
 /**
@@ -172,6 +175,7 @@ export async function* choiceText(
       completionTokens,
       tokens: generated,
       expired: event.reason === "expired",
+      ...(event.spec ? { spec: event.spec } : {}),
     };
   }
   throw new GenerationFailedError("the generation ended without finishing");

@@ -17,6 +17,8 @@ export const ENGINE_COUNTERS = {
   starvationGrants: (s: EngineSnapshot) => s.starvationGrants,
   pressureEvictions: (s: EngineSnapshot) => s.pressureEvictions,
   pinsYielded: (s: EngineSnapshot) => s.pins.yielded,
+  specProposed: (s: EngineSnapshot) => s.specProposed,
+  specAccepted: (s: EngineSnapshot) => s.specAccepted,
 };
 
 export type EngineCounterName = keyof typeof ENGINE_COUNTERS;

@@ -2,7 +2,7 @@
 // the model for turning tokens into text in the daemon (the worker only ever
 // sees token ids), the prompt thread that renders its chat template and
 // tokenizes request text, and the worker process that generates.
-import { TESTED_LLAMA_RELEASE } from "../../ffi/abi.ts";
+import { releaseLabel } from "../../ffi/abi.ts";
 import { templateReads } from "../codec/index.ts";
 import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
 import { LlamaModel } from "../engine/model.ts";
@@ -27,15 +27,15 @@ export const THINK_MARKERS = { open: "<think>", close: "</think>" };
 /** The runtime a served model generates on, as /v1/models and /props name it. */
 export interface Runtime {
   readonly id: "llamacpp";
-  /** The llama.cpp release the binding was written against (the C API it checks at load). */
+  /** The llama.cpp release the loaded library was identified as (ffi/abi.ts checks its C API at load). */
   readonly version: string;
 }
 
-const LLAMACPP: Runtime = Object.freeze({ id: "llamacpp", version: `llama.cpp ${TESTED_LLAMA_RELEASE}` });
-
 export class ServedModel {
   readonly loadedAt = new Date();
-  readonly runtime: Runtime = LLAMACPP;
+  get runtime(): Runtime {
+    return { id: "llamacpp", version: `llama.cpp ${releaseLabel(this.tokenizer.llama.release)}` };
+  }
   /** --fim-model: the model (in its own worker) that this one's fill-in-the-middle requests run on. */
   fimModel?: ServedModel;
 

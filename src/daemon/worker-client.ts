@@ -9,12 +9,14 @@ import { randomUUID } from "node:crypto";
 import type { EngineSnapshot, FinishEvent, GenerateRequest } from "../engine/jobs.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { ClassLanes } from "../engine/scheduler.ts";
+import { speculationFlags, type SpeculationSettings } from "../engine/speculation-directive.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type LoraAdapterInfo, type LoraMessage, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
 import { RequestError } from "../pipeline/request-error.ts";
 import type { GenerationJournal } from "../sessions/journal.ts";
 import { Channel } from "./channel.ts";
 import { WorkerTally } from "./metrics-tally.ts";
 import { selfCommand } from "./self-command.ts";
+import { claimStandbyWorker } from "./standby-worker.ts";
 
 export interface WorkerOptions {
   model: string;
@@ -36,6 +38,8 @@ export interface WorkerOptions {
   classLanes?: ClassLanes;
   /** Queue-aging period in ticks (--starvation-ticks). */
   starvationTicks?: number;
+  /** --speculate and its tuning; absent = plain decoding (WorkerInfo.speculation says what the worker runs). */
+  speculation?: SpeculationSettings;
   /** How long a worker may take to load its model and answer. */
   startTimeoutMs?: number;
   /** Where generations are recorded before their events are delivered (the session log). */
@@ -476,6 +480,7 @@ export class WorkerClient {
       args.push("--class-lanes", Object.entries(o.classLanes).map(([name, n]) => `${name}=${n}`).join(","));
     }
     if (o.starvationTicks !== undefined) args.push("--starvation-ticks", String(o.starvationTicks));
+    if (o.speculation) args.push(...speculationFlags(o.speculation));
     let settle!: { resolve: () => void; reject: (e: Error) => void };
     const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     // A worker that does not answer in time is killed, so onExit replaces it (or gives up).
@@ -483,37 +488,37 @@ export class WorkerClient {
       settle.reject(new WorkerStartError(`worker for ${o.model} did not become ready within ${o.startTimeoutMs ?? 120000} ms`));
       proc.kill("SIGKILL");
     }, o.startTimeoutMs ?? 120000);
-    const proc = Bun.spawn(selfCommand(...args), {
-      stdio: ["ignore", "inherit", "inherit"],
-      serialization: "json",
-      ipc: (message: WorkerToDaemon) => {
-        if (message.type === "ready") {
-          if (message.info.protocol !== PROTOCOL_VERSION) {
-            settle.reject(new WorkerStartError(`worker speaks protocol ${message.info.protocol}, daemon ${PROTOCOL_VERSION}`));
-            proc.kill("SIGKILL");
-            return;
-          }
-          this.info = message.info;
-          this.restoreAdapters(proc);
-          settle.resolve();
-        } else if (message.type === "fatal") {
-          settle.reject(new WorkerStartError(`worker for ${o.model} failed: ${message.message}`));
-        } else if (message.type === "tick") {
-          this.onTick(message);
-        } else if (message.type === "stats") {
-          if (proc.exitCode === null && proc.signalCode === null) this.tally.seen(message.snapshot);
-          this.pendingStats.get(message.id)?.({ snapshot: message.snapshot, at: message.at });
-          this.pendingStats.delete(message.id);
-        } else if (message.type === "embedded") {
-          this.respawnsSinceTick = 0;
-          this.settleEmbed(message.id, { vectors: unpackVectors(message.data, message.dimensions), dimensions: message.dimensions });
-        } else if (message.type === "embed-failed") {
-          this.settleEmbed(message.id, new RequestError(500, `embedding failed: ${message.error}`));
-        } else if (message.type === "lora" || message.type === "lora-failed") {
-          this.settleLora(message);
+    const onMessage = (message: WorkerToDaemon) => {
+      if (message.type === "ready") {
+        if (message.info.protocol !== PROTOCOL_VERSION) {
+          settle.reject(new WorkerStartError(`worker speaks protocol ${message.info.protocol}, daemon ${PROTOCOL_VERSION}`));
+          proc.kill("SIGKILL");
+          return;
         }
-      },
-    });
+        this.info = message.info;
+        this.restoreAdapters(proc);
+        settle.resolve();
+      } else if (message.type === "fatal") {
+        settle.reject(new WorkerStartError(`worker for ${o.model} failed: ${message.message}`));
+      } else if (message.type === "tick") {
+        this.onTick(message);
+      } else if (message.type === "stats") {
+        if (proc.exitCode === null && proc.signalCode === null) this.tally.seen(message.snapshot);
+        this.pendingStats.get(message.id)?.({ snapshot: message.snapshot, at: message.at });
+        this.pendingStats.delete(message.id);
+      } else if (message.type === "embedded") {
+        this.respawnsSinceTick = 0;
+        this.settleEmbed(message.id, { vectors: unpackVectors(message.data, message.dimensions), dimensions: message.dimensions });
+      } else if (message.type === "embed-failed") {
+        this.settleEmbed(message.id, new RequestError(500, `embedding failed: ${message.error}`));
+      } else if (message.type === "lora" || message.type === "lora-failed") {
+        this.settleLora(message);
+      }
+    };
+    // The worker `serve` started ahead (standby-worker.ts) when it is still there.
+    const proc =
+      claimStandbyWorker(args.slice(1), onMessage) ??
+      Bun.spawn(selfCommand(...args), { stdio: ["ignore", "inherit", "inherit"], serialization: "json", ipc: onMessage });
     this.proc = proc;
     proc.exited.then((code) => {
       clearTimeout(timer);

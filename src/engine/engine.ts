@@ -16,6 +16,8 @@ import type { EngineSnapshot, FinishReason, GenerateJob, TickEvents } from "./jo
 import { KvPool, sequencesFor, type KvSequence } from "./kv-pool.ts";
 import { GrammarError, SamplerChain } from "./sampling.ts";
 import { commonPrefix } from "./token-prefix.ts";
+import { lookupDraft, RequestYield, SpeculationGates, type SpeculationConfig } from "./speculation.ts";
+import { ModelDrafter, type DraftRequest } from "./draft-model.ts";
 import { ClassQueues, DEFAULT_QOS, PrefillBudget, preempts, QOS, QOS_NAMES, type ClassLanes, type QosClass } from "./scheduler.ts";
 
 export interface EngineOptions {
@@ -50,6 +52,10 @@ export interface EngineOptions {
   pinBudgetPct?: number;
   /** Clock for pin expiry in milliseconds (default Date.now; tests pass their own). */
   now?: () => number;
+  /** Speculative decoding (--speculate); off when absent. */
+  speculation?: SpeculationConfig;
+  /** The draft model of the "draft-model" strategy (same vocabulary; the caller owns and frees it). */
+  draftModel?: LlamaModel;
 }
 
 /** A LoRA adapter as the engine applies it: libllama's handle and its scale. */
@@ -89,6 +95,16 @@ interface Lane {
   cancelled: boolean;
   /** Admission order (latest is paused first when a shared pool runs out of cells). */
   order: number;
+  /** Its drafting record, when speculation is on and the request may draft (no grammar, logit_bias or logprobs). */
+  drafts?: RequestYield;
+}
+
+/** A lane's place in a staged batch: its first output row, what its KV held before, and the draft staged after its next token. */
+interface StagedLane {
+  lane: Lane;
+  row: number;
+  before: number;
+  draft: number[];
 }
 
 /** Shared prompt tokens that make a queued request wait for another lane's prefill (docs/design.md#burst-coalescing). */
@@ -120,6 +136,9 @@ const PRESSURE_LOW = 0.7;
 /** Default share of the pool's cells pinned prefixes may hold, percent (docs/design.md#pinned-prefixes). */
 const PIN_BUDGET_PCT = 50;
 
+/** The most cells a draft model's own KV pool takes (its lanes share it; one that overflows just drafts nothing that tick). */
+const DRAFT_POOL_MAX = 262144;
+
 /** Most pins one request may carry (Anthropic allows 4 cache breakpoints). */
 const MAX_PINS = 4;
 
@@ -148,7 +167,13 @@ export class Engine {
     expired: 0,
     spacePauses: 0,
     adapterSwitches: 0,
+    specProposed: 0,
+    specAccepted: 0,
   };
+  /** Speculation's gates, when it is on. */
+  private readonly gates?: SpeculationGates;
+  /** The draft model's drafter, under the "draft-model" strategy; prompt lookup otherwise. */
+  private readonly drafter?: ModelDrafter;
   private admissions = 0;
   /** Queued requests that have waited for a shared prefill (counted once each in stats.coalesced). */
   private readonly waiting = new Set<string>();
@@ -162,6 +187,7 @@ export class Engine {
     readonly opts: EngineOptions,
   ) {
     const sequences = sequencesFor(opts.lanes);
+    if (opts.speculation) this.gates = new SpeculationGates(opts.speculation);
     this.queue = new ClassQueues(opts.starvationTicks ?? STARVATION_TICKS);
     this.prefill = new PrefillBudget({ budget: opts.prefillBudget, targetFreeMs: TICK_TARGET_FREE_MS, targetBusyMs: TICK_TARGET_BUSY_MS });
     this.context = new LlamaContext(model, {
@@ -172,6 +198,10 @@ export class Engine {
       microBatchSize: opts.microBatchSize ?? 512,
       threads: opts.threads,
     });
+    if (opts.speculation?.strategy === "draft-model") {
+      if (!opts.draftModel) throw new Error("the draft-model strategy needs its draft model");
+      this.drafter = new ModelDrafter(opts.draftModel, { sequences, cells: Math.min(this.context.poolCells, DRAFT_POOL_MAX), threads: 1 });
+    }
     this.window = this.context.shared ? Math.min(opts.window ?? this.context.poolCells, this.context.poolCells) : this.context.cellsPerSequence;
     this.pool = new KvPool(this.context, {
       hostCacheBytes: typeof opts.hostCacheBytes === "function" ? opts.hostCacheBytes() : (opts.hostCacheBytes ?? 0),
@@ -345,12 +375,16 @@ export class Engine {
     this.prefill.observe(prefilled, decoded, tickMs);
     if (this.recent.length > RATE_WINDOW) this.recent.shift();
     this.sampleOutputs(events, outputs.sampled);
+    // The throughput gate compares pure decode ticks only (a prompt chunk would weigh on either side).
+    // Sampling counts too: a draft's positions are each sampled.
+    if (prefilled === 0) this.gates?.observe(outputs.decoding, outputs.drafted, events.tokens.length, performance.now() - started);
     this.pool.relievePressure();
     return events;
   }
 
   /** Frees native resources. */
   close(): void {
+    this.drafter?.close();
     for (const lane of this.lanes) lane.chain.free();
     for (const q of this.queue.items()) q.paused?.chain.free();
     this.lanes.clear();
@@ -369,6 +403,7 @@ export class Engine {
       completionTokens: lane.generated,
       ...(error ? { error } : {}),
       ...(clientError ? { clientError } : {}),
+      ...(lane.drafts && lane.drafts.proposed > 0 ? { spec: { proposed: lane.drafts.proposed, accepted: lane.drafts.accepted } } : {}),
     });
   }
 
@@ -514,6 +549,10 @@ export class Engine {
       cancelled: false,
       order: 0,
     };
+    if (this.opts.speculation && job.grammar === undefined && job.logprobs === undefined && Object.keys(job.sampling.logitBias ?? {}).length === 0) {
+      lane.drafts = new RequestYield(this.opts.speculation);
+      this.gates!.requestStarted();
+    }
     this.lanes.add(lane);
     events.admitted.push({ id: job.id, cachedTokens: cached });
     return lane;
@@ -606,7 +645,7 @@ export class Engine {
    * into more steps (8 decode tokens on sequences 7..0 took 23 ms against
    * 14.5 ms for 0..7, measured here).
    */
-  private stageBatch(): { staged: number; sampled: [Lane, number][]; rollback: [KvSequence, number][] } {
+  private stageBatch(): { staged: number; sampled: StagedLane[]; rollback: [KvSequence, number][]; drafted: boolean; decoding: number } {
     const chunk = new Map<Lane, number>(); // tokens each lane puts in this tick
     const prefilling: Lane[] = [];
     let decoding = 0;
@@ -639,16 +678,23 @@ export class Engine {
     // A starving lane keeps its chunk (else rule 2 could hold it back for ever).
     if (finishing !== Infinity) for (const lane of prefilling) if (lane.qos > finishing && !starving(lane)) chunk.delete(lane);
     const ctx = this.context;
-    const sampled: [Lane, number][] = [];
+    let planned = 0;
+    for (const count of chunk.values()) planned += count;
+    const drafts = this.planDrafts(decoding, planned);
+    const sampled: StagedLane[] = [];
     const rollback: [KvSequence, number][] = [];
     let n = 0;
     for (const [lane, count] of [...chunk].sort(([a], [b]) => a.seq.index - b.seq.index)) {
       const seq = lane.seq;
       rollback.push([seq, seq.tokens.length]);
       if (lane.next !== undefined) {
-        ctx.stage(n, lane.next, seq.tokens.length, seq.index, true);
-        seq.tokens.push(lane.next);
-        sampled.push([lane, n++]);
+        const draft = drafts.get(lane) ?? [];
+        sampled.push({ lane, row: n, before: seq.tokens.length, draft });
+        // The next token and its draft, every position with its logits: each is sampled in turn.
+        for (const token of [lane.next, ...draft]) {
+          ctx.stage(n++, token, seq.tokens.length, seq.index, true);
+          seq.tokens.push(token);
+        }
         this.counters.decodedTokens++;
         continue;
       }
@@ -659,37 +705,106 @@ export class Engine {
         const last = pos === prompt.length - 1;
         ctx.stage(n, prompt[pos]!, pos, seq.index, last);
         seq.tokens.push(prompt[pos]!);
-        if (last) sampled.push([lane, n]);
+        if (last) sampled.push({ lane, row: n, before: pos, draft: [] });
         n++;
       }
       this.counters.prefilledTokens += count;
     }
-    return { staged: n, sampled, rollback };
+    return { staged: n, sampled, rollback, drafted: drafts.size > 0, decoding };
   }
 
-  private sampleOutputs(events: TickEvents, sampled: [Lane, number][]): void {
+  /**
+   * Prompt-lookup drafts for this tick's decoding lanes (src/engine/speculation.ts),
+   * when the gates let `decoding` lanes draft: within the batch's room after
+   * the `planned` tokens, each lane's window and the tokens it may still
+   * generate, and on a shared pool the cells free beyond the lanes' headroom
+   * (a draft never makes a tick pause a lane for space).
+   */
+  private planDrafts(decoding: number, planned: number): Map<Lane, number[]> {
+    const drafts = new Map<Lane, number[]>();
+    const config = this.opts.speculation;
+    if (!config || decoding === 0 || !this.gates!.drafting(decoding)) return drafts;
+    // One micro-batch still, as without drafts.
+    let room = Math.min(this.context.batchSize, this.context.microBatchSize) - planned;
+    if (this.pool.shared) room = Math.min(room, this.pool.freeCells - planned - HEADROOM_PER_LANE * this.lanes.size);
+    const asks: [Lane, DraftRequest][] = [];
+    for (const lane of this.lanes) {
+      if (room <= 0) break;
+      if (lane.next === undefined || !lane.drafts || lane.drafts.stopped) continue;
+      const depth = Math.min(config.draftTokens, room, lane.limit - lane.generated - 1, this.window - lane.seq.tokens.length - 1);
+      if (depth <= 0) continue;
+      if (this.drafter) {
+        asks.push([lane, { seq: lane.seq.index, held: lane.seq.tokens, next: lane.next, depth }]);
+        room -= depth;
+        continue;
+      }
+      const draft = lookupDraft(lane.seq.tokens, lane.next, depth);
+      if (draft.length === 0) continue;
+      drafts.set(lane, draft);
+      room -= draft.length;
+    }
+    if (asks.length > 0) {
+      const proposed = this.drafter!.propose(asks.map(([, ask]) => ask));
+      for (const [lane] of asks) {
+        const draft = proposed.get(lane.seq.index);
+        if (draft && draft.length > 0) drafts.set(lane, draft);
+      }
+    }
+    return drafts;
+  }
+
+  /**
+   * One sample per lane, or with a draft one per position in turn while the
+   * samples equal the draft (src/engine/speculation.ts): the tokens that
+   * came out are the lane's, the first that differs from its draft (or the
+   * one after the whole draft) is its next input, and the cells of the rest
+   * of the draft leave its KV before anything else (a finish publishes the
+   * sequence to the prefix cache).
+   */
+  private sampleOutputs(events: TickEvents, sampled: StagedLane[]): void {
     const vocab = this.model;
-    for (const [lane, index] of sampled) {
-      let token: number;
-      try {
-        token = lane.chain.sample(this.context.handle, index);
-      } catch (err) {
-        // One lane's sampling failure (a grammar with no way forward) ends that lane only.
-        this.finish(events, lane, "error", (err as Error).message, err instanceof GrammarError);
-        continue;
+    for (const { lane, row, before, draft } of sampled) {
+      const out: number[] = [];
+      let end: { reason: FinishReason; error?: string; clientError?: boolean } | undefined;
+      for (let j = 0; j <= draft.length; j++) {
+        let token: number;
+        try {
+          token = lane.chain.sample(this.context.handle, row + j);
+        } catch (err) {
+          // One lane's sampling failure (a grammar with no way forward) ends that lane only.
+          end = { reason: "error", error: (err as Error).message, clientError: err instanceof GrammarError };
+          break;
+        }
+        if ((!lane.job.ignoreEos || lane.job.grammar !== undefined) && vocab.isEog(token)) {
+          end = { reason: "stop" };
+          break;
+        }
+        out.push(token);
+        if (lane.generated + out.length >= lane.limit) end = { reason: "length" };
+        if (end || token !== draft[j]) break;
       }
-      if ((!lane.job.ignoreEos || lane.job.grammar !== undefined) && vocab.isEog(token)) {
-        this.finish(events, lane, "stop");
-        continue;
+      if (draft.length > 0) {
+        let accepted = 0;
+        while (accepted < draft.length && accepted < out.length && out[accepted] === draft[accepted]) accepted++;
+        this.counters.specProposed += draft.length;
+        this.counters.specAccepted += accepted;
+        // Tokens beyond the one per lane a plain tick gives.
+        this.counters.decodedTokens += Math.max(0, out.length - 1);
+        const verdict = lane.drafts!.round(draft.length, accepted);
+        if (verdict) this.gates!.judged(verdict);
+        // The KV keeps the inputs the emitted tokens were sampled after, never the lane's next input.
+        this.pool.cutTo(lane.seq, before + Math.max(out.length, 1));
       }
-      lane.generated++;
-      lane.next = token;
-      if (lane.job.logprobs === undefined) events.tokens.push([lane.job.id, token]);
-      else {
-        const row = this.context.logits(index);
-        events.tokens.push([lane.job.id, token, positionLogprobs(row, token, lane.job.logprobs, lane.job.sampling.logitBias)]);
+      for (const token of out) {
+        lane.generated++;
+        lane.next = token;
+        if (lane.job.logprobs === undefined) events.tokens.push([lane.job.id, token]);
+        else {
+          const logits = this.context.logits(row);
+          events.tokens.push([lane.job.id, token, positionLogprobs(logits, token, lane.job.logprobs, lane.job.sampling.logitBias)]);
+        }
       }
-      if (lane.generated >= lane.limit) this.finish(events, lane, "length");
+      if (end) this.finish(events, lane, end.reason, end.error, end.clientError ?? false);
     }
   }
 

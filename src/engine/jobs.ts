@@ -49,6 +49,14 @@ export interface FinishEvent {
   error?: string;
   /** The error is the request's own fault (a grammar that cannot go on, a prompt that cannot fit). */
   clientError?: boolean;
+  /** Speculative decoding's tally for this request, when it drafted at least once (src/engine/speculation.ts). */
+  spec?: SpecTally;
+}
+
+/** Draft tokens proposed for a request and how many of them the model accepted. */
+export interface SpecTally {
+  proposed: number;
+  accepted: number;
 }
 
 export type TokenEvent = [id: string, token: number, logprobs?: TokenLogprob];
@@ -106,6 +114,9 @@ export interface EngineSnapshot {
   spacePauses: number;
   /** Times the LoRA adapter set changed (each one empties the prefix cache, docs/api/lora.md). */
   adapterSwitches: number;
+  /** Speculative decoding since the worker started: draft tokens proposed and accepted (0 when off). */
+  specProposed: number;
+  specAccepted: number;
   prefixCache: {
     poolEntries: number;
     hostEntries: number;

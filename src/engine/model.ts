@@ -2,6 +2,7 @@
 // tokenization, and the vocabulary facts the rest of the engine needs.
 import { ptr, toArrayBuffer, type Pointer } from "bun:ffi";
 import { cstr, handle, loadLlama, type Llama } from "../../ffi/llama.ts";
+import type { ModelMemoryKind } from "./speculation-directive.ts";
 
 // llama_token_attr bits (llama.h).
 const ATTR_NORMAL = 1 << 2;
@@ -72,6 +73,16 @@ export class LlamaModel {
   /** Bytes of the model's tensors (its weights in memory). */
   get weightBytes(): number {
     return Number(this.llama.api.llama_model_size(this.handle));
+  }
+
+  /** Recurrent, hybrid or sliding-window state: what decides whether a rejected draft can be cut off the KV (a full load only). */
+  memoryKind(): ModelMemoryKind {
+    const api = this.llama.api;
+    return {
+      recurrent: api.llama_model_is_recurrent(this.handle),
+      hybrid: api.llama_model_is_hybrid(this.handle),
+      slidingWindow: Math.max(0, api.llama_model_n_swa(this.handle)),
+    };
   }
 
   /** A metadata value as text (e.g. `qwen3.attention.key_length`); undefined when the GGUF has no such key. */

@@ -3,9 +3,10 @@
 // one message per token.
 import type { EmbedJob, PoolingName } from "./embedder.ts";
 import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
+import type { SpeculationStrategyName } from "./speculation-directive.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 
 export interface WorkerInfo {
   protocol: number;
@@ -42,6 +43,10 @@ export interface WorkerInfo {
     batchInputs: number;
   };
   library: { path: string; source: string };
+  /** The speculative decoding the worker runs (--speculate; docs/cli.md#speculative-decoding): "off" on embedding workers. */
+  speculation: SpeculationStrategyName;
+  /** Why `--speculate auto` decodes this model plainly. */
+  speculationNote?: string;
 }
 
 /** A LoRA adapter loaded on a worker (docs/api/lora.md): the daemon numbers them. */
@@ -75,7 +80,9 @@ export type DaemonToWorker =
   | LoraMessage
   | { type: "cancel"; id: string }
   | { type: "stats"; id: string }
-  | { type: "shutdown" };
+  | { type: "shutdown" }
+  /** To a standby worker (src/daemon/standby-worker.ts): the command line it now runs, "worker" left out. */
+  | { type: "start"; argv: string[] };
 
 export type WorkerToDaemon =
   | { type: "ready"; info: WorkerInfo }

@@ -29,6 +29,8 @@ const ENGINE: [string, EngineCounterName, string][] = [
   ["superfluid_starvation_grants_total", "starvationGrants", "Admissions of a job moved up a class by aging."],
   ["superfluid_pressure_evictions_total", "pressureEvictions", "Cached prefixes moved out of the KV pool above the high watermark."],
   ["superfluid_pins_yielded_total", "pinsYielded", "Pinned prefixes released for the pin budget or for space."],
+  ["superfluid_spec_proposed_total", "specProposed", "Speculative draft tokens proposed (--speculate)."],
+  ["superfluid_spec_accepted_total", "specAccepted", "Speculative draft tokens the model accepted."],
 ];
 
 /** One model as a scrape sees it: its live snapshot, when its worker answered. */

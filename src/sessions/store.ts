@@ -36,7 +36,7 @@ import { join } from "node:path";
 import type { EventBody, SessionEvent } from "./events.ts";
 import { acquireDirLock, setCloseOnExec, type DirLock } from "./lock.ts";
 import { makePrivateDir, openPrivate, tightenFile, writePrivateFile } from "./private-files.ts";
-import { encodeRecord, fsyncDir, scanLog, WAL_FILE, WalWriter, type SyncMode, type WalFileOps } from "./wal.ts";
+import { encodeRecord, fsyncDir, scanLog, WAL_FILE, WalWriter, type SyncMode, type WalFileOps, type WalPacing } from "./wal.ts";
 
 export { WalCorruptError } from "./wal.ts";
 export { SessionsLockedError, acquireDirLock, type DirLock } from "./lock.ts";
@@ -51,6 +51,8 @@ export interface StoreOptions {
   fsync?: boolean;
   /** Test seam: the log writer's file calls (a failing write stands in for a full disk). */
   fileOps?: Partial<WalFileOps>;
+  /** The group-commit window and the clock it is measured on (wal.ts; tests and benchmarks). */
+  pacing?: WalPacing;
 }
 
 export interface RecoveredStats {
@@ -151,7 +153,7 @@ export class SessionStore {
       setCloseOnExec(fd);
       if (!existed || rotated) fsyncDir(dir);
       const mode: SyncMode = opts.fsync === false ? "none" : (opts.fullFsync ?? envFullFsync()) ? "full" : "data";
-      writer = new WalWriter(path, fd, mode, opts.fileOps);
+      writer = new WalWriter(path, fd, mode, opts.fileOps, opts.pacing);
       fd = undefined; // the writer owns it now
 
       const epoch = recovered.records > 0 ? maxEpoch + 1 : 1;

@@ -10,7 +10,11 @@
 // one write() of everything buffered (into the page cache, synchronously: a few KB take
 // microseconds, and a thread-pool hop would cost more than the write), then one sync on
 // Bun's thread pool, so the event loop keeps running while the disk works. Callers that
-// flush while a sync is in flight share the next one (group commit). Sync per platform:
+// flush while a sync is in flight share the next one (group commit), and syncs are paced:
+// one starts at most once per window (GROUP_WINDOW_MS, 2 ms), so records flushed less
+// than a window after the last sync began wait for the window's end and share one sync
+// (docs/design.md#group-commit). A flush waits at most one window longer than it would
+// unpaced, and never when ticks come a window or more apart. Sync per platform:
 //   - Linux and others: fdatasync (covers the data and the file size).
 //   - macOS: fsync, which reaches the drive but not through its write cache. With
 //     SUPERFLUID_FULLFSYNC set (or StoreOptions.fullFsync) it is fcntl(fd, F_FULLFSYNC)
@@ -268,6 +272,25 @@ function makeSync(mode: SyncMode): { sync: (fd: number) => Promise<void>; close(
   return { sync: (fd) => syncFd(fd, fn), close() {} };
 }
 
+/**
+ * The longest a flush waits for the next sync to start, beyond a sync in flight:
+ * syncs begin at most once per window. 2 ms is under a tenth of a token's
+ * time to a reader and under one decode step of any model we serve at one lane.
+ */
+export const GROUP_WINDOW_MS = 2;
+
+/** The writer's clock; tests replace it to step time by hand. */
+export interface WalClock {
+  now(): number;
+  /** Runs fn after ms milliseconds. */
+  after(ms: number, fn: () => void): void;
+}
+
+const REAL_CLOCK: WalClock = {
+  now: () => performance.now(),
+  after: (ms, fn) => void setTimeout(fn, ms),
+};
+
 /** The file calls a writer makes; tests replace them to fail the way a full or broken disk does. */
 export interface WalFileOps {
   /** Writes all of data at the end of the file (opened O_APPEND); may write part of it, then throw. */
@@ -276,6 +299,12 @@ export interface WalFileOps {
   sync(fd: number): Promise<void>;
   /** Cuts the file to len bytes. */
   truncate(fd: number, len: number): void;
+}
+
+export interface WalPacing {
+  /** Syncs start at most once per this many ms (default GROUP_WINDOW_MS; 0: at once, as soon as none is in flight). */
+  windowMs?: number;
+  clock?: WalClock;
 }
 
 /** Appends records to an open log file with group commit. Owns fd (closes it on close()). */
@@ -295,6 +324,10 @@ export class WalWriter {
   private ops: WalFileOps;
   /** Bytes of the file holding committed records: where the next batch starts. */
   private committed: number;
+  private readonly windowMs: number;
+  private readonly clock: WalClock;
+  /** When the last batch began (clock ms); the next waits until a window after it. */
+  private lastKick = Number.NEGATIVE_INFINITY;
   /** The file may hold bytes past `committed` (a batch that failed, not yet cut off). */
   private tornTail = false;
 
@@ -303,8 +336,11 @@ export class WalWriter {
     readonly fd: number,
     readonly mode: SyncMode,
     ops: Partial<WalFileOps> = {},
+    pacing: WalPacing = {},
   ) {
     this.committed = fstatSync(fd).size;
+    this.windowMs = pacing.windowMs ?? GROUP_WINDOW_MS;
+    this.clock = pacing.clock ?? REAL_CLOCK;
     const syncer = makeSync(ops.sync ? "none" : mode);
     this.syncer = syncer;
     this.ops = { write: ops.write ?? writeAll, sync: ops.sync ?? syncer.sync, truncate: ops.truncate ?? ftruncateSync };
@@ -332,11 +368,7 @@ export class WalWriter {
     if (this.buffered.length > 0) {
       this.next ??= deferred();
       const p = this.next.promise;
-      if (!this.current && !this.kickQueued) {
-        // Start on a microtask: callers flushing in the same turn share this sync.
-        this.kickQueued = true;
-        queueMicrotask(() => this.kick());
-      }
+      if (!this.current && !this.kickQueued) this.queueKick();
       return p;
     }
     return this.current ?? Promise.resolve();
@@ -354,9 +386,21 @@ export class WalWriter {
     this.tornTail = false;
   }
 
+  /**
+   * Starts the next batch on a microtask (callers flushing in the same turn share
+   * its sync), or at the end of the window the last batch began, whichever is later.
+   */
+  private queueKick(): void {
+    this.kickQueued = true;
+    const wait = this.lastKick + this.windowMs - this.clock.now();
+    if (wait > 0 && !this.closed) this.clock.after(wait, () => this.kick());
+    else queueMicrotask(() => this.kick());
+  }
+
   private kick(): void {
     this.kickQueued = false;
     if (this.current || this.buffered.length === 0 || !this.next) return;
+    this.lastKick = this.clock.now();
     const waiters = this.next;
     this.next = null;
     const data = Buffer.from(this.buffered.join(""));
@@ -377,7 +421,7 @@ export class WalWriter {
         this.stats.syncs++;
         this.current = null;
         waiters.resolve();
-        if (this.next && this.buffered.length > 0) this.kick();
+        if (this.next && this.buffered.length > 0 && !this.kickQueued) this.queueKick();
       },
       (e: unknown) => {
         // Records buffered behind the batch may continue sessions whose records it

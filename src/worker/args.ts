@@ -1,8 +1,13 @@
 // The worker's command line: `superfluid worker --model PATH [--max-batch N]
 // [--max-context N|auto] [--kv-pool N] [--threads N] [--prefill-budget N] [--host-cache-mb N]
 // [--pressure-high PCT] [--pressure-low PCT] [--pin-budget-pct PCT]
-// [--class-lanes class=N,...] [--starvation-ticks N]`.
+// [--class-lanes class=N,...] [--starvation-ticks N] [--speculate auto|prompt-lookup|draft-model:PATH
+// --spec-draft-tokens N --spec-min-yield X --spec-yield-rounds N --spec-throughput-gate on|off
+// --spec-min-speedup X --spec-gate-probe-tokens N --spec-gate-reprobe N --spec-gate-reprobe-max N]`.
+// The daemon checked every value the user gave (src/cli/serve-options.ts); these checks guard the IPC boundary.
 import { parseLaneCaps, type ClassLanes } from "../engine/scheduler.ts";
+import { MAX_DRAFT_TOKENS } from "../engine/speculation.ts";
+import { speculationSettings, type SpeculationSettings } from "../engine/speculation-directive.ts";
 import { physicalCores } from "../engine/threads.ts";
 
 export interface WorkerArgs {
@@ -23,6 +28,8 @@ export interface WorkerArgs {
   pinBudgetPct: number;
   classLanes?: ClassLanes;
   starvationTicks?: number;
+  /** --speculate and its tuning; absent = plain decoding. */
+  speculation?: SpeculationSettings;
 }
 
 export const WORKER_DEFAULTS = { maxBatch: 8, prefillBudget: 512, pressureHigh: 85, pressureLow: 70, pinBudgetPct: 50 };
@@ -44,9 +51,20 @@ function wholeNumber(flag: string, value: string | undefined, max: number): numb
   return n;
 }
 
+function positiveNumber(flag: string, value: string | undefined, orZero = false): number {
+  const n = Number(value);
+  if (value === undefined || value.trim() === "" || !Number.isFinite(n) || n < 0 || (n === 0 && !orZero)) {
+    throw new UsageError(`${flag} needs a number ${orZero ? "of at least 0" : "above 0"}, got ${value ?? "nothing"}`);
+  }
+  return n;
+}
+
 export function parseWorkerArgs(argv: string[]): WorkerArgs {
   const args: Partial<WorkerArgs> = {};
   let classLanes: string | undefined;
+  // The --spec-* values, applied once the directive is known (any order).
+  const tuning: Partial<Omit<SpeculationSettings, "directive">> = {};
+  let directive: SpeculationSettings["directive"] | undefined;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     const value = argv[i + 1];
@@ -89,6 +107,41 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
       case "--pin-budget-pct":
         args.pinBudgetPct = wholeNumber(flag, value, 100);
         break;
+      case "--speculate":
+        if (value?.startsWith("draft-model:") && value.length > "draft-model:".length) {
+          directive = "draft-model";
+          tuning.draftModel = value.slice("draft-model:".length);
+          break;
+        }
+        if (value !== "auto" && value !== "prompt-lookup") throw new UsageError(`--speculate needs auto, prompt-lookup or draft-model:PATH, got ${value ?? "nothing"}`);
+        directive = value;
+        break;
+      case "--spec-draft-tokens":
+        tuning.draftTokens = positiveInt(flag, value);
+        if (tuning.draftTokens > MAX_DRAFT_TOKENS) throw new UsageError(`${flag} needs 1 to ${MAX_DRAFT_TOKENS}, got ${value}`);
+        break;
+      case "--spec-min-yield":
+        tuning.minYield = positiveNumber(flag, value, true);
+        break;
+      case "--spec-yield-rounds":
+        tuning.yieldRounds = positiveInt(flag, value);
+        break;
+      case "--spec-throughput-gate":
+        if (value !== "on" && value !== "off") throw new UsageError(`${flag} needs on or off, got ${value ?? "nothing"}`);
+        tuning.throughputGate = value === "on";
+        break;
+      case "--spec-min-speedup":
+        tuning.minSpeedup = positiveNumber(flag, value);
+        break;
+      case "--spec-gate-probe-tokens":
+        tuning.probeTokens = positiveInt(flag, value);
+        break;
+      case "--spec-gate-reprobe":
+        tuning.reprobe = wholeNumber(flag, value, 2 ** 31 - 1);
+        break;
+      case "--spec-gate-reprobe-max":
+        tuning.reprobeMax = positiveInt(flag, value);
+        break;
       default:
         throw new UsageError(`unknown worker flag ${flag}`);
     }
@@ -115,5 +168,6 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
     pinBudgetPct: args.pinBudgetPct ?? WORKER_DEFAULTS.pinBudgetPct,
     ...(args.classLanes ? { classLanes: args.classLanes } : {}),
     ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),
+    ...(directive === undefined ? {} : { speculation: speculationSettings(directive, tuning) }),
   };
 }

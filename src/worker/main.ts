@@ -7,20 +7,25 @@ import { freeForKv, hostAvailableBytes } from "../engine/memory.ts";
 import { LlamaModel } from "../engine/model.ts";
 import type { WorkerInfo, WorkerToDaemon } from "../engine/protocol.ts";
 import { declaredPooling } from "../engine/embedder.ts";
+import { resolveSpeculation, type ResolvedSpeculation } from "../engine/speculation-directive.ts";
+import { draftIncompatibility } from "../engine/draft-model.ts";
 import { parseWorkerArgs, UsageError, type WorkerArgs } from "./args.ts";
 import { serveEmbeddings } from "./embed-mode.ts";
 import { LoraAdapters } from "./lora.ts";
 import { modelInfo } from "./model-info.ts";
 import { serveLoop } from "./serve-loop.ts";
+import { awaitStart } from "./standby.ts";
 
 function send(message: WorkerToDaemon): void {
   process.send!(message);
 }
 
-function describe(args: WorkerArgs, model: LlamaModel, engine: Engine, plan: KvPlan): WorkerInfo {
+function describe(args: WorkerArgs, model: LlamaModel, engine: Engine, plan: KvPlan, speculation: ResolvedSpeculation): WorkerInfo {
   const bytesPerToken = model.kvBytesPerToken;
   return {
     ...modelInfo(args, model),
+    speculation: speculation.strategy,
+    ...(speculation.reason ? { speculationNote: speculation.reason } : {}),
     lanes: args.maxBatch,
     sequences: engine.context.sequences,
     contextPerSequence: engine.window,
@@ -51,7 +56,16 @@ function defaultHostCacheBytes(model: LlamaModel): number {
  * memory that llama.cpp cannot allocate gives way (docs/design.md#kv-layout): per-lane
  * buffers to a shared pool, a shared pool to half of it, down to one window.
  */
-function buildEngine(args: WorkerArgs, model: LlamaModel): { engine: Engine; plan: KvPlan } {
+/** The draft model of `--speculate draft-model:PATH`, refused when its vocabulary is not the model's. */
+function loadDraftModel(path: string, model: LlamaModel): LlamaModel {
+  const draft = LlamaModel.load(path);
+  const why = draftIncompatibility(model, draft);
+  if (why === undefined) return draft;
+  draft.free();
+  throw new Error(`--speculate draft-model:${path}: it cannot draft for this model: ${why}`);
+}
+
+function buildEngine(args: WorkerArgs, model: LlamaModel, speculation: ResolvedSpeculation, draft?: LlamaModel): { engine: Engine; plan: KvPlan } {
   const facts = { lanes: args.maxBatch, trainedContext: model.trainedContext, bytesPerToken: model.kvBytesPerToken };
   const free = () => freeForKv(model.llama, model.weightBytes);
   const request = { ...(args.maxContext === undefined ? {} : { maxContext: args.maxContext }), ...(args.kvPool === undefined ? {} : { poolCells: args.kvPool }) };
@@ -70,6 +84,8 @@ function buildEngine(args: WorkerArgs, model: LlamaModel): { engine: Engine; pla
         pinBudgetPct: args.pinBudgetPct,
         ...(args.classLanes ? { classLanes: args.classLanes } : {}),
         ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),
+        ...(speculation.config ? { speculation: speculation.config } : {}),
+        ...(draft ? { draftModel: draft } : {}),
       });
       return { engine, plan };
     } catch (err) {
@@ -91,6 +107,11 @@ export async function runWorker(argv: string[]): Promise<number> {
     console.error("superfluid worker is started by `superfluid serve`, over IPC");
     return 2;
   }
+  if (argv[0] === "--standby") {
+    const claimed = await awaitStart();
+    if (!claimed) return 0;
+    argv = claimed;
+  }
   let args: WorkerArgs;
   try {
     args = parseWorkerArgs(argv);
@@ -102,6 +123,8 @@ export async function runWorker(argv: string[]): Promise<number> {
   let model: LlamaModel;
   let engine: Engine;
   let plan: KvPlan;
+  let speculation: ResolvedSpeculation;
+  let draft: LlamaModel | undefined;
   try {
     model = LlamaModel.load(args.model);
   } catch (err) {
@@ -111,7 +134,10 @@ export async function runWorker(argv: string[]): Promise<number> {
   // A model whose GGUF declares pooling is an embedding model: it embeds and never generates.
   if (declaredPooling(model) !== "none") return serveEmbeddings(args, model, send);
   try {
-    ({ engine, plan } = buildEngine(args, model));
+    // A model that cannot cut a rejected draft off its KV refuses prompt-lookup here, before any KV is allocated.
+    speculation = resolveSpeculation(args.speculation, model.memoryKind());
+    if (speculation.config?.strategy === "draft-model") draft = loadDraftModel(args.speculation!.draftModel!, model);
+    ({ engine, plan } = buildEngine(args, model, speculation, draft));
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });
     return 3;
@@ -138,10 +164,11 @@ export async function runWorker(argv: string[]): Promise<number> {
       },
       close() {
         engine.close();
+        draft?.free();
         model.free();
       },
     },
-    describe(args, model, engine, plan),
+    describe(args, model, engine, plan, speculation),
     send,
   );
 }

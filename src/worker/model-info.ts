@@ -9,7 +9,7 @@ import type { WorkerArgs } from "./args.ts";
 export function modelInfo(
   args: WorkerArgs,
   model: LlamaModel,
-): Pick<WorkerInfo, "protocol" | "model" | "trainedContext" | "embeddingLength" | "threads" | "vocab" | "library"> {
+): Pick<WorkerInfo, "protocol" | "model" | "trainedContext" | "embeddingLength" | "threads" | "vocab" | "library" | "speculation"> {
   const v = model.vocabInfo;
   return {
     protocol: PROTOCOL_VERSION,
@@ -19,5 +19,7 @@ export function modelInfo(
     threads: args.threads,
     vocab: { size: v.size, bos: v.bos, eos: v.eos, eot: v.eot, addBos: v.addBos, eog: v.eog },
     library: { path: model.llama.location.llama, source: model.llama.location.source },
+    // A generation worker says what it resolved --speculate to; an embedding worker never drafts.
+    speculation: "off",
   };
 }

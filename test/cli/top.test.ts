@@ -9,7 +9,7 @@ import { join, resolve } from "node:path";
 import parse from "parse-prometheus-text-format";
 import { parseExposition } from "../../src/cli/top-parse.ts";
 import { histogramQuantile, nodeStats, type Scrape } from "../../src/cli/top-stats.ts";
-import { metricsUrl } from "../../src/cli/top.ts";
+import { metricsUrl, renderLines } from "../../src/cli/top.ts";
 import { post, useServer } from "../api/support.ts";
 import { freePort } from "../scenarios/support.ts";
 
@@ -70,6 +70,24 @@ describe("the exposition and the numbers", () => {
     expect(histogramQuantile(a, a, "superfluid_ttft_seconds", 0.5)).toBeUndefined();
     // The model was reloaded: its counter started over at 40.
     expect(nodeStats([b, at(3000, 40, [0, 0, 0])]).decodeRate).toBe(40);
+  });
+
+  test("spec accept: accepted / proposed drafts over the window, else since the start; - when none were proposed", () => {
+    const at = (ms: number, proposed: number, accepted: number): Scrape => ({
+      at: ms,
+      samples: parseExposition([`superfluid_spec_proposed_total{model="a"} ${proposed}`, `superfluid_spec_accepted_total{model="a"} ${accepted}`].join("\n")),
+    });
+    expect(nodeStats([at(0, 0, 0)]).specAcceptRate).toBeUndefined();
+    expect(nodeStats([at(0, 0, 0), at(1000, 0, 0)]).specAcceptRate).toBeUndefined();
+    expect(nodeStats([at(0, 40, 10)]).specAcceptRate).toBe(0.25);
+    // In the window: 60 more proposed, 45 of them accepted.
+    expect(nodeStats([at(0, 40, 10), at(1000, 100, 55)]).specAcceptRate).toBe(0.75);
+    // Nothing proposed in the window: the record since the start.
+    expect(nodeStats([at(0, 100, 55), at(1000, 100, 55)]).specAcceptRate).toBe(0.55);
+    const line = (rate: number | undefined) =>
+      renderLines([{ target: "h:1", state: "up", stats: { ...nodeStats([at(0, 0, 0)]), specAcceptRate: rate } }], new Date(0)).find((l) => l.includes("prefix hit"));
+    expect(line(undefined)).toEndWith("spec accept -");
+    expect(line(0.8125)).toEndWith("spec accept 81.3%");
   });
 
   test("a target is host:port, a bare host gets the default port", () => {

@@ -11,6 +11,8 @@ import { integrityOf, sha512Of } from "../../src/release/fetch-package.ts";
 import { adhocSign, machoSignatureHolds } from "../../src/release/macho-sign.ts";
 import { archiveName, hostPlatform, PLATFORMS, platformByName } from "../../src/release/platforms.ts";
 import pkg from "../../package.json";
+import lock from "../../package-lock.json";
+import { KNOWN_LLAMA_RELEASES } from "../../ffi/abi.ts";
 
 describe("platform table", () => {
   test("the five platforms, each with its Bun target and pinned libllama package", () => {
@@ -27,6 +29,26 @@ describe("platform table", () => {
     expect(() => platformByName("linux-riscv64")).toThrow(/unknown platform/);
     expect(hostPlatform("win32", "x64")?.name).toBe("windows-x64");
     expect(hostPlatform("freebsd", "x64")).toBeUndefined();
+  });
+
+  test("each platform pins its own newest served libllama: a release the binding knows, recorded in the lockfile", () => {
+    const pins = pkg.optionalDependencies as Record<string, string>;
+    const known = KNOWN_LLAMA_RELEASES.map((r) => r.nodeLlamaCpp);
+    for (const p of PLATFORMS) {
+      // build.ts embeds exactly this version for the platform; ffi/abi.ts must know its layouts.
+      expect(known).toContain(pins[p.llamaPackage]!);
+      const entry = (lock.packages as Record<string, { version?: string; integrity?: string }>)[`node_modules/${p.llamaPackage}`];
+      expect(entry?.version).toBe(pins[p.llamaPackage]!);
+      expect(entry?.integrity).toMatch(/^sha512-/);
+    }
+    // llama.cpp v0.5.0 (3.22.1) is served for Linux only; macOS and Windows stay on v0.4.0 (3.21.1).
+    expect(PLATFORMS.map((p) => `${p.name} ${pins[p.llamaPackage]}`)).toEqual([
+      "linux-x64 3.22.1",
+      "linux-arm64 3.22.1",
+      "darwin-arm64 3.21.1",
+      "darwin-x64 3.21.1",
+      "windows-x64 3.21.1",
+    ]);
   });
 
   test("archive names", () => {

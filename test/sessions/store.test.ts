@@ -225,7 +225,8 @@ describe("SessionStore", () => {
   test("group commit: concurrent flushes share syncs, each resolves after its data is written and synced", async () => {
     const dir = tempDir();
     const path = join(dir, "wal.log");
-    const store = await open(dir);
+    // Unpaced (window 0): this is about sharing the sync in flight; the window has its own tests (group-commit.test.ts).
+    const store = await open(dir, { pacing: { windowMs: 0 } });
     const s = store.create({});
     await store.flush();
     const before = store.stats.syncs;

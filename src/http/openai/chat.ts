@@ -22,6 +22,7 @@ import { chatJobOf, parseChatRequest } from "./chat-request.ts";
 import type { ChatRequest } from "./chat-schema.ts";
 import { OPENAI_SSE, openaiErrorBody } from "./envelope.ts";
 import { streamedToolCalls, ToolCallCollector } from "./tool-call-output.ts";
+import { specField } from "./spec-stats.ts";
 import { chatLogprob, usageOf } from "./usage.ts";
 
 const ROUTE = "/v1/chat/completions";
@@ -159,7 +160,7 @@ function chatReply(p: Prepared, signal: AbortSignal, onAdmitted?: (cached: numbe
           finish_reason: c.end.finishReason,
         })),
         usage: usageOf(p.prompt.length, completion, cached),
-        superfluid: { warm: cached },
+        superfluid: { warm: cached, ...specField(choices.map((c) => c.end)) },
       },
       headers: { "x-superfluid-warm": String(cached) },
     };
@@ -204,7 +205,7 @@ async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortS
     const end = step.value;
     logAccess({ ...base, status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, timer);
     sink.send(
-      chunk({}, { usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens } }, end.finishReason),
+      chunk({}, { usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens, ...specField([end]) } }, end.finishReason),
     );
   }), headers, streamKeepaliveMs(ctx));
 }

@@ -23,6 +23,7 @@ import { FIM_DEFAULT_MAX_TOKENS, FIM_MODES, fimMarkersOf, fimTargetOf, type FimM
 import { stopList } from "../../pipeline/generation.ts";
 import type { ServerContext } from "../server-context.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
+import { specField } from "./spec-stats.ts";
 import { refusePerRequestLora } from "./lora.ts";
 import { checkArrayLength, checkReplyBudget, MAX_CHOICES } from "../chat-limits.ts";
 
@@ -134,7 +135,7 @@ export async function completions(ctx: ServerContext, request: Request, peer = "
     durable: true,
     echo: req.echo ?? false,
     logprobs: wantLogprobs,
-    extras: (_, cached) => ({ superfluid: { warm: cached } }),
+    extras: (ends, cached) => ({ superfluid: { warm: cached, ...specField(ends) } }),
   });
 }
 
@@ -179,7 +180,7 @@ async function fimCompletion(
     durable: false,
     echo: false,
     logprobs: false,
-    extras: (ends, cached) => ({ superfluid: { cached, expired: ends.some((e) => e.expired), served_by: target.id } }),
+    extras: (ends, cached) => ({ superfluid: { cached, expired: ends.some((e) => e.expired), served_by: target.id, ...specField(ends) } }),
     logFinish: (ends) => (ends.some((e) => e.expired) ? "expired" : finishOf(ends[0]!)),
   });
 }

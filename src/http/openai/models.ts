@@ -43,6 +43,8 @@ export function modelObject(registry: ModelRegistry, model: ServedModel) {
       // The KV pool the window draws from: one buffer per sequence, or one pool shared by all.
       kv_layout: model.worker.info.kv.layout,
       kv_cells: model.worker.info.kv.cells,
+      // The speculative decoding its worker runs (--speculate, per model: auto may resolve to off).
+      speculation: model.worker.info.speculation,
     },
     architecture: { input_modalities: ["text"] },
     runtime: { id: model.runtime.id, version: model.runtime.version },

@@ -1,0 +1,59 @@
+// One worker process started when `superfluid serve` starts, before the
+// daemon knows what it will load: its process start and libllama's load (the
+// library opened, the C shim compiled, the ggml backends loaded) overlap the
+// daemon's own start instead of following it. The first worker the daemon
+// needs takes it over (`start` carries the worker's command line); an
+// unclaimed one exits when the daemon's IPC channel closes.
+import type { Subprocess } from "bun";
+import type { DaemonToWorker, WorkerToDaemon } from "../engine/protocol.ts";
+import { selfCommand } from "./self-command.ts";
+
+export type WorkerProcess = Subprocess<"ignore", "inherit", "inherit">;
+
+interface Standby {
+  proc: WorkerProcess;
+  /** Where the process's messages go: nowhere until it is claimed. */
+  route: (message: WorkerToDaemon) => void;
+}
+
+let standby: Standby | undefined;
+
+/** Starts the standby worker (once; later calls do nothing while one waits). */
+export function startStandbyWorker(): void {
+  if (standby) return;
+  const waiting: Standby = {
+    route: () => {},
+    proc: Bun.spawn(selfCommand("worker", "--standby"), {
+      stdio: ["ignore", "inherit", "inherit"],
+      serialization: "json",
+      ipc: (message: WorkerToDaemon) => waiting.route(message),
+    }),
+  };
+  standby = waiting;
+}
+
+/**
+ * The standby worker, now running `superfluid worker <argv>` with its
+ * messages going to `onMessage`; undefined when there is none or it has
+ * died (the caller spawns a worker of its own).
+ */
+export function claimStandbyWorker(argv: string[], onMessage: (message: WorkerToDaemon) => void): WorkerProcess | undefined {
+  const claimed = standby;
+  standby = undefined;
+  if (!claimed || !alive(claimed.proc)) return undefined;
+  claimed.route = onMessage;
+  const start: DaemonToWorker = { type: "start", argv };
+  claimed.proc.send(start);
+  return claimed.proc;
+}
+
+/** Stops an unclaimed standby worker (the server stops, or its start failed). */
+export function dropStandbyWorker(): void {
+  const dropped = standby;
+  standby = undefined;
+  if (dropped && alive(dropped.proc)) dropped.proc.kill();
+}
+
+function alive(proc: WorkerProcess): boolean {
+  return !proc.killed && proc.exitCode === null && proc.signalCode === null;
+}

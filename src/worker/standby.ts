@@ -1,0 +1,32 @@
+// `superfluid worker --standby` (src/daemon/standby-worker.ts): libllama
+// opened at once, then the command line the daemon sends when it needs a
+// worker. A library that fails to open here fails again, with its reason, when
+// the model loads.
+import { loadLlama } from "../../ffi/llama.ts";
+import type { DaemonToWorker } from "../engine/protocol.ts";
+
+/** The worker's command line, or undefined when the daemon went away first. */
+export async function awaitStart(): Promise<string[] | undefined> {
+  try {
+    loadLlama();
+  } catch {
+    // Reported by the model's load, after `start`.
+  }
+  return new Promise((resolve) => {
+    const onMessage = (message: DaemonToWorker) => {
+      if (message.type !== "start") return;
+      done();
+      resolve(message.argv);
+    };
+    const onDisconnect = () => {
+      done();
+      resolve(undefined);
+    };
+    const done = () => {
+      process.off("message", onMessage);
+      process.off("disconnect", onDisconnect);
+    };
+    process.on("message", onMessage);
+    process.on("disconnect", onDisconnect);
+  });
+}
