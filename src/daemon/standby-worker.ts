@@ -41,9 +41,15 @@ export function claimStandbyWorker(argv: string[], onMessage: (message: WorkerTo
   const claimed = standby;
   standby = undefined;
   if (!claimed || !alive(claimed.proc)) return undefined;
-  claimed.route = onMessage;
   const start: DaemonToWorker = { type: "start", argv };
-  claimed.proc.send(start);
+  try {
+    claimed.proc.send(start);
+  } catch {
+    // Died since alive() looked: the caller spawns a worker of its own.
+    claimed.proc.kill();
+    return undefined;
+  }
+  claimed.route = onMessage;
   return claimed.proc;
 }
 

@@ -199,8 +199,14 @@ export class Engine {
       threads: opts.threads,
     });
     if (opts.speculation?.strategy === "draft-model") {
-      if (!opts.draftModel) throw new Error("the draft-model strategy needs its draft model");
-      this.drafter = new ModelDrafter(opts.draftModel, { sequences, cells: Math.min(this.context.poolCells, DRAFT_POOL_MAX), threads: 1 });
+      try {
+        if (!opts.draftModel) throw new Error("the draft-model strategy needs its draft model");
+        // One thread: a second pool of spinning threads beside the model's would slow every decode of both.
+        this.drafter = new ModelDrafter(opts.draftModel, { sequences, cells: Math.min(this.context.poolCells, DRAFT_POOL_MAX), threads: 1 });
+      } catch (err) {
+        this.context.free();
+        throw err;
+      }
     }
     this.window = this.context.shared ? Math.min(opts.window ?? this.context.poolCells, this.context.poolCells) : this.context.cellsPerSequence;
     this.pool = new KvPool(this.context, {
@@ -345,6 +351,8 @@ export class Engine {
     const before = [this.counters.decodedTokens, this.counters.prefilledTokens];
     let outputs: ReturnType<Engine["stageBatch"]>;
     let started: number;
+    // The throughput gate's clock starts before staging: a draft model decodes there.
+    const staging = performance.now();
     for (;;) {
       outputs = this.stageBatch();
       started = performance.now();
@@ -369,15 +377,16 @@ export class Engine {
       if (this.lanes.size === 0) return events;
     }
     const tickMs = performance.now() - started;
+    this.sampleOutputs(events, outputs.sampled);
+    // After sampling: accepted draft tokens count as decoded (the rates and the budget see them).
     const decoded = this.counters.decodedTokens - before[0]!;
     const prefilled = this.counters.prefilledTokens - before[1]!;
     this.recent.push([decoded, prefilled, tickMs]);
     this.prefill.observe(prefilled, decoded, tickMs);
     if (this.recent.length > RATE_WINDOW) this.recent.shift();
-    this.sampleOutputs(events, outputs.sampled);
     // The throughput gate compares pure decode ticks only (a prompt chunk would weigh on either side).
     // Sampling counts too: a draft's positions are each sampled.
-    if (prefilled === 0) this.gates?.observe(outputs.decoding, outputs.drafted, events.tokens.length, performance.now() - started);
+    if (prefilled === 0) this.gates?.observe(outputs.decoding, outputs.drafted, events.tokens.length, performance.now() - staging);
     this.pool.relievePressure();
     return events;
   }
@@ -793,7 +802,7 @@ export class Engine {
         const verdict = lane.drafts!.round(draft.length, accepted);
         if (verdict) this.gates!.judged(verdict);
         // The KV keeps the inputs the emitted tokens were sampled after, never the lane's next input.
-        this.pool.cutTo(lane.seq, before + Math.max(out.length, 1));
+        this.pool.dropTail(lane.seq, before + Math.max(out.length, 1));
       }
       for (const token of out) {
         lane.generated++;

@@ -8,7 +8,7 @@ import type { SpecTally } from "../../src/engine/jobs.ts";
 import { LlamaModel } from "../../src/engine/model.ts";
 import { GREEDY, type SamplingSpec } from "../../src/engine/sampling.ts";
 import { lookupDraft, RequestYield, SPECULATION_DEFAULTS, SpeculationGates, type SpeculationConfig } from "../../src/engine/speculation.ts";
-import { draftIncompatibility } from "../../src/engine/draft-model.ts";
+import { draftIncompatibility, ModelDrafter } from "../../src/engine/draft-model.ts";
 import { fixturePath } from "../support/models.ts";
 
 const CONFIG: SpeculationConfig = { strategy: "prompt-lookup", ...SPECULATION_DEFAULTS };
@@ -232,5 +232,44 @@ describe("engine with a draft model", () => {
     // A second turn: the draft sequences are brought level with contexts they only partly hold.
     const follow = prompts.map((p, i) => [...p, ...a.outputs[i]!, ...p.slice(1, 6)]);
     expect(run(spec, follow, GREEDY, 16).outputs).toEqual(run(plain, follow, GREEDY, 16).outputs);
+  });
+});
+
+describe("the draft model's own KV (ModelDrafter)", () => {
+  let draft: LlamaModel;
+  beforeAll(async () => {
+    draft = LlamaModel.load(await fixturePath("tiny-random-draft"));
+  });
+  afterAll(() => draft.free());
+
+  const context = (n: number, salt: number) => Array.from({ length: n }, (_, i) => 10 + ((i * 7 + salt) % 1500));
+
+  test("a request the pool has no room for gets no draft; sequences no request names are emptied for the next", () => {
+    const drafter = new ModelDrafter(draft, { sequences: 2, cells: 40, threads: 1 });
+    try {
+      const a = { seq: 0, held: context(30, 1), next: 5, depth: 4 };
+      const b = { seq: 1, held: context(30, 2), next: 6, depth: 4 };
+      const both = drafter.propose([a, b]);
+      expect(both.get(0)).toHaveLength(4);
+      expect(both.has(1)).toBe(false); // 31 + 4 more cells beside a's 35 would pass 40
+      const alone = drafter.propose([b]); // a's sequence is released
+      expect(alone.get(1)).toHaveLength(4);
+    } finally {
+      drafter.close();
+    }
+  });
+
+  test("a long new context is levelled one batch a tick and drafts once level; its draft is the draft model's greedy continuation", () => {
+    const drafter = new ModelDrafter(draft, { sequences: 1, cells: 4096, threads: 1 });
+    try {
+      const r = { seq: 0, held: context(700, 3), next: 7, depth: 3 };
+      expect(drafter.propose([r]).has(0)).toBe(false); // 512 of 701 tokens this tick
+      const first = drafter.propose([r]).get(0);
+      expect(first).toHaveLength(3);
+      // The same context again: nothing left to level, the same greedy draft.
+      expect(drafter.propose([r]).get(0)).toEqual(first!);
+    } finally {
+      drafter.close();
+    }
   });
 });
