@@ -150,6 +150,7 @@ describe("serve options", () => {
       minYield: 0.75,
       yieldRounds: 24,
       throughputGate: true,
+      adaptive: true,
       minSpeedup: 1.08,
       probeTokens: 16,
       reprobe: 32,
@@ -161,13 +162,32 @@ describe("serve options", () => {
       "--spec-min-yield", "0",
       "--spec-yield-rounds", "1",
       "--no-spec-throughput-gate",
+      "--no-spec-adaptive",
       "--spec-min-speedup", "0.5",
       "--spec-gate-probe-tokens", "1",
       "--spec-gate-reprobe", "0",
       "--spec-gate-reprobe-max", "8",
     ).speculation;
-    expect(tuned).toEqual({ directive: "prompt-lookup", draftTokens: 15, minYield: 0, yieldRounds: 1, throughputGate: false, minSpeedup: 0.5, probeTokens: 1, reprobe: 0, reprobeMax: 8 });
+    expect(tuned).toEqual({ directive: "prompt-lookup", draftTokens: 15, minYield: 0, yieldRounds: 1, throughputGate: false, adaptive: false, minSpeedup: 0.5, probeTokens: 1, reprobe: 0, reprobeMax: 8 });
     expect(parse("--speculate", "auto", "--spec-throughput-gate").speculation?.throughputGate).toBe(true);
+    // Each tuning flag falls back to its environment variable, then the default.
+    const fromEnv = parseServeOptions(["--speculate", "auto"], {
+      HOME: "/home/u",
+      SUPERFLUID_SPEC_MIN_YIELD: "0.5",
+      SUPERFLUID_SPEC_LANE_YIELD_ROUNDS: "12",
+      SUPERFLUID_SPEC_GATE: "0",
+      SUPERFLUID_SPEC_ADAPTIVE: "0",
+      SUPERFLUID_SPEC_MIN_SPEEDUP: "1.2",
+      SUPERFLUID_SPEC_GATE_PROBE: "8",
+      SUPERFLUID_SPEC_GATE_REPROBE: "4",
+      SUPERFLUID_SPEC_GATE_REPROBE_MAX: "64",
+    }) as ServeOptions;
+    expect(fromEnv.speculation).toEqual({ directive: "auto", draftTokens: 4, minYield: 0.5, yieldRounds: 12, throughputGate: false, adaptive: false, minSpeedup: 1.2, probeTokens: 8, reprobe: 4, reprobeMax: 64 });
+    // The flag wins over the variable.
+    expect((parseServeOptions(["--speculate", "auto", "--spec-adaptive", "--spec-min-yield", "0.9"], { HOME: "/h", SUPERFLUID_SPEC_ADAPTIVE: "0", SUPERFLUID_SPEC_MIN_YIELD: "0.5" }) as ServeOptions).speculation).toMatchObject({ adaptive: true, minYield: 0.9 });
+    expect(() => parseServeOptions(["--speculate", "auto"], { HOME: "/h", SUPERFLUID_SPEC_GATE: "yes" })).toThrow("SUPERFLUID_SPEC_GATE expects 1 or 0, got 'yes'");
+    expect(() => parse("--speculate", "auto", "--spec-bitexact")).toThrow("--spec-bitexact: llama.cpp has no batch-invariant kernels");
+    expect(parse("--speculate", "auto", "--no-spec-bitexact").speculation).toMatchObject({ directive: "auto" });
     // A re-probe period above the default ceiling raises the ceiling with it.
     expect(parse("--speculate", "auto", "--spec-gate-reprobe", "2000").speculation).toMatchObject({ reprobe: 2000, reprobeMax: 2000 });
   });
@@ -186,6 +206,7 @@ describe("serve options", () => {
       [["--spec-gate-reprobe-max", "0"], "--spec-gate-reprobe-max expects a whole number of at least 1"],
       [["--spec-gate-reprobe", "64", "--spec-gate-reprobe-max", "32"], "--spec-gate-reprobe (64) cannot be above --spec-gate-reprobe-max (32)"],
       [["--spec-throughput-gate", "--no-spec-throughput-gate"], "--spec-throughput-gate and --no-spec-throughput-gate contradict each other"],
+      [["--spec-adaptive", "--no-spec-adaptive"], "--spec-adaptive and --no-spec-adaptive contradict each other"],
       [["--spec-throughput-gate=on"], "--spec-throughput-gate takes no value"],
     ];
     for (const [argv, message] of bad) {

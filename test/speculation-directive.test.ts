@@ -15,6 +15,8 @@ import {
 } from "../src/engine/speculation-directive.ts";
 import { parseWorkerArgs, UsageError } from "../src/worker/args.ts";
 import { fixturePath } from "./support/models.ts";
+import { resolveSampling } from "../src/daemon/sampling-resolve.ts";
+import { parseServeOptions, UsageError as ServeUsageError, type ServeOptions } from "../src/cli/serve-options.ts";
 
 const PLAIN: ModelMemoryKind = { recurrent: false, hybrid: false, slidingWindow: 0 };
 const CANNOT_CUT: [string, ModelMemoryKind, RegExp][] = [
@@ -89,5 +91,23 @@ describe("speculation directive", () => {
     } finally {
       model.free();
     }
+  });
+});
+
+describe("--spec-max-temperature (resolveSampling's model cap)", () => {
+  const model = { temperature: 1.2, topK: 20 };
+  test("caps a temperature that came from the model's defaults", () => {
+    expect(resolveSampling({}, {}, model, 0.5).temperature).toBe(0.5);
+    expect(resolveSampling({}, {}, model, 1.5).temperature).toBe(1.2);
+    expect(resolveSampling({}, {}, model).temperature).toBe(1.2);
+  });
+  test("never a caller's or the operator's, nor the built-in 1.0 when the model names none", () => {
+    expect(resolveSampling({ temperature: 1.1 }, {}, model, 0.5).temperature).toBe(1.1);
+    expect(resolveSampling({}, { temperature: 0.9 }, model, 0.5).temperature).toBe(0.9);
+    expect(resolveSampling({}, {}, {}, 0.5).temperature).toBe(1.0);
+  });
+  test("the flag parses to a number from 0 to 2", () => {
+    expect((parseServeOptions(["--spec-max-temperature", "0.7"], { HOME: "/h" }) as ServeOptions).specMaxTemperature).toBe(0.7);
+    expect(() => parseServeOptions(["--spec-max-temperature", "3"], { HOME: "/h" })).toThrow(ServeUsageError);
   });
 });

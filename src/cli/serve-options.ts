@@ -97,6 +97,8 @@ export interface ServeOptions {
   readyFile?: string;
   /** --speculate auto|prompt-lookup and the --spec-* tuning (docs/cli.md#speculative-decoding); absent = off. */
   speculation?: SpeculationSettings;
+  /** --spec-max-temperature: the cap on a temperature from a speculating model's own defaults. */
+  specMaxTemperature?: number;
 }
 
 const FLAGS: Record<string, FlagSpec> = {
@@ -152,6 +154,11 @@ const FLAGS: Record<string, FlagSpec> = {
   "spec-yield-rounds": { value: true },
   "spec-throughput-gate": {},
   "no-spec-throughput-gate": {},
+  "spec-adaptive": {},
+  "no-spec-adaptive": {},
+  "spec-bitexact": {},
+  "spec-max-temperature": { value: true },
+  "no-spec-bitexact": {},
   "spec-min-speedup": { value: true },
   "spec-gate-probe-tokens": { value: true },
   "spec-gate-reprobe": { value: true },
@@ -254,6 +261,11 @@ in its own worker; the first is the default for requests that name none.
   --spec-throughput-gate / --no-spec-throughput-gate  per lane count, draft only where it is
                           --spec-min-speedup X times faster than plain decode (default on, ${SPECULATION_DEFAULTS.minSpeedup}),
                           measured over --spec-gate-probe-tokens N steps a side (default ${SPECULATION_DEFAULTS.probeTokens})
+  --spec-adaptive / --no-spec-adaptive  the gate also tries the draft depth halved down to 1
+                          and keeps the fastest per lane count (default on)
+  --spec-bitexact         refused: llama.cpp cannot make a speculative decode bit-exact
+  --spec-max-temperature F  cap a temperature that came from the model's own defaults (never a
+                          request's or --temperature's), on a model that speculates
   --spec-gate-reprobe N   measure again N requests after turning it off, doubling up to
                           --spec-gate-reprobe-max N (default ${SPECULATION_DEFAULTS.reprobe}, ${SPECULATION_DEFAULTS.reprobeMax}; 0 = off for good)`;
 
@@ -362,17 +374,42 @@ const SPECULATE_AVAILABLE = "available: off, auto, prompt-lookup, draft-model:<p
 /** Drafters the spec names that only other runtimes run (docs/cli.md#speculative-decoding). */
 const OTHER_RUNTIME_DRAFTERS = /^(mtp-head$|dflash:|dspark:|eagle3:)/;
 
+/** The environment variable each --spec-* tuning flag falls back to (flag, then variable, then default). */
+const SPEC_ENV: Record<string, string> = {
+  "spec-min-yield": "SUPERFLUID_SPEC_MIN_YIELD",
+  "spec-yield-rounds": "SUPERFLUID_SPEC_LANE_YIELD_ROUNDS",
+  "spec-min-speedup": "SUPERFLUID_SPEC_MIN_SPEEDUP",
+  "spec-gate-probe-tokens": "SUPERFLUID_SPEC_GATE_PROBE",
+  "spec-gate-reprobe": "SUPERFLUID_SPEC_GATE_REPROBE",
+  "spec-gate-reprobe-max": "SUPERFLUID_SPEC_GATE_REPROBE_MAX",
+};
+
+/** An on/off switch pair: the flag given, else its variable (1 or 0), else the default. */
+function onOff(switches: Set<string>, name: string, env: Record<string, string | undefined>, variable: string, fallback: boolean): boolean {
+  const on = switches.has(name);
+  const off = switches.has(`no-${name}`);
+  if (on && off) throw new UsageError(`--${name} and --no-${name} contradict each other; give one`);
+  if (on || off) return on;
+  const raw = env[variable];
+  if (raw === undefined) return fallback;
+  if (raw !== "0" && raw !== "1") throw new UsageError(`${variable} expects 1 or 0, got '${raw}'`);
+  return raw === "1";
+}
+
 /**
  * --speculate and the --spec-* flags: undefined when off. The tuning flags are
  * checked whatever the directive, so a typo is caught before it matters.
  */
-function speculationOf(switches: Set<string>, one: (name: string) => string | undefined): SpeculationSettings | undefined {
+function speculationOf(switches: Set<string>, given: (name: string) => string | undefined, env: Record<string, string | undefined>): SpeculationSettings | undefined {
+  const one = (name: string) => given(name) ?? (SPEC_ENV[name] === undefined ? undefined : env[SPEC_ENV[name]!]);
   const opt = (flag: string, o: Parameters<typeof number>[2]) => (one(flag) === undefined ? undefined : number(flag, one(flag)!, o));
   const d = SPECULATION_DEFAULTS;
   const minSpeedup = opt("spec-min-speedup", { min: 0 }) ?? d.minSpeedup;
   if (minSpeedup <= 0) throw new UsageError(`--spec-min-speedup expects a number above 0, got '${one("spec-min-speedup")}'`);
-  if (switches.has("spec-throughput-gate") && switches.has("no-spec-throughput-gate")) {
-    throw new UsageError("--spec-throughput-gate and --no-spec-throughput-gate contradict each other; give one");
+  const throughputGate = onOff(switches, "spec-throughput-gate", env, "SUPERFLUID_SPEC_GATE", d.throughputGate);
+  const adaptive = onOff(switches, "spec-adaptive", env, "SUPERFLUID_SPEC_ADAPTIVE", d.adaptive);
+  if (switches.has("spec-bitexact")) {
+    throw new UsageError("--spec-bitexact: llama.cpp has no batch-invariant kernels, so a speculative decode cannot be made bit-exact with a plain one on this runtime (greedy output is already the same; docs/cli.md#speculative-decoding)");
   }
   const reprobe = opt("spec-gate-reprobe", { int: true, min: 0 }) ?? d.reprobe;
   const reprobeMax = opt("spec-gate-reprobe-max", { int: true, min: 1 }) ?? Math.max(d.reprobeMax, reprobe);
@@ -381,7 +418,8 @@ function speculationOf(switches: Set<string>, one: (name: string) => string | un
     draftTokens: opt("spec-draft-tokens", { int: true, min: 1, max: MAX_DRAFT_TOKENS }) ?? d.draftTokens,
     minYield: opt("spec-min-yield", { min: 0 }) ?? d.minYield,
     yieldRounds: opt("spec-yield-rounds", { int: true, min: 1 }) ?? d.yieldRounds,
-    throughputGate: !switches.has("no-spec-throughput-gate"),
+    throughputGate,
+    adaptive,
     minSpeedup,
     probeTokens: opt("spec-gate-probe-tokens", { int: true, min: 1 }) ?? d.probeTokens,
     reprobe,
@@ -425,7 +463,7 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
   if (one("prefix-blob-budget-mb") !== undefined) {
     throw new UsageError("the llamacpp runtime keeps evicted prefixes as its own state exports and has no prefix blob store; bound them with --host-cache-mb");
   }
-  const speculation = speculationOf(flags.switches, one);
+  const speculation = speculationOf(flags.switches, one, env);
   // -v is the one short flag: the flag parser reads it as a bare argument, so it is taken out here.
   const verbose = flags.switches.has("verbose") || flags.positional.includes("-v");
   const models = [...flags.positional.filter((a) => a !== "-v"), ...(flags.values.get("model") ?? [])];
@@ -479,6 +517,7 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     quiet: flags.switches.has("quiet") || env.SUPERFLUID_QUIET === "1",
     ...(one("ready-file") === undefined ? {} : { readyFile: nonEmpty("ready-file", one("ready-file")!) }),
     ...(speculation ? { speculation } : {}),
+    ...(one("spec-max-temperature") === undefined ? {} : { specMaxTemperature: opt("spec-max-temperature", { min: 0, max: 2 })! }),
     sampling: {
       temperature: opt("temperature", { min: 0, max: 2 }),
       topP: opt("top-p", { min: 0, max: 1 }),

@@ -312,6 +312,7 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     starting: () => starting,
     registry,
     operatorSampling: options.sampling,
+    ...(options.specMaxTemperature === undefined ? {} : { specMaxTemperature: options.specMaxTemperature }),
     maxTokens: options.maxTokens,
     qos: { defaultQos: options.defaultQos, honourHeader: options.qosHeader, allowBatchInvariant: options.allowBatchInvariant },
     keepaliveSec: options.nonstreamKeepalive,

@@ -51,8 +51,16 @@ function resolveRungs(request: Rung, operator: OperatorSampling, model: Sampling
   };
 }
 
-export function resolveSampling(request: RequestSampling, operator: OperatorSampling, model: SamplingDefaults): SamplingSpec {
+/**
+ * A request's sampling: its own values, then the operator's, then the model's.
+ * `modelTemperatureCap` (--spec-max-temperature on a speculating model) caps
+ * a temperature only when it came from the model's defaults: a high default
+ * temperature makes drafts rarely accepted, a caller's choice is kept.
+ */
+export function resolveSampling(request: RequestSampling, operator: OperatorSampling, model: SamplingDefaults, modelTemperatureCap?: number): SamplingSpec {
   const r = resolveRungs(request, operator, model);
+  const fromModel = request.temperature === undefined && operator.temperature === undefined && model.temperature !== undefined;
+  if (fromModel && modelTemperatureCap !== undefined) r.temperature = Math.min(r.temperature, modelTemperatureCap);
   return {
     ...r,
     // seed 0 reads as unseeded: a fresh seed per request.

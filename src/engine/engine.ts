@@ -386,7 +386,7 @@ export class Engine {
     if (this.recent.length > RATE_WINDOW) this.recent.shift();
     // The throughput gate compares pure decode ticks only (a prompt chunk would weigh on either side).
     // Sampling counts too: a draft's positions are each sampled.
-    if (prefilled === 0) this.gates?.observe(outputs.decoding, outputs.drafted, events.tokens.length, performance.now() - staging);
+    if (prefilled === 0) this.gates?.observe(outputs.decoding, outputs.depth, events.tokens.length, performance.now() - staging);
     this.pool.relievePressure();
     return events;
   }
@@ -654,7 +654,7 @@ export class Engine {
    * into more steps (8 decode tokens on sequences 7..0 took 23 ms against
    * 14.5 ms for 0..7, measured here).
    */
-  private stageBatch(): { staged: number; sampled: StagedLane[]; rollback: [KvSequence, number][]; drafted: boolean; decoding: number } {
+  private stageBatch(): { staged: number; sampled: StagedLane[]; rollback: [KvSequence, number][]; depth: number; decoding: number } {
     const chunk = new Map<Lane, number>(); // tokens each lane puts in this tick
     const prefilling: Lane[] = [];
     let decoding = 0;
@@ -689,7 +689,9 @@ export class Engine {
     const ctx = this.context;
     let planned = 0;
     for (const count of chunk.values()) planned += count;
-    const drafts = this.planDrafts(decoding, planned);
+    // The gates' depth for this many decoding lanes (0: plain): what the tick is measured as.
+    const depth = decoding > 0 ? (this.gates?.depth(decoding) ?? 0) : 0;
+    const drafts = this.planDrafts(depth, planned);
     const sampled: StagedLane[] = [];
     const rollback: [KvSequence, number][] = [];
     let n = 0;
@@ -719,20 +721,20 @@ export class Engine {
       }
       this.counters.prefilledTokens += count;
     }
-    return { staged: n, sampled, rollback, drafted: drafts.size > 0, decoding };
+    return { staged: n, sampled, rollback, depth, decoding };
   }
 
   /**
-   * Prompt-lookup drafts for this tick's decoding lanes (src/engine/speculation.ts),
-   * when the gates let `decoding` lanes draft: within the batch's room after
+   * This tick's drafts for the decoding lanes, from prompt lookup
+   * (src/engine/speculation.ts) or the draft model (./draft-model.ts), at most
+   * `depthCap` deep (the gates' depth; 0: none): within the batch's room after
    * the `planned` tokens, each lane's window and the tokens it may still
    * generate, and on a shared pool the cells free beyond the lanes' headroom
    * (a draft never makes a tick pause a lane for space).
    */
-  private planDrafts(decoding: number, planned: number): Map<Lane, number[]> {
+  private planDrafts(depthCap: number, planned: number): Map<Lane, number[]> {
     const drafts = new Map<Lane, number[]>();
-    const config = this.opts.speculation;
-    if (!config || decoding === 0 || !this.gates!.drafting(decoding)) return drafts;
+    if (depthCap === 0) return drafts;
     // One micro-batch still, as without drafts.
     let room = Math.min(this.context.batchSize, this.context.microBatchSize) - planned;
     if (this.pool.shared) room = Math.min(room, this.pool.freeCells - planned - HEADROOM_PER_LANE * this.lanes.size);
@@ -740,7 +742,7 @@ export class Engine {
     for (const lane of this.lanes) {
       if (room <= 0) break;
       if (lane.next === undefined || !lane.drafts || lane.drafts.stopped) continue;
-      const depth = Math.min(config.draftTokens, room, lane.limit - lane.generated - 1, this.window - lane.seq.tokens.length - 1);
+      const depth = Math.min(depthCap, room, lane.limit - lane.generated - 1, this.window - lane.seq.tokens.length - 1);
       if (depth <= 0) continue;
       if (this.drafter) {
         asks.push([lane, { seq: lane.seq.index, held: lane.seq.tokens, next: lane.next, depth }]);

@@ -80,6 +80,7 @@ export function speculationFlags(s: SpeculationSettings): string[] {
     "--spec-min-yield", String(s.minYield),
     "--spec-yield-rounds", String(s.yieldRounds),
     "--spec-throughput-gate", s.throughputGate ? "on" : "off",
+    "--spec-adaptive", s.adaptive ? "on" : "off",
     "--spec-min-speedup", String(s.minSpeedup),
     "--spec-gate-probe-tokens", String(s.probeTokens),
     "--spec-gate-reprobe", String(s.reprobe),

@@ -12,9 +12,9 @@
 //
 // Drafting costs decode work, so gates turn it off where it does not pay:
 // a request whose drafts yield too little stops drafting (the yield floor),
-// and per lane count the tokens per second with and without drafts are
-// compared (the throughput gate), re-measured after a growing number of
-// requests.
+// and per lane count the tokens per second with and without drafts (at each
+// depth the adaptive gate tries) are compared (the throughput gate), an "off"
+// measured again after a growing number of requests.
 
 /** The strategies a worker can run on llama.cpp: drafts from the lane's own context, or from a small model (./draft-model.ts). */
 export type SpecStrategy = "prompt-lookup" | "draft-model";
@@ -29,6 +29,8 @@ export interface SpeculationConfig {
   yieldRounds: number;
   /** Compare speculative and plain decode per lane count (--spec-throughput-gate). */
   throughputGate: boolean;
+  /** The gate also measures shallower drafts and keeps the fastest depth (--spec-adaptive). */
+  adaptive: boolean;
   /** How much faster speculation must be to stay on (--spec-min-speedup). */
   minSpeedup: number;
   /** Decode steps each side of a throughput comparison measures (--spec-gate-probe-tokens). */
@@ -44,6 +46,7 @@ export const SPECULATION_DEFAULTS: Omit<SpeculationConfig, "strategy"> = {
   minYield: 0.75,
   yieldRounds: 24,
   throughputGate: true,
+  adaptive: true,
   minSpeedup: 1.08,
   probeTokens: 16,
   reprobe: 32,
@@ -116,30 +119,43 @@ interface Rate {
 
 /** The throughput gate's state for one lane count. */
 interface LaneCountVerdict {
-  /** Measuring: speculative and plain ticks alternate in blocks until both sides have probeTokens. */
-  spec: Rate;
-  plain: Rate;
-  /** Decided: draft or not, until `until` requests have started (then measured again). */
-  verdict?: "on" | "off";
+  /** Measuring: each probed depth's ticks (0 = plain decoding), until every one has probeTokens. */
+  sides: Map<number, Rate>;
+  /** Decided: the depth to draft at (0 = plain), until `until` requests have started (then measured again). */
+  verdict?: number;
   until?: number;
   /** Requests to wait before the next re-measurement after an "off". */
   backoff: number;
 }
 
 /**
- * Whether to draft this tick, per lane count, and the strategy-wide
- * abandonment of the yield floor. The engine asks `drafting(lanes)` once a
- * tick and reports the tick back with `observe`.
+ * The depths a lane count's probe measures, then plain decoding (0): the
+ * configured depth alone, or with --spec-adaptive that depth halved down to 1
+ * (4 -> 4, 2, 1), the fastest of them kept.
+ */
+export function probeDepths(config: SpeculationConfig): number[] {
+  const depths = [config.draftTokens];
+  if (config.adaptive) for (let d = Math.floor(config.draftTokens / 2); d >= 1; d = Math.floor(d / 2)) depths.push(d);
+  return [...depths, 0];
+}
+
+/**
+ * How deep to draft this tick, per lane count (0 = not at all), and the
+ * strategy-wide abandonment of the yield floor. The engine asks
+ * `depth(lanes)` once a tick and reports the tick back with `observe`.
  */
 export class SpeculationGates {
   private readonly counts = new Map<number, LaneCountVerdict>();
+  private readonly depths: number[];
   private failedRequests = 0;
   private passedRequests = 0;
   /** Two failing requests and none passing: the strategy is abandoned for good. */
   abandoned = false;
   private requests = 0;
 
-  constructor(private readonly config: SpeculationConfig) {}
+  constructor(private readonly config: SpeculationConfig) {
+    this.depths = probeDepths(config);
+  }
 
   /** A request started (re-measurement periods count requests). */
   requestStarted(): void {
@@ -153,40 +169,41 @@ export class SpeculationGates {
     if (this.failedRequests >= 2 && this.passedRequests === 0) this.abandoned = true;
   }
 
-  /** Draft this tick, with `lanes` lanes decoding? */
-  drafting(lanes: number): boolean {
-    if (this.abandoned) return false;
-    if (!this.config.throughputGate) return true;
+  /** The draft depth for this tick with `lanes` lanes decoding; 0 = decode plainly. */
+  depth(lanes: number): number {
+    if (this.abandoned) return 0;
+    if (!this.config.throughputGate) return this.config.draftTokens;
     const state = this.state(lanes);
     if (state.verdict !== undefined) {
-      if (state.until === undefined || this.requests < state.until) return state.verdict === "on";
+      if (state.until === undefined || this.requests < state.until) return state.verdict;
       // Time to measure again.
-      state.verdict = undefined;
-      state.spec = { ticks: 0, tokens: 0, ms: 0 };
-      state.plain = { ticks: 0, tokens: 0, ms: 0 };
+      delete state.verdict;
+      state.sides.clear();
     }
-    // Measuring: probeTokens steps with drafts, then as many without.
-    return !(state.spec.ticks >= this.config.probeTokens && state.plain.ticks < this.config.probeTokens);
+    // Measuring: probeTokens steps at each depth in turn, plain last.
+    return this.depths.find((d) => (state.sides.get(d)?.ticks ?? 0) < this.config.probeTokens) ?? 0;
   }
 
-  /** A decode tick with `lanes` lanes decoding emitted `tokens` tokens in `ms`; `drafted`: it carried drafts. */
-  observe(lanes: number, drafted: boolean, tokens: number, ms: number): void {
+  /** A pure decode tick with `lanes` lanes decoding, asked to draft `depth` deep (0: plain), emitted `tokens` tokens in `ms`. */
+  observe(lanes: number, depth: number, tokens: number, ms: number): void {
     if (!this.config.throughputGate || this.abandoned || tokens === 0) return;
     const state = this.state(lanes);
     if (state.verdict !== undefined) return;
-    const side = drafted ? state.spec : state.plain;
+    let side = state.sides.get(depth);
+    if (!side) state.sides.set(depth, (side = { ticks: 0, tokens: 0, ms: 0 }));
     side.ticks++;
     side.tokens += tokens;
     side.ms += ms;
     const p = this.config.probeTokens;
-    if (state.spec.ticks < p || state.plain.ticks < p) return;
-    const speedup = state.spec.tokens / state.spec.ms / (state.plain.tokens / state.plain.ms);
-    if (speedup >= this.config.minSpeedup) {
-      state.verdict = "on";
+    if (this.depths.some((d) => (state.sides.get(d)?.ticks ?? 0) < p)) return;
+    const rate = (d: number) => state.sides.get(d)!.tokens / state.sides.get(d)!.ms;
+    const best = this.depths.filter((d) => d > 0).reduce((a, b) => (rate(b) > rate(a) ? b : a));
+    if (rate(best) >= this.config.minSpeedup * rate(0)) {
+      state.verdict = best;
       delete state.until;
       state.backoff = this.config.reprobe;
     } else {
-      state.verdict = "off";
+      state.verdict = 0;
       if (this.config.reprobe > 0) {
         state.until = this.requests + state.backoff;
         state.backoff = Math.min(state.backoff * 2, this.config.reprobeMax);
@@ -197,7 +214,7 @@ export class SpeculationGates {
   private state(lanes: number): LaneCountVerdict {
     let state = this.counts.get(lanes);
     if (!state) {
-      state = { spec: { ticks: 0, tokens: 0, ms: 0 }, plain: { ticks: 0, tokens: 0, ms: 0 }, backoff: Math.max(1, this.config.reprobe) };
+      state = { sides: new Map(), backoff: Math.max(1, this.config.reprobe) };
       this.counts.set(lanes, state);
     }
     return state;

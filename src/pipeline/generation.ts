@@ -11,6 +11,8 @@ import { invalidRequest, RequestError } from "./request-error.ts";
 /** What the operator set for every request (serve flags). */
 export interface GenerationDefaults {
   operatorSampling: OperatorSampling;
+  /** --spec-max-temperature: caps a temperature from the model's own defaults, on a model that speculates. */
+  specMaxTemperature?: number;
   /** --max-tokens: the cap when a request names none. */
   maxTokens?: number;
 }
@@ -86,7 +88,12 @@ export function generateRequest(defaults: GenerationDefaults, model: ServedModel
   return {
     ...set,
     prompt,
-    sampling: resolveSampling(sampling, defaults.operatorSampling, model.info.sampling),
+    sampling: resolveSampling(
+      sampling,
+      defaults.operatorSampling,
+      model.info.sampling,
+      model.worker.info.speculation === "off" ? undefined : defaults.specMaxTemperature,
+    ),
     maxTokens: replyCap(model, prompt.length, maxTokens, defaultMaxTokens ?? defaults.maxTokens),
     ignoreEos: ignoreEos ?? false,
     ...(bannedTokens?.length ? { bannedTokens } : {}),

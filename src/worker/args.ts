@@ -2,7 +2,7 @@
 // [--max-context N|auto] [--kv-pool N] [--threads N] [--prefill-budget N] [--host-cache-mb N]
 // [--pressure-high PCT] [--pressure-low PCT] [--pin-budget-pct PCT]
 // [--class-lanes class=N,...] [--starvation-ticks N] [--speculate auto|prompt-lookup|draft-model:PATH
-// --spec-draft-tokens N --spec-min-yield X --spec-yield-rounds N --spec-throughput-gate on|off
+// --spec-draft-tokens N --spec-min-yield X --spec-yield-rounds N --spec-throughput-gate on|off --spec-adaptive on|off
 // --spec-min-speedup X --spec-gate-probe-tokens N --spec-gate-reprobe N --spec-gate-reprobe-max N]`.
 // The daemon checked every value the user gave (src/cli/serve-options.ts); these checks guard the IPC boundary.
 import { parseLaneCaps, type ClassLanes } from "../engine/scheduler.ts";
@@ -129,6 +129,10 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
       case "--spec-throughput-gate":
         if (value !== "on" && value !== "off") throw new UsageError(`${flag} needs on or off, got ${value ?? "nothing"}`);
         tuning.throughputGate = value === "on";
+        break;
+      case "--spec-adaptive":
+        if (value !== "on" && value !== "off") throw new UsageError(`${flag} needs on or off, got ${value ?? "nothing"}`);
+        tuning.adaptive = value === "on";
         break;
       case "--spec-min-speedup":
         tuning.minSpeedup = positiveNumber(flag, value);

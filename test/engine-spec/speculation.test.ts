@@ -7,7 +7,7 @@ import { Engine, type GenerateJob } from "../../src/engine/engine.ts";
 import type { SpecTally } from "../../src/engine/jobs.ts";
 import { LlamaModel } from "../../src/engine/model.ts";
 import { GREEDY, type SamplingSpec } from "../../src/engine/sampling.ts";
-import { lookupDraft, RequestYield, SPECULATION_DEFAULTS, SpeculationGates, type SpeculationConfig } from "../../src/engine/speculation.ts";
+import { lookupDraft, probeDepths, RequestYield, SPECULATION_DEFAULTS, SpeculationGates, type SpeculationConfig } from "../../src/engine/speculation.ts";
 import { draftIncompatibility, ModelDrafter } from "../../src/engine/draft-model.ts";
 import { fixturePath } from "../support/models.ts";
 
@@ -59,10 +59,10 @@ describe("gates", () => {
     expect(poor.round(4, 1)).toBe("fail");
     expect(poor.stopped).toBe(true);
     gates.judged("fail");
-    expect(gates.drafting(1)).toBe(true);
+    expect(gates.depth(1)).toBe(4);
     gates.judged("fail");
     expect(gates.abandoned).toBe(true);
-    expect(gates.drafting(1)).toBe(false);
+    expect(gates.depth(1)).toBe(0);
     const good = new RequestYield(config);
     for (let i = 0; i < 3; i++) good.round(4, 2);
     expect(good.round(4, 2)).toBe("pass");
@@ -77,29 +77,45 @@ describe("gates", () => {
   });
 
   test("the throughput gate measures both sides per lane count and turns drafting off where it is slower, measuring again after more requests", () => {
-    const gates = new SpeculationGates({ ...CONFIG, probeTokens: 2, reprobe: 2, reprobeMax: 4 });
+    const gates = new SpeculationGates({ ...CONFIG, adaptive: false, probeTokens: 2, reprobe: 2, reprobeMax: 4 });
     const run = (lanes: number, specRate: number, plainRate: number) => {
-      // until a verdict: speculative ticks then plain ones (tokens per ms as given)
+      // until a verdict: speculative ticks, then plain ones (tokens per ms as given)
       for (let i = 0; i < 10; i++) {
-        const drafted = gates.drafting(lanes);
-        gates.observe(lanes, drafted, drafted ? specRate : plainRate, 1);
+        const depth = gates.depth(lanes);
+        gates.observe(lanes, depth, depth > 0 ? specRate : plainRate, 1);
       }
     };
     run(8, 9, 10); // 0.9x: off at 8 lanes
-    expect(gates.drafting(8)).toBe(false);
+    expect(gates.depth(8)).toBe(0);
     run(1, 20, 10); // 2x: on at 1 lane
-    expect(gates.drafting(1)).toBe(true);
-    expect(gates.drafting(8)).toBe(false);
+    expect(gates.depth(1)).toBe(4);
+    expect(gates.depth(8)).toBe(0);
     // Two requests later, 8 lanes is measured again (a speculative tick first).
     gates.requestStarted();
     gates.requestStarted();
-    expect(gates.drafting(8)).toBe(true);
+    expect(gates.depth(8)).toBe(4);
   });
 
-  test("without the throughput gate, drafting stays on", () => {
+  test("adaptive: the probe tries the depth halved down to 1, then plain, and keeps the fastest depth", () => {
+    const config = { ...CONFIG, draftTokens: 8, probeTokens: 2 };
+    expect(probeDepths(config)).toEqual([8, 4, 2, 1, 0]);
+    expect(probeDepths({ ...config, adaptive: false })).toEqual([8, 0]);
+    const gates = new SpeculationGates(config);
+    const rate: Record<number, number> = { 8: 11, 4: 15, 2: 13, 1: 12, 0: 10 };
+    const seen: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const depth = gates.depth(1);
+      seen.push(depth);
+      gates.observe(1, depth, rate[depth]!, 1);
+    }
+    expect(seen.slice(0, 10)).toEqual([8, 8, 4, 4, 2, 2, 1, 1, 0, 0]);
+    expect(gates.depth(1)).toBe(4);
+  });
+
+  test("without the throughput gate, drafting stays on at the configured depth", () => {
     const gates = new SpeculationGates({ ...CONFIG, throughputGate: false });
-    for (let i = 0; i < 100; i++) gates.observe(8, i % 2 === 0, 1, 100);
-    expect(gates.drafting(8)).toBe(true);
+    for (let i = 0; i < 100; i++) gates.observe(8, i % 2 === 0 ? 4 : 0, 1, 100);
+    expect(gates.depth(8)).toBe(4);
   });
 });
 
