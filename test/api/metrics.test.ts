@@ -4,7 +4,7 @@
 // buckets, and counters across a worker killed mid-life.
 import { describe, expect, test } from "bun:test";
 import parse, { type ParsedFamily } from "parse-prometheus-text-format";
-import { readSse, useServer } from "./support.ts";
+import { postJson, readSse, useServer } from "./support.ts";
 
 const s = useServer();
 const user = (content: string) => [{ role: "user" as const, content }];
@@ -128,7 +128,9 @@ describe("/metrics", () => {
   });
 
   test("counters only grow across a worker kill", async () => {
-    await s.client.chat.completions.create({ model: s.model, messages: user("before the kill"), max_tokens: 4 });
+    // Four tokens each, whatever is sampled (an end-of-turn first token would decode nothing).
+    const fourTokens = (text: string) => postJson(s, "/v1/chat/completions", { model: s.model, messages: user(text), max_tokens: 4, temperature: 0, ignore_eos: true });
+    expect((await fourTokens("before the kill")).json.usage.completion_tokens).toBe(4);
     const before = await scrape();
     const worker = s.server.registry.default!.worker;
     const pid = worker.pid!;
@@ -136,7 +138,7 @@ describe("/metrics", () => {
     // The next request waits for the replacement worker.
     while (worker.pid === pid) await Bun.sleep(20);
     expect((await fetch(`${s.url}/health`)).status).toBe(200);
-    await s.client.chat.completions.create({ model: s.model, messages: user("after the kill"), max_tokens: 4 });
+    expect((await fourTokens("after the kill")).json.usage.completion_tokens).toBe(4);
     const after = await scrape();
 
     const counters = new Set(before.filter((f) => f.type === "COUNTER").map((f) => f.name));
