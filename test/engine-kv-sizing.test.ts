@@ -19,7 +19,7 @@ describe("cell ledger", () => {
     c.tokens.push(1, 2, 3); // c appends its own cells
     expect(cellsInUse([a, b, c])).toBe(153);
     a.tokens.length = 40; // a cut below what c shares: c still holds 40..80
-    cutCells(a);
+    cutCells(a, [b, c]);
     expect(cellsInUse([a, b, c])).toBe(133);
     a.tokens.push(...Array.from({ length: 60 }, () => 9)); // new cells at 40..100, not c's
     expect(cellsInUse([a, b, c])).toBe(193);
@@ -45,7 +45,8 @@ describe("cell ledger", () => {
         const len = next(s.cells.length + 1);
         s.owner.tokens.length = len;
         s.cells.length = len;
-        cutCells(s.owner);
+        // The cut says who else holds cells: a lineage no copy reaches past the cut is kept.
+        cutCells(s.owner, seqs.filter((o) => o !== s).map((o) => o.owner));
       } else if (op === 2) {
         const src = seqs[next(seqs.length)]!;
         if (src === s) continue;

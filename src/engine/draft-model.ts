@@ -109,14 +109,14 @@ export class ModelDrafter {
         going.forEach((r, i) => drafts.get(r.seq)!.push(this.argmax(i)));
       }
     } catch {
-      this.reset();
+      this.release(new Set());
       this.resting = REST_AFTER_FAILURE;
       return new Map();
     }
     return drafts;
   }
 
-  /** Empties the sequences no request names. */
+  /** Empties the sequences no request names (all of them for an empty set). */
   private release(requested: ReadonlySet<number>): void {
     this.held.forEach((held, seq) => {
       if (held.length === 0 || requested.has(seq)) return;
@@ -176,13 +176,6 @@ export class ModelDrafter {
     let best = 0;
     for (let t = 1; t < logits.length; t++) if (logits[t]! > logits[best]!) best = t;
     return best;
-  }
-
-  private reset(): void {
-    for (let seq = 0; seq < this.held.length; seq++) {
-      this.context.truncate(seq, 0);
-      this.held[seq] = [];
-    }
   }
 
   close(): void {

@@ -804,7 +804,7 @@ export class Engine {
         const verdict = lane.drafts!.round(draft.length, accepted);
         if (verdict) this.gates!.judged(verdict);
         // The KV keeps the inputs the emitted tokens were sampled after, never the lane's next input.
-        this.pool.dropTail(lane.seq, before + Math.max(out.length, 1));
+        this.pool.cutTo(lane.seq, before + Math.max(out.length, 1));
       }
       for (const token of out) {
         lane.generated++;

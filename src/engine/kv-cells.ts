@@ -47,12 +47,23 @@ function runsOf(seq: CellOwner): Run[] {
 
 /**
  * The sequence was cut to its current length (call after cutting its
- * tokens). What it keeps of its own lineage becomes a borrowed run, and it
- * appends under a new lineage from now on: another sequence may hold the old
- * lineage's cells past the cut.
+ * tokens). When one of `others` may hold its own lineage's cells past the
+ * cut (a copy made from it), what it keeps of that lineage becomes a borrowed
+ * run and it appends under a new lineage from now on. When none does (a
+ * rejected draft cut off the cells the last decode wrote), the cells past the
+ * cut are gone everywhere and the lineage stays as it is, so repeated cuts
+ * do not pile up runs. Without `others` a copy is assumed.
  */
-export function cutCells(seq: CellOwner): void {
-  seq.cells = seq.tokens.length === 0 ? emptyCells() : { borrowed: runsOf(seq), base: seq.tokens.length, lineage: nextLineage++ };
+export function cutCells(seq: CellOwner, others?: Iterable<CellOwner>): void {
+  const n = seq.tokens.length;
+  if (others && n >= seq.cells.base && !borrowsPast(others, seq.cells.lineage, n)) return;
+  seq.cells = n === 0 ? emptyCells() : { borrowed: runsOf(seq), base: n, lineage: nextLineage++ };
+}
+
+/** One of the owners holds cells of `lineage` at positions from `from` on. */
+function borrowsPast(owners: Iterable<CellOwner>, lineage: number, from: number): boolean {
+  for (const o of owners) if (o.cells.borrowed.some((r) => r.lineage === lineage && Math.min(r.to, o.tokens.length) > from)) return true;
+  return false;
 }
 
 /** `dst` now holds positions [0, length) of `src` in the same cells (a copy inside a shared pool). */

@@ -346,18 +346,6 @@ export class KvPool {
     this.cache.clearHost();
   }
 
-  /**
-   * Cuts cells the last decode wrote past `length` (a rejected draft). No copy
-   * of them can exist yet (copies are made at admission, before a decode), so
-   * when they are the sequence's own lineage it stays whole instead of
-   * starting a new one per cut (cutTo), which would add a run every tick.
-   */
-  dropTail(seq: KvSequence, length: number): void {
-    if (length >= seq.tokens.length) return;
-    if (length >= seq.cells.base && this.context.truncate(seq.index, length)) seq.tokens.length = length;
-    else this.cutTo(seq, length);
-  }
-
   /** Cuts a sequence back to `length` tokens; a memory that cannot cut mid-sequence (recurrent, hybrid) is emptied. */
   cutTo(seq: KvSequence, length: number): void {
     if (length >= seq.tokens.length) return;
@@ -366,7 +354,10 @@ export class KvPool {
       this.context.truncate(seq.index, 0);
       seq.tokens = [];
     }
-    cutCells(seq);
+    cutCells(
+      seq,
+      this.sequences.filter((s) => s !== seq),
+    );
   }
 }
 
