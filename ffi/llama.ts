@@ -58,6 +58,7 @@ const llamaSymbols = {
   llama_tokenize: { args: ["ptr", "ptr", "i32", "ptr", "i32", "bool", "bool"], returns: "i32" },
   llama_token_to_piece: { args: ["ptr", "i32", "ptr", "i32", "i32", "bool"], returns: "i32" },
   llama_sampler_chain_add: { args: ["ptr", "ptr"], returns: "void" },
+  llama_sampler_chain_remove: { args: ["ptr", "i32"], returns: "ptr" },
   llama_sampler_init_greedy: { args: [], returns: "ptr" },
   llama_sampler_init_dist: { args: ["u32"], returns: "ptr" },
   llama_sampler_init_top_k: { args: ["i32"], returns: "ptr" },

@@ -85,6 +85,15 @@ describe("serve options", () => {
     expect(() => parse("--pressure-high", "60", "--pressure-low", "70")).toThrow("--pressure-low (70) cannot be above --pressure-high (60)");
   });
 
+  test("parking flags: off by default, a 20 GB budget per park directory, refused beside --sessions-cache", () => {
+    expect(parse()).toMatchObject({ park: false, parkBudgetGb: 20 });
+    expect(parse("--park", "--park-budget-gb", "0.5")).toMatchObject({ park: true, parkBudgetGb: 0.5 });
+    expect(parse("--no-park", "--park-budget-gb=0")).toMatchObject({ park: false, parkBudgetGb: 0 });
+    expect(() => parse("--park-budget-gb", "-1")).toThrow("--park-budget-gb expects a number of at least 0");
+    expect(() => parse("--park", "--no-park")).toThrow("--park and --no-park contradict each other");
+    expect(() => parse("--park", "--sessions-cache")).toThrow("--park cannot be combined with --sessions-cache");
+  });
+
   test("scheduling and QoS flags: defaults", () => {
     const o = parse();
     expect(o).toMatchObject({

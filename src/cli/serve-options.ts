@@ -9,6 +9,7 @@ import { DEFAULT_QOS, QOS_NAMES, type ClassLanes, type QosClass } from "../engin
 import { MAX_DRAFT_TOKENS, SPECULATION_DEFAULTS } from "../engine/speculation.ts";
 import type { SpeculationSettings } from "../engine/speculation-directive.ts";
 import { isHeaderSafeSecret, KeyPolicyError, readKeyPolicy, SECRET_CHARACTERS, type PolicyKey } from "../http/auth/key-policy.ts";
+import { isLoopbackName } from "../http/origin-guard.ts";
 import { parseClassLanes, parseQos } from "../http/qos.ts";
 import { physicalCores } from "../engine/threads.ts";
 import { FlagError, parseFlags, type FlagSpec } from "./flags.ts";
@@ -28,6 +29,8 @@ export interface ServeOptions {
   rateLimitRpm: number;
   /** --web-origin (repeatable): page origins, besides this machine's, whose requests are let in. */
   webOrigins: string[];
+  /** --web HOST:PORT: the session API's own listener for browser front-ends (docs/api/sessions.md); loopback only. */
+  web?: { host: string; port: number };
   maxBatch: number;
   /**
    * --max-context N: tokens per conversation, each sequence its own KV buffer.
@@ -66,6 +69,10 @@ export interface ServeOptions {
   sessions: string;
   /** --sessions-cache: start a fresh log on each start, keeping the previous as wal.log.prev. */
   sessionsCache: boolean;
+  /** --park: seal a finishing session generation's KV under <sessions>/park for its next generation (docs/cli.md#parking). */
+  park: boolean;
+  /** --park-budget-gb: bound of each park directory, oldest artifacts evicted first (0 = unbounded). */
+  parkBudgetGb: number;
   /** --files-max-bytes: all /v1/files uploads together (undefined = unbounded). */
   filesMaxBytes?: number;
   /** --files-expiry: seconds an uploaded file lives (undefined = forever). */
@@ -110,6 +117,7 @@ const FLAGS: Record<string, FlagSpec> = {
   "key-policy": { value: true },
   "rate-limit": { value: true },
   "web-origin": { value: true, repeatable: true },
+  web: { value: true },
   "max-batch": { value: true, aliases: ["max-batch-size"] },
   "max-context": { value: true },
   "kv-pool": { value: true },
@@ -165,6 +173,9 @@ const FLAGS: Record<string, FlagSpec> = {
   "spec-gate-reprobe-max": { value: true },
   "kv-bits": { value: true },
   "park-lossy": {},
+  park: {},
+  "no-park": {},
+  "park-budget-gb": { value: true },
   temperature: { value: true },
   "top-p": { value: true },
   "top-k": { value: true },
@@ -192,6 +203,7 @@ in its own worker; the first is the default for requests that name none.
   --key-policy FILE       keys with names, classes, limits and scopes (JSON; see
                           docs/api/key-policy.md); checked at startup
   --rate-limit RPM        requests a minute per client IP (default 0 = off)
+  --web HOST:PORT         serve the session API and the chat page on this loopback address (docs/api/sessions.md)
   --web-origin URL        also let in requests from this page origin (repeatable)
   --max-batch N           concurrent lanes (default 8)
   --max-context N|auto    tokens per conversation (prompt and reply), floor 512. N: each
@@ -225,6 +237,9 @@ in its own worker; the first is the default for requests that name none.
   --completion-burst N    FIM bucket size per client (default 20)
   --sessions DIR          session store (default ~/.superfluid/sessions); one server per directory
   --sessions-cache        start a fresh session log on each start (the previous is kept as wal.log.prev)
+  --park / --no-park      seal a session's KV to <sessions>/park when its generation ends, so
+                          the next one on it restores instead of prefilling (default off)
+  --park-budget-gb N      size bound of each park directory, oldest first out (default 20; 0 = none)
   --files-max-bytes N     bytes all /v1/files uploads may take together (default unbounded;
                           one upload is at most 512 MiB either way)
   --files-expiry SEC      delete an uploaded file SEC seconds after its upload (default never)
@@ -285,6 +300,17 @@ function number(flag: string, raw: string, opts: { int?: boolean; min?: number; 
 function nonEmpty(flag: string, raw: string): string {
   if (raw.trim() === "") throw new UsageError(`--${flag} expects a path, got ''`);
   return raw;
+}
+
+/** --web: a loopback HOST:PORT (port 0: any free port); another host is refused at start. */
+function webAddress(raw: string): { host: string; port: number } {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(raw.trim());
+  if (!m) throw new UsageError(`--web expects HOST:PORT (e.g. 127.0.0.1:8081), got '${raw}'`);
+  const host = m[1]!.replace(/^\[(.*)\]$/, "$1");
+  const port = Number(m[2]);
+  if (port > 65535) throw new UsageError(`--web: port ${port} is out of range`);
+  if (!isLoopbackName(host)) throw new UsageError(`--web ${raw}: the session API listener is loopback only (127.0.0.1, ::1 or localhost); put a reverse proxy in front to reach it from elsewhere`);
+  return { host, port };
 }
 
 /** --web-origin: an http(s) origin, kept as `scheme://host[:port]`. */
@@ -459,6 +485,9 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     throw new UsageError("the llamacpp runtime keeps its KV type per context and exposes no such knob");
   }
   if (flags.switches.has("park-lossy")) throw new UsageError("the llamacpp runtime exports no lossy encoding");
+  if (flags.switches.has("park") && flags.switches.has("no-park")) throw new UsageError("--park and --no-park contradict each other; give one");
+  // A log treated as a cache forgets the sessions whose KV the artifacts would restore.
+  if (flags.switches.has("park") && flags.switches.has("sessions-cache")) throw new UsageError("--park cannot be combined with --sessions-cache");
   // A baseRT knob (docs/cli.md#accepted-and-refused-flags): llama.cpp's evicted prefixes are its own state exports, bounded by --host-cache-mb.
   if (one("prefix-blob-budget-mb") !== undefined) {
     throw new UsageError("the llamacpp runtime keeps evicted prefixes as its own state exports and has no prefix blob store; bound them with --host-cache-mb");
@@ -480,6 +509,7 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     ...keys(flags.values.get("api-key") ?? [], one("key-policy"), env),
     rateLimitRpm: opt("rate-limit", { int: true, min: 0, max: 1_000_000 }) ?? 0,
     webOrigins: (flags.values.get("web-origin") ?? []).map(webOrigin),
+    ...(one("web") === undefined ? {} : { web: webAddress(one("web")!) }),
     maxBatch,
     ...maxContext(one("max-context")),
     ...(one("kv-pool") === undefined ? {} : { kvPool: Math.max(512, opt("kv-pool", { int: true, min: 1 })!) }),
@@ -500,6 +530,8 @@ export function parseServeOptions(argv: string[], env = process.env): ServeOptio
     completionBurst: opt("completion-burst", { int: true, min: 1 }) ?? 20,
     sessions: one("sessions") ?? env.SUPERFLUID_SESSIONS ?? join(superfluidHome(env), "sessions"),
     sessionsCache: flags.switches.has("sessions-cache"),
+    park: flags.switches.has("park"),
+    parkBudgetGb: opt("park-budget-gb", { min: 0 }) ?? 20,
     ...(one("files-max-bytes") === undefined ? {} : { filesMaxBytes: opt("files-max-bytes", { int: true, min: 0 }) }),
     ...(one("files-expiry") === undefined ? {} : { filesExpirySec: opt("files-expiry", { int: true, min: 1, max: 2 ** 31 - 1 }) }),
     // setInterval takes at most 2^31-1 ms.

@@ -19,6 +19,11 @@ import { createApp } from "../http/app.ts";
 import { runBatchEmbedding, runBatchLine } from "../http/openai/batches.ts";
 import type { ServerContext } from "../http/server-context.ts";
 import { listen, type Listener } from "../http/listener.ts";
+import { ServerMetrics } from "../http/metrics.ts";
+import { SessionService } from "../session-api/service.ts";
+import { sweepParkDir } from "../sessions/park-budget.ts";
+import { mintToken, WebAuth } from "../web/auth.ts";
+import { startWebListener, type WebListener } from "../web/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
 import { RequestGate } from "../http/auth/gate.ts";
 import { KeyRing } from "../http/auth/keyring.ts";
@@ -324,7 +329,8 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   };
   const keys = new KeyRing(options.apiKeys, options.policyKeys);
   const gate = new RequestGate(keys, options.rateLimitRpm);
-  const app = createApp(ctx, { bind: options.host, authenticated: keys.enabled, origins: options.webOrigins }, gate);
+  const metrics = new ServerMetrics(registry, gate);
+  const app = createApp(ctx, { bind: options.host, authenticated: keys.enabled, origins: options.webOrigins }, gate, metrics);
   const startup = new StartupGate(app);
   let listener: Listener;
   try {
@@ -375,6 +381,18 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     await registry.close();
     throw err;
   }
+  let web: WebListener | undefined;
+  if (options.web) {
+    try {
+      web = startSessionListener(options, options.web, sessions, ctx, primaryId, metrics, log);
+    } catch (err) {
+      await startup.failed(err as Error);
+      await listener.close();
+      files.close();
+      await registry.close();
+      throw new Error(`cannot listen on ${options.web.host}:${options.web.port} (--web): ${(err as Error).message}`);
+    }
+  }
   starting = false;
   startup.ready();
   log(authLine(options, loopback));
@@ -390,6 +408,7 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       // Scripts waiting on the ready file must not take a stopped server for a running one
       // (removed only while it is ours: a newer server may have written it since).
       if (options.readyFile !== undefined) removeOwnReadyFile(options.readyFile, url);
+      await web?.close();
       await listener.close();
       // Lines in flight are aborted, not failed: the batches resume on the next start.
       await batches.stop();
@@ -400,6 +419,41 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       await sessions.close().catch((err: Error) => log(`superfluid: the session log could not take its last records: ${err.message}`));
     },
   };
+}
+
+/**
+ * --web: the session API's listener (docs/api/sessions.md) on the first
+ * model's session log, with a token minted for this start. The URL printed
+ * carries the token in its fragment, which a browser never sends to a server:
+ * the chat page reads it from there.
+ */
+function startSessionListener(
+  options: ServeOptions,
+  address: { host: string; port: number },
+  sessions: SessionStore,
+  ctx: ServerContext,
+  primaryId: string,
+  metrics: ServerMetrics,
+  log: (line: string) => void,
+): WebListener {
+  const park = options.park ? join(options.sessions, "park") : undefined;
+  const budget = options.parkBudgetGb * 1024 ** 3;
+  const service = new SessionService({
+    store: sessions,
+    model: async () => {
+      const model = await ctx.registry.resolve(primaryId);
+      if (!model) throw new RequestError(503, `model '${primaryId}' is not served`, "model_not_found");
+      return model;
+    },
+    defaults: { operatorSampling: options.sampling, ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }) },
+    ...(park ? { park: { dir: park, sweep: () => void sweepParkDir(park, budget) } } : {}),
+    completionBuckets: new TokenBuckets(options.completionRate, options.completionBurst),
+    metricsText: () => metrics.scrape(),
+  });
+  const { token, path } = mintToken(options.sessions);
+  const web = startWebListener({ host: address.host, port: address.port, service, auth: (port) => new WebAuth(token, options.webOrigins, port) });
+  log(`superfluid: session API at ${web.url}/web (token in ${path}); chat page: ${web.url}/#token=${token}`);
+  return web;
 }
 
 /**

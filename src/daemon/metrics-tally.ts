@@ -19,6 +19,8 @@ export const ENGINE_COUNTERS = {
   pinsYielded: (s: EngineSnapshot) => s.pins.yielded,
   specProposed: (s: EngineSnapshot) => s.specProposed,
   specAccepted: (s: EngineSnapshot) => s.specAccepted,
+  parks: (s: EngineSnapshot) => s.parks,
+  parkResumes: (s: EngineSnapshot) => s.parkResumes,
 };
 
 export type EngineCounterName = keyof typeof ENGINE_COUNTERS;

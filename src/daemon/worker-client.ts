@@ -288,14 +288,20 @@ export class WorkerClient {
     return this.opts.journal?.failure ?? null;
   }
 
-  /** Starts a generation; `durable: false` keeps it out of the journal (FIM completions, docs/api/openai.md#fill-in-the-middle). */
-  generate(req: GenerateRequest, opts: { durable?: boolean } = {}): Generation {
+  /**
+   * Starts a generation; `durable: false` keeps it out of the journal (FIM
+   * completions, docs/api/openai.md#fill-in-the-middle). `journaled: false`
+   * (a session-API generation) is durable but recorded by its caller, into
+   * the session it continues (src/session-api/generation.ts): its tokens are
+   * still delivered only after a journal flush.
+   */
+  generate(req: GenerateRequest, opts: { durable?: boolean; journaled?: boolean } = {}): Generation {
     if (this.info && !this.info.capabilities.generate) {
       throw unsupportedModel(`this model is an embedding model: it serves /v1/embeddings and /v1/rerank, not text generation`);
     }
     const id = randomUUID();
     const job = { type: "generate" as const, ...req, id, ignoreEos: req.ignoreEos ?? false };
-    if (opts.durable !== false) {
+    if (opts.durable !== false && opts.journaled !== false) {
       try {
         this.opts.journal?.begin(id, job);
       } catch (err) {

@@ -236,6 +236,8 @@ export class Embedder {
       adapterSwitches: 0,
       specProposed: 0,
       specAccepted: 0,
+      parks: 0,
+      parkResumes: 0,
       prefixCache: { poolEntries: 0, hostEntries: 0, hostBytes: 0, hostBudgetBytes: 0, spills: 0, imports: 0, importFailures: 0, hostEvictions: 0 },
       pins: { count: 0, tokens: 0, budgetTokens: 0, yielded: 0 },
       decodeRate: 0,

@@ -16,6 +16,7 @@ import type { EngineSnapshot, FinishReason, GenerateJob, TickEvents } from "./jo
 import { KvPool, sequencesFor, type KvSequence } from "./kv-pool.ts";
 import { GrammarError, SamplerChain } from "./sampling.ts";
 import { commonPrefix } from "./token-prefix.ts";
+import { modelIdentity, openPark, sealPark } from "./park.ts";
 import { lookupDraft, RequestYield, SpeculationGates, type SpeculationConfig } from "./speculation.ts";
 import { ModelDrafter, type DraftRequest } from "./draft-model.ts";
 import { ClassQueues, DEFAULT_QOS, PrefillBudget, preempts, QOS, QOS_NAMES, type ClassLanes, type QosClass } from "./scheduler.ts";
@@ -88,6 +89,8 @@ interface Lane {
   seq: KvSequence;
   chain: SamplerChain;
   cachedTokens: number;
+  /** Of cachedTokens, those restored from a park artifact (GenerateJob.resume). */
+  resumedTokens?: number;
   generated: number;
   limit: number;
   /** Next token to feed while decoding; undefined while the prompt is still prefilling. */
@@ -169,7 +172,11 @@ export class Engine {
     adapterSwitches: 0,
     specProposed: 0,
     specAccepted: 0,
+    parks: 0,
+    parkResumes: 0,
   };
+  /** modelIdentity() of the model, for park artifacts (computed at the first park or resume). */
+  private parkIdentity?: string;
   /** Speculation's gates, when it is on. */
   private readonly gates?: SpeculationGates;
   /** The draft model's drafter, under the "draft-model" strategy; prompt lookup otherwise. */
@@ -401,6 +408,7 @@ export class Engine {
   }
 
   private finish(events: TickEvents, lane: Lane, reason: FinishReason, error?: string, clientError = false): void {
+    const parked = reason === "stop" || reason === "length" || reason === "cancelled" ? this.seal(lane) : undefined;
     this.lanes.delete(lane);
     this.pool.release(lane.seq);
     lane.chain.free();
@@ -413,6 +421,8 @@ export class Engine {
       ...(error ? { error } : {}),
       ...(clientError ? { clientError } : {}),
       ...(lane.drafts && lane.drafts.proposed > 0 ? { spec: { proposed: lane.drafts.proposed, accepted: lane.drafts.accepted } } : {}),
+      ...(parked ? { parked } : {}),
+      ...(lane.resumedTokens !== undefined ? { resumedTokens: lane.resumedTokens } : {}),
     });
   }
 
@@ -438,6 +448,7 @@ export class Engine {
       promptTokens: q.job.prompt.length,
       cachedTokens: paused?.cachedTokens ?? 0,
       completionTokens: paused?.generated ?? 0,
+      ...(paused?.resumedTokens !== undefined ? { resumedTokens: paused.resumedTokens } : {}),
     });
   }
 
@@ -536,14 +547,15 @@ export class Engine {
       // under a grammar, whose only way to finish is one.
       const banned = [...(job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : []), ...(job.bannedTokens ?? [])];
       const grammar = job.grammar === undefined ? undefined : { gbnf: job.grammar, trigger: job.grammarTrigger };
-      chain = new SamplerChain(this.model, job.sampling, job.prompt, grammar, banned);
+      chain = new SamplerChain(this.model, job.sampling, job.prompt, grammar, banned, job.positionSeeded ?? false);
     } catch (err) {
       const clientError = err instanceof GrammarError;
       events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message, clientError });
       return undefined;
     }
     this.pin(job);
-    const { seq, cached } = this.pool.seat(job.prompt);
+    const resumed = this.seatParked(job);
+    const { seq, cached } = resumed ?? this.pool.seat(job.prompt);
     const lane: Lane = {
       job,
       qos,
@@ -553,6 +565,7 @@ export class Engine {
       seq,
       chain,
       cachedTokens: cached,
+      ...(resumed ? { resumedTokens: cached } : {}),
       generated: 0,
       limit: Math.min(job.maxTokens, room - job.prompt.length),
       cancelled: false,
@@ -563,8 +576,57 @@ export class Engine {
       this.gates!.requestStarted();
     }
     this.lanes.add(lane);
-    events.admitted.push({ id: job.id, cachedTokens: cached });
+    events.admitted.push({ id: job.id, cachedTokens: cached, ...(resumed ? { resumedTokens: cached } : {}) });
     return lane;
+  }
+
+  /**
+   * Parking's restore (docs/cli.md#parking): seats the job on its park
+   * artifact when it covers more of the prompt than the prefix cache would
+   * give. Anything else (no artifact, another model or history, a corrupt
+   * file, llama.cpp refusing the export, a LoRA set applied) leaves the job
+   * to the usual seating: cold or from the cache, never wrong.
+   */
+  private seatParked(job: GenerateJob): { seq: KvSequence; cached: number } | undefined {
+    // KV computed under an adapter set is not the base model's; the envelope cannot tell them apart.
+    if (job.resume === undefined || this.adapterKey !== "") return undefined;
+    const found = openPark(job.resume, this.identity(), job.prompt, this.pool.seatableLength(job.prompt));
+    if (!found.ok) return undefined;
+    const seq = this.pool.seatImported(found.blob, job.prompt.slice(0, found.tokens));
+    if (!seq) return undefined;
+    // The last prompt token is always prefilled: sampling needs its logits.
+    if (seq.tokens.length >= job.prompt.length) this.pool.cutTo(seq, job.prompt.length - 1);
+    if (seq.tokens.length === 0) {
+      seq.live = false;
+      return undefined;
+    }
+    this.counters.parkResumes++;
+    return { seq, cached: seq.tokens.length };
+  }
+
+  private identity(): string {
+    return (this.parkIdentity ??= modelIdentity(this.model));
+  }
+
+  /**
+   * Parking's seal: the lane's KV (exactly the tokens decoded into it; the
+   * token sampled last is usually not) to the job's park file. Synchronous: a
+   * tick's lanes wait for the write. A failed write leaves no artifact (and
+   * any older one in place, which the next resume checks by digest).
+   */
+  private seal(lane: Lane): { tokens: number; bytes: number } | undefined {
+    const path = lane.job.park;
+    const tokens = lane.seq.tokens;
+    if (path === undefined || tokens.length === 0 || this.adapterKey !== "") return undefined;
+    const blob = this.context.exportSequence(lane.seq.index);
+    if (!blob) return undefined;
+    try {
+      const bytes = sealPark(path, this.identity(), tokens, blob);
+      this.counters.parks++;
+      return { tokens: tokens.length, bytes };
+    } catch {
+      return undefined;
+    }
   }
 
   /**
@@ -780,7 +842,8 @@ export class Engine {
       for (let j = 0; j <= draft.length; j++) {
         let token: number;
         try {
-          token = lane.chain.sample(this.context.handle, row + j);
+          // Its stream position: the prompt, the tokens generated before this tick, and those before it in this one.
+          token = lane.chain.sample(this.context.handle, row + j, lane.job.prompt.length + lane.generated + out.length);
         } catch (err) {
           // One lane's sampling failure (a grammar with no way forward) ends that lane only.
           end = { reason: "error", error: (err as Error).message, clientError: err instanceof GrammarError };

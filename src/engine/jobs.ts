@@ -33,6 +33,26 @@ export interface GenerateJob {
    * `length` tokens for `ttlMs` milliseconds from admission; at most 4.
    */
   pins?: { length: number; ttlMs: number }[];
+  /**
+   * Seed each sampled draw from (sampling.seed, stream position) rather than
+   * one random stream for the job: a generation continued after a cut (its
+   * prompt the uncut one's stream so far) draws what the uncut one would.
+   * The position of a token is prompt.length plus the tokens the job
+   * generated before it. Only matters when temperature > 0.
+   */
+  positionSeeded?: boolean;
+  /**
+   * Parking (src/engine/park.ts): an absolute file path the lane's KV is
+   * sealed to when the job finishes normally (stop, length, cancelled; never
+   * on error or expiry).
+   */
+  park?: string;
+  /**
+   * A park artifact to restore before prefilling: used when it is intact, made
+   * by this model, covers a prefix of the prompt (by token digest) and gives
+   * more than the prefix cache would; ignored otherwise.
+   */
+  resume?: string;
 }
 
 /** A generation as the daemon asks for it: the job without its id (the daemon assigns one), ignoreEos optional. */
@@ -51,6 +71,10 @@ export interface FinishEvent {
   clientError?: boolean;
   /** Speculative decoding's tally for this request, when it drafted at least once (src/engine/speculation.ts). */
   spec?: SpecTally;
+  /** The lane's KV was sealed to GenerateJob.park: the tokens it covers and the file's size. */
+  parked?: { tokens: number; bytes: number };
+  /** Of cachedTokens, the ones restored from GenerateJob.resume (a park artifact), not the prefix cache. */
+  resumedTokens?: number;
 }
 
 /** Draft tokens proposed for a request and how many of them the model accepted. */
@@ -63,7 +87,7 @@ export type TokenEvent = [id: string, token: number, logprobs?: TokenLogprob];
 
 export interface TickEvents {
   /** Requests that got a lane this tick, with how many prompt tokens their KV already held. */
-  admitted: { id: string; cachedTokens: number }[];
+  admitted: { id: string; cachedTokens: number; resumedTokens?: number }[];
   /** [request id, token, logprobs when asked] in generation order. */
   tokens: TokenEvent[];
   finished: FinishEvent[];
@@ -117,6 +141,10 @@ export interface EngineSnapshot {
   /** Speculative decoding since the worker started: draft tokens proposed and accepted (0 when off). */
   specProposed: number;
   specAccepted: number;
+  /** Lanes sealed to a park artifact at their finish (GenerateJob.park). */
+  parks: number;
+  /** Admissions seeded from a park artifact (GenerateJob.resume); `resumes` counts preempted lanes resumed. */
+  parkResumes: number;
   prefixCache: {
     poolEntries: number;
     hostEntries: number;

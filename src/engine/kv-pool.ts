@@ -169,6 +169,34 @@ export class KvPool {
     return { seq, cached: seq.tokens.length };
   }
 
+  /**
+   * How many of `prompt`'s tokens seat() would give it without prefilling:
+   * the longest worthwhile prefix in the pool, the host tier or a live lane.
+   */
+  seatableLength(prompt: number[]): number {
+    const reusable = prompt.length - 1;
+    let best = this.cachedLength(prompt, reusable);
+    for (const s of this.sequences) if (s.live) best = Math.max(best, commonPrefix(s.tokens, prompt, reusable));
+    return best >= MIN_PREFIX_REUSE ? best : 0;
+  }
+
+  /**
+   * Seats a prompt on a free sequence filled from a state export of its first
+   * `tokens` (a park artifact, src/engine/park.ts) instead of the prefix
+   * cache. The cells are the sequence's own, counted like prefilled ones.
+   * Undefined when llama.cpp refuses the export (the sequence is left empty
+   * and free, and the caller seats the prompt the usual way).
+   */
+  seatImported(blob: Uint8Array, tokens: number[]): KvSequence | undefined {
+    const seq = this.freeSequence();
+    this.keepOnly(seq, 0);
+    if (!this.context.importSequence(seq.index, blob)) return undefined;
+    seq.tokens = tokens.slice();
+    ownCells(seq);
+    seq.live = true;
+    return seq;
+  }
+
   /** An emptied sequence takes positions [0, length) of `donor` (llama_memory_seq_cp; in a shared pool only a tag). */
   private copyInto(seq: KvSequence, donor: KvSequence, length: number): void {
     const copied = this.context.copyPrefix(donor.index, seq.index, length);

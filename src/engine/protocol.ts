@@ -6,7 +6,7 @@ import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./job
 import type { SpeculationStrategyName } from "./speculation-directive.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 
 export interface WorkerInfo {
   protocol: number;

@@ -61,6 +61,21 @@ export function drawSeed(seed: number): number {
 }
 
 /**
+ * The draw seed of the token at stream position `position` under `seed`
+ * (position-seeded sampling): murmur3's 32-bit finalizer over the seed mixed
+ * with the position, so neighbouring positions and seeds give unrelated streams.
+ */
+export function positionSeed(seed: number, position: number): number {
+  let h = (seed >>> 0) ^ Math.imul(position >>> 0, 0x9e3779b1);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return drawSeed(h);
+}
+
+/**
  * A grammar that waits for `trigger`: the text before it is free, and the
  * grammar is fed the output from the trigger on. The trigger is matched as
  * text (a pattern over the output) and, when the vocabulary has it as one
@@ -115,6 +130,11 @@ export class SamplerChain {
   private readonly stateless: boolean;
   /** Tokens never chosen (end-of-generation under ignore_eos, as llama.cpp does). */
   private readonly banned: ReadonlySet<number>;
+  /**
+   * Position-seeded draws: the seed, and the index of the dist sampler (last
+   * in the chain), which each sample() replaces by one seeded for the position.
+   */
+  private readonly positionSeeded?: { seed: number; index: number };
   private freed = false;
 
   /** Throws GrammarError when `grammar` (GBNF, root rule `root`) does not compile in llama.cpp. */
@@ -124,6 +144,8 @@ export class SamplerChain {
     promptTail: number[] = [],
     grammar?: { gbnf: string; trigger?: string },
     banned: number[] = [],
+    /** Seed each draw from (seed, stream position) instead of one random stream (GenerateJob.positionSeeded). */
+    positionSeeded = false,
   ) {
     this.banned = new Set(banned);
     this.stateless = !hasPenalties(spec);
@@ -135,9 +157,11 @@ export class SamplerChain {
     }
     const chain = handle(shim.sf_sampler_chain_new(), "sampler chain");
     this.handle = chain;
+    let samplers = 0;
     const add = (s: NativeHandle, what: string) => {
       const sampler = handle(s, `${what} sampler`);
       api.llama_sampler_chain_add(chain, sampler);
+      samplers++;
       return sampler;
     };
     const bias = Object.entries(spec.logitBias ?? {});
@@ -184,11 +208,18 @@ export class SamplerChain {
     if (spec.topP < 1) add(api.llama_sampler_init_top_p(spec.topP, 1), "top-p");
     if (spec.minP > 0) add(api.llama_sampler_init_min_p(spec.minP, 1), "min-p");
     if (spec.topK > 0 && spec.topK < model.vocabInfo.size) add(api.llama_sampler_init_top_k(spec.topK), "top-k");
+    if (positionSeeded) this.positionSeeded = { seed: spec.seed, index: samplers };
     add(api.llama_sampler_init_dist(drawSeed(spec.seed)), "dist");
   }
 
-  /** Samples from the logits at batch index `i` of the last decode and records the choice. */
-  sample(context: Pointer, i: number): number {
+  /**
+   * Samples from the logits at batch index `i` of the last decode and records
+   * the choice. `position` is the stream position of the token drawn (its
+   * prompt's length plus the tokens generated before it); only a
+   * position-seeded chain reads it.
+   */
+  sample(context: Pointer, i: number, position = 0): number {
+    if (this.positionSeeded) this.reseed(position);
     if (this.plainGreedy) return argmax(logitsRow(this.model, context, i), this.banned);
     if (this.grammar) return this.sampleConstrained(context, i, this.grammar);
     return this.model.llama.api.llama_sampler_sample(this.handle, context, i);
@@ -219,6 +250,20 @@ export class SamplerChain {
     }
     if (token < 0) throw new GrammarError("constraint unsatisfiable: the grammar allows no further token");
     return token;
+  }
+
+  /**
+   * Replaces the dist sampler with one seeded for `position`: the draw then
+   * depends on the seed and the position only, so a generation cut and
+   * continued draws what the uncut one would (a fresh mt19937 is a few
+   * microseconds, far below a tick).
+   */
+  private reseed(position: number): void {
+    const { api } = this.model.llama;
+    const { seed, index } = this.positionSeeded!;
+    const old = api.llama_sampler_chain_remove(this.handle, index);
+    if (old) api.llama_sampler_free(old);
+    api.llama_sampler_chain_add(this.handle, handle(api.llama_sampler_init_dist(positionSeed(seed, position)), "dist sampler"));
   }
 
   free(): void {

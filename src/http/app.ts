@@ -58,9 +58,8 @@ function releasedAtEnd(response: Response, release: () => void): Response {
 }
 
 /** The app as the listener's handler. */
-export function createApp(ctx: ServerContext, hosts: HostPolicy, gate: RequestGate): HttpHandler {
+export function createApp(ctx: ServerContext, hosts: HostPolicy, gate: RequestGate, metrics = new ServerMetrics(ctx.registry, gate)): HttpHandler {
   const noParse = { parse: "none" as const };
-  const metrics = new ServerMetrics(ctx.registry, gate);
   const exposition = async ({ request }: { request: Request }) =>
     new Response(await metrics.scrape(principalOf(request)), { headers: { "content-type": metrics.contentType } });
   const app = new Elysia()

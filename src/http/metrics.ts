@@ -110,6 +110,18 @@ export class ServerMetrics {
       },
     });
 
+    new Counter({
+      name: "superfluid_parks_total",
+      help: "Session KV sealed to a park artifact (--park), by encoding (llama.cpp: lossless only).",
+      labelNames: ["model", "encoding"],
+      registers,
+      collect(this: Counter) {
+        this.reset();
+        for (const { model } of metrics.scraped) this.inc({ model: model.id, encoding: "lossless" }, model.worker.tally.engineTotals().parks);
+      },
+    });
+    counter("superfluid_resumes_total", "Generations seeded from a park artifact instead of prefilling (--park).", (model) => model.worker.tally.engineTotals().parkResumes);
+
     gauge("superfluid_lanes_active", "Resident lanes.", (s) => s.activeLanes);
     gauge("superfluid_lanes_total", "Lanes the worker runs (--max-batch).", (_, model) => model.worker.info.lanes);
     gauge("superfluid_pool_blocks_used", "KV pool cells in use (a block is one cell).", (s) => s.cellsUsed);

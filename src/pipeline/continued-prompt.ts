@@ -60,14 +60,23 @@ export async function rememberHistory(key: string, model: ServedModel, job: Chat
  * The job's prompt as `stored` (the conversation of its first `historyLength`
  * messages, as tokens, ending with an assistant turn) plus its later
  * messages; undefined when the renders do not line up that way, and the
- * caller rebuilds instead. `key` finds renders remembered for it.
+ * caller rebuilds instead. `key` finds renders remembered for it. Without
+ * the generation prompt, the tokens end with the later messages (the
+ * session API appends a message that way).
  */
-export async function continuedPrompt(model: ServedModel, job: ChatJob, historyLength: number, stored: number[], key?: string): Promise<RenderedPrompt | undefined> {
+export async function continuedPrompt(
+  model: ServedModel,
+  job: ChatJob,
+  historyLength: number,
+  stored: number[],
+  key?: string,
+  addGenerationPrompt = true,
+): Promise<RenderedPrompt | undefined> {
   if (job.messages[historyLength - 1]?.role !== "assistant") return undefined;
   const remembered = key === undefined ? undefined : historyRenders.get(key);
   const [renders, whole] = await Promise.all([
     remembered ?? renderHistory(model, job, historyLength),
-    renderChatPrompt(model, job, rendersTools(job), true).catch(() => undefined),
+    renderChatPrompt(model, job, rendersTools(job), addGenerationPrompt).catch(() => undefined),
   ]);
   if (!renders || !whole) return undefined;
   const { earlier, history } = renders;

@@ -81,6 +81,11 @@ export class SessionStore {
   private nextSession: number;
   private nextGlobal: number;
   private closing: Promise<void> | null = null;
+  /** Listeners told of each record once it is durable (onDurable). */
+  private readonly durableListeners = new Set<(event: SessionEvent) => void>();
+  /** Records appended while someone listens and not yet durable, oldest first; `undeliveredBase` numbers the first. */
+  private undelivered: SessionEvent[] = [];
+  private undeliveredBase = 0;
 
   private constructor(
     dir: string,
@@ -133,7 +138,7 @@ export class SessionStore {
           if (ev.epoch > maxEpoch) maxEpoch = ev.epoch;
           if (ev.session > maxSession) maxSession = ev.session;
           if (ev.session === 0) nextGlobal = Math.max(nextGlobal, ev.event_id + 1);
-          else if ("Created" in ev.body) recovered.sessions++;
+          else if ("Created" in ev.body || "Forked" in ev.body || "Rebased" in ev.body) recovered.sessions++;
         });
         recovered.records = scan.records;
         if (scan.fileBytes > scan.validBytes) {
@@ -196,23 +201,44 @@ export class SessionStore {
     return this.writer.failure;
   }
 
-  private record(session: number, eventId: number, body: EventBody): void {
-    this.writer.push(encodeRecord({ session, event_id: eventId, epoch: this.epoch, ts_unix_ms: Date.now(), body }));
+  private record(session: number, eventId: number, body: EventBody): SessionEvent {
+    const event: SessionEvent = { session, event_id: eventId, epoch: this.epoch, ts_unix_ms: Date.now(), body };
+    this.writer.push(encodeRecord(event));
+    if (this.durableListeners.size > 0) this.undelivered.push(event);
+    return event;
   }
 
-  private appendGlobal(body: EventBody): number {
-    const id = this.nextGlobal++;
-    this.record(0, id, body);
-    return id;
+  /** Appends a store-wide record (session 0: epoch bumps, session metadata, purges); returns it. Durable once a later flush() resolves. */
+  appendGlobal(body: EventBody): SessionEvent {
+    return this.record(0, this.nextGlobal++, body);
+  }
+
+  /**
+   * Hears every record once it is durable (its flush resolved), in log order:
+   * what a subscriber may be shown. Records lost to a failed write are never
+   * heard. Returns the way to stop listening.
+   */
+  onDurable(listener: (event: SessionEvent) => void): () => void {
+    this.durableListeners.add(listener);
+    return () => this.durableListeners.delete(listener);
   }
 
   /** Starts a new session: appends its Created record (event 0) and returns its id. */
   create(params: Record<string, unknown>, parent: number | null = null): number {
+    return this.createWith({ Created: { parent, params } }, 0).session;
+  }
+
+  /**
+   * Starts a new session whose first own record is `body` with id `firstEventId`
+   * (0 for a new conversation; a fork's first own id follows the events it
+   * shares with its parent). Returns the record.
+   */
+  createWith(body: EventBody, firstEventId: number): SessionEvent {
     const session = this.nextSession;
-    this.record(session, 0, { Created: { parent, params } });
+    const event = this.record(session, firstEventId, body);
     this.nextSession++;
-    this.live.set(session, 1);
-    return session;
+    this.live.set(session, firstEventId + 1);
+    return event;
   }
 
   /**
@@ -221,11 +247,16 @@ export class SessionStore {
    * (never created, released, or from before a restart and not resumed).
    */
   append(session: number, body: EventBody): number {
+    return this.appendEvent(session, body).event_id;
+  }
+
+  /** append(), returning the whole record. */
+  appendEvent(session: number, body: EventBody): SessionEvent {
     const id = this.live.get(session);
     if (id === undefined) throw new Error(`session ${session} is not open in the session store`);
-    this.record(session, id, body);
+    const event = this.record(session, id, body);
     this.live.set(session, id + 1);
-    return id;
+    return event;
   }
 
   /** The session is finished: forget its counter (the log keeps its events). */
@@ -256,7 +287,29 @@ export class SessionStore {
    * and later sessions try the log again.
    */
   flush(): Promise<void> {
-    return this.writer.flush();
+    if (this.durableListeners.size === 0 && this.undelivered.length === 0) return this.writer.flush();
+    const mark = this.undeliveredBase + this.undelivered.length;
+    return this.writer.flush().then(
+      () => {
+        while (this.undeliveredBase < mark && this.undelivered.length > 0) {
+          const event = this.undelivered.shift()!;
+          this.undeliveredBase++;
+          for (const listener of this.durableListeners) {
+            try {
+              listener(event);
+            } catch (err) {
+              console.error(`superfluid: a session log listener failed: ${(err as Error).message}`);
+            }
+          }
+        }
+      },
+      (err: unknown) => {
+        // The failed write dropped everything buffered (wal.ts): none of it will be durable.
+        this.undeliveredBase += this.undelivered.length;
+        this.undelivered = [];
+        throw err;
+      },
+    );
   }
 
   /**

@@ -1,0 +1,61 @@
+// /web/ws (docs/api/sessions.md#web-routes): one request per text frame, one
+// reply per frame, requests of a connection run one at a time in order. A
+// Generate streams its Delta frames and its summary before the next request
+// starts; a Subscribe's events keep coming between later replies. A
+// connection that closes cancels its generation and ends its subscriptions.
+import type { ServerWebSocket, WebSocketHandler } from "bun";
+import type { SessionConnection, SessionService } from "../session-api/service.ts";
+import type { RunningGeneration } from "../session-api/generation.ts";
+import type { Reply } from "../session-api/wire.ts";
+
+export interface SocketData {
+  /** The request running now and those waiting behind it. */
+  queue: Promise<void>;
+  /** The generation this connection's Generate runs, while it runs. */
+  running: Set<RunningGeneration>;
+  conn?: SessionConnection;
+}
+
+let connections = 0;
+
+export function socketHandlers(service: SessionService): WebSocketHandler<SocketData> {
+  const send = (ws: ServerWebSocket<SocketData>, reply: Reply) => {
+    if (ws.readyState === 1) ws.send(JSON.stringify(reply));
+  };
+  return {
+    open(ws) {
+      ws.data.conn = {
+        // Complete is metered per connection on /web/ws.
+        completionKey: `web-ws-${++connections}`,
+        send: (reply) => send(ws, reply),
+        backlogBytes: () => ws.getBufferedAmount(),
+        generationStarted: (running) => {
+          ws.data.running.add(running);
+          void running.done.finally(() => ws.data.running.delete(running)).catch(() => {});
+        },
+      };
+    },
+    message(ws, message) {
+      const conn = ws.data.conn!;
+      if (typeof message !== "string") {
+        send(ws, { Err: { message: "send requests as text frames of JSON" } });
+        return;
+      }
+      let value: unknown;
+      try {
+        value = JSON.parse(message);
+      } catch {
+        send(ws, { Err: { message: "a frame must hold one request in the session API's JSON form" } });
+        return;
+      }
+      ws.data.queue = ws.data.queue.then(async () => {
+        const reply = await service.handle(value, conn, { streaming: true });
+        if (reply !== null) send(ws, reply);
+      });
+    },
+    close(ws) {
+      if (ws.data.conn) service.disconnected(ws.data.conn);
+      for (const running of ws.data.running) running.cancel();
+    },
+  };
+}
