@@ -71,7 +71,7 @@ export async function continuedPrompt(
   stored: number[],
   key?: string,
   addGenerationPrompt = true,
-): Promise<RenderedPrompt | undefined> {
+): Promise<(RenderedPrompt & { rendered: number[] }) | undefined> {
   if (job.messages[historyLength - 1]?.role !== "assistant") return undefined;
   const remembered = key === undefined ? undefined : historyRenders.get(key);
   const [renders, whole] = await Promise.all([
@@ -88,5 +88,5 @@ export async function continuedPrompt(
   const close = history.slice(last);
   const at = ends(whole.tokens)[historyEnds.length - 1];
   if (at === undefined || commonPrefix(whole.tokens.slice(at, at + close.length), close) !== close.length) return undefined;
-  return { tokens: [...stored, ...close, ...whole.tokens.slice(at + close.length)], startsInReasoning: whole.startsInReasoning };
+  return { tokens: [...stored, ...close, ...whole.tokens.slice(at + close.length)], startsInReasoning: whole.startsInReasoning, rendered: whole.tokens };
 }

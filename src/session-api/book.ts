@@ -31,6 +31,13 @@ export interface SessionView {
   header: SessionHeader;
   params: SessionParams;
   events: SessionEvent[];
+  /** The template's render of the session's first `messages` messages (no generation prompt), from its last append: the next Generate starts from it. */
+  rendered?: { messages: number; tokens: number[] };
+}
+
+/** The key a session's history renders are remembered under (continued-prompt.ts), for its state after `events` events. */
+export function historyKeyOf(storeId: string, view: SessionView): string {
+  return `session:${storeId}:${view.header.id}:${view.events.length}`;
 }
 
 export class SessionError extends Error {}
@@ -63,6 +70,8 @@ export class SessionBook {
   private headers: Map<number, SessionHeader> | null = null;
   private readonly views = new Map<number, SessionView>();
   private readonly loading = new Map<number, Promise<SessionView>>();
+  /** Sessions this book has made or reopened in the store: the ones it may append to while they are live. */
+  private readonly owned = new Set<number>();
   private readonly stopListening: () => void;
 
   constructor(readonly store: SessionStore) {
@@ -107,6 +116,9 @@ export class SessionBook {
       }
       return;
     }
+    // A view of a session someone else writes (an HTTP generation) follows its durable records.
+    const view = this.views.get(event.session);
+    if (view && event.event_id === view.events.length) view.events.push(event);
     const open = opening(body);
     let h = headers.get(event.session);
     if (!h && open) {
@@ -167,6 +179,8 @@ export class SessionBook {
       loading = (async () => {
         await this.store.flush();
         const view = this.views.get(id) ?? (await this.load(header));
+        // Purged while it loaded: not kept.
+        if (header.purged) throw new SessionError(`no session ${id} (it was purged)`);
         this.views.set(id, view);
         return view;
       })();
@@ -196,6 +210,7 @@ export class SessionBook {
   /** A new session whose first own record is `body` at `firstEventId`; returns its view (the record is durable after a flush). */
   create(body: EventBody, firstEventId: number, params: SessionParams, inherited: SessionEvent[] = []): SessionView {
     const event = this.store.createWith(body, firstEventId);
+    this.owned.add(event.session);
     const open = opening(body)!;
     const header: SessionHeader = {
       id: event.session,
@@ -215,9 +230,23 @@ export class SessionBook {
     return view;
   }
 
+  /**
+   * Refuses a session this book may not write: purged, or still being
+   * written by an HTTP generation (the journal holds it open).
+   */
+  checkWritable(view: SessionView): void {
+    const id = view.header.id;
+    if (view.header.purged) throw new SessionError(`no session ${id} (it was purged)`);
+    if (this.store.isLive(id) && !this.owned.has(id)) {
+      throw new SessionError(`SessionBusy: session ${id} is an HTTP request still generating; read it, or fork it at a committed event`);
+    }
+  }
+
   /** Appends a record to a session the client touched; durable after a flush. */
   async append(view: SessionView, body: EventBody): Promise<SessionEvent> {
-    if (!this.store.isLive(view.header.id)) await this.store.resume(view.header.id);
+    this.checkWritable(view);
+    if (!this.store.isLive(view.header.id)) await this.store.resume(view.header.id, view.events.length);
+    this.owned.add(view.header.id);
     const event = this.store.appendEvent(view.header.id, body);
     view.events.push(event);
     view.header.events = event.event_id + 1;

@@ -135,6 +135,16 @@ export function renderJob(messages: ChatMessage[], tools: ChatTool[], toolChoice
 export interface RenderedTail {
   span: number[];
   startsInReasoning: boolean;
+  /** The template's render of the whole conversation with the added messages (the next tail's `known` when it has no generation prompt). */
+  rendered: number[];
+}
+
+/** Renders a later tail can start from instead of rendering the conversation again. */
+export interface TailHints {
+  /** The template's render of the conversation's messages, without a generation prompt. */
+  known?: number[];
+  /** The key its history renders were remembered under after its last generation (rememberHistory). */
+  historyKey?: string;
 }
 
 /**
@@ -145,19 +155,26 @@ export interface RenderedTail {
  * A template that renders history differently once more follows gets the
  * tail after the longest common prefix: served, but not append-exact.
  */
-export async function renderTail(model: ServedModel, c: Conversation, tools: ChatTool[], added: ChatMessage[], addGenerationPrompt: boolean): Promise<RenderedTail> {
+export async function renderTail(
+  model: ServedModel,
+  c: Conversation,
+  tools: ChatTool[],
+  added: ChatMessage[],
+  addGenerationPrompt: boolean,
+  hints: TailHints = {},
+): Promise<RenderedTail> {
   const job = renderJob([...c.messages, ...added], tools);
   if (c.messages.length === 0) {
     const whole = await renderChatPrompt(model, job, undefined, addGenerationPrompt);
-    return { span: whole.tokens, startsInReasoning: whole.startsInReasoning };
+    return { span: whole.tokens, startsInReasoning: whole.startsInReasoning, rendered: whole.tokens };
   }
   if (c.generatedTail) {
-    const continued = await continuedPrompt(model, job, c.messages.length, c.stream, undefined, addGenerationPrompt);
-    if (continued) return { span: continued.tokens.slice(c.stream.length), startsInReasoning: continued.startsInReasoning };
+    const continued = await continuedPrompt(model, job, c.messages.length, c.stream, hints.historyKey, addGenerationPrompt);
+    if (continued) return { span: continued.tokens.slice(c.stream.length), startsInReasoning: continued.startsInReasoning, rendered: continued.rendered };
   }
   const [before, whole] = await Promise.all([
-    renderChatPrompt(model, renderJob(c.messages, tools), undefined, false),
+    hints.known ?? renderChatPrompt(model, renderJob(c.messages, tools), undefined, false).then((r) => r.tokens),
     renderChatPrompt(model, job, undefined, addGenerationPrompt),
   ]);
-  return { span: whole.tokens.slice(commonPrefix(before.tokens, whole.tokens)), startsInReasoning: whole.startsInReasoning };
+  return { span: whole.tokens.slice(commonPrefix(before, whole.tokens)), startsInReasoning: whole.startsInReasoning, rendered: whole.tokens };
 }

@@ -11,11 +11,11 @@ import type { Generation, GenerationEvent } from "../daemon/worker-client.ts";
 import type { SamplingSpec } from "../engine/sampling.ts";
 import type { QosClass } from "../engine/scheduler.ts";
 import { prepareChat } from "../pipeline/chat-job.ts";
+import { rememberHistory } from "../pipeline/continued-prompt.ts";
 import type { GenerationDefaults } from "../pipeline/generation.ts";
 import type { ToolChoice } from "../pipeline/tool-plan.ts";
 import { CHANNEL, FINISH, type EventBody, type FinishCode, type SessionEvent, type SessionParams } from "../sessions/events.ts";
-import type { SessionBook, SessionView } from "./book.ts";
-import { SessionError } from "./book.ts";
+import { historyKeyOf, SessionError, type SessionBook, type SessionView } from "./book.ts";
 import { chatToolOf, conversationOf, renderJob, renderTail } from "./conversation.ts";
 
 /** Where a generation's events go as they commit, and its text ahead of the commit. */
@@ -128,7 +128,8 @@ export async function startGeneration(
   if (conversation.openTurn) {
     startsInReasoning = conversation.openTurn.inReasoning;
   } else if (conversation.messages.length > 0) {
-    const tail = await renderTail(model, conversation, tools, [], true);
+    const known = view.rendered?.messages === conversation.messages.length ? view.rendered.tokens : undefined;
+    const tail = await renderTail(model, conversation, tools, [], true, known ? { known } : {});
     turnHeader = tail.span;
     prompt = [...prompt, ...tail.span];
     startsInReasoning = tail.startsInReasoning;
@@ -192,10 +193,20 @@ export async function startGeneration(
     } catch (err) {
       failure = err;
     }
+    if (end === undefined) {
+      // Failed here (the log, a transport), not in the engine: stop the lane nobody reads.
+      tap.cancel();
+      await reader.return(undefined as never).catch(() => {});
+    }
     // The end record: the tokens not yet recorded, and how the turn ended.
     await commit([{ Generated: { span: tap.take(), text: "", channel, finish } }]).catch((err: unknown) => (failure ??= err));
     if (park !== undefined) deps.parked?.();
     if (failure !== undefined) throw failure;
+    // The history renders the next appended message starts from, made while the client reads the reply.
+    const after = conversationOf(view.events);
+    if (after.generatedTail) {
+      void rememberHistory(historyKeyOf(book.store.storeId, view), model, renderJob(after.messages, tools), after.messages.length).catch(() => {});
+    }
     return { events: committed, tokens_generated: end?.completionTokens ?? 0, finish, warm_prefix: end?.cachedTokens ?? 0 };
   };
   return { cancel: () => generation.cancel(), done: run() };

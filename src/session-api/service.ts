@@ -21,8 +21,8 @@ import { FIM_DEFAULT_MAX_TOKENS, fimMarkersOf, fimPrompt, fimTargetOf } from "..
 import { generateRequest, type GenerationDefaults } from "../pipeline/generation.ts";
 import type { EventBody, RebaseEdit, SessionEvent } from "../sessions/events.ts";
 import type { SessionStore } from "../sessions/store.ts";
-import { SessionBook, SessionError, type SessionView } from "./book.ts";
-import { callIdOf, chatToolOf, conversationOf, renderTail, ROLE_NAMES } from "./conversation.ts";
+import { historyKeyOf, SessionBook, SessionError, type SessionView } from "./book.ts";
+import { callIdOf, chatToolOf, conversationOf, renderTail, ROLE_NAMES, type TailHints } from "./conversation.ts";
 import { startGeneration, type GenerationSummary, type RunningGeneration } from "./generation.ts";
 import type { ToolChoice } from "../pipeline/tool-plan.ts";
 import { Subscriptions, type SubscriberConnection } from "./subscriptions.ts";
@@ -61,6 +61,23 @@ const REFUSED: Record<string, string> = {
   SetLogLevel: "SetLogLevel is not served by this server: set the log level with --log-level at start",
 };
 
+/**
+ * A session's generation from the moment it is being set up: a Cancel that
+ * arrives before the engine has it is kept and applied once it does.
+ */
+class BusySession {
+  private run?: RunningGeneration;
+  private cancelled = false;
+  cancel(): void {
+    this.cancelled = true;
+    this.run?.cancel();
+  }
+  started(run: RunningGeneration): void {
+    this.run = run;
+    if (this.cancelled) run.cancel();
+  }
+}
+
 export class SessionBusyError extends SessionError {
   constructor(session: number) {
     super(`SessionBusy: session ${session} has a generation in flight`);
@@ -70,7 +87,8 @@ export class SessionBusyError extends SessionError {
 export class SessionService {
   readonly book: SessionBook;
   private readonly subscriptions: Subscriptions;
-  private readonly running = new Map<number, RunningGeneration>();
+  /** Sessions with a generation in flight, from the moment it starts being set up. */
+  private readonly running = new Map<number, BusySession>();
   private readonly locks = new Map<number, Promise<unknown>>();
   private readonly pins = new Map<number, number>();
 
@@ -139,9 +157,11 @@ export class SessionService {
         return { Events: { events: (await this.durableEvents(view)).filter((e) => e.event_id >= cursor).map(wireEvent) } };
       }
       case "List":
+        await this.book.store.flush(); // list only sessions that are on disk
         return { Sessions: { ids: this.book.all().map((h) => h.id) } };
       case "Sessions": {
         const archived = f.bool("include_archived", false);
+        await this.book.store.flush();
         const sessions = this.book
           .all()
           .filter((h) => archived || !h.archived)
@@ -159,6 +179,7 @@ export class SessionService {
         return { SessionList: { sessions } };
       }
       case "Tree":
+        await this.book.store.flush();
         return { Tree: { nodes: this.book.all().map((h) => [h.id, h.parent, h.forkAt]) } };
       case "Inspect":
         return this.inspect(f.int("session", 1));
@@ -265,9 +286,15 @@ export class SessionService {
   private async append(variant: string, f: Fields, session: number): Promise<Reply> {
     if (this.running.has(session)) throw new SessionBusyError(session);
     const view = await this.book.view(session);
+    this.book.checkWritable(view);
     const model = await this.opts.model();
     const conversation = conversationOf(view.events);
     const tools = () => conversation.tools.map((t, i) => chatToolOf(t, `tools[${i}]`));
+    const hints: TailHints = {
+      ...(view.rendered?.messages === conversation.messages.length ? { known: view.rendered.tokens } : {}),
+      historyKey: historyKeyOf(this.book.store.storeId, view),
+    };
+    let rendered: number[] | undefined;
     let body: EventBody;
     switch (variant) {
       case "Append": {
@@ -281,7 +308,8 @@ export class SessionService {
       case "AppendMessage": {
         const role = f.int("role", 0, 3);
         const text = f.string("text");
-        const tail = await renderTail(model, conversation, tools(), [{ role: ROLE_NAMES[role]!, content: text }], false);
+        const tail = await renderTail(model, conversation, tools(), [{ role: ROLE_NAMES[role]!, content: text }], false, hints);
+        rendered = tail.rendered;
         body = { Message: { role, text, span: tail.span } };
         break;
       }
@@ -299,6 +327,7 @@ export class SessionService {
           throw new SessionError("AppendSystem opens a session: this one already has input (templates declare tools only in the first turn; fork from event 1 or create a new session)");
         }
         const tail = await renderTail(model, { ...conversation, tools: declared }, parsed, [{ role: "system", content: text }], false);
+        rendered = tail.rendered;
         body = { Message: { role: 0, text, span: tail.span, ...(declared.length > 0 ? { tools: declared } : {}) } };
         break;
       }
@@ -313,7 +342,8 @@ export class SessionService {
           outcome = f.int("outcome", 1, 2);
           content = f.optionalString("note") ?? (outcome === 1 ? "the tool call failed" : "the tool call was cancelled");
         }
-        const tail = await renderTail(model, conversation, tools(), [{ role: "tool", tool_call_id: callIdOf(callId), content }], false);
+        const tail = await renderTail(model, conversation, tools(), [{ role: "tool", tool_call_id: callIdOf(callId), content }], false, hints);
+        rendered = tail.rendered;
         body = { ToolResult: { call_id: callId, content, span: tail.span, ...(outcome === undefined ? {} : { outcome }) } };
       }
     }
@@ -321,11 +351,14 @@ export class SessionService {
     if (conversation.stream.length + added.length >= model.contextWindow) {
       throw new SessionError(`session ${session} would be longer than the model's window of ${model.contextWindow} tokens`);
     }
-    return { Committed: { event: wireEvent(await this.commit(view, body)) } };
+    const event = await this.commit(view, body);
+    view.rendered = rendered && { messages: conversation.messages.length + 1, tokens: rendered };
+    return { Committed: { event: wireEvent(event) } };
   }
 
   private async inspect(session: number): Promise<Reply> {
     const view = await this.book.view(session);
+    await this.book.store.flush();
     const c = conversationOf(view.events);
     const h = view.header;
     const pin = this.pins.get(session);
@@ -372,6 +405,11 @@ export class SessionService {
     const session = f.int("session", 1);
     const mode = f.string("mode");
     if (mode !== "Cascade" && mode !== "Reroot") throw new WireError(`Purge.mode: expected "Cascade" or "Reroot", got '${mode}'`);
+    // After the session's appends and generation set-ups in flight, so none commits into it once purged.
+    return this.exclusive(session, () => this.purgeNow(f, session, mode));
+  }
+
+  private async purgeNow(f: Fields, session: number, mode: "Cascade" | "Reroot"): Promise<Reply> {
     const h = this.book.header(session);
     if (!h) throw new SessionError(`no session ${session}`);
     const expected = f.optionalInt("expected_generation");
@@ -381,7 +419,10 @@ export class SessionService {
     if (busy !== undefined) throw new SessionBusyError(busy);
     this.book.store.appendGlobal({ Purged: { sessions, mode } });
     await this.book.store.flush();
-    for (const s of sessions) this.subscriptions.endSession(s, "purged");
+    for (const s of sessions) {
+      this.subscriptions.endSession(s, "purged");
+      this.pins.delete(s);
+    }
     return { Purged: { sessions } };
   }
 
@@ -422,7 +463,14 @@ export class SessionService {
       if (edit) continue;
       const event = events[i]!;
       let body = event.body;
-      if ("ToolResult" in body) body = { ToolResult: { ...body.ToolResult, call_id: callIds.get(body.ToolResult.call_id) ?? body.ToolResult.call_id } };
+      // A parent's own opening record (a fork's Forked) is not an event of the conversation to copy.
+      if ("Created" in body || "Forked" in body || "Rebased" in body) continue;
+      if ("ToolResult" in body) {
+        const callId = body.ToolResult.call_id;
+        // Calls before the first edit keep their ids; a result whose call was dropped goes with it.
+        if (callId >= forkAt && !callIds.has(callId)) continue;
+        body = { ToolResult: { ...body.ToolResult, call_id: callIds.get(callId) ?? callId } };
+      }
       const copied = await this.book.append(child, body);
       if ("ToolUse" in body) callIds.set(event.event_id, copied.event_id);
     }
@@ -453,9 +501,36 @@ export class SessionService {
     started?: (running: RunningGeneration) => void,
     toolChoice: ToolChoice = "auto",
   ): Promise<GenerationSummary> {
+    const busy = new BusySession();
     const running = await this.exclusive(session, async () => {
       if (this.running.has(session)) throw new SessionBusyError(session);
       const view = await this.book.view(session);
+      this.book.checkWritable(view);
+      this.running.set(session, busy);
+      try {
+        return await this.setUpGeneration(session, view, maxTokens, sink, toolChoice);
+      } catch (err) {
+        this.running.delete(session);
+        throw err;
+      }
+    });
+    busy.started(running);
+    started?.(running);
+    try {
+      return await running.done;
+    } finally {
+      this.running.delete(session);
+    }
+  }
+
+  private async setUpGeneration(
+    session: number,
+    view: SessionView,
+    maxTokens: number | undefined,
+    sink: { committed(event: SessionEvent): void; provisional?(channel: number, text: string): void },
+    toolChoice: ToolChoice,
+  ): Promise<RunningGeneration> {
+    {
       const model = await this.opts.model();
       const park = this.opts.park;
       const pin = this.pins.get(session);
@@ -478,14 +553,7 @@ export class SessionService {
         },
         toolChoice,
       );
-      this.running.set(session, run);
       return run;
-    });
-    started?.(running);
-    try {
-      return await running.done;
-    } finally {
-      this.running.delete(session);
     }
   }
 

@@ -12,6 +12,8 @@ import { wireEvent, type Reply } from "./wire.ts";
 /** A connection that subscriptions send frames on. */
 export interface SubscriberConnection {
   send(reply: Reply): void;
+  /** The client has gone: nothing more is sent, and no subscription starts on it. */
+  readonly closed?: boolean;
   /** Bytes queued and not yet taken by the client; past LAG_LIMIT_BYTES the subscription ends as lagged. */
   backlogBytes?(): number;
 }
@@ -33,9 +35,10 @@ interface Subscription {
 export class Subscriptions {
   private readonly subs = new Map<number, Subscription>();
   private nextId = 1;
+  private readonly stopListening: () => void;
 
   constructor(private readonly store: SessionStore) {
-    store.onDurable((event) => this.live(event));
+    this.stopListening = store.onDurable((event) => this.live(event));
   }
 
   /** Starts a subscription: sends Subscribed {sub}, then the backlog; live events follow as they become durable. */
@@ -49,6 +52,10 @@ export class Subscriptions {
     } catch (err) {
       this.subs.delete(sub.id);
       throw err;
+    }
+    if (conn.closed) {
+      this.subs.delete(sub.id);
+      return;
     }
     const backlog = view.events.slice(0, count).filter((e) => e.event_id >= cursor);
     const early = sub.early ?? [];
@@ -105,5 +112,6 @@ export class Subscriptions {
 
   closeAll(): void {
     for (const sub of [...this.subs.values()]) this.end(sub, "publisher closed");
+    this.stopListening();
   }
 }

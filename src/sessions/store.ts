@@ -266,12 +266,17 @@ export class SessionStore {
 
   /**
    * Makes a session from the log live again (e.g. after a restart), returning the event
-   * id its next append gets. Slow: flushes, then reads the log. Throws if the log has no
-   * such session.
+   * id its next append gets. Slow: flushes, then reads the log, unless the caller, who
+   * has read the session, says what its next id is. Throws if the log has no such session.
    */
-  async resume(session: number): Promise<number> {
+  async resume(session: number, nextEventId?: number): Promise<number> {
     const known = this.live.get(session);
     if (known !== undefined) return known;
+    if (nextEventId !== undefined) {
+      // The caller read the session already (the session API's view of it).
+      this.live.set(session, nextEventId);
+      return nextEventId;
+    }
     await this.flush();
     const events = this.read(session);
     if (events.length === 0) throw new Error(`session ${session} is not in the session log`);

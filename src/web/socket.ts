@@ -13,7 +13,7 @@ export interface SocketData {
   queue: Promise<void>;
   /** The generation this connection's Generate runs, while it runs. */
   running: Set<RunningGeneration>;
-  conn?: SessionConnection;
+  conn?: SessionConnection & { closed: boolean };
 }
 
 let connections = 0;
@@ -24,16 +24,20 @@ export function socketHandlers(service: SessionService): WebSocketHandler<Socket
   };
   return {
     open(ws) {
-      ws.data.conn = {
+      const conn = {
         // Complete is metered per connection on /web/ws.
         completionKey: `web-ws-${++connections}`,
-        send: (reply) => send(ws, reply),
+        closed: false,
+        send: (reply: Reply) => send(ws, reply),
         backlogBytes: () => ws.getBufferedAmount(),
-        generationStarted: (running) => {
+        generationStarted: (running: RunningGeneration) => {
+          // A connection that closed while the generation was starting has no reader for it.
+          if (conn.closed) return running.cancel();
           ws.data.running.add(running);
           void running.done.finally(() => ws.data.running.delete(running)).catch(() => {});
         },
       };
+      ws.data.conn = conn;
     },
     message(ws, message) {
       const conn = ws.data.conn!;
@@ -49,12 +53,17 @@ export function socketHandlers(service: SessionService): WebSocketHandler<Socket
         return;
       }
       ws.data.queue = ws.data.queue.then(async () => {
+        // Requests queued behind a connection that closed are dropped: nobody reads their replies.
+        if (conn.closed) return;
         const reply = await service.handle(value, conn, { streaming: true });
         if (reply !== null) send(ws, reply);
       });
     },
     close(ws) {
-      if (ws.data.conn) service.disconnected(ws.data.conn);
+      if (ws.data.conn) {
+        ws.data.conn.closed = true;
+        service.disconnected(ws.data.conn);
+      }
       for (const running of ws.data.running) running.cancel();
     },
   };

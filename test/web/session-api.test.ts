@@ -805,4 +805,30 @@ describe("cancel and busy sessions on tiny-random (long generations)", () => {
     });
     expect(ended.body.Generated.finish).toBe(4);
   });
+
+  test("a ws connection that closes drops the requests queued behind its Generate", async () => {
+    const first = await sessionWithMessage(web, LONG_PROMPTS[0]);
+    const queued = await sessionWithMessage(web, LONG_PROMPTS[1]);
+    const runner = await web.socket();
+    runner.send({ Generate: { session: first, max_tokens: LONG } });
+    runner.send({ Generate: { session: queued, max_tokens: LONG } });
+    await runner.next((f) => f.Delta && recordOf(f.Delta.event) === "Generated");
+    runner.close();
+    await until("the first generation's end after the socket closed", async () => {
+      const last = (await readEvents(web, first)).at(-1);
+      return recordOf(last) === "Generated" && last.body.Generated.finish !== 0 ? last : undefined;
+    });
+    // The queued Generate would have started right after the first ended; it never does, so the
+    // session takes a new one at once, opening the first turn right after the user message.
+    const client = await web.socket();
+    try {
+      const { deltas, reply } = await client.generate(queued, 2);
+      expect(reply.Generated).toBeDefined();
+      expect(deltas[0].event_id).toBe(2);
+      expect(recordOf(deltas[0])).toBe("GenerationPrompt");
+      expect((await readEvents(web, queued)).filter((e) => recordOf(e) === "GenerationPrompt").length).toBe(1);
+    } finally {
+      client.close();
+    }
+  });
 });

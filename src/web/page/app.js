@@ -776,7 +776,9 @@
   async function refreshSessions() {
     try {
       const reply = await state.ctl.call({ Sessions: { include_archived: $("#show-archived").checked } });
-      state.sessions = new Map((variant(reply)[1].sessions ?? []).map((s) => [s.id, s]));
+      // Every HTTP request is a session too; the sidebar lists the conversations made here.
+      const sessions = (variant(reply)[1].sessions ?? []).filter((s) => s.source !== "http");
+      state.sessions = new Map(sessions.map((s) => [s.id, s]));
       renderSidebar();
     } catch (e) {
       showError(e);
