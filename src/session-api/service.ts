@@ -21,7 +21,7 @@ import { FIM_DEFAULT_MAX_TOKENS, fimMarkersOf, fimPrompt, fimTargetOf } from "..
 import { generateRequest, type GenerationDefaults } from "../pipeline/generation.ts";
 import type { EventBody, RebaseEdit, SessionEvent } from "../sessions/events.ts";
 import type { SessionStore } from "../sessions/store.ts";
-import { historyKeyOf, SessionBook, SessionError, type SessionView } from "./book.ts";
+import { historyKeyOf, SessionBook, SessionError, type SessionHeader, type SessionView } from "./book.ts";
 import { callIdOf, chatToolOf, conversationOf, renderTail, ROLE_NAMES, type TailHints } from "./conversation.ts";
 import { startGeneration, type GenerationSummary, type RunningGeneration } from "./generation.ts";
 import type { ToolChoice } from "../pipeline/tool-plan.ts";
@@ -165,17 +165,7 @@ export class SessionService {
         const sessions = this.book
           .all()
           .filter((h) => archived || !h.archived)
-          .map((h) => ({
-            id: h.id,
-            parent: h.parent,
-            fork_at: h.forkAt,
-            title: h.title,
-            archived: h.archived,
-            version: h.version,
-            events: h.events,
-            updated_unix_ms: h.updatedUnixMs,
-            source: h.source,
-          }));
+          .map((h) => ({ id: h.id, ...headerFields(h) }));
         return { SessionList: { sessions } };
       }
       case "Tree":
@@ -366,12 +356,7 @@ export class SessionService {
       Inspection: {
         inspection: {
           session: h.id,
-          parent: h.parent,
-          fork_at: h.forkAt,
-          title: h.title,
-          archived: h.archived,
-          version: h.version,
-          events: h.events,
+          ...headerFields(h),
           tokens: c.stream.length,
           messages: c.messages.length,
           busy: this.running.has(session),
@@ -573,6 +558,20 @@ export class SessionService {
       Completion: { text: textOf(model, result.tokens), tokens: result.completionTokens, cached: result.cachedTokens, expired: result.reason === "expired" },
     };
   }
+}
+
+/** What Sessions and Inspect show of a session's header. */
+function headerFields(h: SessionHeader): Record<string, unknown> {
+  return {
+    parent: h.parent,
+    fork_at: h.forkAt,
+    title: h.title,
+    archived: h.archived,
+    version: h.version,
+    events: h.events,
+    updated_unix_ms: h.updatedUnixMs,
+    source: h.source,
+  };
 }
 
 /** Token ids as text. */
