@@ -66,6 +66,9 @@ function sourceOf(params: Record<string, unknown>): "session" | "http" {
 
 const GREEDY_PARAMS: SessionParams = { temperature: 0, top_p: 1, min_p: 0, top_k: 0, seed: 0 };
 
+/** Views kept in memory; past this, the least recently used one not in use is dropped (it loads again from the log). */
+export const MAX_VIEWS = 256;
+
 export class SessionBook {
   private headers: Map<number, SessionHeader> | null = null;
   private readonly views = new Map<number, SessionView>();
@@ -74,8 +77,27 @@ export class SessionBook {
   private readonly owned = new Set<number>();
   private readonly stopListening: () => void;
 
-  constructor(readonly store: SessionStore) {
+  constructor(
+    readonly store: SessionStore,
+    /** Sessions a request is working on (generating, or holding the session's lock): their views stay. */
+    private readonly inUse: (session: number) => boolean = () => false,
+  ) {
     this.stopListening = store.onDurable((event) => this.note(event));
+  }
+
+  /** Keeps `view` as the most recently used, and drops the least recently used views past MAX_VIEWS. */
+  private keep(view: SessionView): void {
+    const id = view.header.id;
+    this.views.delete(id);
+    this.views.set(id, view);
+    if (this.views.size <= MAX_VIEWS) return;
+    for (const [old] of this.views) {
+      if (this.views.size <= MAX_VIEWS) break;
+      if (old === id || this.inUse(old)) continue;
+      this.views.delete(old);
+      // Its next append reopens it from its view (store.resume with the next id).
+      if (this.owned.delete(old)) this.store.release(old);
+    }
   }
 
   close(): void {
@@ -170,7 +192,10 @@ export class SessionBook {
   /** The session's history, loaded from the log the first time; throws SessionError for an unknown or purged id. */
   async view(id: number): Promise<SessionView> {
     const known = this.views.get(id);
-    if (known) return known;
+    if (known) {
+      this.keep(known);
+      return known;
+    }
     const header = this.header(id);
     if (!header) throw new SessionError(`no session ${id}${this.index().get(id)?.purged ? " (it was purged)" : ""}`);
     let loading = this.loading.get(id);
@@ -181,7 +206,7 @@ export class SessionBook {
         const view = this.views.get(id) ?? (await this.load(header));
         // Purged while it loaded: not kept.
         if (header.purged) throw new SessionError(`no session ${id} (it was purged)`);
-        this.views.set(id, view);
+        this.keep(view);
         return view;
       })();
       this.loading.set(id, loading);
@@ -226,7 +251,7 @@ export class SessionBook {
     };
     this.index().set(header.id, header);
     const view: SessionView = { header, params, events: [...inherited, event] };
-    this.views.set(header.id, view);
+    this.keep(view);
     return view;
   }
 

@@ -2,8 +2,9 @@
 // session's whole token stream (a new assistant turn's header appended
 // first, unless an open turn is continued), sampled with the session's own
 // params, each draw seeded by its stream position. What the model produces
-// is recorded as Generated events (one per tick and channel) and ToolUse
-// events, each delivered only once the log has it on disk.
+// is recorded as Generated events (one per tick and channel), ToolUse events
+// (ToolParseFailure for a call whose arguments are not a JSON object), each
+// delivered only once the log has it on disk.
 import { IncrementalDecoder } from "../codec/index.ts";
 import { choiceText, type ChoiceEnd } from "../daemon/choice-stream.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
@@ -54,6 +55,15 @@ export interface RunningGeneration {
 /** The session's params as the engine's sampler chain: nothing from the model's defaults, no penalties. */
 export function samplingOf(p: SessionParams): SamplingSpec {
   return { temperature: p.temperature, topP: p.top_p, topK: p.top_k, minP: p.min_p, seed: p.seed, repeatPenalty: 1, presencePenalty: 0, frequencyPenalty: 0 };
+}
+
+function isJsonObject(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
+  }
 }
 
 /** The finish code of a choice's end. */
@@ -155,7 +165,9 @@ export async function startGeneration(
   const generation = model.worker.generate(request, { journaled: false });
   const tap = new TokenTap(generation);
   const decoder = new IncrementalDecoder(model.tokenizer);
+  /** Calls started and not ended: their names and argument text so far, by index. */
   const callNames = new Map<number, string>();
+  const callArgs = new Map<number, string>();
   let channel: number = startsInReasoning ? CHANNEL.reasoning : CHANNEL.text;
 
   const run = async (): Promise<GenerationSummary> => {
@@ -185,7 +197,12 @@ export async function startGeneration(
         if (span.length > 0) text(delta.calls ? CHANNEL.toolCall : channel, raw);
         for (const call of delta.calls ?? []) {
           if (call.type === "call-start") callNames.set(call.index, call.name);
-          if (call.type === "call-end") bodies.push({ ToolUse: { name: callNames.get(call.index) ?? "", arguments: call.arguments } });
+          if (call.type === "call-args") callArgs.set(call.index, (callArgs.get(call.index) ?? "") + call.text);
+          if (call.type !== "call-end") continue;
+          const name = callNames.get(call.index) ?? "";
+          callNames.delete(call.index);
+          // A call whose arguments never became JSON (cut by the cap, or malformed) is not a call to run.
+          bodies.push(isJsonObject(call.arguments) ? { ToolUse: { name, arguments: call.arguments } } : { ToolParseFailure: { name, text: call.arguments } });
         }
         await commit(bodies);
       }
@@ -198,8 +215,14 @@ export async function startGeneration(
       tap.cancel();
       await reader.return(undefined as never).catch(() => {});
     }
-    // The end record: the tokens not yet recorded, and how the turn ended.
-    await commit([{ Generated: { span: tap.take(), text: "", channel, finish } }]).catch((err: unknown) => (failure ??= err));
+    // The end record: the tokens not yet recorded, and how the turn ended. Text the parsers
+    // still held (a call cut by the cap never closes) is recorded raw, as tool-call text when a
+    // tool wire was being parsed; a call that started and never ended is a ToolParseFailure.
+    const rest = tap.take();
+    const held = decoder.push(rest) + decoder.flush();
+    const restChannel = held !== "" && prepared.choice.toolParser ? CHANNEL.toolCall : channel;
+    const unfinished: EventBody[] = [...callNames].map(([index, name]) => ({ ToolParseFailure: { name, text: callArgs.get(index) ?? "" } }));
+    await commit([...unfinished, { Generated: { span: rest, text: held, channel: restChannel, finish } }]).catch((err: unknown) => (failure ??= err));
     if (park !== undefined) deps.parked?.();
     if (failure !== undefined) throw failure;
     // The history renders the next appended message starts from, made while the client reads the reply.

@@ -93,7 +93,7 @@ export class SessionService {
   private readonly pins = new Map<number, number>();
 
   constructor(private readonly opts: SessionServiceOptions) {
-    this.book = new SessionBook(opts.store);
+    this.book = new SessionBook(opts.store, (session) => this.running.has(session) || this.locks.has(session));
     this.subscriptions = new Subscriptions(opts.store);
   }
 

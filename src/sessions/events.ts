@@ -26,6 +26,8 @@ export type EventBody =
   | { Appended: { text: string; span: number[] } }
   | { Generated: { span: number[]; text: string; finish: number; channel?: number } } // finish: see FINISH
   | { ToolUse: { name: string; arguments: string } }
+  /** A call the model wrote whose arguments are not a JSON object: shown, never answered. */
+  | { ToolParseFailure: { name: string; text: string } }
   /** outcome: absent for a result, 1 failed, 2 cancelled (AppendToolOutcome). */
   | { ToolResult: { call_id: number; content: string; span: number[]; outcome?: number } }
   | { QosSet: { class: number } }

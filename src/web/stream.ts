@@ -1,5 +1,5 @@
 // POST /web/stream (docs/api/sessions.md#web-stream): one Generate as
-// server-sent events. Each committed Generated or ToolUse event is a
+// server-sent events. Each committed Generated, ToolUse or ToolParseFailure event is a
 // `{"committed": event}` line, text ahead of its commit a `{"provisional"}`
 // line when asked for, then `{"done"}` (or `{"error"}`) and `[DONE]`.
 // Closing the stream cancels the generation (finish 4), as Cancel does.
@@ -42,7 +42,8 @@ export function streamGeneration(service: SessionService, body: unknown, signal:
           maxTokens,
           {
             committed: (event) => {
-              if ("Generated" in event.body || "ToolUse" in event.body || "ToolResult" in event.body) line({ committed: wireEvent(event) });
+              const b = event.body;
+              if ("Generated" in b || "ToolUse" in b || "ToolResult" in b || "ToolParseFailure" in b) line({ committed: wireEvent(event) });
             },
             ...(provisional ? { provisional: (channel: number, text: string) => line({ provisional: { channel, text } }) } : {}),
           },

@@ -398,6 +398,20 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     expect(errOf((await generateWith(ws, { session: bare, tool_choice: "required" })).reply)).toContain("declares no tools");
   });
 
+  test("a forced call cut by max_tokens is kept as tool-call text, never an open call", async () => {
+    const session = await web.create();
+    await web.rpc({ AppendSystem: { session, text: "Tools.", tools: [WEATHER_TOOL] } });
+    await web.rpc({ AppendMessage: { session, role: 1, text: "Weather in Oslo?" } });
+    const cut = await generateWith(ws, { session, max_tokens: 20, tool_choice: "required" });
+    expect(cut.reply.Generated.finish).toBe(2);
+    expect(cut.deltas.some((e) => recordOf(e) === "ToolUse")).toBe(false);
+    const last = cut.deltas.at(-1);
+    expect(last.body.Generated).toMatchObject({ channel: 2, finish: 2 });
+    expect(last.body.Generated.span.length).toBeGreaterThan(0);
+    expect(last.body.Generated.text).toContain("get_weather");
+    expect((await web.rpc({ OpenToolCalls: { session } })).ToolCalls.calls).toEqual([]);
+  });
+
   test("Append puts raw text or token ids on the input", async () => {
     const session = await web.create();
     const byText = await web.rpc({ Append: { session, text: "Raw text.", span: null } });
