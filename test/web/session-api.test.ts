@@ -846,3 +846,50 @@ describe("cancel and busy sessions on tiny-random (long generations)", () => {
     }
   });
 });
+
+describe("Complete (fill-in-the-middle) on tiny-fim, metered per connection and per listener", () => {
+  let web: WebServer;
+
+  beforeAll(async () => {
+    // Two completions per bucket, one back every 1000 s: a test never sees a refill.
+    web = await WebServer.start({ fixture: "tiny-fim", args: ["--completion-burst", "2", "--completion-rate", "0.001"] });
+  });
+
+  afterAll(async () => {
+    await web?.stop();
+  });
+
+  const complete = { Complete: { prefix: "def add(a, b):\n    return ", suffix: "\n\nprint(add(1, 2))\n", mode: 0, max_tokens: 4 } };
+
+  test("/web/rpc shares one bucket: 429 with Retry-After and a Throttled body once it is empty", async () => {
+    for (let i = 0; i < 2; i++) {
+      const reply = await web.rpc(complete);
+      expect(reply.Completion.tokens).toBeGreaterThan(0);
+      expect(typeof reply.Completion.text).toBe("string");
+      expect(reply.Completion.expired).toBe(false);
+    }
+    const res = await fetch(`${web.base}/web/rpc`, { method: "POST", headers: web.headers(), body: JSON.stringify(complete) });
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
+    const body = await res.json();
+    expect(body.Throttled.retry_after_ms).toBeGreaterThan(0);
+  });
+
+  test("each WebSocket has its own bucket, and answers Throttled in a frame", async () => {
+    const socket = await web.socket();
+    try {
+      for (let i = 0; i < 2; i++) expect((await socket.call(complete)).Completion).toBeDefined();
+      const throttled = await socket.call(complete);
+      expect(throttled.Throttled.retry_after_ms).toBeGreaterThan(0);
+    } finally {
+      socket.close();
+    }
+    const other = await web.socket();
+    try {
+      expect((await other.call(complete)).Completion).toBeDefined();
+    } finally {
+      other.close();
+    }
+  });
+});
+
