@@ -200,6 +200,32 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
     }
     expect(pageErrors).toEqual([]);
   });
+
+  test("a forced tool call shows as a card; its result is sent from the card and the model answers", async () => {
+    await page.click("#settings-toggle");
+    await page.waitForSelector("#settings:not([hidden])", { timeout: HANG_GUARD });
+    const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+    await page.$eval("#p-tools", (e, text) => ((e as any).value = text), JSON.stringify(tools));
+    await page.select("#p-tool_choice", "required");
+    await page.click("#new-chat");
+    await page.waitForSelector("#log .empty", { timeout: HANG_GUARD });
+    await page.type("#input", "Weather in Oslo?");
+    await page.click("#send");
+    const card = await page.waitForSelector(".tool-card .tool-answer textarea", { timeout: HANG_GUARD });
+    expect(await page.$eval(".tool-card .tool-name", (e) => e.textContent)).toBe("tool call · get_weather");
+    expect(JSON.parse((await page.$eval(".tool-card .tool-args", (e) => e.textContent)) ?? "")).toEqual({ city: "hello" });
+    // The answer is generated with the same settings: back to auto, so the model answers in text.
+    await page.select("#p-tool_choice", "auto");
+    await card!.type("12 C, rain");
+    await page.click(".tool-card .tool-answer button");
+    await page.waitForFunction(() => document.querySelector(".tool-card .tool-result:not(.pending)")?.textContent === "12 C, rain", { timeout: HANG_GUARD });
+    await page.waitForFunction(
+      (reply) => [...document.querySelectorAll('.reply[data-state="done"] .reply-body')].some((b: any) => b.textContent === reply) && !document.body.dataset.generating,
+      { timeout: HANG_GUARD },
+      REPLY,
+    );
+    expect(pageErrors).toEqual([]);
+  });
 });
 
 // Cancel and continue need a reply long enough to cut: tiny-random's random

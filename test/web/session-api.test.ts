@@ -871,7 +871,7 @@ describe("Complete (fill-in-the-middle) on tiny-fim, metered per connection and 
     const res = await fetch(`${web.base}/web/rpc`, { method: "POST", headers: web.headers(), body: JSON.stringify(complete) });
     expect(res.status).toBe(429);
     expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
-    const body = await res.json();
+    const body: any = await res.json();
     expect(body.Throttled.retry_after_ms).toBeGreaterThan(0);
   });
 

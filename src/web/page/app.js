@@ -252,6 +252,11 @@
     return crypto.getRandomValues(new Uint32Array(1))[0];
   }
 
+  /** Generate's tool_choice (a superfluid extension): auto, required (a call must come) or none. */
+  function toolChoice() {
+    return $("#p-tool_choice").value || "auto";
+  }
+
   function maxTokens() {
     const v = Math.trunc(Number($("#p-max_tokens").value));
     return Number.isFinite(v) && v > 0 ? v : 1024;
@@ -640,7 +645,7 @@
     if (state.view?.session === s) state.view.setStreaming(true);
     updateControls();
     try {
-      const reply = await conn.call({ Generate: { session: s, max_tokens: maxTokens() } }, (ev) => {
+      const reply = await conn.call({ Generate: { session: s, max_tokens: maxTokens(), tool_choice: toolChoice() } }, (ev) => {
         const [kind, body] = variant(ev.body);
         // A turn this Generate opened starts at its first event; one it continued started earlier.
         if (g.firstEvent === undefined) g.firstEvent = kind === "GenerationPrompt" ? ev.event_id : null;
