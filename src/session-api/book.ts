@@ -75,6 +75,8 @@ export class SessionBook {
   private readonly loading = new Map<number, Promise<SessionView>>();
   /** Sessions this book has made or reopened in the store: the ones it may append to while they are live. */
   private readonly owned = new Set<number>();
+  /** Sessions whose views were dropped past MAX_VIEWS with every record durable: reopened at their view's next id. */
+  private readonly released = new Set<number>();
   private readonly stopListening: () => void;
 
   constructor(
@@ -82,7 +84,17 @@ export class SessionBook {
     /** Sessions a request is working on (generating, or holding the session's lock): their views stay. */
     private readonly inUse: (session: number) => boolean = () => false,
   ) {
-    this.stopListening = store.onDurable((event) => this.note(event));
+    const stopDurable = store.onDurable((event) => this.note(event));
+    // A failed write lost what was buffered: views holding those records are dropped and read again from the log.
+    const stopEnded = store.onSessionsEnded(() => {
+      for (const id of this.owned) this.views.delete(id);
+      this.owned.clear();
+      this.released.clear();
+    });
+    this.stopListening = () => {
+      stopDurable();
+      stopEnded();
+    };
   }
 
   /** Keeps `view` as the most recently used, and drops the least recently used views past MAX_VIEWS. */
@@ -95,8 +107,11 @@ export class SessionBook {
       if (this.views.size <= MAX_VIEWS) break;
       if (old === id || this.inUse(old)) continue;
       this.views.delete(old);
-      // Its next append reopens it from its view (store.resume with the next id).
-      if (this.owned.delete(old)) this.store.release(old);
+      // Its next append reopens it at the next id its reloaded view holds (every record of it was durable).
+      if (this.owned.delete(old)) {
+        this.store.release(old);
+        this.released.add(old);
+      }
     }
   }
 
@@ -131,6 +146,7 @@ export class SessionBook {
           const h = headers.get(id);
           if (h) h.purged = true;
           this.views.delete(id);
+          if (this.owned.delete(id)) this.store.release(id);
         }
         if (body.Purged.mode === "Reroot") {
           for (const h of headers.values()) if (h.parent !== null && headers.get(h.parent)?.purged) h.parent = null;
@@ -269,9 +285,20 @@ export class SessionBook {
 
   /** Appends a record to a session the client touched; durable after a flush. */
   async append(view: SessionView, body: EventBody): Promise<SessionEvent> {
+    const id = view.header.id;
     this.checkWritable(view);
-    if (!this.store.isLive(view.header.id)) await this.store.resume(view.header.id, view.events.length);
-    this.owned.add(view.header.id);
+    // A view dropped meanwhile (a failed write lost records it held) must not be written on.
+    if (this.views.get(id) !== view) throw new SessionError(`session ${id} changed while this request ran (the session log failed a write); read it again`);
+    if (!this.store.isLive(id)) {
+      // A session this book released holds every record in its view; any other is read from the log.
+      const known = this.released.delete(id) ? view.events.length : undefined;
+      const next = await this.store.resume(id, known);
+      if (next !== view.events.length) {
+        this.views.delete(id);
+        throw new SessionError(`session ${id} changed while this request ran; read it again`);
+      }
+    }
+    this.owned.add(id);
     const event = this.store.appendEvent(view.header.id, body);
     view.events.push(event);
     view.header.events = event.event_id + 1;

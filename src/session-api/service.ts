@@ -434,6 +434,11 @@ export class SessionService {
     const forkAt = rangeOf(edits[0]!).from;
     const model = await this.opts.model();
     const child = this.book.create({ Rebased: { parent: session, fork_at: forkAt, params: { ...params }, edits } }, forkAt, params, events.slice(0, forkAt));
+    // The copy runs under the child's lock: an append on the new id waits for it.
+    return this.exclusive(child.header.id, () => this.copyRebased(model, child, events, edits, forkAt));
+  }
+
+  private async copyRebased(model: ServedModel, child: SessionView, events: SessionEvent[], edits: RebaseEdit[], forkAt: number): Promise<Reply> {
     const callIds = new Map<number, number>();
     for (let i = forkAt; i < events.length; i++) {
       const edit = edits.find((e) => rangeOf(e).from <= i && i < rangeOf(e).to);

@@ -81,6 +81,8 @@ export class SessionStore {
   private nextSession: number;
   private nextGlobal: number;
   private closing: Promise<void> | null = null;
+  /** Listeners told when a failed write ended every live session (onSessionsEnded). */
+  private readonly failureListeners = new Set<() => void>();
   /** Listeners told of each record once it is durable (onDurable). */
   private readonly durableListeners = new Set<(event: SessionEvent) => void>();
   /** Records appended while someone listens and not yet durable, oldest first; `undeliveredBase` numbers the first. */
@@ -100,7 +102,10 @@ export class SessionStore {
     this.storeId = init.storeId;
     this.nextSession = init.nextSession;
     this.nextGlobal = init.nextGlobal;
-    writer.onFailure = () => this.live.clear();
+    writer.onFailure = () => {
+      this.live.clear();
+      for (const listener of this.failureListeners) listener();
+    };
   }
 
   static async open(dir: string, opts: StoreOptions = {}): Promise<SessionStore> {
@@ -221,6 +226,16 @@ export class SessionStore {
   onDurable(listener: (event: SessionEvent) => void): () => void {
     this.durableListeners.add(listener);
     return () => this.durableListeners.delete(listener);
+  }
+
+  /**
+   * Hears each failed write, which drops the records buffered with it and
+   * ends every live session: what a reader kept of those records is lost.
+   * Returns the way to stop listening.
+   */
+  onSessionsEnded(listener: () => void): () => void {
+    this.failureListeners.add(listener);
+    return () => this.failureListeners.delete(listener);
   }
 
   /** Starts a new session: appends its Created record (event 0) and returns its id. */

@@ -2,7 +2,7 @@
 // fork's history, views dropped past MAX_VIEWS and loaded again from the log,
 // and views of sessions another writer (an HTTP generation) appends to.
 import { afterEach, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MAX_VIEWS, SessionBook } from "../../src/session-api/book.ts";
@@ -14,10 +14,10 @@ afterEach(async () => {
   for (const s of stores.splice(0)) await s.close().catch(() => {});
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
-async function open(): Promise<SessionStore> {
+async function open(opts?: Parameters<typeof SessionStore.open>[1]): Promise<SessionStore> {
   const dir = mkdtempSync(join(tmpdir(), "sf-book-"));
   dirs.push(dir);
-  const s = await SessionStore.open(dir);
+  const s = await SessionStore.open(dir, opts);
   stores.push(s);
   return s;
 }
@@ -87,3 +87,50 @@ test("a view of a session another writer appends to follows its durable records;
   expect((await book.append(view, msg("go on"))).event_id).toBe(4);
   book.close();
 });
+
+test("records a failed write lost never reach a view: it is dropped, read again from the log, and the ids go on without a gap", async () => {
+  let full = false;
+  const store = await open({
+    fileOps: {
+      write(fd, data) {
+        if (full) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+        writeSync(fd, data);
+      },
+    },
+  });
+  const book = new SessionBook(store);
+  const view = book.create({ Created: { parent: null, params: { ...PARAMS } } }, 0, PARAMS);
+  await book.append(view, msg("a"));
+  await store.flush();
+  full = true;
+  await book.append(view, msg("lost"));
+  await expect(store.flush()).rejects.toThrow(/ENOSPC/);
+  full = false;
+  // The request that held the old view is refused; a new one reads the log again.
+  await expect(book.append(view, msg("on the old view"))).rejects.toThrow(/read it again/);
+  const again = await book.view(view.header.id);
+  expect(again.events.map((e) => e.event_id)).toEqual([0, 1]);
+  expect((await book.append(again, msg("next"))).event_id).toBe(2);
+  await store.flush();
+  expect(store.read(view.header.id).map((e) => e.event_id)).toEqual([0, 1, 2]);
+  book.close();
+});
+
+test("an HTTP session's end record still buffered when an append comes: the append gets the next id, never a duplicate", async () => {
+  const store = await open();
+  const book = new SessionBook(store);
+  const http = store.create({ model: "m", sampling: PARAMS });
+  store.append(http, { Appended: { text: "p", span: [5] } });
+  await store.flush();
+  const view = await book.view(http);
+  // The journal ends the generation: its end record is buffered and the session released at once.
+  store.append(http, { Generated: { span: [], text: "", finish: FINISH.endOfTurn } });
+  store.release(http);
+  const appended = await book.append(view, msg("after"));
+  expect(appended.event_id).toBe(3);
+  await store.flush();
+  expect(store.read(http).map((e) => e.event_id)).toEqual([0, 1, 2, 3]);
+  expect(view.events.map((e) => e.event_id)).toEqual([0, 1, 2, 3]);
+  book.close();
+});
+
