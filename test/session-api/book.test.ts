@@ -1,26 +1,13 @@
 // The session book (src/session-api/book.ts): sessions by id over one log, a
 // fork's history, views dropped past MAX_VIEWS and loaded again from the log,
 // and views of sessions another writer (an HTTP generation) appends to.
-import { afterEach, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { expect, test } from "bun:test";
+import { writeSync } from "node:fs";
 import { MAX_VIEWS, SessionBook } from "../../src/session-api/book.ts";
-import { FINISH, SessionStore } from "../../src/sessions/store.ts";
+import { FINISH } from "../../src/sessions/store.ts";
+import { useTempStores } from "../support/temp-stores.ts";
 
-const dirs: string[] = [];
-const stores: SessionStore[] = [];
-afterEach(async () => {
-  for (const s of stores.splice(0)) await s.close().catch(() => {});
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
-async function open(opts?: Parameters<typeof SessionStore.open>[1]): Promise<SessionStore> {
-  const dir = mkdtempSync(join(tmpdir(), "sf-book-"));
-  dirs.push(dir);
-  const s = await SessionStore.open(dir, opts);
-  stores.push(s);
-  return s;
-}
+const open = useTempStores("sf-book-");
 const PARAMS = { temperature: 0, top_p: 1, min_p: 0, top_k: 0, seed: 0 };
 const msg = (text: string) => ({ Message: { role: 1, text, span: [1, 2] } });
 

@@ -1,25 +1,12 @@
 // SessionStore.onDurable: what the session API's subscriptions and session
 // index hear. A record is heard only once a flush has made it durable, in log
 // order, exactly once; records a failed write dropped are never heard.
-import { afterEach, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { FINISH, SessionStore, type SessionEvent } from "../../src/sessions/store.ts";
+import { expect, test } from "bun:test";
+import { writeSync } from "node:fs";
+import { FINISH, type SessionEvent } from "../../src/sessions/store.ts";
+import { useTempStores } from "../support/temp-stores.ts";
 
-const dirs: string[] = [];
-const stores: SessionStore[] = [];
-afterEach(async () => {
-  for (const s of stores.splice(0)) await s.close().catch(() => {});
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
-async function open(opts?: Parameters<typeof SessionStore.open>[1]): Promise<SessionStore> {
-  const dir = mkdtempSync(join(tmpdir(), "sf-durable-"));
-  dirs.push(dir);
-  const s = await SessionStore.open(dir, opts);
-  stores.push(s);
-  return s;
-}
+const open = useTempStores("sf-durable-");
 const gen = (text: string) => ({ Generated: { span: [1], text, finish: FINISH.open } });
 const ids = (events: SessionEvent[]) => events.map((e) => `${e.session}:${e.event_id}`);
 

@@ -1,0 +1,24 @@
+// Session stores in temporary folders for unit tests: each test file calls
+// useTempStores() once and opens as many stores as it needs; they are closed
+// and their folders removed after each test.
+import { afterEach } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SessionStore, type StoreOptions } from "../../src/sessions/store.ts";
+
+export function useTempStores(prefix: string): (opts?: StoreOptions) => Promise<SessionStore> {
+  const dirs: string[] = [];
+  const stores: SessionStore[] = [];
+  afterEach(async () => {
+    for (const s of stores.splice(0)) await s.close().catch(() => {});
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+  return async (opts) => {
+    const dir = mkdtempSync(join(tmpdir(), prefix));
+    dirs.push(dir);
+    const store = await SessionStore.open(dir, opts);
+    stores.push(store);
+    return store;
+  };
+}
