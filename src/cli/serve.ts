@@ -292,20 +292,21 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   }
   let counter = 0;
   const loopback = isLoopbackName(options.host);
-  // Batch lines run through their route's handler in process (on `ctx`, set
-  // below before start() lets any line run): chat lines on the first model
-  // named (loaded again first if it was unloaded), embedding lines on the
-  // model each names; the batches on disk are known from here.
-  const lineModel = async () => {
+  // The first model named, loaded again first if it was unloaded: batch chat
+  // lines and the session API run on it.
+  const primaryModel = async () => {
     const model = await registry.resolve(primaryId);
     if (!model) throw new RequestError(503, `model '${primaryId}' is not served`, "model_not_found");
     return model;
   };
+  // Batch lines run through their route's handler in process (on `ctx`, set
+  // below before start() lets any line run): chat lines on the first model,
+  // embedding lines on the model each names; the batches on disk are known from here.
   const batches = BatchService.open({
     dir: join(options.sessions, "batches"),
     files,
     modelId: primaryId,
-    execute: async (body, signal) => runBatchLine(ctx, await lineModel(), body, signal),
+    execute: async (body, signal) => runBatchLine(ctx, await primaryModel(), body, signal),
     embeddings: {
       execute: (body, signal) => runBatchEmbedding(ctx, body, signal),
       modelOf: (name) => registry.entry(name)?.id ?? name,
@@ -384,7 +385,7 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   let web: WebListener | undefined;
   if (options.web) {
     try {
-      web = startSessionListener(options, options.web, sessions, ctx, primaryId, metrics, log);
+      web = startSessionListener(options, options.web, sessions, primaryModel, metrics, log);
     } catch (err) {
       await startup.failed(err as Error);
       await listener.close();
@@ -431,8 +432,7 @@ function startSessionListener(
   options: ServeOptions,
   address: { host: string; port: number },
   sessions: SessionStore,
-  ctx: ServerContext,
-  primaryId: string,
+  model: () => Promise<ServedModel>,
   metrics: ServerMetrics,
   log: (line: string) => void,
 ): WebListener {
@@ -440,11 +440,7 @@ function startSessionListener(
   const budget = options.parkBudgetGb * 1024 ** 3;
   const service = new SessionService({
     store: sessions,
-    model: async () => {
-      const model = await ctx.registry.resolve(primaryId);
-      if (!model) throw new RequestError(503, `model '${primaryId}' is not served`, "model_not_found");
-      return model;
-    },
+    model,
     defaults: { operatorSampling: options.sampling, ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }) },
     ...(park ? { park: { dir: park, sweep: () => void sweepParkDir(park, budget) } } : {}),
     completionBuckets: new TokenBuckets(options.completionRate, options.completionBurst),

@@ -1,6 +1,16 @@
 // Small scanners over JSON text the model is still writing: where a value
 // ends (or that it has not yet), whitespace, and the trailing-comma repair.
 
+/** Whether the text parses as one JSON object (not an array, not a scalar): a tool call's arguments. */
+export function isJsonObjectText(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}
+
 export const isWs = (c: string | undefined): boolean => c === " " || c === "\n" || c === "\r" || c === "\t";
 
 export function skipWs(s: string, i: number): number {

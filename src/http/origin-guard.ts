@@ -27,7 +27,7 @@ export function isLoopbackName(host: string): boolean {
 }
 
 /** The name in a Host value ("name", "name:port", "[v6]:port"); undefined when it is not that shape. */
-function hostName(value: string): string | undefined {
+export function hostName(value: string): string | undefined {
   const m = /^(\[[0-9a-fA-F:.]+\]|[^[\]:/@\s]+)(?::\d{1,5})?$/.exec(value.trim());
   return m?.[1];
 }

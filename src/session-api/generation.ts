@@ -6,6 +6,7 @@
 // (ToolParseFailure for a call whose arguments are not a JSON object), each
 // delivered only once the log has it on disk.
 import { IncrementalDecoder } from "../codec/index.ts";
+import { isJsonObjectText } from "../codec/json-scan.ts";
 import { choiceText, type ChoiceEnd } from "../daemon/choice-stream.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import type { Generation, GenerationEvent } from "../daemon/worker-client.ts";
@@ -55,15 +56,6 @@ export interface RunningGeneration {
 /** The session's params as the engine's sampler chain: nothing from the model's defaults, no penalties. */
 export function samplingOf(p: SessionParams): SamplingSpec {
   return { temperature: p.temperature, topP: p.top_p, topK: p.top_k, minP: p.min_p, seed: p.seed, repeatPenalty: 1, presencePenalty: 0, frequencyPenalty: 0 };
-}
-
-function isJsonObject(text: string): boolean {
-  try {
-    const value: unknown = JSON.parse(text);
-    return typeof value === "object" && value !== null && !Array.isArray(value);
-  } catch {
-    return false;
-  }
 }
 
 /** The finish code of a choice's end. */
@@ -202,7 +194,7 @@ export async function startGeneration(
           const name = callNames.get(call.index) ?? "";
           callNames.delete(call.index);
           // A call whose arguments never became JSON (cut by the cap, or malformed) is not a call to run.
-          bodies.push(isJsonObject(call.arguments) ? { ToolUse: { name, arguments: call.arguments } } : { ToolParseFailure: { name, text: call.arguments } });
+          bodies.push(isJsonObjectText(call.arguments) ? { ToolUse: { name, arguments: call.arguments } } : { ToolParseFailure: { name, text: call.arguments } });
         }
         await commit(bodies);
       }

@@ -23,7 +23,7 @@ import type { EventBody, RebaseEdit, SessionEvent } from "../sessions/events.ts"
 import type { SessionStore } from "../sessions/store.ts";
 import { historyKeyOf, SessionBook, SessionError, type SessionHeader, type SessionView } from "./book.ts";
 import { callIdOf, chatToolOf, conversationOf, renderTail, ROLE_NAMES, type TailHints } from "./conversation.ts";
-import { startGeneration, type GenerationSummary, type RunningGeneration } from "./generation.ts";
+import { startGeneration, type GenerationSink, type GenerationSummary, type RunningGeneration } from "./generation.ts";
 import type { ToolChoice } from "../pipeline/tool-plan.ts";
 import { Subscriptions, type SubscriberConnection } from "./subscriptions.ts";
 import { err, Fields, parseRequest, WireError, wireEvent, type Reply, type WireRequest } from "./wire.ts";
@@ -107,11 +107,6 @@ export class SessionService {
   /** A connection went away: its subscriptions end. */
   disconnected(conn: SessionConnection): void {
     this.subscriptions.dropConnection(conn);
-  }
-
-  /** Whether a session is generating (busy). */
-  isBusy(session: number): boolean {
-    return this.running.has(session);
   }
 
   /**
@@ -487,7 +482,7 @@ export class SessionService {
   async runGeneration(
     session: number,
     maxTokens: number | undefined,
-    sink: { committed(event: SessionEvent): void; provisional?(channel: number, text: string): void },
+    sink: GenerationSink,
     started?: (running: RunningGeneration) => void,
     toolChoice: ToolChoice = "auto",
   ): Promise<GenerationSummary> {
@@ -517,34 +512,27 @@ export class SessionService {
     session: number,
     view: SessionView,
     maxTokens: number | undefined,
-    sink: { committed(event: SessionEvent): void; provisional?(channel: number, text: string): void },
+    sink: GenerationSink,
     toolChoice: ToolChoice,
   ): Promise<RunningGeneration> {
-    {
-      const model = await this.opts.model();
-      const park = this.opts.park;
-      const pin = this.pins.get(session);
-      const run = await startGeneration(
-        {
-          model,
-          book: this.book,
-          defaults: this.opts.defaults,
-          ...(park ? { parkPath: (s: number) => join(park.dir, `${s}.park`), parked: park.sweep } : {}),
-          ...(pin !== undefined && pin > Date.now() ? { pinTtlMs: pin - Date.now() } : {}),
-        },
-        view,
-        maxTokens,
-        {
-          committed: (event) => sink.committed(event),
-          provisional: (channel, text) => {
-            sink.provisional?.(channel, text);
-            this.subscriptions.provisional(session, channel, text);
-          },
-        },
-        toolChoice,
-      );
-      return run;
-    }
+    const park = this.opts.park;
+    const pin = this.pins.get(session);
+    const deps = {
+      model: await this.opts.model(),
+      book: this.book,
+      defaults: this.opts.defaults,
+      ...(park ? { parkPath: (s: number) => join(park.dir, `${s}.park`), parked: park.sweep } : {}),
+      ...(pin !== undefined && pin > Date.now() ? { pinTtlMs: pin - Date.now() } : {}),
+    };
+    // Text ahead of its commit goes to the caller and to the session's subscribers.
+    const fanOut: GenerationSink = {
+      committed: (event) => sink.committed(event),
+      provisional: (channel, text) => {
+        sink.provisional?.(channel, text);
+        this.subscriptions.provisional(session, channel, text);
+      },
+    };
+    return startGeneration(deps, view, maxTokens, fanOut, toolChoice);
   }
 
   private async complete(f: Fields, conn: SessionConnection): Promise<Reply> {

@@ -2,7 +2,7 @@
 // private to the server's user whatever the umask: folders it creates are 0700,
 // files 0600. open() and mkdir() only ever take bits away through the umask, so
 // modes are set exactly afterwards.
-import { chmodSync, closeSync, fchmodSync, mkdirSync, openSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, fchmodSync, mkdirSync, openSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 
 export const PRIVATE_DIR_MODE = 0o700;
@@ -58,6 +58,12 @@ export function tightenFile(path: string): void {
   } catch {
     // missing, or not ours to change
   }
+}
+
+/** Replaces path whole with a private file holding text: written beside it, then renamed over it, so a reader never sees half of it. */
+export function replacePrivateFile(path: string, text: string): void {
+  writePrivateFile(`${path}.tmp`, text);
+  renameSync(`${path}.tmp`, path);
 }
 
 /** Writes text to path as a private file (an existing one is overwritten). */

@@ -35,7 +35,7 @@ import { closeSync, existsSync, fsyncSync, openSync, renameSync, statSync, trunc
 import { join } from "node:path";
 import type { EventBody, SessionEvent } from "./events.ts";
 import { acquireDirLock, setCloseOnExec, type DirLock } from "./lock.ts";
-import { makePrivateDir, openPrivate, tightenFile, writePrivateFile } from "./private-files.ts";
+import { makePrivateDir, openPrivate, replacePrivateFile, tightenFile } from "./private-files.ts";
 import { encodeRecord, fsyncDir, scanLog, WAL_FILE, WalWriter, type SyncMode, type WalFileOps, type WalPacing } from "./wal.ts";
 
 export { WalCorruptError } from "./wal.ts";
@@ -129,8 +129,7 @@ export class SessionStore {
       if (!rotated && existsSync(idPath)) storeId = (await Bun.file(idPath).text()).trim();
       if (!storeId) {
         storeId = randomBytes(16).toString("hex");
-        writePrivateFile(`${idPath}.tmp`, `${storeId}\n`);
-        renameSync(`${idPath}.tmp`, idPath);
+        replacePrivateFile(idPath, `${storeId}\n`);
       }
 
       const recovered: RecoveredStats = { records: 0, sessions: 0, truncatedBytes: 0 };

@@ -12,10 +12,9 @@
 //   everywhere; a Host that is not a loopback name too (DNS rebinding).
 // The listener sends no CORS headers, so other pages can read nothing from it.
 import { randomBytes, timingSafeEqual } from "node:crypto";
-import { renameSync } from "node:fs";
 import { join } from "node:path";
-import { isLoopbackName } from "../http/origin-guard.ts";
-import { writePrivateFile } from "../sessions/private-files.ts";
+import { hostName, isLoopbackName } from "../http/origin-guard.ts";
+import { replacePrivateFile } from "../sessions/private-files.ts";
 
 export const TOKEN_FILE = "web-token";
 export const SUBPROTOCOL = "superfluid.v1";
@@ -26,8 +25,7 @@ export const CSRF_HEADER = "x-superfluid-csrf";
 export function mintToken(sessionsDir: string): { token: string; path: string } {
   const token = randomBytes(32).toString("hex");
   const path = join(sessionsDir, TOKEN_FILE);
-  writePrivateFile(`${path}.tmp`, `${token}\n`);
-  renameSync(`${path}.tmp`, path);
+  replacePrivateFile(path, `${token}\n`);
   return { token, path };
 }
 
@@ -78,7 +76,7 @@ export class WebAuth {
 
   /** Origin and Host checks every route shares (/web/health included). */
   private foreign(request: Request): Refusal | undefined {
-    const host = /^(\[[0-9a-fA-F:.]+\]|[^[\]:/@\s]+)(?::\d{1,5})?$/.exec(request.headers.get("host") ?? "localhost")?.[1];
+    const host = hostName(request.headers.get("host") ?? "localhost");
     if (host === undefined || !isLoopbackName(host)) return { status: 403, message: `the Host '${request.headers.get("host")}' is refused: this listener answers only loopback names` };
     const origin = request.headers.get("origin");
     if (origin !== null && !this.originAllowed(origin)) {

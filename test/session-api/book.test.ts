@@ -2,10 +2,9 @@
 // fork's history, views dropped past MAX_VIEWS and loaded again from the log,
 // and views of sessions another writer (an HTTP generation) appends to.
 import { expect, test } from "bun:test";
-import { writeSync } from "node:fs";
 import { MAX_VIEWS, SessionBook } from "../../src/session-api/book.ts";
 import { FINISH } from "../../src/sessions/store.ts";
-import { useTempStores } from "../support/temp-stores.ts";
+import { fillableDisk, useTempStores } from "../support/temp-stores.ts";
 
 const open = useTempStores("sf-book-");
 const PARAMS = { temperature: 0, top_p: 1, min_p: 0, top_k: 0, seed: 0 };
@@ -76,23 +75,16 @@ test("a view of a session another writer appends to follows its durable records;
 });
 
 test("records a failed write lost never reach a view: it is dropped, read again from the log, and the ids go on without a gap", async () => {
-  let full = false;
-  const store = await open({
-    fileOps: {
-      write(fd, data) {
-        if (full) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
-        writeSync(fd, data);
-      },
-    },
-  });
+  const disk = fillableDisk();
+  const store = await open(disk.opts);
   const book = new SessionBook(store);
   const view = book.create({ Created: { parent: null, params: { ...PARAMS } } }, 0, PARAMS);
   await book.append(view, msg("a"));
   await store.flush();
-  full = true;
+  disk.full = true;
   await book.append(view, msg("lost"));
   await expect(store.flush()).rejects.toThrow(/ENOSPC/);
-  full = false;
+  disk.full = false;
   // The request that held the old view is refused; a new one reads the log again.
   await expect(book.append(view, msg("on the old view"))).rejects.toThrow(/read it again/);
   const again = await book.view(view.header.id);

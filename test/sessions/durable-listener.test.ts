@@ -2,9 +2,8 @@
 // index hear. A record is heard only once a flush has made it durable, in log
 // order, exactly once; records a failed write dropped are never heard.
 import { expect, test } from "bun:test";
-import { writeSync } from "node:fs";
 import { FINISH, type SessionEvent } from "../../src/sessions/store.ts";
-import { useTempStores } from "../support/temp-stores.ts";
+import { fillableDisk, useTempStores } from "../support/temp-stores.ts";
 
 const open = useTempStores("sf-durable-");
 const gen = (text: string) => ({ Generated: { span: [1], text, finish: FINISH.open } });
@@ -43,22 +42,15 @@ test("forks start at their first own event id, store-wide records are heard too"
 });
 
 test("records a failed write dropped are never heard; later ones are", async () => {
-  let full = false;
-  const store = await open({
-    fileOps: {
-      write(fd, data) {
-        if (full) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
-        writeSync(fd, data);
-      },
-    },
-  });
+  const disk = fillableDisk();
+  const store = await open(disk.opts);
   const heard: SessionEvent[] = [];
   store.onDurable((e) => heard.push(e));
-  full = true;
+  disk.full = true;
   store.create({});
   await expect(store.flush()).rejects.toThrow(/ENOSPC/);
   expect(heard).toEqual([]);
-  full = false;
+  disk.full = false;
   const s = store.create({});
   await store.flush();
   expect(ids(heard)).toEqual([`${s}:0`]);

@@ -2,7 +2,7 @@
 // useTempStores() once and opens as many stores as it needs; they are closed
 // and their folders removed after each test.
 import { afterEach } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SessionStore, type StoreOptions } from "../../src/sessions/store.ts";
@@ -22,3 +22,20 @@ export function useTempStores(prefix: string): (opts?: StoreOptions) => Promise<
     return store;
   };
 }
+
+/** A log writer whose disk fills on demand: while `disk.full`, every write fails with ENOSPC. */
+export function fillableDisk(): { full: boolean; opts: StoreOptions } {
+  const disk = {
+    full: false,
+    opts: {
+      fileOps: {
+        write(fd: number, data: Uint8Array) {
+          if (disk.full) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+          writeSync(fd, data);
+        },
+      },
+    } as StoreOptions,
+  };
+  return disk;
+}
+

@@ -5,11 +5,11 @@
 // DOM (a reply's state, the sidebar's entries); timeouts are hang guards.
 // With SUPERFLUID_SCREENSHOT=1 the test also rewrites docs/web-chat.png.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, rmSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
-import { freePort, ROOT, ServerProcess } from "../scenarios/support.ts";
+import { ROOT } from "../scenarios/support.ts";
+import { WebServer } from "./support.ts";
 
 /** A Chromium (or Chrome) binary: $CHROME_PATH, else the usual names on PATH. */
 function findChromium(): string | undefined {
@@ -33,17 +33,6 @@ const CHROMIUM = findChromium();
 const REPLY = "Hello from superfluid's built-in test model.";
 const HANG_GUARD = 60_000;
 
-/** Waits for the --web listener to answer, then reads the token it wrote. */
-async function webToken(webPort: number, sessions: string, server: ServerProcess): Promise<string> {
-  for (const started = performance.now(); ; ) {
-    const ok = await fetch(`http://127.0.0.1:${webPort}/web/health`).then((r) => r.ok, () => false);
-    if (ok && existsSync(join(sessions, "web-token"))) break;
-    if (performance.now() - started > HANG_GUARD) throw new Error(`the --web listener never came up:\n${server.stderr}`);
-    await Bun.sleep(50);
-  }
-  return readFileSync(join(sessions, "web-token"), "utf8").trim();
-}
-
 function launchChromium(): Promise<Browser> {
   return puppeteer.launch({
     executablePath: CHROMIUM,
@@ -54,8 +43,7 @@ function launchChromium(): Promise<Browser> {
 }
 
 describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
-  let server: ServerProcess;
-  let sessions: string;
+  let server: WebServer;
   let webPort: number;
   let token: string;
   let browser: Browser;
@@ -63,11 +51,9 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
   const pageErrors: string[] = [];
 
   beforeAll(async () => {
-    sessions = mkdtempSync(join(tmpdir(), "superfluid-web-page-"));
-    webPort = await freePort();
-    server = await ServerProcess.spawn(["--web", `127.0.0.1:${webPort}`, "--sessions", sessions], undefined, "tiny-chat");
-    expect(await server.waitHealthy()).toBe("healthy");
-    token = await webToken(webPort, sessions, server);
+    server = await WebServer.start({ fixture: "tiny-chat" });
+    webPort = server.webPort;
+    token = server.token;
     browser = await launchChromium();
     page = await browser.newPage();
     await page.setViewport({ width: 1280, height: 800 });
@@ -79,8 +65,8 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await server?.killHard();
-    if (sessions) rmSync(sessions, { recursive: true, force: true });
+    await server?.stop();
+    if (server) rmSync(server.sessions, { recursive: true, force: true });
   });
 
   const web = () => `http://127.0.0.1:${webPort}`;
@@ -232,28 +218,22 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
 // weights run to max_tokens (seeded, so the same every run), where tiny-chat
 // ends its turn after nine tokens.
 describe.skipIf(!CHROMIUM)("chat page: cancel and continue", () => {
-  let server: ServerProcess;
-  let sessions: string;
-  let webPort: number;
+  let server: WebServer;
   let browser: Browser;
   let page: Page;
 
   beforeAll(async () => {
-    sessions = mkdtempSync(join(tmpdir(), "superfluid-web-page-"));
-    webPort = await freePort();
-    server = await ServerProcess.spawn(["--web", `127.0.0.1:${webPort}`, "--sessions", sessions]);
-    expect(await server.waitHealthy()).toBe("healthy");
-    const token = await webToken(webPort, sessions, server);
+    server = await WebServer.start({ fixture: "tiny-random" });
     browser = await launchChromium();
     page = await browser.newPage();
-    await page.goto(`http://127.0.0.1:${webPort}/#token=${token}`);
+    await page.goto(`${server.base}/#token=${server.token}`);
     await page.waitForSelector("#log .empty", { timeout: HANG_GUARD });
   }, HANG_GUARD * 2);
 
   afterAll(async () => {
     await browser?.close();
-    await server?.killHard();
-    if (sessions) rmSync(sessions, { recursive: true, force: true });
+    await server?.stop();
+    if (server) rmSync(server.sessions, { recursive: true, force: true });
   });
 
   /** The text of the reply being shown, once it has more than `chars` characters while streaming. */

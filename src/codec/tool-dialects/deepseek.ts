@@ -7,6 +7,7 @@
 // the reply) is dropped: call markup is never content.
 import { forcedCallGrammar, lit, oneOrMore, repeat, seq, type CallShape } from "../tool-grammar.ts";
 import { partialSuffixLength, seekMarker } from "../holdback.ts";
+import { isJsonObjectText } from "../json-scan.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
 import { newCallId } from "./ids.ts";
 import { emitCall, emitText } from "./events.ts";
@@ -22,14 +23,6 @@ export const DEEPSEEK_MARKERS = {
 const M = DEEPSEEK_MARKERS;
 
 
-function isJsonObject(text: string): boolean {
-  try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === "object" && v !== null && !Array.isArray(v);
-  } catch {
-    return false;
-  }
-}
 
 // V3/R1 body after `function<｜tool▁sep｜>`: NAME, newline, a fenced JSON block.
 const FENCED = /^[ \t]*([^\s`<>]+)[ \t]*\r?\n```(?:json)?[ \t]*\r?\n?([\s\S]*?)\s*```\s*$/;
@@ -45,12 +38,12 @@ export function parseDeepseekCall(body: string): { name: string; args: string } 
     const m = FENCED.exec(tail);
     if (m) {
       const args = m[2]!.trim();
-      if (isJsonObject(args)) return { name: m[1]!, args };
+      if (isJsonObjectText(args)) return { name: m[1]!, args };
     }
   }
   // V3.1: the name before the separator, bare JSON after it.
   const args = tail.trim();
-  if (NAME.test(head) && isJsonObject(args)) return { name: head, args };
+  if (NAME.test(head) && isJsonObjectText(args)) return { name: head, args };
   return undefined;
 }
 
