@@ -1,9 +1,10 @@
 // Builds superfluid executables: one file each, with libllama and its ggml
 // backends embedded (extracted to the cache folder on first use).
 //
-//   bun build.ts [--outfile dist/superfluid]
+//   bun build.ts [--outfile dist/superfluid] [--llama-from-source]
 //       this machine's binary, embedding the installed @node-llama-cpp package
-//   bun build.ts --all [--out dist/release] [--base-url URL] [--platform NAME]...
+//       (or, with --llama-from-source, the same llama.cpp built here: see below)
+//   bun build.ts --all [--out dist/release] [--base-url URL] [--platform NAME]... [--prebuilt-llama]
 //       the release (npm run release): every platform cross-compiled with
 //       `bun build --compile --target`, each embedding its own platform's
 //       @node-llama-cpp package at the version package.json pins (fetched from
@@ -11,6 +12,10 @@
 //       one archive per platform, SHA256SUMS, and the package-manager files.
 //       --platform builds only the platforms named (archives, and SHA256SUMS for every archive in the folder; the
 //       package-manager files need all of them).
+//       On a Linux host, the host's own platform embeds libllama built from the
+//       same llama.cpp source with this machine's compiler instead of the
+//       prebuilt (src/release/llama-from-source.ts: the prebuilt's GCC 11 makes
+//       8-lane decode of F16 weights ~1.3x slower); --prebuilt-llama keeps the prebuilt.
 import { createHash } from "node:crypto";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -18,6 +23,7 @@ import { cacheDir } from "./ffi/paths.ts";
 import { locateLibrary } from "./ffi/locate.ts";
 import { sha256File, sha256SumsText, writeArchive } from "./src/release/archive.ts";
 import { fetchPackage } from "./src/release/fetch-package.ts";
+import { buildLlamaFromSource, compilerName } from "./src/release/llama-from-source.ts";
 import { ensureAdhocSignature } from "./src/release/macho-sign.ts";
 import { archiveName, hostPlatform, PLATFORMS, platformByName, type Platform } from "./src/release/platforms.ts";
 import { llamaCppRelease, platformName } from "./src/version.ts";
@@ -107,8 +113,19 @@ async function buildHost(): Promise<void> {
   // Only the platform package is embedded, never a user's SUPERFLUID_LLAMA_LIB.
   const { SUPERFLUID_LLAMA_LIB: _ignored, ...env } = process.env;
   const lib = locateLibrary(env);
-  const libraries = librariesIn(lib.dir);
-  const llamaCpp = llamaCppRelease(lib.dir) ?? "unknown";
+  const host = hostPlatform();
+  let dir = lib.dir;
+  let llamaCpp = llamaCppRelease(lib.dir) ?? "unknown";
+  if (process.argv.includes("--llama-from-source")) {
+    if (host?.os !== "linux") throw new Error("--llama-from-source builds on Linux only (macOS and Windows embed the prebuilt)");
+    // The installed prebuilt stands for the pinned version (its release name, its symbol versions): it must be that version.
+    const pinned = pkg.optionalDependencies[host.llamaPackage];
+    const manifest = join(lib.dir, "..", "..", "package.json");
+    const installed = lib.source === "package" && existsSync(manifest) ? (JSON.parse(readFileSync(manifest, "utf8")) as { version: string }).version : "none";
+    if (installed !== pinned) throw new Error(`--llama-from-source needs ${host.llamaPackage}@${pinned} installed (found ${installed}): run npm ci`);
+    ({ dir, llamaCpp } = await sourceBuilt(host, lib.dir));
+  }
+  const libraries = librariesIn(dir);
   await compile({ outfile, libraries, stamp: { version: pkg.version, llamaCpp, platform: hostPlatform()?.name ?? platformName() } });
   console.log(`built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(0)} MB, ${libraries.length} libraries embedded)`);
 }
@@ -120,6 +137,29 @@ function lockIntegrity(name: string, version: string): string | undefined {
   const lock = JSON.parse(readFileSync(lockPath, "utf8")) as { packages?: Record<string, { version?: string; integrity?: string }> };
   const entry = lock.packages?.[`node_modules/${name}`];
   return entry?.version === version ? entry.integrity : undefined;
+}
+
+/**
+ * The libraries of the pinned node-llama-cpp version for `p`, built from its
+ * llama.cpp source on this machine (`prebuiltDir`: that version's prebuilt
+ * folder, whose release name and symbol versions the build keeps), and the
+ * name `--version` gives the build.
+ */
+async function sourceBuilt(p: Platform, prebuiltDir: string): Promise<{ dir: string; llamaCpp: string }> {
+  const pinned = pkg.optionalDependencies[p.llamaPackage];
+  if (!pinned) throw new Error(`package.json pins no version of ${p.llamaPackage}`);
+  const built = await buildLlamaFromSource({
+    nodeLlamaCppVersion: pinned,
+    prebuiltDir,
+    cacheRoot: join(cacheDir(), "release"),
+    log: (line) => console.log(`  ${line}`),
+  });
+  return { dir: built.dir, llamaCpp: `${llamaCppRelease(built.dir) ?? `${p.llamaPackage}@${pinned}`} built by ${compilerName(built.compiler)}` };
+}
+
+/** Whether the release builds `p`'s libllama here: the host's own platform, on Linux (no cross-compiler, no Metal or MSVC). */
+function buildsFromSource(p: Platform): boolean {
+  return !process.argv.includes("--prebuilt-llama") && p.os === "linux" && hostPlatform()?.name === p.name;
 }
 
 /** The folder under the package's bins/ that holds its libraries (one per package). */
@@ -195,9 +235,11 @@ async function buildRelease(): Promise<void> {
       expectIntegrity: lockIntegrity(p.llamaPackage, pinned),
       log: (line) => console.log(`  ${line}`),
     });
-    const libDir = prebuiltFolder(fetched.dir, p.llamaPackage);
+    const prebuilt = prebuiltFolder(fetched.dir, p.llamaPackage);
+    const source = buildsFromSource(p) ? await sourceBuilt(p, prebuilt) : undefined;
+    const libDir = source?.dir ?? prebuilt;
     const libraries = librariesIn(libDir);
-    const llamaCpp = llamaCppRelease(libDir) ?? `${p.llamaPackage}@${pinned}`;
+    const llamaCpp = source?.llamaCpp ?? llamaCppRelease(prebuilt) ?? `${p.llamaPackage}@${pinned}`;
 
     // Staged as the archive's root: the executable and README.md.
     const stage = join(outDir, `superfluid-${version}-${p.name}`);
@@ -216,7 +258,7 @@ async function buildRelease(): Promise<void> {
     const mb = (n: number) => (n / 1e6).toFixed(1);
     console.log(
       `${p.name}: ${archive} ${mb(statSync(join(outDir, archive)).size)} MB (binary ${mb(statSync(exe).size)} MB, ` +
-        `${libraries.length} libraries from ${p.llamaPackage}@${pinned}, llama.cpp ${llamaCpp}${signature}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+        `${libraries.length} libraries from ${p.llamaPackage}@${pinned}${libDir === prebuilt ? "" : " (built from its source here)"}, llama.cpp ${llamaCpp}${signature}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
   }
 
