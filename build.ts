@@ -12,7 +12,7 @@
 //       one archive per platform, SHA256SUMS, and the package-manager files.
 //       --platform builds only the platforms named (archives, and SHA256SUMS for every archive in the folder; the
 //       package-manager files need all of them).
-//       On a Linux host, the host's own platform embeds libllama built from the
+//       On a linux-x64 host, linux-x64 embeds libllama built from the
 //       same llama.cpp source with this machine's compiler instead of the
 //       prebuilt (src/release/llama-from-source.ts: the prebuilt's GCC 11 makes
 //       8-lane decode of F16 weights ~1.3x slower); --prebuilt-llama keeps the prebuilt.
@@ -117,7 +117,7 @@ async function buildHost(): Promise<void> {
   let dir = lib.dir;
   let llamaCpp = llamaCppRelease(lib.dir) ?? "unknown";
   if (process.argv.includes("--llama-from-source")) {
-    if (host?.os !== "linux") throw new Error("--llama-from-source builds on Linux only (macOS and Windows embed the prebuilt)");
+    if (host?.name !== "linux-x64") throw new Error("--llama-from-source builds on linux-x64 only (every other platform embeds the prebuilt)");
     // The installed prebuilt stands for the pinned version (its release name, its symbol versions): it must be that version.
     const pinned = pkg.optionalDependencies[host.llamaPackage];
     const manifest = join(lib.dir, "..", "..", "package.json");
@@ -157,9 +157,13 @@ async function sourceBuilt(p: Platform, prebuiltDir: string): Promise<{ dir: str
   return { dir: built.dir, llamaCpp: `${llamaCppRelease(built.dir) ?? `${p.llamaPackage}@${pinned}`} built by ${compilerName(built.compiler)}` };
 }
 
-/** Whether the release builds `p`'s libllama here: the host's own platform, on Linux (no cross-compiler, no Metal or MSVC). */
+/**
+ * Whether the release builds `p`'s libllama here: linux-x64 on a linux-x64 host
+ * (the prebuilt's GCC 11 problem is an x86 one; arm64 is unmeasured, macOS and
+ * Windows need Metal or MSVC, and nothing is cross-compiled).
+ */
 function buildsFromSource(p: Platform): boolean {
-  return !process.argv.includes("--prebuilt-llama") && p.os === "linux" && hostPlatform()?.name === p.name;
+  return !process.argv.includes("--prebuilt-llama") && p.name === "linux-x64" && hostPlatform()?.name === p.name;
 }
 
 /** The folder under the package's bins/ that holds its libraries (one per package). */

@@ -15,8 +15,9 @@
 // time, every CPU variant, no OpenMP), and it is refused if any library needs
 // a newer glibc or libstdc++ symbol version than the prebuilt does.
 import { createHash } from "node:crypto";
-import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, copyFileSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
+import { processAlive } from "../runtime/process-alive.ts";
 import { BUILD_METADATA_FILE } from "../version.ts";
 import { ceilingsAbove, versionCeilings } from "./elf-versions.ts";
 import { fetchPackage } from "./fetch-package.ts";
@@ -128,16 +129,21 @@ export function findCompilers(env = process.env): Compilers {
   return { c, cxx };
 }
 
+/** CMake's generator here: Ninja when installed, else Unix Makefiles. */
+function generatorHere(): Toolchain["generator"] {
+  return output(["ninja", "--version"]) ? "Ninja" : "Unix Makefiles";
+}
+
 /** The tools the build needs on this machine; throws naming every one that is missing or too old. */
 export function findToolchain(env = process.env): Toolchain {
   const compilers = findCompilers(env);
+  const generator = generatorHere();
   const problems: string[] = [];
   if (!output(["cmake", "--version"])) problems.push("cmake is not installed");
-  const ninja = output(["ninja", "--version"]);
-  if (!ninja && !output(["make", "--version"])) problems.push("neither ninja nor make is installed");
+  if (generator !== "Ninja" && !output(["make", "--version"])) problems.push("neither ninja nor make is installed");
   if (!output(["git", "--version"])) problems.push("git is not installed (the source is a git bundle)");
   if (problems.length > 0) throw new Error(`cannot build libllama from source: ${problems.join("; ")}; ${TOOLCHAIN_HINT}`);
-  return { generator: ninja ? "Ninja" : "Unix Makefiles", compilers };
+  return { generator, compilers };
 }
 
 /**
@@ -168,7 +174,7 @@ export function collectLibraries(binDir: string, out: string): string[] {
 /** The libraries superfluid loads in a folder: libllama, libggml, libggml-base and the CPU backends (not node-llama-cpp's libllama-common). */
 export function loadedLibraries(dir: string): string[] {
   return readdirSync(dir)
-    .filter((f) => /^lib(llama|ggml|ggml-base|ggml-cpu-[a-z0-9]+)(\.v[\d.]+)?\.so(\.\d+)*$/.test(f))
+    .filter((f) => /^lib(llama|ggml|ggml-base|ggml-cpu-[a-z0-9._]+?)(\.v[\d.]+)?\.so(\.\d+)*$/.test(f))
     .sort()
     .map((f) => join(dir, f));
 }
@@ -199,15 +205,25 @@ function run(cmd: string[], what: string, logFile: string, cwd?: string): void {
   writeFileSync(logFile, `$ ${cmd.join(" ")}\n`, { flag: "a" });
   const fd = openSync(logFile, "a");
   try {
-    const r = Bun.spawnSync(cmd, { cwd, stdio: ["ignore", fd, fd] });
+    const r = Bun.spawnSync(cmd, { cwd, env: buildEnv(), stdio: ["ignore", fd, fd] });
     if (r.exitCode !== 0) throw new Error(`${what} failed (exit ${r.exitCode}); see ${logFile}`);
   } finally {
     closeSync(fd);
   }
 }
 
+/**
+ * The environment of the build's commands, without the compiler flags CMake
+ * would read from it on its first configure: a builder's CXXFLAGS=-march=native
+ * would make every CPU variant need the build machine's instruction set.
+ */
+function buildEnv(): Record<string, string | undefined> {
+  const { CFLAGS: _c, CXXFLAGS: _cxx, CPPFLAGS: _cpp, LDFLAGS: _ld, ...env } = process.env;
+  return env;
+}
+
 function succeeds(cmd: string[], cwd: string): boolean {
-  return Bun.spawnSync(cmd, { cwd, stdout: "ignore", stderr: "ignore" }).exitCode === 0;
+  return Bun.spawnSync(cmd, { cwd, env: buildEnv(), stdout: "ignore", stderr: "ignore" }).exitCode === 0;
 }
 
 /** The package's patches (llama/patches/*.diff), in the order they are applied. */
@@ -224,36 +240,68 @@ function patchesOf(pkgDir: string): { name: string; path: string; sha256: string
 }
 
 /**
- * Holds `lock` (created exclusively, holding our pid) while fn runs. A lock
- * whose process is gone is taken over; a live one refuses, so two builds
- * never share a source or build tree.
+ * Holds the lock file `lock` while fn runs, so two builds never share a source
+ * or build tree. The lock appears whole or not at all: our pid is written to a
+ * file of our own, then hard-linked to `lock` (which fails if it exists). A
+ * lock naming a process that is gone (or this very pid, left by a killed run
+ * whose pid came round again) is moved aside and taken; a live one refuses.
  */
-async function withLock<T>(lock: string, fn: () => Promise<T>): Promise<T> {
-  const take = () => {
-    const fd = openSync(lock, "wx");
-    writeFileSync(fd, String(process.pid));
-    closeSync(fd);
-  };
+export async function withLock<T>(lock: string, fn: () => Promise<T>): Promise<T> {
+  const mine = `${lock}.${process.pid}`;
+  writeFileSync(mine, String(process.pid));
   try {
-    take();
-  } catch {
-    const holder = Number(readFileSync(lock, "utf8"));
-    let alive = false;
-    try {
-      if (holder > 0) {
-        process.kill(holder, 0);
-        alive = true;
+    const take = (): boolean => {
+      try {
+        linkSync(mine, lock);
+        return true;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+        return false;
       }
-    } catch {}
-    if (alive) throw new Error(`another build (pid ${holder}) is building libllama in this cache; wait for it, or remove ${lock} if it is not`);
-    rmSync(lock, { force: true });
-    take();
+    };
+    if (!take()) {
+      let holder = Number.NaN;
+      try {
+        holder = Number(readFileSync(lock, "utf8"));
+      } catch {}
+      if (!Number.isSafeInteger(holder) || holder <= 0 || (holder !== process.pid && processAlive(holder))) {
+        const who = Number.isSafeInteger(holder) && holder > 0 ? holder : "unknown";
+        throw new Error(`another build (pid ${who}) is building libllama in this cache; wait for it, or remove ${lock} if none is`);
+      }
+      // Stale: moved aside under a name of our own (a rename either happens once or not at all), then taken like a fresh one.
+      const aside = `${lock}.stale.${process.pid}`;
+      try {
+        renameSync(lock, aside);
+        rmSync(aside, { force: true });
+      } catch {}
+      if (!take()) throw new Error(`another build took ${lock} at the same moment; wait for it`);
+    }
+  } finally {
+    rmSync(mine, { force: true });
   }
   try {
     return await fn();
   } finally {
     rmSync(lock, { force: true });
   }
+}
+
+/**
+ * Applies node-llama-cpp's patches to a checkout in `dir`, in name order, as
+ * node-llama-cpp does (`git apply --ignore-whitespace`); a patch the source
+ * already holds is skipped. Throws for a patch that applies neither way.
+ * Returns what it did with each, for the log.
+ */
+export function applyPatches(dir: string, patches: readonly { name: string; path: string }[], logFile: string): string[] {
+  return patches.map((patch) => {
+    const git = (...args: string[]) => ["git", "apply", "--ignore-whitespace", ...args, patch.path];
+    if (succeeds(git("--check"), dir)) {
+      run(git(), `git apply ${patch.name}`, logFile, dir);
+      return `${patch.name}: applied`;
+    }
+    if (succeeds(git("--reverse", "--check"), dir)) return `${patch.name}: already in the source`;
+    throw new Error(`node-llama-cpp's ${patch.name} applies neither forwards nor backwards to its own source`);
+  });
 }
 
 /**
@@ -269,37 +317,60 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
   if (!existsSync(bundle)) throw new Error(`node-llama-cpp@${opts.nodeLlamaCppVersion} carries no llama/gitRelease.bundle`);
   const patches = patchesOf(pkg.dir);
 
-  // One build per source, patches, options and compilers: anything else gets another folder.
+  const generator = generatorHere();
+  // One build per source, patches, options, compilers and generator: anything else gets another folder.
   const key = createHash("sha256")
     .update(
-      [opts.nodeLlamaCppVersion, process.platform, process.arch, compilers.c.line, compilers.cxx.line, ...patches.map((p) => p.sha256), ...SOURCE_BUILD_OPTIONS].join("\n"),
+      [
+        opts.nodeLlamaCppVersion,
+        process.platform,
+        process.arch,
+        compilers.c.line,
+        compilers.cxx.line,
+        generator,
+        ...patches.map((p) => p.sha256),
+        ...SOURCE_BUILD_OPTIONS,
+        ...SOURCE_BUILD_TARGETS,
+      ].join("\n"),
     )
     .digest("hex")
     .slice(0, 16);
   const root = join(opts.cacheRoot, "llama-source", `${opts.nodeLlamaCppVersion}-${process.platform}-${process.arch}-${key}`);
   const out = join(root, "lib");
   const done = join(root, ".complete");
-  if (existsSync(done) && existsSync(out)) {
-    const meta = JSON.parse(readFileSync(done, "utf8")) as { commit: string };
-    log(`libllama from source: cached in ${out} (commit ${meta.commit.slice(0, 7)})`);
-    return { dir: out, commit: meta.commit, compiler: compilers.cxx };
-  }
-  const toolchain = findToolchain();
+  /** The commit of a finished build in this folder, if there is one. */
+  const finished = (): string | undefined => {
+    if (!existsSync(done) || !existsSync(out)) return undefined;
+    try {
+      const commit = (JSON.parse(readFileSync(done, "utf8")) as { commit?: unknown }).commit;
+      return typeof commit === "string" ? commit : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const cached = (commit: string): SourceBuild => {
+    log(`libllama from source: cached in ${out} (commit ${commit.slice(0, 7)})`);
+    return { dir: out, commit, compiler: compilers.cxx };
+  };
+  const before = finished();
+  if (before) return cached(before);
   mkdirSync(root, { recursive: true });
   return withLock(`${root}.lock`, async () => {
+    // Another build may have finished while we waited for the lock.
+    const meanwhile = finished();
+    if (meanwhile) return cached(meanwhile);
+    findToolchain();
+    rmSync(done, { force: true });
     const logFile = join(root, "build.log");
     writeFileSync(logFile, "");
+    // What killed builds left behind (each a ~200 MB checkout, or a half-collected folder).
+    for (const f of readdirSync(root)) if (/^(src\.\d+\.tmp|lib\.tmp)$/.test(f)) rmSync(join(root, f), { recursive: true, force: true });
     const src = join(root, "src");
     if (!existsSync(src)) {
       // Cloned and patched aside, then renamed: a build killed midway never leaves a half tree that looks whole.
       const tmp = `${src}.${process.pid}.tmp`;
-      rmSync(tmp, { recursive: true, force: true });
       run(["git", "clone", "--quiet", bundle, tmp], "git clone of the source bundle", logFile);
-      for (const patch of patches) {
-        if (succeeds(["git", "apply", "--check", patch.path], tmp)) run(["git", "apply", patch.path], `git apply ${patch.name}`, logFile, tmp);
-        else if (succeeds(["git", "apply", "--reverse", "--check", patch.path], tmp)) log(`libllama from source: ${patch.name} is already in the source`);
-        else throw new Error(`node-llama-cpp's ${patch.name} applies neither forwards nor backwards to its own source`);
-      }
+      for (const line of applyPatches(tmp, patches, logFile)) log(`libllama from source: ${line}`);
       renameSync(tmp, src);
     }
     const rev = Bun.spawnSync(["git", "-C", src, "rev-parse", "HEAD"], { stdout: "pipe", stderr: "pipe" });
@@ -312,15 +383,16 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
         `${compilerName(compilers.cxx)}, ${jobs} jobs (progress: ${logFile})`,
     );
     const t0 = performance.now();
-    run(["cmake", "-S", src, "-B", build, "-G", toolchain.generator, ...SOURCE_BUILD_OPTIONS], "cmake configure", logFile);
+    run(["cmake", "-S", src, "-B", build, "-G", generator, ...SOURCE_BUILD_OPTIONS], "cmake configure", logFile);
     run(["cmake", "--build", build, "--parallel", jobs, "--target", ...SOURCE_BUILD_TARGETS], "cmake build", logFile);
-    rmSync(out, { recursive: true, force: true });
-    const names = collectLibraries(join(build, "bin"), out);
+    // Collected and checked aside; `lib` and then `.complete` appear only for a set that passed.
+    const staging = join(root, "lib.tmp");
+    const names = collectLibraries(join(build, "bin"), staging);
     if (!names.some((n) => n.startsWith("libllama")) || !names.some((n) => n.startsWith("libggml-cpu"))) {
       throw new Error(`the build produced no libllama or no CPU backend (${names.join(", ")}); see ${logFile}`);
     }
     // Nothing may need a newer glibc or libstdc++ than the prebuilt: the binary must start wherever it did.
-    const above = ceilingsAbove(versionCeilings(loadedLibraries(out)), versionCeilings(loadedLibraries(opts.prebuiltDir)));
+    const above = ceilingsAbove(versionCeilings(loadedLibraries(staging)), versionCeilings(loadedLibraries(opts.prebuiltDir)));
     if (above.length > 0) throw new Error(`the built libraries need newer symbol versions than the prebuilt: ${above.join(", ")}; build on an older distribution or with --prebuilt-llama`);
     // The llama.cpp release the prebuilt records (what `--version` and the ABI check name), and this build's own facts.
     const metaFile = join(opts.prebuiltDir, BUILD_METADATA_FILE);
@@ -335,7 +407,9 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
         options: SOURCE_BUILD_OPTIONS,
       },
     };
-    writeFileSync(join(out, BUILD_METADATA_FILE), `${JSON.stringify(meta, null, 2)}\n`);
+    writeFileSync(join(staging, BUILD_METADATA_FILE), `${JSON.stringify(meta, null, 2)}\n`);
+    rmSync(out, { recursive: true, force: true });
+    renameSync(staging, out);
     writeFileSync(done, JSON.stringify({ commit: head }));
     log(`libllama from source: ${names.length} libraries in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     return { dir: out, commit: head, compiler: compilers.cxx };

@@ -15,6 +15,7 @@ import { dlopen, read as ffiRead } from "bun:ffi";
 import { closeSync, constants, ftruncateSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { openPrivate } from "./private-files.ts";
+import { processAlive } from "../runtime/process-alive.ts";
 
 export const LOCK_FILE = "serve.lock";
 
@@ -155,15 +156,6 @@ function heldLock(path: string, release: () => void): DirLock {
   };
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 /** Pid-file locks held by this process (a pid file naming our own pid may be a stale one from an earlier process). */
 const heldPidFiles = new Set<string>();
 
@@ -176,7 +168,7 @@ function pidFileLock(dir: string, path: string): DirLock {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST" || attempt >= 2) throw e;
       const pid = readPid(path);
-      if (pid !== null && pid !== process.pid && alive(pid)) throw new SessionsLockedError(dir, pid);
+      if (pid !== null && pid !== process.pid && processAlive(pid)) throw new SessionsLockedError(dir, pid);
       try {
         unlinkSync(path); // stale: its process is gone
       } catch {}

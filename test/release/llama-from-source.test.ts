@@ -3,12 +3,21 @@
 // built libraries are collected, and that the loader finds such a folder.
 // The build itself takes tens of minutes and runs in `npm run release`.
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { locateLibrary } from "../../ffi/locate.ts";
 import { ceilingsAbove, neededVersions, versionCeilings } from "../../src/release/elf-versions.ts";
-import { collectLibraries, compilerName, compilerRefusal, loadedLibraries, parseCompilerVersion, SOURCE_BUILD_OPTIONS } from "../../src/release/llama-from-source.ts";
+import {
+  applyPatches,
+  collectLibraries,
+  compilerName,
+  compilerRefusal,
+  loadedLibraries,
+  parseCompilerVersion,
+  SOURCE_BUILD_OPTIONS,
+  withLock,
+} from "../../src/release/llama-from-source.ts";
 
 describe("compilers", () => {
   test("GCC and Clang version lines are read", () => {
@@ -103,7 +112,31 @@ describe("symbol versions a library needs", () => {
     expect(ceilings.get("GLIBC")).toBe("2.34");
     expect(ceilings.get("GLIBCXX")).toBe("3.4.29");
     expect(versionCeilings(libs).get("GLIBCXX")).toBe("3.4.30");
-    expect(neededVersions(join(prebuilt, "_nlcBuildMetadata.json"))).toEqual([]);
+    // Anything but a whole 64-bit little-endian ELF file is refused by name, never read as "needs nothing".
+    expect(() => neededVersions(join(prebuilt, "_nlcBuildMetadata.json"))).toThrow(/_nlcBuildMetadata\.json: not an ELF file/);
+    const cut = join(mkdtempSync(join(tmpdir(), "sf-elf-")), "libcut.so");
+    writeFileSync(cut, readFileSync(llama).subarray(0, 4096));
+    expect(() => neededVersions(cut)).toThrow(/libcut\.so: truncated/);
+  });
+
+  test("the libraries superfluid loads, on x64 and arm64 names alike", () => {
+    const dir = mkdtempSync(join(tmpdir(), "sf-loaded-"));
+    for (const f of ["libllama.so.0", "libllama.v0.5.0.so", "libllama-common.so", "libggml.so.0", "libggml-base.so", "libggml-cpu-haswell.so", "libggml-cpu-armv8.2_1.so", "llama-addon.node", "_nlcBuildMetadata.json"]) {
+      writeFileSync(join(dir, f), "");
+    }
+    expect(loadedLibraries(dir).map((f) => basename(f))).toEqual([
+      "libggml-base.so",
+      "libggml-cpu-armv8.2_1.so",
+      "libggml-cpu-haswell.so",
+      "libggml.so.0",
+      "libllama.so.0",
+      "libllama.v0.5.0.so",
+    ]);
+  });
+
+  test("a version that is not a number (GLIBC_PRIVATE) matches only itself", () => {
+    expect(ceilingsAbove(new Map([["GLIBC_PRIVATE", ""], ["GLIBC", "2.17"]]), new Map([["GLIBC", "2.34"]]))).toEqual(["GLIBC_PRIVATE (none in the prebuilt)"]);
+    expect(ceilingsAbove(new Map([["GLIBC_PRIVATE", ""]]), new Map([["GLIBC_PRIVATE", ""]]))).toEqual([]);
   });
 
   test("a build needing a newer glibc or libstdc++ than the prebuilt is named", () => {
@@ -115,5 +148,55 @@ describe("symbol versions a library needs", () => {
       "CXXABI_1.3.13 (none in the prebuilt)",
       "GLIBCXX_3.4.30 (at most GLIBCXX_3.4.29)",
     ]);
+  });
+});
+
+describe("one build per cache folder", () => {
+  test("a live holder refuses; a dead one's lock, or one left by this very pid, is taken over; the lock goes when done", async () => {
+    const lock = join(mkdtempSync(join(tmpdir(), "sf-lock-")), "build.lock");
+    // Held by a live process (the test runner's parent is as good as any).
+    writeFileSync(lock, String(process.ppid));
+    await expect(withLock(lock, async () => "ran")).rejects.toThrow(new RegExp(`another build \\(pid ${process.ppid}\\)`));
+    expect(readFileSync(lock, "utf8")).toBe(String(process.ppid));
+    // Held by a process that is gone: a pid past the kernel's limit never exists.
+    writeFileSync(lock, "4194305");
+    let inside = "";
+    expect(await withLock(lock, async () => ((inside = readFileSync(lock, "utf8")), "ran"))).toBe("ran");
+    expect(inside).toBe(String(process.pid));
+    expect(existsSync(lock)).toBe(false);
+    // Left by an earlier run whose pid is ours now.
+    writeFileSync(lock, String(process.pid));
+    expect(await withLock(lock, async () => "ran")).toBe("ran");
+    // Unreadable content is taken as held: nothing is built over a lock that may be half written.
+    writeFileSync(lock, "");
+    await expect(withLock(lock, async () => "ran")).rejects.toThrow(/another build \(pid unknown\)/);
+    // A failing build still gives the lock back.
+    const fresh = join(mkdtempSync(join(tmpdir(), "sf-lock-")), "build.lock");
+    await expect(withLock(fresh, async () => Promise.reject(new Error("compile failed")))).rejects.toThrow("compile failed");
+    expect(readdirSync(join(fresh, ".."))).toEqual([]);
+  });
+});
+
+describe("node-llama-cpp's patches", () => {
+  const git = (cwd: string, ...args: string[]) => {
+    const r = Bun.spawnSync(["git", ...args], { cwd, stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
+    return r.stdout.toString();
+  };
+  const hasGit = Bun.spawnSync(["git", "--version"], { stdout: "ignore", stderr: "ignore" }).exitCode === 0;
+
+  test.skipIf(!hasGit)("applied when they apply, skipped when the source has them, refused otherwise", () => {
+    const repo = mkdtempSync(join(tmpdir(), "sf-patch-"));
+    git(repo, "init", "-q");
+    writeFileSync(join(repo, "loader.cpp"), "int n_tensors = 0;\n");
+    const dir = mkdtempSync(join(tmpdir(), "sf-patches-"));
+    const patch = join(dir, "PR-1.diff");
+    writeFileSync(patch, "--- a/loader.cpp\n+++ b/loader.cpp\n@@ -1 +1 @@\n-int n_tensors = 0;\n+int n_tensors = gguf_get_n_tensors(metadata);\n");
+    const log = join(dir, "build.log");
+    expect(applyPatches(repo, [{ name: "PR-1.diff", path: patch }], log)).toEqual(["PR-1.diff: applied"]);
+    expect(readFileSync(join(repo, "loader.cpp"), "utf8")).toBe("int n_tensors = gguf_get_n_tensors(metadata);\n");
+    expect(applyPatches(repo, [{ name: "PR-1.diff", path: patch }], log)).toEqual(["PR-1.diff: already in the source"]);
+    writeFileSync(join(repo, "loader.cpp"), "something else entirely\n");
+    expect(() => applyPatches(repo, [{ name: "PR-1.diff", path: patch }], log)).toThrow(/PR-1\.diff applies neither forwards nor backwards/);
   });
 });
