@@ -126,7 +126,7 @@ async function buildHost(): Promise<void> {
     ({ dir, llamaCpp } = await sourceBuilt(host, lib.dir));
   }
   const libraries = librariesIn(dir);
-  await compile({ outfile, libraries, stamp: { version: pkg.version, llamaCpp, platform: hostPlatform()?.name ?? platformName() } });
+  await compile({ outfile, libraries, stamp: { version: pkg.version, llamaCpp, platform: host?.name ?? platformName() } });
   console.log(`built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(0)} MB, ${libraries.length} libraries embedded)`);
 }
 
@@ -262,7 +262,7 @@ async function buildRelease(): Promise<void> {
     const mb = (n: number) => (n / 1e6).toFixed(1);
     console.log(
       `${p.name}: ${archive} ${mb(statSync(join(outDir, archive)).size)} MB (binary ${mb(statSync(exe).size)} MB, ` +
-        `${libraries.length} libraries from ${p.llamaPackage}@${pinned}${libDir === prebuilt ? "" : " (built from its source here)"}, llama.cpp ${llamaCpp}${signature}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+        `${libraries.length} libraries from ${p.llamaPackage}@${pinned}${source ? " (built from its source here)" : ""}, llama.cpp ${llamaCpp}${signature}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
   }
 

@@ -14,11 +14,7 @@ import { WorkerClient } from "../src/daemon/worker-client.ts";
 import { GREEDY } from "../src/engine/sampling.ts";
 import { physicalCores } from "../src/engine/threads.ts";
 import { ensureFixture } from "../src/fixtures/index.ts";
-
-function flag(name: string, fallback?: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : fallback;
-}
+import { flag } from "./support.ts";
 
 const model = flag("model") ?? (await ensureFixture("large-vocab"));
 const replyTokens = Number(flag("tokens", "128"));

@@ -10,11 +10,8 @@ import { WorkerClient } from "../src/daemon/worker-client.ts";
 import { GREEDY, type SamplingSpec } from "../src/engine/sampling.ts";
 import { physicalCores } from "../src/engine/threads.ts";
 import { ensureFixture } from "../src/fixtures/index.ts";
+import { flag } from "./support.ts";
 
-function flag(name: string, fallback?: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : fallback;
-}
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const model = flag("model") ?? (await ensureFixture("large-vocab"));

@@ -21,11 +21,7 @@ import { freeForKv } from "../src/engine/memory.ts";
 import { LlamaModel } from "../src/engine/model.ts";
 import { GREEDY } from "../src/engine/sampling.ts";
 import { ensureFixture } from "../src/fixtures/index.ts";
-
-function flag(name: string, fallback?: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : fallback;
-}
+import { flag } from "./support.ts";
 
 const modelPath = flag("model") ?? (await ensureFixture("large-vocab"));
 const threads = Number(flag("threads", "1"));

@@ -11,11 +11,7 @@
 // `ignore_eos`, so each must return exactly --agent-tokens tokens.
 import { COMMON_WORDS } from "../src/fixtures/words.ts";
 import { timedChat } from "./sse.ts";
-
-function flag(name: string, fallback?: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : fallback;
-}
+import { flag } from "./support.ts";
 
 const systems = [flag("url"), flag("url2")].filter((u): u is string => !!u);
 if (systems.length === 0) {

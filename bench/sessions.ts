@@ -32,11 +32,7 @@ import { SessionJournal } from "../src/sessions/journal.ts";
 import { SessionStore } from "../src/sessions/store.ts";
 import { GROUP_WINDOW_MS } from "../src/sessions/wal.ts";
 import { LlamaModel } from "../src/engine/model.ts";
-
-function flag(name: string, fallback?: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : fallback;
-}
+import { flag } from "./support.ts";
 
 const model = flag("model") ?? (await ensureFixture("large-vocab"));
 const replyTokens = Number(flag("tokens", "128"));

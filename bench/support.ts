@@ -27,6 +27,12 @@ export interface Options {
   num: (name: string, fallback: number, min: number) => number;
 }
 
+/** The value after `--name` on the command line, else the fallback (for benches with a few loose flags; parseOptions checks them all). */
+export function flag(name: string, fallback?: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+
 /**
  * Reads the script's arguments: `valued` options take the next argument,
  * `flags` none. --help or -h anywhere prints `usage` and exits 0; an unknown

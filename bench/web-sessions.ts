@@ -25,11 +25,7 @@ import { join } from "node:path";
 import { ensureFixture } from "../src/fixtures/index.ts";
 import { COMMON_WORDS } from "../src/fixtures/words.ts";
 import { sseEvents } from "./sse.ts";
-
-function flag(name: string, fallback?: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : fallback;
-}
+import { flag } from "./support.ts";
 
 const model = flag("model") ?? (await ensureFixture("large-vocab"));
 const tokens = Number(flag("tokens", "64"));

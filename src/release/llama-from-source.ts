@@ -89,12 +89,6 @@ export interface Compilers {
   cxx: Compiler;
 }
 
-export interface Toolchain {
-  /** CMake's generator: Ninja when installed, else Unix Makefiles. */
-  generator: "Ninja" | "Unix Makefiles";
-  compilers: Compilers;
-}
-
 function output(cmd: string[]): string | undefined {
   try {
     const r = Bun.spawnSync(cmd, { stdout: "pipe", stderr: "pipe" });
@@ -129,21 +123,20 @@ export function findCompilers(env = process.env): Compilers {
   return { c, cxx };
 }
 
+type Generator = "Ninja" | "Unix Makefiles";
+
 /** CMake's generator here: Ninja when installed, else Unix Makefiles. */
-function generatorHere(): Toolchain["generator"] {
+function generatorHere(): Generator {
   return output(["ninja", "--version"]) ? "Ninja" : "Unix Makefiles";
 }
 
-/** The tools the build needs on this machine; throws naming every one that is missing or too old. */
-export function findToolchain(env = process.env): Toolchain {
-  const compilers = findCompilers(env);
-  const generator = generatorHere();
+/** Throws naming every tool besides the compilers (findCompilers) that the build needs and this machine lacks. */
+function checkBuildTools(generator: Generator): void {
   const problems: string[] = [];
   if (!output(["cmake", "--version"])) problems.push("cmake is not installed");
   if (generator !== "Ninja" && !output(["make", "--version"])) problems.push("neither ninja nor make is installed");
   if (!output(["git", "--version"])) problems.push("git is not installed (the source is a git bundle)");
   if (problems.length > 0) throw new Error(`cannot build libllama from source: ${problems.join("; ")}; ${TOOLCHAIN_HINT}`);
-  return { generator, compilers };
 }
 
 /**
@@ -156,7 +149,7 @@ export function findToolchain(env = process.env): Toolchain {
 export function collectLibraries(binDir: string, out: string): string[] {
   const byTarget = new Map<string, string[]>();
   for (const name of readdirSync(binDir)) {
-    if (!/\.(so|dylib)(\.\d+)*$/.test(name)) continue;
+    if (!/\.so(\.\d+)*$/.test(name)) continue;
     const real = realpathSync(join(binDir, name));
     if (!statSync(real).isFile()) continue;
     byTarget.set(real, [...(byTarget.get(real) ?? []), name]);
@@ -359,7 +352,7 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
     // Another build may have finished while we waited for the lock.
     const meanwhile = finished();
     if (meanwhile) return cached(meanwhile);
-    findToolchain();
+    checkBuildTools(generator);
     rmSync(done, { force: true });
     const logFile = join(root, "build.log");
     writeFileSync(logFile, "");

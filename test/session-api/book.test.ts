@@ -55,13 +55,18 @@ test("past MAX_VIEWS the least recently used views are dropped and reload from t
   book.close();
 });
 
-test("a view of a session another writer appends to follows its durable records; it is busy while that writer holds it", async () => {
+/** A book over a fresh store holding one session an HTTP request writes (created and given a prompt, still open), and the book's view of it. */
+async function httpSessionInBook() {
   const store = await open();
   const book = new SessionBook(store);
   const http = store.create({ model: "m", sampling: PARAMS });
   store.append(http, { Appended: { text: "p", span: [5] } });
   await store.flush();
-  const view = await book.view(http);
+  return { store, book, http, view: await book.view(http) };
+}
+
+test("a view of a session another writer appends to follows its durable records; it is busy while that writer holds it", async () => {
+  const { store, book, http, view } = await httpSessionInBook();
   expect(book.header(http)?.source).toBe("http");
   expect(() => book.checkWritable(view)).toThrow(/SessionBusy/);
   store.append(http, { Generated: { span: [6], text: "x", finish: FINISH.open } });
@@ -96,12 +101,7 @@ test("records a failed write lost never reach a view: it is dropped, read again 
 });
 
 test("an HTTP session's end record still buffered when an append comes: the append gets the next id, never a duplicate", async () => {
-  const store = await open();
-  const book = new SessionBook(store);
-  const http = store.create({ model: "m", sampling: PARAMS });
-  store.append(http, { Appended: { text: "p", span: [5] } });
-  await store.flush();
-  const view = await book.view(http);
+  const { store, book, http, view } = await httpSessionInBook();
   // The journal ends the generation: its end record is buffered and the session released at once.
   store.append(http, { Generated: { span: [], text: "", finish: FINISH.endOfTurn } });
   store.release(http);

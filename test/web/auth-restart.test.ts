@@ -197,6 +197,7 @@ async function generate(s: WebServer, session: number, maxTokens: number): Promi
 
 /** The token ids of a session's Generated events, in order. */
 const generatedSpan = (events: Frame[]) => events.filter((e) => e.body?.Generated).flatMap((e) => e.body.Generated.span as number[]);
+const generatedText = (events: Frame[]) => events.filter((e) => e.body?.Generated).map((e) => e.body.Generated.text).join("");
 
 test(
   "a SIGKILL mid-generation loses nothing the client saw; cursors resolve and Generate continues the open turn",
@@ -314,7 +315,7 @@ describe("parking (--park) across restarts", () => {
         const { summary } = await generate(s, ids.A, N);
         expect(summary.warm_prefix).toBe(0);
         expect(summary.tokens_generated).toBe(N);
-        coldText = (summary.events as Frame[]).filter((e) => e.body?.Generated).map((e) => e.body.Generated.text).join("");
+        coldText = generatedText(summary.events);
         expect(counterTotal(await scrape(s), "superfluid_resumes_total")).toBe(0);
       } finally {
         await s.stop();
@@ -335,7 +336,7 @@ describe("parking (--park) across restarts", () => {
         await appendUser(s, ids.C, FOLLOW);
         const cold = await generate(s, ids.C, N);
         expect(cold.summary.warm_prefix).toBe(0);
-        expect((cold.summary.events as Frame[]).filter((e) => e.body?.Generated).map((e) => e.body.Generated.text).join("")).toBe(coldText);
+        expect(generatedText(cold.summary.events)).toBe(coldText);
         expect(counterTotal(await scrape(s), "superfluid_resumes_total")).toBe(0);
 
         // B's artifact covers its whole history before this append.
@@ -364,7 +365,7 @@ describe("parking (--park) across restarts", () => {
         await appendUser(s, ids.E, FOLLOW);
         const { summary } = await generate(s, ids.E, N);
         expect(summary.warm_prefix).toBe(0);
-        expect((summary.events as Frame[]).filter((e) => e.body?.Generated).map((e) => e.body.Generated.text).join("")).toBe(coldText);
+        expect(generatedText(summary.events)).toBe(coldText);
         expect(counterTotal(await scrape(s), "superfluid_resumes_total")).toBe(0);
       } finally {
         await s.stop();

@@ -694,14 +694,7 @@ describe("cancel and busy sessions on tiny-random (long generations)", () => {
 
       const cancel = await web.rpc({ Cancel: { session } });
       if (cancel !== "Cancelling") throw new Error(`tiny-random ended its turn before the Cancel reached it (${JSON.stringify(cancel)}): choose a longer LONG_PROMPTS entry`);
-      let summary: Frame;
-      for (;;) {
-        const f = await runner.next((x) => x.Delta || x.Generated || x.Err);
-        if (!f.Delta) {
-          summary = f;
-          break;
-        }
-      }
+      const summary = await runner.untilSummary();
       expect(summary.Generated.finish).toBe(4);
       const cut = summary.Generated.tokens_generated;
       expect(cut).toBeGreaterThan(0);
@@ -751,14 +744,7 @@ describe("cancel and busy sessions on tiny-random (long generations)", () => {
       watcher.send({ Subscribe: { session, cursor, provisional: true } });
       const sub = (await watcher.next((f) => f.Subscribed)).Subscribed.sub;
 
-      let summary: Frame;
-      for (;;) {
-        const f = await runner.next((x) => x.Delta || x.Generated || x.Err);
-        if (!f.Delta) {
-          summary = f;
-          break;
-        }
-      }
+      const summary = await runner.untilSummary();
       expect(summary.Generated.finish).toBe(2);
       expect(summary.Generated.tokens_generated).toBe(maxTokens);
       const last = summary.Generated.events.at(-1).event_id;

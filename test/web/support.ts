@@ -131,13 +131,15 @@ export class SocketClient {
   }
 
   /** Sends Generate and collects its Delta frames until the Generated summary (or Err). */
-  async generate(session: number, maxTokens?: number): Promise<{ deltas: Frame[]; reply: Frame }> {
-    this.send({ Generate: { session, max_tokens: maxTokens ?? null } });
-    const deltas: Frame[] = [];
+  generate(session: number, maxTokens?: number): Promise<{ deltas: Frame[]; reply: Frame }> {
+    return generateWith(this, { session, max_tokens: maxTokens ?? null });
+  }
+
+  /** Skips the running generation's Delta frames to its Generated summary (or Err). */
+  async untilSummary(): Promise<Frame> {
     for (;;) {
-      const f = await this.next((x) => !isSubscriptionFrame(x));
-      if (f.Delta) deltas.push(f.Delta.event);
-      else return { deltas, reply: f };
+      const f = await this.next((x) => x.Delta || x.Generated || x.Err);
+      if (!f.Delta) return f;
     }
   }
 
