@@ -1,5 +1,7 @@
 // HTTP benchmark: any OpenAI-compatible server, or two of them side by side.
 //
+//   bun bench/http.ts --serve MODEL.gguf [--llama-server DIR] [--lanes 8] [--context 1024]
+//                     [--threads 2] [--cpu-variant haswell] [--llama-lib DIR] [options below]
 //   bun bench/http.ts --url http://127.0.0.1:8453 [--label superfluid] [--model NAME]
 //                     [--url2 http://127.0.0.1:18611 --label2 llama-server --model2 NAME]
 //                     [--concurrency 1,2,4,8] [--tokens 128] [--rounds 5] [--prompt-words 32]
@@ -12,17 +14,33 @@
 // each figure is the median of --rounds rounds, and when two systems are
 // compared their rounds are interleaved (A, B, A, B, ...) so drift hits both.
 // Every request has a timeout (--timeout seconds) and the whole run stops by
-// itself after --deadline seconds, printing what it measured so far.
+// itself after --deadline seconds, printing what it measured so far. With
+// --serve it starts the servers itself (superfluid from this checkout, and
+// llama-server from --llama-server DIR with the same lanes, context per lane
+// and threads) and stops them at the end; --cpu-variant pins both to one ggml
+// CPU variant, to compare kernels on one machine. The report names the CPU
+// and each side's variant.
 import { readFileSync, writeFileSync } from "node:fs";
 import { uniform } from "../src/fixtures/prng.ts";
 import { LEAD_WORDS, NUMBER_WORDS } from "./prompt-words.ts";
 import { sseEvents } from "./sse.ts";
-import { fail, parseOptions } from "./support.ts";
+import { fail, parseOptions, scratchFolder } from "./support.ts";
+import { machineLine } from "./machine.ts";
+import { startPair } from "./pair.ts";
 
 // ---------------------------------------------------------------- arguments
 
 const USAGE = `usage: bun bench/http.ts --url URL [options]
+       bun bench/http.ts --serve MODEL [--llama-server DIR] [options]
 
+  --serve MODEL         start superfluid on MODEL as system A (instead of --url)
+  --llama-server DIR    with --serve: start DIR/llama-server on the same model as system B
+  --lanes N             with --serve: lanes on both (default: the highest --concurrency)
+  --context N           with --serve: context per lane on both (default 1024)
+  --threads N           with --serve: compute threads on both (default 2)
+  --cpu-variant NAME    with --serve: both decode on this ggml CPU variant (haswell, zen4, ...)
+  --llama-lib DIR       with --serve: superfluid opens this libllama (SUPERFLUID_LLAMA_LIB),
+                        e.g. llama-server's own build, to take the compiler out
   --url URL             system A (base URL, e.g. http://127.0.0.1:8453)
   --label NAME          name of system A in the table (default: A, or its host:port)
   --model NAME          model id sent to A (default: first id of A's GET /v1/models)
@@ -47,10 +65,10 @@ const USAGE = `usage: bun bench/http.ts --url URL [options]
 const { opts, int, num } = parseOptions(USAGE, [
   "url", "label", "model", "url2", "label2", "model2", "concurrency", "tokens", "rounds", "prompt-words",
   "warmup", "temperature", "extra", "timeout", "deadline", "wait", "json", "passage",
+  "serve", "llama-server", "lanes", "context", "threads", "cpu-variant", "llama-lib",
 ]);
 
-const urlA = opts.get("url") ?? fail(`--url is required\n\n${USAGE}`);
-const urlB = opts.get("url2");
+if (opts.has("serve") === opts.has("url")) fail(`give --url or --serve (one of them)\n\n${USAGE}`);
 const tokens = int("tokens", 128, 1);
 const rounds = int("rounds", 5, 1);
 const promptWords = int("prompt-words", 32, 1);
@@ -58,11 +76,14 @@ const warmup = int("warmup", 1, 0);
 const temperature = num("temperature", 0, 0);
 const timeoutS = num("timeout", 300, 1);
 const deadlineS = num("deadline", 3600, 1);
-const waitS = num("wait", 0, 0);
+let waitS = num("wait", 0, 0);
 const jsonPath = opts.get("json");
 const passage = opts.has("passage") ? readFileSync(opts.get("passage")!, "utf8").trim() : undefined;
 const levels = (opts.get("concurrency") ?? "1,2,4,8").split(",").map((s) => Number(s.trim()));
 if (levels.some((c) => !Number.isInteger(c) || c < 1)) fail(`--concurrency must be positive integers, got ${opts.get("concurrency")}`);
+const lanes = int("lanes", Math.max(...levels), 1);
+const contextPerLane = int("context", 1024, 64);
+const threads = int("threads", 2, 1);
 let extra: Record<string, unknown> = {};
 if (opts.has("extra")) {
   try {
@@ -317,14 +338,46 @@ function summarize(sys: System, concurrency: number, measured: Round[]): Summary
 
 // ---------------------------------------------------------------- run
 
+/** The servers --serve starts: their URLs, and the CPU variant llama-server decodes on. */
+async function startServers(): Promise<{ urlA: string; urlB?: string; variantB?: string | null }> {
+  const pair = await startPair({
+    model: opts.get("serve")!,
+    llamaDir: opts.get("llama-server"),
+    lanes,
+    contextPerLane,
+    threads,
+    cpuVariant: opts.get("cpu-variant"),
+    llamaLib: opts.get("llama-lib"),
+    scratch: scratchFolder("sf-bench-http-"),
+  });
+  return { urlA: pair.superfluid, urlB: pair.llamaServer, variantB: pair.llamaVariant };
+}
+
+const servers = opts.has("serve") ? await startServers() : { urlA: opts.get("url")!, urlB: opts.get("url2") };
+const urlA = servers.urlA;
+const urlB = servers.urlB;
+if (opts.has("serve")) waitS = Math.max(waitS, 120);
+
+/** The ggml CPU variant a superfluid reports in /v1/models (runtime.cpu); undefined from other servers. */
+async function reportedVariant(url: string): Promise<string | null | undefined> {
+  try {
+    const body = (await (await fetch(`${url}/v1/models`)).json()) as { data?: { runtime?: { cpu?: { variant?: string | null } } }[] };
+    return body.data?.[0]?.runtime?.cpu?.variant;
+  } catch {
+    return undefined;
+  }
+}
+
 const systems: System[] = [];
 try {
-  systems.push(await resolveSystem(urlA, opts.get("label"), opts.get("model")));
-  if (urlB) systems.push(await resolveSystem(urlB, opts.get("label2"), opts.get("model2"), opts.get("model") ?? systems[0]!.model));
+  systems.push(await resolveSystem(urlA, opts.get("label") ?? (opts.has("serve") ? "superfluid" : undefined), opts.get("model")));
+  if (urlB) systems.push(await resolveSystem(urlB, opts.get("label2") ?? (opts.has("llama-server") ? "llama-server" : undefined), opts.get("model2"), opts.get("model") ?? systems[0]!.model));
 } catch (e) {
   clearTimeout(deadlineTimer);
   fail((e as Error).message);
 }
+const variants = await Promise.all(systems.map(async (sys, i) => (i === 1 && servers.variantB !== undefined ? servers.variantB : reportedVariant(sys.url))));
+const machine = `${machineLine()}; ggml CPU variant: ${systems.map((sys, i) => `${sys.label} ${variants[i] === undefined ? "not reported" : (variants[i] ?? "one CPU backend")}`).join(", ")}`;
 if (systems.length === 2 && systems[0]!.label === systems[1]!.label) systems[1]!.label += " (2)";
 // Two systems get the same prompts in a round (same work), unless they are the
 // same server, where B would find A's prompts in its cache.
@@ -332,13 +385,15 @@ const samePrompts = systems.length === 2 && systems[0]!.url !== systems[1]!.url;
 
 const log = (s: string) => process.stderr.write(s + "\n");
 log(
-  `${systems.map((s) => `${s.label}: ${s.url} model ${s.model}`).join("\n")}\n` +
+  `${machine}\n${systems.map((s) => `${s.label}: ${s.url} model ${s.model}`).join("\n")}\n` +
     `concurrency ${levels.join(",")}, ${tokens} tokens per request, ${promptWords} prompt words, ` +
     `${warmup} warm-up + ${rounds} measured rounds, temperature ${temperature}`,
 );
 
 const allRounds: Round[] = [];
 const summaries: Summary[][] = []; // [level][system]
+/** Per level, A's throughput over B's in each measured round (rounds alternate, so drift hits both). */
+const roundRatios: number[][] = [];
 let stoppedEarly: string | undefined;
 const started = performance.now();
 
@@ -364,6 +419,7 @@ outer: for (const c of levels) {
     }
   }
   summaries.push(systems.map((sys, i) => summarize(sys, c, measured[i]!)));
+  if (systems.length === 2) roundRatios.push(measured[0]!.map((a, i) => a.tokensPerSecond / (measured[1]![i]?.tokensPerSecond ?? NaN)).filter(Number.isFinite));
 }
 clearTimeout(deadlineTimer);
 if (deadline.signal.aborted && !stoppedEarly) stoppedEarly = `${String(deadline.signal.reason?.message ?? "stopped")} during the last round`;
@@ -376,6 +432,8 @@ const check = (s: Summary) => (s.failed || s.wrongLength ? `${s.requests - s.fai
 
 const lines: string[] = [];
 lines.push(
+  machine,
+  "",
   `${tokens} completion tokens per request (ignore_eos), ${promptWords}-word prompts, median of ${rounds} rounds` +
     (systems.length === 2 ? `, rounds interleaved ${systems[0]!.label} / ${systems[1]!.label}` : ""),
   "",
@@ -393,12 +451,14 @@ if (systems.length === 1) {
 } else {
   const [a, b] = systems.map((s) => s.label);
   lines.push(
-    `| concurrency | ${a} tok/s | ${b} tok/s | tok/s ${a}/${b} | ${a} TTFT ms | ${b} TTFT ms | TTFT ${a}/${b} | ${a} ITL ms | ${b} ITL ms | tokens check |`,
+    `| concurrency | ${a} tok/s | ${b} tok/s | tok/s ${a}/${b} | per-round ${a}/${b}, median (range) | ${a} TTFT ms | ${b} TTFT ms | TTFT ${a}/${b} | ${a} ITL ms | ${b} ITL ms | tokens check |`,
   );
-  lines.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-  for (const [sa, sb] of summaries) {
+  lines.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+  for (const [level, [sa, sb]] of summaries.entries()) {
+    const per = roundRatios[level] ?? [];
+    const perRound = per.length ? `${median(per)!.toFixed(2)} (${Math.min(...per).toFixed(2)}-${Math.max(...per).toFixed(2)})` : "n/a";
     lines.push(
-      `| ${sa!.concurrency} | ${f(sa!.tokensPerSecond)} | ${f(sb!.tokensPerSecond)} | ${ratio(sa!.tokensPerSecond, sb!.tokensPerSecond)} | ` +
+      `| ${sa!.concurrency} | ${f(sa!.tokensPerSecond)} | ${f(sb!.tokensPerSecond)} | ${ratio(sa!.tokensPerSecond, sb!.tokensPerSecond)} | ${perRound} | ` +
         `${f(sa!.ttftMs)} | ${f(sb!.ttftMs)} | ${ratio(sa!.ttftMs, sb!.ttftMs)} | ${f(sa!.itlMs, 2)} | ${f(sb!.itlMs, 2)} | ` +
         `${check(sa!) === "ok" && check(sb!) === "ok" ? "ok" : `${check(sa!)} / ${check(sb!)}`} |`,
     );
@@ -431,7 +491,8 @@ if (jsonPath) {
     jsonPath,
     JSON.stringify(
       {
-        config: { systems, levels, tokens, rounds, promptWords, warmup, temperature, extra, timeoutS, deadlineS },
+        config: { systems, levels, tokens, rounds, promptWords, warmup, temperature, extra, timeoutS, deadlineS, machine },
+        roundRatios,
         startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
         seconds: (performance.now() - started) / 1000,
         stoppedEarly,
@@ -446,3 +507,5 @@ if (jsonPath) {
 }
 const problems = summaries.flat().some((s) => s.failed || s.wrongLength || s.tokensPerSecond === undefined);
 process.exitCode = stoppedEarly || problems ? 1 : 0;
+// The servers --serve started go with the run (scratchFolder's exit handler stops them).
+if (opts.has("serve")) process.exit();

@@ -7,6 +7,7 @@ import { threadId } from "node:worker_threads";
 import { basename, dirname, join } from "node:path";
 import shimSourcePath from "./shim.c" with { type: "file" };
 import { ABI_PROBE_SLOTS, identifyRelease, LlamaAbiError, type LlamaRelease } from "./abi.ts";
+import { chooseCpuVariant, cpuModel, cpuVariantFiles, otherBackendFiles } from "./cpu-variant.ts";
 import { locateLibrary, type LibraryLocation } from "./locate.ts";
 import { cacheDir } from "./paths.ts";
 
@@ -101,6 +102,7 @@ const shimSymbols = {
 
 const ggmlSymbols = {
   ggml_backend_load_all_from_path: { args: ["ptr"], returns: "void" },
+  ggml_backend_load: { args: ["ptr"], returns: "ptr" },
   // The devices llama.cpp offloads to, and their free memory (KV pool sizing).
   ggml_backend_dev_count: { args: [], returns: "u64" },
   ggml_backend_dev_get: { args: ["u64"], returns: "ptr" },
@@ -174,6 +176,18 @@ export interface Llama {
   location: LibraryLocation;
   /** The known llama.cpp release it was identified as (ffi/abi.ts). */
   release: LlamaRelease;
+  /**
+   * The processor, and the CPU backend variant loaded for it (variant null:
+   * the build has one CPU backend); undefined until the backends are loaded.
+   */
+  cpu?: CpuInfo;
+}
+
+export interface CpuInfo {
+  model: string;
+  variant: string | null;
+  /** SUPERFLUID_CPU_VARIANT chose the variant, not the CPU's score. */
+  pinned: boolean;
 }
 
 /** Whether the library exports a function (one that tells releases apart; ffi/abi.ts). */
@@ -197,10 +211,18 @@ export function cstr(text: string): Buffer {
  * Opens libllama once per process: locates it, opens its functions (a missing
  * function is refused by name), compiles the shim, checks the struct layouts,
  * silences llama.cpp's logging unless SUPERFLUID_LLAMA_LOG=1, and loads the
- * ggml backends that sit beside it.
+ * ggml backends that sit beside it. `backends: false` leaves the backends
+ * for later (a later call that wants them loads them): reading a vocabulary
+ * needs none, so the daemon and its prompt thread do not load and score
+ * every CPU variant, which only a worker decodes on.
  */
-export function loadLlama(env = process.env): Llama {
-  if (opened) return opened;
+export function loadLlama(env = process.env, opts: { backends?: boolean } = {}): Llama {
+  opened ??= openLibrary(env);
+  if (opts.backends !== false && !opened.cpu) opened.cpu = loadBackends(opened.ggml, opened.location.dir, env);
+  return opened;
+}
+
+function openLibrary(env: NodeJS.ProcessEnv): Llama {
   const location = locateLibrary(env);
   let api: LlamaApi;
   try {
@@ -220,10 +242,45 @@ export function loadLlama(env = process.env): Llama {
   } catch (err) {
     throw new LlamaAbiError(location.ggml, `a function superfluid calls is missing (${(err as Error).message})`);
   }
-  ggml.ggml_backend_load_all_from_path(cstr(location.dir));
   api.llama_backend_init();
-  opened = { api, shim, ggml, location, release: match.release };
-  return opened;
+  return { api, shim, ggml, location, release: match.release };
+}
+
+/**
+ * Whether the library folder holds only CPU backends (ggml's CPU variants
+ * and nothing else loadable): then no device but the host takes layers, and
+ * the host's memory is the budget without loading any backend to ask.
+ */
+export function cpuOnlyLibrary(dir: string): boolean {
+  return cpuVariantFiles(dir).length > 0 && otherBackendFiles(dir).length === 0;
+}
+
+/**
+ * Loads the ggml backends beside libllama: the CPU variant chosen in
+ * ffi/cpu-variant.ts and every other backend file, which is what
+ * ggml_backend_load_all_from_path does with its own choice; a build without
+ * CPU variants is left to ggml's loader.
+ */
+function loadBackends(ggml: GgmlApi, dir: string, env: NodeJS.ProcessEnv): CpuInfo {
+  const variant = chooseCpuVariant(dir, env.SUPERFLUID_CPU_VARIANT);
+  if (!variant) {
+    ggml.ggml_backend_load_all_from_path(cstr(dir));
+    return { model: cpuModel(), variant: null, pinned: false };
+  }
+  if (!ggml.ggml_backend_load(cstr(variant.path))) {
+    variant.close();
+    throw new Error(`ggml could not load its CPU backend ${variant.path}`);
+  }
+  // A backend that does not load (no device for it here) is skipped, as ggml's own loader does.
+  for (const other of otherBackendFiles(dir)) ggml.ggml_backend_load(cstr(other));
+  if (env.GGML_BACKEND_PATH) ggml.ggml_backend_load(cstr(env.GGML_BACKEND_PATH));
+  return { model: cpuModel(), variant: variant.name, pinned: variant.pinned };
+}
+
+/** How messages name the machine's kernels: "AMD EPYC 9B14, ggml CPU variant zen4". */
+export function describeCpu(cpu: CpuInfo): string {
+  const variant = cpu.variant === null ? "one CPU backend" : `ggml CPU variant ${cpu.variant}${cpu.pinned ? " (pinned)" : ""}`;
+  return `${cpu.model}, ${variant}`;
 }
 
 export type { Pointer };

@@ -2,13 +2,15 @@
 // cells, cached prefixes keep one lane's share, the window caps a
 // conversation, and a pool too small for the work in flight never fails or
 // hangs a request: cached prefixes leave for the host tier, then lanes pause
-// and resume. Greedy replies are compared with the same prompt run alone, so
-// a pause that lost or corrupted KV shows as different tokens.
+// and resume. Greedy replies are checked against their prompt decoded again
+// in one reference batch, so a pause that lost or corrupted KV shows as
+// tokens far from the reference's argmax.
 import { describe, expect, test } from "bun:test";
 import { LlamaContext } from "../src/engine/context.ts";
 import { Engine, type EngineOptions, type GenerateJob } from "../src/engine/engine.ts";
 import { GREEDY } from "../src/engine/sampling.ts";
 import { useTinyEngines } from "./support/engines.ts";
+import { isGreedyUpToRounding } from "./support/greedy-check.ts";
 
 const tiny = useTinyEngines({ lanes: 4, cellsPerSequence: 0, sharedCells: 4096, threads: 1, prefillBudget: 512 });
 
@@ -36,10 +38,17 @@ function run(e: Engine, jobs: GenerateJob[]): Run {
   return r;
 }
 
-/** The reply a prompt gets alone on a roomy per-lane engine. */
-function alone(prompt: number[], maxTokens: number): number[] {
-  const j = job(prompt, maxTokens);
-  return run(tiny.engine({ lanes: 1, cellsPerSequence: 2048, sharedCells: undefined }), [j]).out.get(j.id)!;
+/**
+ * A reply paused and resumed must be the prompt's greedy continuation. Not
+ * token for token what the prompt gets alone: a resumed lane's history is
+ * decoded again in another batch shape and pool place, whose rounding
+ * llama.cpp does not keep (AVX-512 kernels part at a near-tie where AVX2's
+ * happened not to), so it is checked up to rounding (support/greedy-check.ts).
+ */
+function expectGreedy(prompt: number[], reply: number[]): void {
+  expect(reply).toHaveLength(250);
+  const check = isGreedyUpToRounding(tiny.model, prompt, reply);
+  expect(check, `${check.off} of ${check.of} tokens off-greedy`).toMatchObject({ ok: true });
 }
 
 const engine = (opts: Partial<EngineOptions> = {}) => tiny.engine(opts);
@@ -138,13 +147,13 @@ describe("shared KV pool", () => {
   });
 
   for (const host of [64 * 2 ** 20, 0]) {
-    test(`a pool smaller than the work in flight: every request completes as it would alone (host tier ${host ? "on" : "off"})`, () => {
+    test(`a pool smaller than the work in flight: every request completes as its prompt's greedy continuation (host tier ${host ? "on" : "off"})`, () => {
       const e = engine({ sharedCells: 1024, hostCacheBytes: host });
       const jobs = Array.from({ length: 6 }, (_, i) => job(sized(`busy${i}`, 300), 250));
       const r = run(e, jobs);
       for (const j of jobs) {
         expect(r.finish.get(j.id)).toEqual({ reason: "length" });
-        expect(r.out.get(j.id)).toEqual(alone(j.prompt, 250));
+        expectGreedy(j.prompt, r.out.get(j.id)!);
       }
       const s = e.snapshot();
       expect(s.spacePauses).toBeGreaterThan(0);
@@ -152,6 +161,15 @@ describe("shared KV pool", () => {
       if (host) expect(s.prefixCache.imports).toBeGreaterThan(0);
     });
   }
+
+  test("the greedy check can fail: a reply on a history that lost 50 prompt tokens is refused", () => {
+    const j = job(sized("control", 300), 250);
+    const reply = run(engine(), [j]).out.get(j.id)!;
+    expect(isGreedyUpToRounding(tiny.model, j.prompt, reply).ok).toBe(true);
+    expect(isGreedyUpToRounding(tiny.model, j.prompt.slice(50), reply).ok).toBe(false);
+    const other = sized("another", 300);
+    expect(isGreedyUpToRounding(tiny.model, other, reply).ok).toBe(false);
+  });
 
   test("when llama.cpp itself finds no slot, the tick is relieved and retried the same way", () => {
     const e = engine({ sharedCells: 1024, hostCacheBytes: 64 * 2 ** 20 });
@@ -163,7 +181,7 @@ describe("shared KV pool", () => {
     const r = run(e, jobs);
     for (const j of jobs) {
       expect(r.finish.get(j.id)).toEqual({ reason: "length" });
-      expect(r.out.get(j.id)).toEqual(alone(j.prompt, 250));
+      expectGreedy(j.prompt, r.out.get(j.id)!);
     }
     expect(e.snapshot().spacePauses).toBeGreaterThan(0);
   });

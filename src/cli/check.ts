@@ -1,7 +1,9 @@
 // `superfluid check [--model PATH]`: can this machine run the engine? Opens
 // libllama (locating it, compiling the shim, checking the C API) and, with a
-// model, loads its vocabulary only (no weights). Exit 0 when it works, else 1.
-import { loadLlama } from "../../ffi/llama.ts";
+// model, loads its vocabulary only (no weights). It names the processor and the
+// ggml CPU variant chosen for it (SUPERFLUID_CPU_VARIANT pins one). Exit 0 when
+// it works, else 1.
+import { describeCpu, loadLlama } from "../../ffi/llama.ts";
 import { LlamaModel } from "../engine/model.ts";
 
 export function runCheck(argv: string[]): number {
@@ -11,6 +13,7 @@ export function runCheck(argv: string[]): number {
     const t0 = performance.now();
     const llama = loadLlama();
     console.log(`libllama: ${llama.location.llama} (${llama.location.source}, llama.cpp ${llama.release.tag}), opened in ${(performance.now() - t0).toFixed(0)} ms`);
+    console.log(`cpu: ${describeCpu(llama.cpu!)}`);
     if (modelPath) {
       const model = LlamaModel.load(modelPath, { vocabOnly: true });
       console.log(`model: ${modelPath}: vocabulary of ${model.vocabInfo.size} tokens`);

@@ -29,6 +29,8 @@ import { RequestGate } from "../http/auth/gate.ts";
 import { KeyRing } from "../http/auth/keyring.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../../ffi/paths.ts";
+import { describeCpu } from "../../ffi/llama.ts";
+import { daemonYieldsOnWakeup } from "../runtime/sched-policy.ts";
 import { formatBytes } from "../engine/kv-sizing.ts";
 import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";
 import { Logger, routeConsole } from "../logging/logger.ts";
@@ -176,6 +178,7 @@ class ModelLoader {
     }
     if (!primary) this.stores.set(model, store);
     this.log(`superfluid: ${source.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s` + (primary ? "" : ` (session log ${store.path})`));
+    this.log(`superfluid: decoding on ${describeCpu(model.worker.info.library.cpu)}, ${model.worker.info.threads} threads`);
     this.log(`superfluid: ${model.worker.info.kv.summary}`);
     logSpeculation(o, model, this.log);
     if (primary && o.fimModel !== undefined) {
@@ -494,6 +497,8 @@ export async function runServe(argv: string[]): Promise<number> {
     console.log(SERVE_USAGE);
     return 0;
   }
+  // The daemon's wakeups stop preempting decode threads (src/runtime/sched-policy.ts).
+  daemonYieldsOnWakeup();
   const tui = options.tui ? new ServeTui() : undefined;
   tui?.start();
   // SIGINT and SIGTERM stop the server (docs/cli.md#startup-and-shutdown) with status 0, heard from

@@ -8,7 +8,7 @@
 // a worker that dies half-way through allocating or a machine that swaps.
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { loadLlama } from "../../ffi/llama.ts";
+import { cpuOnlyLibrary, loadLlama } from "../../ffi/llama.ts";
 import { formatBytes, planKv } from "../engine/kv-sizing.ts";
 import { deviceFreeBytes, hostAvailableBytes, type FreeMemory } from "../engine/memory.ts";
 import type { GgufFile, GgufValue } from "../gguf/index.ts";
@@ -110,7 +110,10 @@ export function weightBytesOf(path: string): number {
 export function freeMemory(): FreeMemory {
   let device: number | undefined;
   try {
-    device = deviceFreeBytes(loadLlama());
+    // A library of CPU backends only offloads to no device: the host's memory is
+    // the budget, and the daemon need not load (and score) every backend to say so.
+    const dir = loadLlama(process.env, { backends: false }).location.dir;
+    device = cpuOnlyLibrary(dir) ? undefined : deviceFreeBytes(loadLlama());
   } catch {
     device = undefined;
   }

@@ -29,12 +29,15 @@ export interface Runtime {
   readonly id: "llamacpp";
   /** The llama.cpp release the loaded library was identified as (ffi/abi.ts checks its C API at load). */
   readonly version: string;
+  /** The processor the worker decodes on and the ggml CPU variant it loaded (null: a build with one CPU backend). */
+  readonly cpu: { readonly model: string; readonly variant: string | null };
 }
 
 export class ServedModel {
   readonly loadedAt = new Date();
   get runtime(): Runtime {
-    return { id: "llamacpp", version: `llama.cpp ${releaseLabel(this.tokenizer.llama.release)}` };
+    const { model, variant } = this.worker.info.library.cpu;
+    return { id: "llamacpp", version: `llama.cpp ${releaseLabel(this.tokenizer.llama.release)}`, cpu: { model, variant } };
   }
   /** --fim-model: the model (in its own worker) that this one's fill-in-the-middle requests run on. */
   fimModel?: ServedModel;

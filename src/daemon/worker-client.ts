@@ -193,6 +193,13 @@ export class WorkerClient {
   respawns = 0;
   /** What /metrics reads: counters kept across respawns, cold admissions, FIM results, TTFT (docs/api/metrics.md). */
   readonly tally = new WorkerTally();
+  /**
+   * The daemon's share of each tick, summed in milliseconds: handling the
+   * tick message (grouping, journal records), the wait for the journal's
+   * sync before delivery (overlapping the worker's next decode), and the
+   * delivery itself (streams woken). bench/tick-profile.ts reads it in /slots.
+   */
+  readonly tickProfile = { ticks: 0, onTickMs: 0, durableWaitMs: 0, deliverMs: 0 };
   /** performance.now() of the last tick report: a tick that admits starts no earlier (TTFT from admission). */
   private lastTickAt = 0;
   private proc?: Subprocess;
@@ -524,7 +531,9 @@ export class WorkerClient {
     // The worker `serve` started ahead (standby-worker.ts) when it is still there.
     const proc =
       claimStandbyWorker(args.slice(1), onMessage) ??
-      Bun.spawn(selfCommand(...args), { stdio: ["ignore", "inherit", "inherit"], serialization: "json", ipc: onMessage });
+      // The environment as it is now (Bun.spawn alone passes the one the process started with):
+      // it carries what the daemon set since, SUPERFLUID_SCHED_RESET among it (src/runtime/sched-policy.ts).
+      Bun.spawn(selfCommand(...args), { stdio: ["ignore", "inherit", "inherit"], serialization: "json", ipc: onMessage, env: { ...process.env } });
     this.proc = proc;
     proc.exited.then((code) => {
       clearTimeout(timer);
@@ -613,13 +622,20 @@ export class WorkerClient {
       this.tally.finished(f.reason, !generation.durable);
       finished.push([generation, f]);
     }
+    const profile = this.tickProfile;
+    const handled = performance.now();
+    profile.ticks++;
+    profile.onTickMs += handled - now;
     this.afterDurable(() => {
+      const delivering = performance.now();
+      profile.durableWaitMs += delivering - handled;
       for (const [generation, cachedTokens] of admitted) generation.events.push({ type: "admitted", cachedTokens });
       for (const [generation, entry] of tokens) {
         generation.events.push({ type: "tokens", ...entry });
         generation.notePrefilled();
       }
       for (const [generation, f] of finished) this.deliverFinish(generation, f);
+      profile.deliverMs += performance.now() - delivering;
     }, finished.map(([generation]) => generation));
   }
 

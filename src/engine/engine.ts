@@ -175,6 +175,15 @@ export class Engine {
     parks: 0,
     parkResumes: 0,
   };
+  /**
+   * Where a tick's wall time goes, summed (milliseconds, ticks that decoded):
+   * the whole tick, llama_decode, sampling, and the time between one busy
+   * tick's end and the next one's start (the worker's IPC send and event-loop
+   * turn). bench/tick-profile.ts reads them through /slots.
+   */
+  private readonly timing = { ticks: 0, tickMs: 0, decodeMs: 0, sampleMs: 0, betweenMs: 0 };
+  /** When the last tick that left lanes busy ended (undefined: the engine went idle since). */
+  private busyTickEnded?: number;
   /** modelIdentity() of the model, for park artifacts (computed at the first park or resume). */
   private parkIdentity?: string;
   /** Speculation's gates, when it is on. */
@@ -259,6 +268,7 @@ export class Engine {
       },
       pins: this.pool.pins.summary(),
       ...this.rates(),
+      timing: { ...this.timing },
     };
   }
 
@@ -349,6 +359,9 @@ export class Engine {
 
   /** Runs one tick: retire cancelled lanes, admit queued jobs, one decode, one sample per lane. */
   tick(): TickEvents {
+    const entered = performance.now();
+    const between = this.busyTickEnded === undefined ? undefined : entered - this.busyTickEnded;
+    this.busyTickEnded = undefined;
     this.counters.ticks++;
     const events: TickEvents = { admitted: [], tokens: [], finished: [] };
     this.retireCancelled(events);
@@ -383,8 +396,10 @@ export class Engine {
       this.makeRoom(events, outputs.staged);
       if (this.lanes.size === 0) return events;
     }
-    const tickMs = performance.now() - started;
+    const decodedAt = performance.now();
+    const tickMs = decodedAt - started;
     this.sampleOutputs(events, outputs.sampled);
+    const sampledAt = performance.now();
     // After sampling: accepted draft tokens count as decoded (the rates and the budget see them).
     const decoded = this.counters.decodedTokens - before[0]!;
     const prefilled = this.counters.prefilledTokens - before[1]!;
@@ -395,6 +410,14 @@ export class Engine {
     // Sampling counts too: a draft's positions are each sampled.
     if (prefilled === 0) this.gates?.observe(outputs.decoding, outputs.depth, events.tokens.length, performance.now() - staging);
     this.pool.relievePressure();
+    const ended = performance.now();
+    const t = this.timing;
+    t.ticks++;
+    t.tickMs += ended - entered;
+    t.decodeMs += tickMs;
+    t.sampleMs += sampledAt - decodedAt;
+    if (between !== undefined) t.betweenMs += between;
+    if (this.lanes.size > 0) this.busyTickEnded = ended;
     return events;
   }
 

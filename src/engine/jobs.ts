@@ -169,6 +169,11 @@ export interface EngineSnapshot {
   /** Tokens per second of engine time over the recent ticks. */
   decodeRate: number;
   prefillRate: number;
+  /**
+   * Milliseconds summed over the ticks that decoded (engine.ts): whole ticks,
+   * llama_decode, sampling, and the worker's time between back-to-back ticks.
+   */
+  timing?: { ticks: number; tickMs: number; decodeMs: number; sampleMs: number; betweenMs: number };
   /** An embedding worker's totals (embedder.ts; there one tick is one decode); absent on a generation worker. */
   embeddings?: {
     pooling: string;

@@ -56,7 +56,8 @@ export class LlamaModel {
 
   /** Loads weights (or only the vocabulary, for tokenizing in the daemon). */
   static load(path: string, opts: { vocabOnly?: boolean; gpuLayers?: number } = {}): LlamaModel {
-    const llama = loadLlama();
+    // A vocabulary needs no compute backend (ffi/llama.ts loads them for weights).
+    const llama = loadLlama(process.env, { backends: !opts.vocabOnly });
     const model = llama.shim.sf_model_load(cstr(path), opts.gpuLayers ?? -1, opts.vocabOnly ?? false);
     if (!model || typeof model === "bigint") throw new Error(`libllama could not load the model ${path}`);
     return new LlamaModel(llama, model);

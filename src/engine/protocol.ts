@@ -1,12 +1,13 @@
 // Messages between the daemon and a worker process (Bun IPC, JSON). Token
 // streams travel as one message per tick carrying every lane's new tokens, not
 // one message per token.
+import type { CpuInfo } from "../../ffi/llama.ts";
 import type { EmbedJob, PoolingName } from "./embedder.ts";
 import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
 import type { SpeculationStrategyName } from "./speculation-directive.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
 
 export interface WorkerInfo {
   protocol: number;
@@ -42,7 +43,8 @@ export interface WorkerInfo {
     /** Inputs one decode may carry. */
     batchInputs: number;
   };
-  library: { path: string; source: string };
+  /** The libllama the worker opened, and the processor and ggml CPU variant its kernels run on (ffi/cpu-variant.ts). */
+  library: { path: string; source: string; cpu: CpuInfo };
   /** The speculative decoding the worker runs (--speculate; docs/cli.md#speculative-decoding): "off" on embedding workers. */
   speculation: SpeculationStrategyName;
   /** Why `--speculate auto` decodes this model plainly. */

@@ -3,6 +3,8 @@ import { basename } from "node:path";
 import * as v from "valibot";
 import type { ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
+import type { WorkerClient } from "../daemon/worker-client.ts";
+import type { EngineSnapshot } from "../engine/jobs.ts";
 import { effectiveDefaults, type OperatorSampling } from "../daemon/sampling-resolve.ts";
 import { QOS_NAMES } from "../engine/scheduler.ts";
 import { RequestError } from "./errors.ts";
@@ -97,6 +99,14 @@ function perClass(counts: readonly number[]): Record<string, number> {
   return Object.fromEntries(QOS_NAMES.map((name, i) => [name, counts[i] ?? 0]));
 }
 
+function tickProfile(s: EngineSnapshot, daemon: WorkerClient["tickProfile"]) {
+  const t = s.timing ?? { ticks: 0, tickMs: 0, decodeMs: 0, sampleMs: 0, betweenMs: 0 };
+  return {
+    worker: { ticks: t.ticks, tick_ms: t.tickMs, decode_ms: t.decodeMs, sample_ms: t.sampleMs, between_ticks_ms: t.betweenMs },
+    daemon: { ticks: daemon.ticks, on_tick_ms: daemon.onTickMs, durable_wait_ms: daemon.durableWaitMs, deliver_ms: daemon.deliverMs },
+  };
+}
+
 /** One aggregate entry in llama.cpp's slot shape, with the engine's live numbers. */
 export async function slots(model: ServedModel) {
   const { snapshot: s } = await model.worker.stats();
@@ -165,6 +175,8 @@ export async function slots(model: ServedModel) {
         pins: { count: s.pins.count, tokens: s.pins.tokens, budget_tokens: s.pins.budgetTokens, yielded: s.pins.yielded },
       },
       rates: { decode_tokens_per_second: s.decodeRate, prefill_tokens_per_second: s.prefillRate },
+      // Milliseconds summed since the worker started (docs/api/openai.md#slots): where a tick's time goes.
+      tick_profile: tickProfile(s, model.worker.tickProfile),
       respawns: model.worker.respawns,
     },
   ];

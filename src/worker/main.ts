@@ -15,6 +15,7 @@ import { LoraAdapters } from "./lora.ts";
 import { modelInfo } from "./model-info.ts";
 import { serveLoop } from "./serve-loop.ts";
 import { awaitStart } from "./standby.ts";
+import { workerRunsNormally } from "../runtime/sched-policy.ts";
 
 function send(message: WorkerToDaemon): void {
   process.send!(message);
@@ -107,6 +108,8 @@ export async function runWorker(argv: string[]): Promise<number> {
     console.error("superfluid worker is started by `superfluid serve`, over IPC");
     return 2;
   }
+  // Started by a SCHED_BATCH daemon: decode threads run under the normal policy (src/runtime/sched-policy.ts).
+  workerRunsNormally();
   if (argv[0] === "--standby") {
     const claimed = await awaitStart();
     if (!claimed) return 0;

@@ -18,7 +18,7 @@ export function modelInfo(
     embeddingLength: model.embeddingLength,
     threads: args.threads,
     vocab: { size: v.size, bos: v.bos, eos: v.eos, eot: v.eot, addBos: v.addBos, eog: v.eog },
-    library: { path: model.llama.location.llama, source: model.llama.location.source },
+    library: { path: model.llama.location.llama, source: model.llama.location.source, cpu: model.llama.cpu! },
     // A generation worker says what it resolved --speculate to; an embedding worker never drafts.
     speculation: "off",
   };

@@ -2,6 +2,7 @@
 // /slots, /v1/tokenize and /v1/completions, streamed and not.
 import { describe, expect, test } from "bun:test";
 import { envelope, getJson, post, postJson, readSse, useServer } from "./support.ts";
+import { loadLlama } from "../../ffi/llama.ts";
 
 const s = useServer();
 
@@ -25,6 +26,10 @@ describe("models", () => {
     expect(m.architecture.input_modalities).toEqual(["text"]);
     expect(m.runtime.id).toBe("llamacpp");
     expect(typeof m.runtime.version).toBe("string");
+    // The worker's processor and ggml CPU variant: what every speed figure must name.
+    const cpu = loadLlama().cpu!;
+    expect(m.runtime.cpu).toEqual({ model: cpu.model, variant: cpu.variant });
+    expect(m.runtime.cpu.model.length).toBeGreaterThan(0);
     expect(m.capabilities.descriptor_version).toBe(1);
     const d = m.capabilities.dialect;
     expect(d.enable_thinking).toBe(true); // the template reads enable_thinking

@@ -10,6 +10,7 @@ import { GREEDY, type SamplingSpec } from "../../src/engine/sampling.ts";
 import { lookupDraft, probeDepths, RequestYield, SPECULATION_DEFAULTS, SpeculationGates, type SpeculationConfig } from "../../src/engine/speculation.ts";
 import { draftIncompatibility, ModelDrafter } from "../../src/engine/draft-model.ts";
 import { fixturePath } from "../support/models.ts";
+import { binomialUpperQuantile } from "../support/binomial.ts";
 
 const CONFIG: SpeculationConfig = { strategy: "prompt-lookup", ...SPECULATION_DEFAULTS };
 /** Drafting on whatever it measures: the engine tests are about exactness, not the gates. */
@@ -119,6 +120,11 @@ describe("gates", () => {
   });
 });
 
+/** Seeds of the seeded-sampling comparison: 48 x 4 prompts x 24 tokens, about 4,000 tokens compared. */
+const SEEDS = 48;
+/** The rate at which rounding may part a speculating lane's draws from a plain one's, per token. */
+const ROUNDING_PARTS = 0.01;
+
 describe("engine with prompt lookup", () => {
   let model: LlamaModel;
   let plain: Engine;
@@ -164,32 +170,40 @@ describe("engine with prompt lookup", () => {
     expect(b).toEqual(a);
   });
 
-  test("seeded sampling: the same draws as without speculation over many seeds", () => {
+  test("seeded sampling: the same draws as without speculation, up to rounding, over many seeds", () => {
+    // Each token is one draw of the lane's own sampler, in order, so the same seed draws the
+    // same tokens from the same logits. A verified draft's logits come from a wider batch,
+    // whose rounding llama.cpp does not keep, so a draw near a boundary of the sampler's
+    // cumulative distribution (or of top-p / min-p) may go the other way; from there the two
+    // histories differ and nothing more is comparable. So each pair of runs is compared up to
+    // its first difference, and the differences counted per token compared.
     const prompts = [0, 1, 2, 3].map(repetitive);
-    let same = 0;
-    let total = 0;
-    const freqPlain = new Map<number, number>();
-    const freqSpec = new Map<number, number>();
-    for (let seed = 1; seed <= 24; seed++) {
+    let compared = 0;
+    let parted = 0;
+    let proposed = 0;
+    let accepted = 0;
+    for (let seed = 1; seed <= SEEDS; seed++) {
       const sampling: SamplingSpec = { ...GREEDY, temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05, seed };
       const a = run(plain, prompts, sampling, 24).outputs;
-      const b = run(spec, prompts, sampling, 24).outputs;
+      const b = run(spec, prompts, sampling, 24);
+      for (const s of b.specs) {
+        proposed += s?.proposed ?? 0;
+        accepted += s?.accepted ?? 0;
+      }
       for (let i = 0; i < prompts.length; i++) {
-        total++;
-        if (Bun.deepEquals(a[i], b[i])) same++;
-        for (const t of a[i]!) freqPlain.set(t, (freqPlain.get(t) ?? 0) + 1);
-        for (const t of b[i]!) freqSpec.set(t, (freqSpec.get(t) ?? 0) + 1);
+        const first = a[i]!.findIndex((t, k) => b.outputs[i]![k] !== t);
+        compared += first < 0 ? a[i]!.length : first + 1;
+        if (first >= 0) parted++;
       }
     }
-    // Each token is one draw of the lane's own sampler, in order: the same seed draws the same
-    // tokens. Tolerance for a wider batch's rounding: nearly every run identical, and the
-    // token distributions within a total-variation distance of 0.05.
-    expect(same / total).toBeGreaterThanOrEqual(0.95);
-    const keys = new Set([...freqPlain.keys(), ...freqSpec.keys()]);
-    const n = [...freqPlain.values()].reduce((s, x) => s + x, 0);
-    let tv = 0;
-    for (const k of keys) tv += Math.abs((freqPlain.get(k) ?? 0) - (freqSpec.get(k) ?? 0)) / n;
-    expect(tv / 2).toBeLessThanOrEqual(0.05);
+    // Speculation ran: sampled lanes drafted, and drafts were accepted by the sampler's draws.
+    expect(proposed).toBeGreaterThan(0);
+    expect(accepted).toBeGreaterThan(0);
+    // Rounding parted 0.1-0.25% of compared tokens here (11 of 4,512 on AVX-512's zen4
+    // kernels, 9 of 4,534 on AVX2's haswell); ROUNDING_PARTS bounds it four times over. A sampler that took a draft it did not
+    // draw parts at most drafted tokens, far above the bound. The allowance is the count
+    // Binomial(compared, ROUNDING_PARTS) stays under but once in 1,000 runs.
+    expect(parted).toBeLessThanOrEqual(binomialUpperQuantile(compared, ROUNDING_PARTS, 1e-3));
   });
 
   test("a lane with logprobs, a grammar or logit_bias never drafts", () => {

@@ -47,7 +47,7 @@ export function modelObject(registry: ModelRegistry, model: ServedModel) {
       speculation: model.worker.info.speculation,
     },
     architecture: { input_modalities: ["text"] },
-    runtime: { id: model.runtime.id, version: model.runtime.version },
+    runtime: { id: model.runtime.id, version: model.runtime.version, cpu: model.runtime.cpu },
     capabilities: capabilitiesOf(model),
     sampling_defaults: publishedSampling(model.info.sampling),
   };
