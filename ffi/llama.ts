@@ -186,6 +186,8 @@ export interface Llama {
 export interface CpuInfo {
   model: string;
   variant: string | null;
+  /** The variant's library file (null: ggml's loader chose the CPU backend). */
+  library: string | null;
   /** SUPERFLUID_CPU_VARIANT chose the variant, not the CPU's score. */
   pinned: boolean;
 }
@@ -265,7 +267,7 @@ function loadBackends(ggml: GgmlApi, dir: string, env: NodeJS.ProcessEnv): CpuIn
   const variant = chooseCpuVariant(dir, env.SUPERFLUID_CPU_VARIANT);
   if (!variant) {
     ggml.ggml_backend_load_all_from_path(cstr(dir));
-    return { model: cpuModel(), variant: null, pinned: false };
+    return { model: cpuModel(), variant: null, library: null, pinned: false };
   }
   if (!ggml.ggml_backend_load(cstr(variant.path))) {
     variant.close();
@@ -274,7 +276,7 @@ function loadBackends(ggml: GgmlApi, dir: string, env: NodeJS.ProcessEnv): CpuIn
   // A backend that does not load (no device for it here) is skipped, as ggml's own loader does.
   for (const other of otherBackendFiles(dir)) ggml.ggml_backend_load(cstr(other));
   if (env.GGML_BACKEND_PATH) ggml.ggml_backend_load(cstr(env.GGML_BACKEND_PATH));
-  return { model: cpuModel(), variant: variant.name, pinned: variant.pinned };
+  return { model: cpuModel(), variant: variant.name, library: variant.path, pinned: variant.pinned };
 }
 
 /** How messages name the machine's kernels: "AMD EPYC 9B14, ggml CPU variant zen4". */

@@ -59,7 +59,7 @@ describe.skipIf(variants.length === 0)("CPU variants (a library with one file pe
   test.skipIf(haswell === undefined)("pinned, ggml loads that variant: its own log names the file", async () => {
     const r = await childLoad({ SUPERFLUID_CPU_VARIANT: "haswell", SUPERFLUID_LLAMA_LOG: "1" });
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out.trim().split("\n").at(-1)!)).toEqual({ model: cpuModel(), variant: "haswell", pinned: true });
+    expect(JSON.parse(r.out.trim().split("\n").at(-1)!)).toEqual({ model: cpuModel(), variant: "haswell", library: haswell!.path, pinned: true });
     const loaded = r.err.split("\n").filter((l) => l.includes("loaded CPU backend from"));
     expect(loaded).toHaveLength(1);
     expect(loaded[0]).toContain(haswell!.path);

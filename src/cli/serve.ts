@@ -30,7 +30,7 @@ import { KeyRing } from "../http/auth/keyring.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../../ffi/paths.ts";
 import { describeCpu } from "../../ffi/llama.ts";
-import { daemonYieldsOnWakeup } from "../runtime/sched-policy.ts";
+import { daemonYieldsWhileStreaming } from "../runtime/sched-policy.ts";
 import { formatBytes } from "../engine/kv-sizing.ts";
 import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";
 import { Logger, routeConsole } from "../logging/logger.ts";
@@ -497,8 +497,8 @@ export async function runServe(argv: string[]): Promise<number> {
     console.log(SERVE_USAGE);
     return 0;
   }
-  // The daemon's wakeups stop preempting decode threads (src/runtime/sched-policy.ts).
-  daemonYieldsOnWakeup();
+  // While tokens stream, the daemon's wakeups stop preempting decode threads (src/runtime/sched-policy.ts).
+  daemonYieldsWhileStreaming();
   const tui = options.tui ? new ServeTui() : undefined;
   tui?.start();
   // SIGINT and SIGTERM stop the server (docs/cli.md#startup-and-shutdown) with status 0, heard from

@@ -6,6 +6,9 @@ export class Channel<T> implements AsyncIterable<T> {
   private ended = false;
   private failure?: Error;
 
+  /** `onEnd` runs once, when the channel is closed or failed. */
+  constructor(private readonly onEnd?: () => void) {}
+
   push(item: T): void {
     if (this.ended) return;
     this.items.push(item);
@@ -13,6 +16,7 @@ export class Channel<T> implements AsyncIterable<T> {
   }
 
   close(): void {
+    if (!this.ended) this.onEnd?.();
     this.ended = true;
     this.wake();
   }
@@ -21,6 +25,7 @@ export class Channel<T> implements AsyncIterable<T> {
     if (this.ended) return;
     this.failure = error;
     this.ended = true;
+    this.onEnd?.();
     this.wake();
   }
 

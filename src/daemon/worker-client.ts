@@ -14,6 +14,7 @@ import { PROTOCOL_VERSION, type DaemonToWorker, type LoraAdapterInfo, type LoraM
 import { RequestError } from "../pipeline/request-error.ts";
 import type { GenerationJournal } from "../sessions/journal.ts";
 import { Channel } from "./channel.ts";
+import { trackGeneration, type GenerationTrack } from "../runtime/sched-policy.ts";
 import { WorkerTally } from "./metrics-tally.ts";
 import { selfCommand } from "./self-command.ts";
 import { claimStandbyWorker } from "./standby-worker.ts";
@@ -101,7 +102,7 @@ export class WorkerStatsTimeoutError extends Error {
 }
 
 export class Generation implements AsyncIterable<GenerationEvent> {
-  readonly events = new Channel<GenerationEvent>();
+  readonly events = new Channel<GenerationEvent>(() => this.track?.ended());
   /** The worker has given it a lane; before that a dead worker's replacement can take it over. */
   admitted = false;
   /** The caller cancelled it (a replacement worker must not start it again). */
@@ -121,6 +122,8 @@ export class Generation implements AsyncIterable<GenerationEvent> {
     /** The message that starts it, kept to resend when the worker dies before admitting it. */
     readonly job: Extract<DaemonToWorker, { type: "generate" }>,
     private readonly onCancel: (id: string) => void,
+    /** Told of its first token and its end: the daemon's scheduling policy follows them (src/runtime/sched-policy.ts). */
+    private readonly track?: GenerationTrack,
   ) {}
 
   /** The first token's time from admission in seconds, once; undefined afterwards (and before admission). */
@@ -133,6 +136,7 @@ export class Generation implements AsyncIterable<GenerationEvent> {
   /** Called by the client on the first token or the end. */
   notePrefilled(): void {
     this.markPrefilled();
+    this.track?.firstToken();
   }
 
   /** Stops generation at the next tick; the stream ends with reason "cancelled". */
@@ -315,10 +319,14 @@ export class WorkerClient {
         throw new JournalError(err as Error);
       }
     }
-    const generation = new Generation(id, job, (gid) => this.sendWhenReady({ type: "cancel", id: gid }));
+    const generation = new Generation(id, job, (gid) => this.sendWhenReady({ type: "cancel", id: gid }), trackGeneration());
     generation.durable = opts.durable !== false;
     this.inflight.set(id, generation);
     this.sendWhenReady(job);
+    // The prompt's record is written and synced now, while the worker prefills, rather than
+    // with the first token's: the first delivery then waits only for that token's own sync.
+    // Nothing to deliver; a failure fails the generations in flight as any tick's would.
+    if (generation.durable && this.opts.journal) this.afterDurable(() => undefined, []);
     return generation;
   }
 

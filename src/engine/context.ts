@@ -172,6 +172,11 @@ export class LlamaContext {
     return read !== 0;
   }
 
+  /** Its compute threads sleep until the next decode instead of polling for work (ffi/threadpool.ts). */
+  pauseThreads(): void {
+    if (!this.freed) threadpoolApi(this.model.llama).pause(this.threadpool);
+  }
+
   free(): void {
     if (this.freed) return;
     this.freed = true;

@@ -246,6 +246,11 @@ export class Embedder {
     };
   }
 
+  /** Its compute threads sleep until the next decode instead of polling for work (ffi/threadpool.ts). */
+  pauseThreads(): void {
+    if (!this.freed) threadpoolApi(this.model.llama).pause(this.threadpool);
+  }
+
   close(): void {
     if (this.freed) return;
     this.freed = true;

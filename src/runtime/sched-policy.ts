@@ -1,17 +1,19 @@
-// Linux scheduling policy of the daemon and its workers. When every core runs
-// a decode thread (the default: as many threads as physical cores), each
-// token's tick message wakes the daemon (journal, sync, SSE), and a woken
-// SCHED_OTHER task preempts the thread that is running: that is the worker's
-// main thread, between its send and the next llama_decode, so the daemon's
-// work on the token sat on the decode path (0.3-0.5 ms of a 4.5 ms token at
-// one lane, measured with bench/tick-profile.ts). A SCHED_BATCH task does not
-// preempt on wakeup; it runs in the time the scheduler shares out as usual,
-// and never later than a time slice. So the daemon runs SCHED_BATCH and each
-// worker, which inherits it, sets itself back to SCHED_OTHER (told so by
-// SUPERFLUID_SCHED_RESET in its environment). Either is a policy any
-// unprivileged process may choose for its own threads; a daemon thread someone
-// set to another policy (chrt -f, -i) is left alone. Elsewhere than Linux, and
-// with SUPERFLUID_DAEMON_SCHED=normal, nothing changes.
+// Linux scheduling policy of the daemon's main thread. When every core runs a
+// decode thread (the default: as many threads as physical cores), each token's
+// tick message wakes the daemon (journal, sync, SSE), and a woken SCHED_OTHER
+// thread preempts the one running: the worker's main thread, between its send
+// and the next llama_decode, so the daemon's work on each token sat on the
+// decode path (0.58 ms of a 5.3 ms token at one lane on a 2-core EPYC,
+// bench/tick-profile.ts). A SCHED_BATCH thread does not preempt on wakeup; it
+// runs in its share of the CPU as the scheduler gives it out, a little later.
+// That suits streaming, where throughput is what counts, and not a request
+// waiting for its first token, nor an idle server's next request. So the main
+// thread runs SCHED_BATCH only while generations stream and none awaits its
+// first token (trackGeneration), and SCHED_OTHER otherwise. A worker started
+// while it is batch inherits that, and sets itself back to SCHED_OTHER (told
+// so by SUPERFLUID_SCHED_RESET in its environment). Both are policies any
+// unprivileged process may choose for its own threads. Elsewhere than Linux,
+// and with SUPERFLUID_DAEMON_SCHED=normal, nothing changes.
 // (docs/design.md#threads)
 import { dlopen, ptr } from "bun:ffi";
 import { readdirSync } from "node:fs";
@@ -58,13 +60,61 @@ function move(from: number, to: number): number {
   return moved;
 }
 
-/** The daemon's threads (and the threads they start later) stop preempting decode threads on wakeup. */
-export function daemonYieldsOnWakeup(env = process.env): number {
-  if (env.SUPERFLUID_DAEMON_SCHED === "normal") return 0;
-  const moved = move(SCHED_OTHER, SCHED_BATCH);
-  // The workers this daemon starts from now on inherit the policy: they put it back.
-  if (moved > 0) env.SUPERFLUID_SCHED_RESET = "1";
-  return moved;
+/** daemonYieldsWhileStreaming was called and may change the main thread's policy. */
+let enabled = false;
+/** Generations in flight, and those of them without their first token yet. */
+let streaming = 0;
+let awaitingFirst = 0;
+let applied = SCHED_OTHER;
+
+/** The daemon's main thread yields on wakeup while generations stream (see the header). */
+export function daemonYieldsWhileStreaming(env = process.env): boolean {
+  if (env.SUPERFLUID_DAEMON_SCHED === "normal" || !openLibc() || threadPolicy(process.pid) !== SCHED_OTHER) return false;
+  enabled = true;
+  // The workers this daemon starts while batch inherit the policy: they put it back.
+  env.SUPERFLUID_SCHED_RESET = "1";
+  apply();
+  return true;
+}
+
+function apply(): void {
+  if (!enabled) return;
+  const want = streaming > 0 && awaitingFirst === 0 ? SCHED_BATCH : SCHED_OTHER;
+  if (want === applied) return;
+  // The main thread's id is the process id.
+  if (openLibc()!.sched_setscheduler(process.pid, want, ptr(new Int32Array(1))) === 0) applied = want;
+}
+
+export interface GenerationTrack {
+  /** Its first token was delivered (or it ended before one). Idempotent. */
+  firstToken(): void;
+  /** It ended. Idempotent; implies firstToken. */
+  ended(): void;
+}
+
+/** Counts a generation in flight for the main thread's policy until it ends. */
+export function trackGeneration(): GenerationTrack {
+  streaming++;
+  awaitingFirst++;
+  apply();
+  let first = false;
+  let done = false;
+  const track: GenerationTrack = {
+    firstToken() {
+      if (first) return;
+      first = true;
+      awaitingFirst--;
+      apply();
+    },
+    ended() {
+      if (done) return;
+      done = true;
+      track.firstToken();
+      streaming--;
+      apply();
+    },
+  };
+  return track;
 }
 
 /** A worker started by a SCHED_BATCH daemon takes the normal policy back, before it starts its compute threads. */

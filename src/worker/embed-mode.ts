@@ -81,6 +81,7 @@ export async function serveEmbeddings(args: WorkerArgs, model: LlamaModel, send:
         }
       },
       hasWork: () => embedder.hasWork(),
+      idle: () => embedder.pauseThreads(),
       step() {
         for (const outcome of embedder.step()) {
           if ("error" in outcome) send({ type: "embed-failed", id: outcome.id, error: outcome.error });

@@ -161,6 +161,7 @@ export async function runWorker(argv: string[]): Promise<number> {
         else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: engine.snapshot(), at: Date.now() });
       },
       hasWork: () => engine.hasWork(),
+      idle: () => engine.context.pauseThreads(),
       step() {
         const events = engine.tick();
         if (events.admitted.length + events.tokens.length + events.finished.length > 0) send({ type: "tick", ...events });

@@ -10,6 +10,8 @@ export interface WorkerLoop {
   hasWork(): boolean;
   /** One turn of work (a tick, a decode of queued inputs), with whatever it sends. */
   step(): void;
+  /** The work ran out: let compute threads sleep rather than poll (ffi/threadpool.ts). */
+  idle?(): void;
   close(): void;
 }
 
@@ -38,6 +40,7 @@ export async function serveLoop(loop: WorkerLoop, info: WorkerInfo, send: (messa
   try {
     while (!closing) {
       if (!loop.hasWork()) {
+        loop.idle?.();
         memory.idleNow();
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
