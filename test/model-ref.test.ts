@@ -1,13 +1,15 @@
 // What a MODEL argument names: a path (served as its stem) or a local
 // reference org/repo[:QUANT] found in --model-dir folders or the Hugging Face
 // cache layout; a reference not found says where it looked.
-import { describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isReference, ModelNotFoundError, resolveModel } from "../src/daemon/model-ref.ts";
 
 const root = mkdtempSync(join(tmpdir(), "sf-models-"));
+// Its stand-in GGUF files are 4 bytes: left behind, they would be the "first GGUF" of a folder another test loads.
+afterAll(() => rmSync(root, { recursive: true, force: true }));
 const touch = (path: string) => {
   mkdirSync(join(path, ".."), { recursive: true });
   writeFileSync(path, "GGUF");
