@@ -34,7 +34,8 @@ export function pinnedLlamaDir(dir: string, variant: string, scratch: string): s
   for (const file of readdirSync(dir)) {
     const path = join(dir, file);
     if (others.has(path)) continue;
-    const executable = !/\.so(\.\d+)*$/.test(file) && (statSync(path).mode & 0o111) !== 0;
+    const info = statSync(path);
+    const executable = info.isFile() && !/\.so(\.\d+)*$/.test(file) && (info.mode & 0o111) !== 0;
     if (executable) copyFileSync(path, join(out, file));
     else symlinkSync(path, join(out, file));
   }

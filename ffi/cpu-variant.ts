@@ -12,8 +12,8 @@ import { cpus } from "node:os";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 
-/** libggml-cpu-haswell.so, ggml-cpu-zen4.dll, ... */
-const VARIANT_FILE = /^(?:lib)?ggml-cpu-([a-z0-9_]+)\.(?:so|dylib|dll)$/;
+/** libggml-cpu-haswell.so, ggml-cpu-zen4.dll, libggml-cpu-armv8.2_1.so, ... */
+const VARIANT_FILE = /^(?:lib)?ggml-cpu-([a-z0-9_.]+)\.(?:so|dylib|dll)$/;
 /** The other loadable backends (libggml-vulkan.so, ggml-cuda.dll, ...): not the base, not the CPU. */
 const BACKEND_FILE = /^(?:lib)?ggml-([a-z0-9_]+)\.(?:so|dylib|dll)$/;
 
@@ -42,15 +42,30 @@ export function cpuVariantFiles(dir: string): CpuVariantFile[] {
   return files;
 }
 
-/** The loadable backends beside the CPU's (a GPU build's), to load when the CPU variant is chosen here. */
+/**
+ * The order ggml_backend_load_all_from_path registers backends in (the CPU
+ * last): llama.cpp numbers devices in it, and the first GPU takes the layers.
+ */
+const GGML_BACKEND_ORDER = ["blas", "zdnn", "cann", "cuda", "hip", "metal", "rpc", "sycl", "vulkan", "opencl", "hexagon", "musa"];
+
+/**
+ * The loadable backends beside the CPU's (a GPU build's), to load when the
+ * CPU variant is chosen here: in ggml's own order, names it does not know
+ * after those, by name.
+ */
 export function otherBackendFiles(dir: string): string[] {
+  const rank = (name: string) => {
+    const i = GGML_BACKEND_ORDER.indexOf(name);
+    return i < 0 ? GGML_BACKEND_ORDER.length : i;
+  };
   return readdirSync(dir)
     .sort()
-    .filter((file) => {
+    .flatMap((file) => {
       const m = BACKEND_FILE.exec(file);
-      return m !== null && m[1] !== "base" && m[1] !== "cpu";
+      return m !== null && m[1] !== "base" && m[1] !== "cpu" ? [{ file, name: m[1]! }] : [];
     })
-    .map((file) => join(dir, file));
+    .sort((a, b) => rank(a.name) - rank(b.name))
+    .map(({ file }) => join(dir, file));
 }
 
 function openScored(path: string): { score: number; close(): void } {

@@ -253,8 +253,8 @@ function openLibrary(env: NodeJS.ProcessEnv): Llama {
  * and nothing else loadable): then no device but the host takes layers, and
  * the host's memory is the budget without loading any backend to ask.
  */
-export function cpuOnlyLibrary(dir: string): boolean {
-  return cpuVariantFiles(dir).length > 0 && otherBackendFiles(dir).length === 0;
+export function cpuOnlyLibrary(dir: string, env = process.env): boolean {
+  return cpuVariantFiles(dir).length > 0 && otherBackendFiles(dir).length === 0 && !env.GGML_BACKEND_PATH;
 }
 
 /**
@@ -269,13 +269,14 @@ function loadBackends(ggml: GgmlApi, dir: string, env: NodeJS.ProcessEnv): CpuIn
     ggml.ggml_backend_load_all_from_path(cstr(dir));
     return { model: cpuModel(), variant: null, library: null, pinned: false };
   }
+  // In ggml's order, the CPU last (llama.cpp numbers devices in it). A backend that does
+  // not load (no device for it here) is skipped, as ggml's own loader does.
+  for (const other of otherBackendFiles(dir)) ggml.ggml_backend_load(cstr(other));
+  if (env.GGML_BACKEND_PATH) ggml.ggml_backend_load(cstr(env.GGML_BACKEND_PATH));
   if (!ggml.ggml_backend_load(cstr(variant.path))) {
     variant.close();
     throw new Error(`ggml could not load its CPU backend ${variant.path}`);
   }
-  // A backend that does not load (no device for it here) is skipped, as ggml's own loader does.
-  for (const other of otherBackendFiles(dir)) ggml.ggml_backend_load(cstr(other));
-  if (env.GGML_BACKEND_PATH) ggml.ggml_backend_load(cstr(env.GGML_BACKEND_PATH));
   return { model: cpuModel(), variant: variant.name, library: variant.path, pinned: variant.pinned };
 }
 

@@ -22,6 +22,8 @@ interface ThreadpoolApi {
    * the backend does not offer it.
    */
   pause(pool: Pointer): void;
+  /** Whether pause() reaches ggml_threadpool_pause in this library. */
+  canPause: boolean;
 }
 
 let api: ThreadpoolApi | undefined;
@@ -51,17 +53,19 @@ function openThreadpoolApi(llama: Llama): ThreadpoolApi {
     pause(pool) {
       threadpoolPause?.(pool);
     },
+    canPause: threadpoolPause !== undefined,
   };
 }
 
 /**
  * ggml_threadpool_pause, which the CPU backend exports but does not list in
  * its registry: looked up in the CPU variant's own library (already loaded;
- * dlopen finds the same copy), else in libggml itself (a build whose CPU
- * backend is linked in).
+ * dlopen finds the same copy), else a single libggml-cpu beside it, else
+ * libggml itself (a build whose CPU backend is linked in).
  */
 function pauseFunction(llama: Llama): ((pool: Pointer) => void) | undefined {
-  for (const path of [llama.cpu?.library, llama.location.ggml]) {
+  const single = readdirSync(llama.location.dir).find((f) => /^(lib)?ggml-cpu\.(so|dylib|dll)$/.test(f));
+  for (const path of [llama.cpu?.library, single && join(llama.location.dir, single), llama.location.ggml]) {
     if (!path) continue;
     try {
       const lib = dlopen(path, { ggml_threadpool_pause: { args: ["ptr"], returns: "void" } });

@@ -1,8 +1,11 @@
 // The ggml CPU variant: superfluid chooses it as ggml's loader would (the
 // highest score), names it, and loads the one SUPERFLUID_CPU_VARIANT pins,
 // refusing by name one the folder lacks or this CPU cannot run.
-import { describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { dlopen } from "bun:ffi";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { chooseCpuVariant, cpuModel, cpuVariantFiles, otherBackendFiles } from "../ffi/cpu-variant.ts";
 import { loadLlama } from "../ffi/llama.ts";
 
@@ -33,6 +36,22 @@ const l = loadLlama(); console.log(JSON.stringify(l.cpu));`;
   const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, out, err };
 }
+
+describe("library folders, by file name", () => {
+  const folder = mkdtempSync(join(tmpdir(), "sf-variants-"));
+  afterAll(() => rmSync(folder, { recursive: true, force: true }));
+  for (const f of ["libggml-base.so", "libggml-cpu-haswell.so", "libggml-cpu-armv8.2_1.so", "ggml-cpu-zen4.dll", "libggml-vulkan.so", "libggml-zz.so", "libggml-cuda.so", "libggml-blas.so", "libggml.so", "libllama.so"]) {
+    writeFileSync(join(folder, f), "");
+  }
+
+  test("CPU variants are named by what follows ggml-cpu- (arm64's carry dots), on every platform's file names", () => {
+    expect(cpuVariantFiles(folder).map((v) => v.name)).toEqual(["zen4", "armv8.2_1", "haswell"]);
+  });
+
+  test("the other backends come in ggml's own order (llama.cpp numbers devices in it), unknown ones after", () => {
+    expect(otherBackendFiles(folder).map((f) => f.slice(folder.length + 1))).toEqual(["libggml-blas.so", "libggml-cuda.so", "libggml-vulkan.so", "libggml-zz.so"]);
+  });
+});
 
 describe.skipIf(variants.length === 0)("CPU variants (a library with one file per instruction-set level)", () => {
   test("unpinned, the choice is the variant of highest score, and the processor is named", () => {

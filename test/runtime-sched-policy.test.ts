@@ -21,12 +21,24 @@ import { daemonYieldsWhileStreaming, trackGeneration, threadPolicy } from ${JSON
 const seen = [];
 const main = () => seen.push(threadPolicy(process.pid));
 const enabled = daemonYieldsWhileStreaming();
+const { readdirSync } = await import("node:fs");
+const tids = () => readdirSync("/proc/self/task").map(Number);
 main();                 // idle
 const a = trackGeneration();
 main();                 // a awaits its first token
 a.firstToken();
 main();                 // a streams
+// A thread started while the main thread is batch (Bun's pool, a prompt thread) inherits it...
+const before = new Set(tids());
+const thread = new Worker("data:text/javascript,setInterval(() => {}, 1000)");
+await new Promise((r) => thread.addEventListener("open", r));
+const born = tids().filter((t) => !before.has(t));
+const bornPolicies = () => [...new Set(born.map((t) => threadPolicy(t)))];
+const bornWhileBatch = bornPolicies();
 const b = trackGeneration();
+// ...and comes back to SCHED_OTHER with the main thread.
+const bornAfter = bornPolicies();
+thread.terminate();
 main();                 // b awaits its first token
 b.firstToken(); b.firstToken();
 main();                 // both stream
@@ -43,13 +55,17 @@ main();                 // idle again
 const c = trackGeneration();
 c.ended();              // ended before any token
 main();
-console.log(JSON.stringify({ enabled, seen, reset: process.env.SUPERFLUID_SCHED_RESET ?? null, worker: w }));
+console.log(JSON.stringify({ enabled, seen, reset: process.env.SUPERFLUID_SCHED_RESET ?? null, worker: w, bornWhileBatch, bornAfter, born: born.length }));
 `;
 
 describe.skipIf(process.platform !== "linux")("scheduling policy (Linux)", () => {
-  test("batch only while generations stream and none awaits its first token; a worker started then comes back to SCHED_OTHER", async () => {
+  test("batch only while generations stream and none awaits its first token; threads and workers started then come back to SCHED_OTHER", async () => {
     const r = await runChild(LIVES);
-    expect(r.enabled).toBe(true);
+    // A sandbox that refuses sched_setscheduler leaves the policy alone (and there is nothing to check).
+    if (!r.enabled) return;
+    expect(r.born).toBeGreaterThan(0);
+    expect(r.bornWhileBatch).toContain(BATCH);
+    expect(r.bornAfter).toEqual([OTHER]);
     expect(r.seen).toEqual([OTHER, OTHER, BATCH, OTHER, BATCH, BATCH, OTHER, OTHER]);
     expect(r.reset).toBe("1");
     expect(r.worker).toEqual({ inherited: BATCH, now: OTHER });
@@ -57,6 +73,6 @@ describe.skipIf(process.platform !== "linux")("scheduling policy (Linux)", () =>
 
   test("SUPERFLUID_DAEMON_SCHED=normal leaves the policy alone, and a worker not told to reset keeps what it has", async () => {
     const r = await runChild(LIVES, { SUPERFLUID_DAEMON_SCHED: "normal" });
-    expect(r).toMatchObject({ enabled: false, seen: [OTHER, OTHER, OTHER, OTHER, OTHER, OTHER, OTHER, OTHER], reset: null, worker: { inherited: OTHER, now: OTHER } });
+    expect(r).toMatchObject({ enabled: false, seen: [OTHER, OTHER, OTHER, OTHER, OTHER, OTHER, OTHER, OTHER], reset: null, worker: { inherited: OTHER, now: OTHER }, bornWhileBatch: [OTHER] });
   });
 });

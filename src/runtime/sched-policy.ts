@@ -69,7 +69,12 @@ let applied = SCHED_OTHER;
 
 /** The daemon's main thread yields on wakeup while generations stream (see the header). */
 export function daemonYieldsWhileStreaming(env = process.env): boolean {
-  if (env.SUPERFLUID_DAEMON_SCHED === "normal" || !openLibc() || threadPolicy(process.pid) !== SCHED_OTHER) return false;
+  const c = openLibc();
+  if (env.SUPERFLUID_DAEMON_SCHED === "normal" || !c || threadPolicy(process.pid) !== SCHED_OTHER) return false;
+  // Some sandboxes refuse sched_setscheduler (seccomp, gVisor): then the policy stays as it is.
+  const param = ptr(new Int32Array(1));
+  if (c.sched_setscheduler(process.pid, SCHED_BATCH, param) !== 0) return false;
+  c.sched_setscheduler(process.pid, SCHED_OTHER, param);
   enabled = true;
   // The workers this daemon starts while batch inherit the policy: they put it back.
   env.SUPERFLUID_SCHED_RESET = "1";
@@ -82,7 +87,11 @@ function apply(): void {
   const want = streaming > 0 && awaitingFirst === 0 ? SCHED_BATCH : SCHED_OTHER;
   if (want === applied) return;
   // The main thread's id is the process id.
-  if (openLibc()!.sched_setscheduler(process.pid, want, ptr(new Int32Array(1))) === 0) applied = want;
+  if (openLibc()!.sched_setscheduler(process.pid, want, ptr(new Int32Array(1))) !== 0) return;
+  applied = want;
+  // Threads the main thread started while batch (Bun's pool, which runs the journal's
+  // fdatasync; a prompt thread) inherited it: they come back with it.
+  if (want === SCHED_OTHER) move(SCHED_BATCH, SCHED_OTHER);
 }
 
 export interface GenerationTrack {
