@@ -4,7 +4,7 @@
 // one CPU variant, so that llama-server runs the same kernels as a pinned
 // superfluid (SUPERFLUID_CPU_VARIANT).
 import { copyFileSync, mkdirSync, readdirSync, statSync, symlinkSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { chooseCpuVariant, cpuModel, cpuVariantFiles } from "../ffi/cpu-variant.ts";
 
 /** The variant ggml's loader picks in `dir` (or the pinned one, checked); null for a build with one CPU backend. */
@@ -26,7 +26,8 @@ export function machineLine(): string {
  * linked, and the CPU variants other than `variant` left out. The programs'
  * rpath is $ORIGIN, so they find the linked libraries there.
  */
-export function pinnedLlamaDir(dir: string, variant: string, scratch: string): string {
+export function pinnedLlamaDir(folder: string, variant: string, scratch: string): string {
+  const dir = resolve(folder); // the links must hold from the copy's own folder
   variantIn(dir, variant); // refuses a variant the folder lacks or the CPU cannot run
   const others = new Set(cpuVariantFiles(dir).filter((v) => v.name !== variant).map((v) => v.path));
   const out = join(scratch, `llama-${variant}`);
