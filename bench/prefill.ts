@@ -15,7 +15,7 @@ import { ensureFixture } from "../src/fixtures/index.ts";
 import { machineLine } from "./machine.ts";
 import { startPair, waitForModels } from "./pair.ts";
 import { LEAD_WORDS, NUMBER_WORDS } from "./prompt-words.ts";
-import { fail, parseOptions, scratchFolder } from "./support.ts";
+import { fail, median, parseOptions, scratchFolder } from "./support.ts";
 import { uniform } from "../src/fixtures/prng.ts";
 
 const USAGE = `usage: bun bench/prefill.ts [options]
@@ -85,12 +85,6 @@ async function ttft(side: (typeof sides)[number], prompt: string): Promise<{ ms:
   for (const m of buf.matchAll(/"prompt_tokens":\s*(\d+)/g)) promptTokens = Number(m[1]);
   return { ms: first! - t0, promptTokens };
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 const cold: number[][] = [[], []];
 const warm: number[][] = [[], []];

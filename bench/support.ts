@@ -68,6 +68,14 @@ export function parseOptions(usage: string, valued: Iterable<string>, flags: Ite
   };
 }
 
+/** The median of the values (the mean of the middle two for an even count; NaN for none). */
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
 // ---------------------------------------------------------------- processes
 
 /** The children this run started and has not stopped; each leads its own process group. */

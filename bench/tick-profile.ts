@@ -23,7 +23,7 @@ import type { ChildProcess } from "node:child_process";
 import { ensureFixture } from "../src/fixtures/index.ts";
 import { machineLine } from "./machine.ts";
 import { sseEvents } from "./sse.ts";
-import { fail, parseOptions, scratchFolder, startSuperfluid, stopGroup } from "./support.ts";
+import { fail, median, parseOptions, scratchFolder, startSuperfluid, stopGroup } from "./support.ts";
 
 const USAGE = `usage: bun bench/tick-profile.ts [options]
 
@@ -182,12 +182,6 @@ async function round(url: string, modelId: string, pid: number, lanes: number): 
     deliver: (p1.daemon.deliver_ms - p0.daemon.deliver_ms) / ticks,
     cpu,
   };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 // ---------------------------------------------------------------- run

@@ -115,6 +115,21 @@ export function chooseCpuVariant(dir: string, pin: string | undefined): CpuVaria
   return { name: best.name, path: best.path, pinned: false, close: best.close };
 }
 
+export interface CpuInfo {
+  model: string;
+  variant: string | null;
+  /** The variant's library file (null: ggml's loader chose the CPU backend). */
+  library: string | null;
+  /** SUPERFLUID_CPU_VARIANT chose the variant, not the CPU's score. */
+  pinned: boolean;
+}
+
+/** How messages name the machine's kernels: "AMD EPYC 9B14, ggml CPU variant zen4". */
+export function describeCpu(cpu: CpuInfo): string {
+  const variant = cpu.variant === null ? "one CPU backend" : `ggml CPU variant ${cpu.variant}${cpu.pinned ? " (pinned)" : ""}`;
+  return `${cpu.model}, ${variant}`;
+}
+
 /** The processor's model name, as the OS reports it ("AMD EPYC 9B14", "Intel(R) Xeon(R) ..."). */
 export function cpuModel(): string {
   const model = cpus()[0]?.model?.trim();

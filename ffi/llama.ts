@@ -7,7 +7,7 @@ import { threadId } from "node:worker_threads";
 import { basename, dirname, join } from "node:path";
 import shimSourcePath from "./shim.c" with { type: "file" };
 import { ABI_PROBE_SLOTS, identifyRelease, LlamaAbiError, type LlamaRelease } from "./abi.ts";
-import { chooseCpuVariant, cpuModel, cpuVariantFiles, otherBackendFiles } from "./cpu-variant.ts";
+import { chooseCpuVariant, cpuModel, cpuVariantFiles, otherBackendFiles, type CpuInfo } from "./cpu-variant.ts";
 import { locateLibrary, type LibraryLocation } from "./locate.ts";
 import { cacheDir } from "./paths.ts";
 
@@ -183,15 +183,6 @@ export interface Llama {
   cpu?: CpuInfo;
 }
 
-export interface CpuInfo {
-  model: string;
-  variant: string | null;
-  /** The variant's library file (null: ggml's loader chose the CPU backend). */
-  library: string | null;
-  /** SUPERFLUID_CPU_VARIANT chose the variant, not the CPU's score. */
-  pinned: boolean;
-}
-
 /** Whether the library exports a function (one that tells releases apart; ffi/abi.ts). */
 function exportsFunction(path: string, name: string): boolean {
   try {
@@ -278,12 +269,6 @@ function loadBackends(ggml: GgmlApi, dir: string, env: NodeJS.ProcessEnv): CpuIn
     throw new Error(`ggml could not load its CPU backend ${variant.path}`);
   }
   return { model: cpuModel(), variant: variant.name, library: variant.path, pinned: variant.pinned };
-}
-
-/** How messages name the machine's kernels: "AMD EPYC 9B14, ggml CPU variant zen4". */
-export function describeCpu(cpu: CpuInfo): string {
-  const variant = cpu.variant === null ? "one CPU backend" : `ggml CPU variant ${cpu.variant}${cpu.pinned ? " (pinned)" : ""}`;
-  return `${cpu.model}, ${variant}`;
 }
 
 export type { Pointer };

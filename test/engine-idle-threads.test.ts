@@ -22,14 +22,17 @@ for (let i = 0; i < 8; i++) { ctx.stage(0, 1 + i, i, 0, true); ctx.decode(1); }
 // The pool's threads: those that appeared with the context and its first decodes (not Bun's own).
 const pool = tids().filter((t) => !existing.has(t));
 const helpers = () => pool.filter((t) => tids().includes(t));
-const stat = (tid) => readFileSync("/proc/self/task/" + tid + "/stat", "utf8").slice(readFileSync("/proc/self/task/" + tid + "/stat", "utf8").lastIndexOf(")") + 2).split(" ");
+const state = (tid) => {
+  const stat = readFileSync("/proc/self/task/" + tid + "/stat", "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+};
 const cpuNs = (tid) => Number(readFileSync("/proc/self/task/" + tid + "/schedstat", "utf8").split(" ")[0]);
 const before = new Map(helpers().map((t) => [t, cpuNs(t)]));
 ctx.pauseThreads();
 // Wait for the event: every thread but this one asleep, twice in a row (a hang guard, not a bound).
 let asleep = 0;
 for (let i = 0; i < 2000 && asleep < 2; i++) {
-  asleep = helpers().every((t) => stat(t)[0] !== "R") ? asleep + 1 : 0;
+  asleep = helpers().every((t) => state(t) !== "R") ? asleep + 1 : 0;
   await Bun.sleep(5);
 }
 const spentMs = helpers().reduce((s, t) => s + (cpuNs(t) - (before.get(t) ?? cpuNs(t))) / 1e6, 0);

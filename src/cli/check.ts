@@ -3,7 +3,8 @@
 // model, loads its vocabulary only (no weights). It names the processor and the
 // ggml CPU variant chosen for it (SUPERFLUID_CPU_VARIANT pins one). Exit 0 when
 // it works, else 1.
-import { describeCpu, loadLlama } from "../../ffi/llama.ts";
+import { describeCpu } from "../../ffi/cpu-variant.ts";
+import { loadLlama } from "../../ffi/llama.ts";
 import { LlamaModel } from "../engine/model.ts";
 
 export function runCheck(argv: string[]): number {

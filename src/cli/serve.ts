@@ -29,7 +29,7 @@ import { RequestGate } from "../http/auth/gate.ts";
 import { KeyRing } from "../http/auth/keyring.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../../ffi/paths.ts";
-import { describeCpu } from "../../ffi/llama.ts";
+import { describeCpu } from "../../ffi/cpu-variant.ts";
 import { daemonYieldsWhileStreaming } from "../runtime/sched-policy.ts";
 import { formatBytes } from "../engine/kv-sizing.ts";
 import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";

@@ -1,7 +1,7 @@
 // Messages between the daemon and a worker process (Bun IPC, JSON). Token
 // streams travel as one message per tick carrying every lane's new tokens, not
 // one message per token.
-import type { CpuInfo } from "../../ffi/llama.ts";
+import type { CpuInfo } from "../../ffi/cpu-variant.ts";
 import type { EmbedJob, PoolingName } from "./embedder.ts";
 import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
 import type { SpeculationStrategyName } from "./speculation-directive.ts";

@@ -132,7 +132,7 @@ export function workerRunsNormally(env = process.env): number {
   return move(SCHED_BATCH, SCHED_OTHER);
 }
 
-/** The policy of a thread of this process (0 SCHED_OTHER, 3 SCHED_BATCH), or undefined off Linux; for tests. */
+/** The policy of a thread of this process (0 SCHED_OTHER, 3 SCHED_BATCH), or undefined off Linux. */
 export function threadPolicy(tid: number): number | undefined {
   return openLibc()?.sched_getscheduler(tid);
 }
