@@ -10,7 +10,7 @@ import { LlamaContext } from "../src/engine/context.ts";
 import { Engine, type EngineOptions, type GenerateJob } from "../src/engine/engine.ts";
 import { GREEDY } from "../src/engine/sampling.ts";
 import { useTinyEngines } from "./support/engines.ts";
-import { isGreedyUpToRounding } from "./support/greedy-check.ts";
+import { expectGreedyReply, isGreedyUpToRounding } from "./support/greedy-check.ts";
 
 const tiny = useTinyEngines({ lanes: 4, cellsPerSequence: 0, sharedCells: 4096, threads: 1, prefillBudget: 512 });
 
@@ -46,9 +46,7 @@ function run(e: Engine, jobs: GenerateJob[]): Run {
  * happened not to), so it is checked up to rounding (support/greedy-check.ts).
  */
 function expectGreedy(prompt: number[], reply: number[]): void {
-  expect(reply).toHaveLength(250);
-  const check = isGreedyUpToRounding(tiny.model, prompt, reply);
-  expect(check, `${check.off} of ${check.of} tokens off-greedy`).toMatchObject({ ok: true });
+  expectGreedyReply(tiny.model, prompt, reply, 250);
 }
 
 const engine = (opts: Partial<EngineOptions> = {}) => tiny.engine(opts);

@@ -11,6 +11,7 @@ import { lookupDraft, probeDepths, RequestYield, SPECULATION_DEFAULTS, Speculati
 import { draftIncompatibility, ModelDrafter } from "../../src/engine/draft-model.ts";
 import { fixturePath } from "../support/models.ts";
 import { binomialUpperQuantile } from "../support/binomial.ts";
+import { expectGreedyReply } from "../support/greedy-check.ts";
 
 const CONFIG: SpeculationConfig = { strategy: "prompt-lookup", ...SPECULATION_DEFAULTS };
 /** Drafting on whatever it measures: the engine tests are about exactness, not the gates. */
@@ -151,7 +152,8 @@ describe("engine with prompt lookup", () => {
     const prompts = [0, 1, 2, 3, 4, 5].map(repetitive);
     const a = run(plain, prompts, GREEDY);
     const b = run(spec, prompts, GREEDY);
-    expect(b.outputs).toEqual(a.outputs);
+    // Each is the greedy continuation up to rounding: a verified draft's logits come from a wider batch.
+    b.outputs.forEach((out, i) => expectGreedyReply(model, prompts[i]!, out, 48));
     const proposed = b.specs.reduce((s, x) => s + (x?.proposed ?? 0), 0);
     const accepted = b.specs.reduce((s, x) => s + (x?.accepted ?? 0), 0);
     expect(proposed).toBeGreaterThan(0);
@@ -165,9 +167,7 @@ describe("engine with prompt lookup", () => {
     const first = run(spec, [prompt], GREEDY, 32).outputs[0]!;
     // The conversation goes on: its prompt is the old one, the reply, and more.
     const follow = [...prompt, ...first, ...prompt.slice(1, 8)];
-    const a = run(plain, [follow], GREEDY, 24).outputs[0];
-    const b = run(spec, [follow], GREEDY, 24).outputs[0];
-    expect(b).toEqual(a);
+    expectGreedyReply(model, follow, run(spec, [follow], GREEDY, 24).outputs[0]!, 24);
   });
 
   test("seeded sampling: the same draws as without speculation, up to rounding, over many seeds", () => {
@@ -254,14 +254,14 @@ describe("engine with a draft model", () => {
     );
     const a = run(plain, prompts, GREEDY, 32);
     const b = run(spec, prompts, GREEDY, 32);
-    expect(b.outputs).toEqual(a.outputs);
+    b.outputs.forEach((out, i) => expectGreedyReply(model, prompts[i]!, out, 32));
     const proposed = b.specs.reduce((s, x) => s + (x?.proposed ?? 0), 0);
     const accepted = b.specs.reduce((s, x) => s + (x?.accepted ?? 0), 0);
     expect(proposed).toBeGreaterThan(0);
     expect(accepted).toBeLessThanOrEqual(proposed);
     // A second turn: the draft sequences are brought level with contexts they only partly hold.
     const follow = prompts.map((p, i) => [...p, ...a.outputs[i]!, ...p.slice(1, 6)]);
-    expect(run(spec, follow, GREEDY, 16).outputs).toEqual(run(plain, follow, GREEDY, 16).outputs);
+    run(spec, follow, GREEDY, 16).outputs.forEach((out, i) => expectGreedyReply(model, follow[i]!, out, 16));
   });
 });
 

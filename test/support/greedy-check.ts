@@ -8,6 +8,7 @@
 // reference context, and each token's logit is compared with the best one
 // at its position: a reply built on lost or wrong KV picks tokens far below
 // on a share of its tokens that rounding never reaches.
+import { expect } from "bun:test";
 import { LlamaContext } from "../../src/engine/context.ts";
 import type { LlamaModel } from "../../src/engine/model.ts";
 
@@ -65,4 +66,16 @@ export function greedyGaps(model: LlamaModel, prompt: readonly number[], reply: 
   } finally {
     ctx.free();
   }
+}
+
+/**
+ * Expects `reply` to be `prompt`'s greedy continuation up to rounding (of
+ * `length` tokens when given), naming the count off-greedy if not: what a
+ * test compares instead of the tokens the prompt gets alone, which another
+ * batch shape or CPU variant may change at a near-tie.
+ */
+export function expectGreedyReply(model: LlamaModel, prompt: readonly number[], reply: readonly number[], length?: number): void {
+  if (length !== undefined) expect(reply).toHaveLength(length);
+  const check = isGreedyUpToRounding(model, prompt, reply);
+  expect(check, `${check.off} of ${check.of} tokens off-greedy`).toMatchObject({ ok: true });
 }
