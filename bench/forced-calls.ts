@@ -7,7 +7,7 @@
 // calls allowed a random model opens call after call until the cap (ending is
 // one token among several it may pick), so both settings are measured.
 //
-//   bun bench/forced-calls.ts [--seeds 20] [--shared ../shared] [--only NAME] [--json out.json]
+//   bun bench/forced-calls.ts [--seeds 20] [--shared ../shared] [--only NAME] [--tools free,bounded,add,response_format] [--json out.json]
 //
 // Needs ../shared/models/vocab and ../shared/templates (not part of the repo).
 import Ajv from "ajv";
@@ -30,6 +30,7 @@ const { values: args } = parseArgs({
     only: { type: "string" },
     json: { type: "string" },
     threads: { type: "string", default: "1" },
+    tools: { type: "string", default: "free,bounded,add,response_format" },
   },
 });
 
@@ -45,20 +46,42 @@ const CASES: Case[] = [
   { name: "hermes3", vocab: "ggml-vocab-llama-bpe.gguf", template: "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja" },
 ];
 
-// Two argument schemas: a free string, and the same bounded. A random-weight
-// model closes a free string only when it happens to sample one of the ~290
-// tokens (of ~150k) that end one, so its strings run on whatever the layout;
-// the bounded schema shows what the layout itself costs.
-const SCHEMAS = {
-  free: { type: "object", properties: { city: { type: "string" }, unit: { type: "string", enum: ["c", "f"] } }, required: ["city"], additionalProperties: false },
+// Three tools. Two argument schemas for get_weather: a free string, and the
+// same bounded. A random-weight model closes a free string only when it
+// happens to sample one of the ~290 tokens (of ~150k) that end one, so its
+// strings run on whatever the layout; the bounded schema shows what the
+// layout itself costs. And `add` over two unbounded integers, sent without a
+// description as LangChain and the AI SDK send tools: a number ends only when
+// the grammar's digit bound ends it (grammar/README.md).
+interface Tool {
+  name: string;
+  description?: string;
+  schema: object;
+}
+const TOOLS: Record<string, Tool> = {
+  free: {
+    name: "get_weather",
+    description: "Current weather for a city",
+    schema: { type: "object", properties: { city: { type: "string" }, unit: { type: "string", enum: ["c", "f"] } }, required: ["city"], additionalProperties: false },
+  },
   bounded: {
-    type: "object",
-    properties: { city: { type: "string", maxLength: 24 }, unit: { type: "string", enum: ["c", "f"] } },
-    required: ["city"],
-    additionalProperties: false,
+    name: "get_weather",
+    description: "Current weather for a city",
+    schema: {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 24 }, unit: { type: "string", enum: ["c", "f"] } },
+      required: ["city"],
+      additionalProperties: false,
+    },
+  },
+  add: {
+    name: "add",
+    schema: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } }, required: ["a", "b"], additionalProperties: false },
   },
 };
-const toolsOf = (schema: object) => [{ type: "function", function: { name: "get_weather", description: "Current weather for a city", parameters: schema } }];
+const toolsOf = (tool: Tool) => [
+  { type: "function", function: { name: tool.name, ...(tool.description ? { description: tool.description } : {}), parameters: tool.schema } },
+];
 const MESSAGES = [{ role: "user", content: "What is the weather in Oslo?" }];
 const REPORT = {
   type: "object",
@@ -74,6 +97,8 @@ interface Tally {
   valid: number;
   streamEqual: number;
   lengths: number[];
+  /** The error that refused the request, when it was refused. */
+  refused?: string;
 }
 
 const tally = (): Tally => ({ finished: 0, valid: 0, streamEqual: 0, lengths: [] });
@@ -110,12 +135,18 @@ async function streamed(url: string, body: Record<string, unknown>) {
   return { calls, content, finish };
 }
 
-async function forcedCalls(url: string, model: string, schema: object, choice: unknown, parallel: boolean, seeds: number): Promise<Tally> {
+async function forcedCalls(url: string, model: string, tool: Tool, choice: unknown, parallel: boolean, seeds: number): Promise<Tally> {
   const t = tally();
-  const validCall = new Ajv({ strict: false }).compile(schema);
+  const validCall = new Ajv({ strict: false }).compile(tool.schema);
   for (let seed = 1; seed <= seeds; seed++) {
-    const body = { model, messages: MESSAGES, tools: toolsOf(schema), tool_choice: choice, parallel_tool_calls: parallel, temperature: 0.9, max_tokens: 200, seed };
-    const reply = await post(url, body);
+    const body = { model, messages: MESSAGES, tools: toolsOf(tool), tool_choice: choice, parallel_tool_calls: parallel, temperature: 0.9, max_tokens: 200, seed };
+    let reply: Record<string, any>;
+    try {
+      reply = await post(url, body);
+    } catch (err) {
+      t.refused = (err as Error).message;
+      break;
+    }
     const c = reply.choices[0];
     const calls = (c.message.tool_calls ?? []) as { function: { name: string; arguments: string } }[];
     t.lengths.push(reply.usage.completion_tokens);
@@ -125,7 +156,7 @@ async function forcedCalls(url: string, model: string, schema: object, choice: u
       calls.length > 0 &&
       calls.every((call) => {
         try {
-          return call.function.name === "get_weather" && validCall(JSON.parse(call.function.arguments));
+          return call.function.name === tool.name && validCall(JSON.parse(call.function.arguments));
         } catch {
           return false;
         }
@@ -188,16 +219,30 @@ async function main() {
       const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] };
       const model = models.data[0]!.id;
       const results: [string, Tally][] = [];
-      for (const [label, schema] of Object.entries(SCHEMAS)) {
+      for (const label of args.tools!.split(",")) {
+        if (label === "response_format") {
+          results.push(["response_format", await responseFormat(server.url, model, seeds)]);
+          continue;
+        }
+        const tool = TOOLS[label];
+        if (!tool) throw new Error(`--tools: no tool "${label}" (${Object.keys(TOOLS).join(", ")})`);
         for (const parallel of [false, true]) {
           const tag = `${label}${parallel ? "/parallel" : ""}`;
-          results.push([`required/${tag}`, await forcedCalls(server.url, model, schema, "required", parallel, seeds)]);
-          results.push([`named/${tag}`, await forcedCalls(server.url, model, schema, { type: "function", function: { name: "get_weather" } }, parallel, seeds)]);
+          results.push([`required/${tag}`, await forcedCalls(server.url, model, tool, "required", parallel, seeds)]);
+          results.push([`named/${tag}`, await forcedCalls(server.url, model, tool, { type: "function", function: { name: tool.name } }, parallel, seeds)]);
         }
       }
-      results.push(["response_format", await responseFormat(server.url, model, seeds)]);
       for (const [kind, t] of results) {
-        const row = { model: c.name, kind, seeds, finished: t.finished, valid: t.valid, stream_equal: t.streamEqual, median_tokens: median(t.lengths) };
+        const row = {
+          model: c.name,
+          kind,
+          seeds,
+          finished: t.finished,
+          valid: t.valid,
+          stream_equal: t.streamEqual,
+          median_tokens: median(t.lengths),
+          ...(t.refused ? { refused: t.refused.slice(0, 200) } : {}),
+        };
         rows.push(row);
         console.log(JSON.stringify(row));
       }

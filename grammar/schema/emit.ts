@@ -12,7 +12,7 @@ import type { Ctx, Part } from "./context.ts";
 import { SchemaError } from "./errors.ts";
 import { NUMBER_FORMATS, STRING_FORMATS } from "./formats.ts";
 import {
-  anyArray, anyInteger, anyNumber, anyObject, anyValue, booleanExpr, jsonStringLiteral, jsonValueLiteral, literalTrie, nullExpr, sepWs, ws,
+  anyArray, anyInteger, anyNumber, anyObject, anyValue, booleanExpr, jsonStringLiteral, jsonValueLiteral, literalTrie, MAX_NUMBER_DIGITS, nullExpr, sepWs, ws,
 } from "./json.ts";
 import type { NumBound, Norm } from "./normalize.ts";
 import { type Caps, type Dec, decimalRange, integerRange, toDec } from "./numbers.ts";
@@ -113,20 +113,31 @@ function emitNumber(n: Norm, hint: string, ctx: Ctx, integerOnly: boolean): Expr
         throw new SchemaError(bd.keyword, bd.at, "an exclusive bound beyond 2^53 cannot be enforced exactly (doubles there are not consecutive integers)");
       }
     }
-    const l = lo ? (lo.exclusive ? floorDec(lo.value) + 1n : ceilDec(lo.value)) : null;
-    const h = hi ? (hi.exclusive ? ceilDec(hi.value) - 1n : floorDec(hi.value)) : null;
+    let l = lo ? (lo.exclusive ? floorDec(lo.value) + 1n : ceilDec(lo.value)) : null;
+    let h = hi ? (hi.exclusive ? ceilDec(hi.value) - 1n : floorDec(hi.value)) : null;
+    // The open side gets the digit bound of an unbounded integer, or as many
+    // digits as the other side's bound has (json.ts, MAX_NUMBER_DIGITS).
+    const widest = (x: bigint) => 10n ** BigInt(Math.max(MAX_NUMBER_DIGITS, (x < 0n ? -x : x).toString().length)) - 1n;
+    if (h === null) h = widest(l!);
+    if (l === null) l = -widest(h);
     const e = integerRange(l, h);
     if (e === null) throw empty();
     return ctx.b.rule(`${hint}-int`, e);
   }
   if (!lo && !hi) return anyNumber(ctx.b);
-  let caps: Caps | null = null;
+  // Without an exclusive bound the digits are bounded as an unbounded
+  // number's are, or as far as the bounds' own digits need.
+  const intDigitsOf = (x: NumBound | null) => (x ? x.value.int.toString().length : 0);
+  const fracDigitsOf = (x: NumBound | null) => (x ? x.value.frac.length : 0);
+  let caps: Caps = {
+    intDigits: Math.max(MAX_NUMBER_DIGITS, intDigitsOf(lo), intDigitsOf(hi)),
+    fracDigits: Math.max(MAX_NUMBER_DIGITS, fracDigitsOf(lo), fracDigitsOf(hi)),
+  };
   const excl = [lo, hi].find((x) => x?.exclusive);
   if (excl) {
     // See numbers.ts: at most 15 significant digits keeps "strictly below
     // the bound" true after the validator rounds the text to a double.
-    const digits = (x: NumBound | null) => (x ? x.value.int.toString().length : 0);
-    const intDigits = Math.max(9, digits(lo), digits(hi));
+    const intDigits = Math.max(9, intDigitsOf(lo), intDigitsOf(hi));
     if (intDigits > 15) {
       throw new SchemaError(excl.keyword, excl.at, "exclusive bounds on numbers of magnitude 1e15 or more cannot be enforced exactly");
     }

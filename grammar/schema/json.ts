@@ -54,18 +54,33 @@ export function anyString(b: RuleBuilder): Expr {
 const DIGIT = chars(["0", "9"]);
 const NONZERO = chars(["1", "9"]);
 
+// Digit bounds on numbers no schema bound limits (grammar/README.md): a JSON
+// number of more than 16 significant digits cannot round-trip through a
+// double, and without a bound a sampler that never picks a non-digit (a
+// random or weak model) writes digits until the reply's cap. llama.cpp's own
+// schema converter bounds integer and fraction parts the same way.
+/** Most integer digits and most fraction digits of a number no bound limits. */
+export const MAX_NUMBER_DIGITS = 16;
+/** Most exponent digits (a double's exponent needs three). */
+export const MAX_EXPONENT_DIGITS = 3;
+
+/** "0" or a digit string without leading zeros, at most MAX_NUMBER_DIGITS long. */
+function integralPart(): Expr {
+  return alt(lit("0"), seq(NONZERO, repeat(DIGIT, 0, MAX_NUMBER_DIGITS - 1)));
+}
+
 export function anyInteger(b: RuleBuilder): Expr {
   // "-0" is left out: it is a legal spelling of 0 but never a useful one.
-  return b.fixed("integer", () => alt(lit("0"), seq(opt(lit("-")), NONZERO, star(DIGIT))));
+  return b.fixed("integer", () => alt(lit("0"), seq(opt(lit("-")), NONZERO, repeat(DIGIT, 0, MAX_NUMBER_DIGITS - 1))));
 }
 
 export function anyNumber(b: RuleBuilder): Expr {
   return b.fixed("number", () =>
     seq(
       opt(lit("-")),
-      alt(lit("0"), seq(NONZERO, star(DIGIT))),
-      opt(seq(lit("."), repeat(DIGIT, 1, null))),
-      opt(seq(chars("e", "E"), opt(chars("-", "+")), repeat(DIGIT, 1, null))),
+      integralPart(),
+      opt(seq(lit("."), repeat(DIGIT, 1, MAX_NUMBER_DIGITS))),
+      opt(seq(chars("e", "E"), opt(chars("-", "+")), repeat(DIGIT, 1, MAX_EXPONENT_DIGITS))),
     ),
   );
 }

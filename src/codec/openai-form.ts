@@ -70,3 +70,45 @@ function tryParseObject(text: string): Record<string, unknown> | undefined {
     return undefined;
   }
 }
+
+// --- Optional fields a template may read unguarded ---------------------------
+//
+// OpenAI makes a tool's and a parameter's `description`, a tool's
+// `parameters` and a message's `name` optional, and clients (LangChain, the
+// AI SDK) leave them out, but some templates concatenate them unguarded
+// (Hermes 3: `" - " + tool.description`), which Jinja2 refuses. A render that
+// fails is tried once more with each absent optional field set to its empty
+// value (./template.ts): what renders today is unchanged.
+
+type Fields = Record<string, unknown>;
+const isFields = (x: unknown): x is Fields => x !== null && typeof x === "object" && !Array.isArray(x);
+
+/** The function of a tool in OpenAI's nested form (`{type, function: {...}}`) or a flat one. */
+function filledFunction(fn: Fields): Fields {
+  // A description the client left out goes where OpenAI's form has it, after the name.
+  const out: Fields = fn.description === undefined ? { ...("name" in fn ? { name: fn.name } : {}), description: "", ...fn } : { ...fn };
+  const params: Fields = isFields(out.parameters) ? { ...out.parameters } : { type: "object" };
+  if (!isFields(params.properties)) params.properties = {};
+  else {
+    params.properties = Object.fromEntries(
+      Object.entries(params.properties).map(([name, p]) => [name, isFields(p) && p.description === undefined ? { ...p, description: "" } : p]),
+    );
+  }
+  out.parameters = params;
+  return out;
+}
+
+/**
+ * The messages and tools with every absent optional field of the OpenAI form
+ * set to its empty value; undefined when none was absent (a second render
+ * would fail the same way).
+ */
+export function withOptionalFieldsFilled<M extends ChatMessage, T>(messages: M[], tools: T[] | null | undefined): { messages: M[]; tools: T[] | undefined } | undefined {
+  const filledTools = tools?.map((t) => {
+    if (!isFields(t)) return t;
+    return (isFields(t.function) ? { ...t, function: filledFunction(t.function) } : filledFunction(t)) as T;
+  });
+  const filledMessages = messages.map((m) => (m.name === undefined || m.name === null ? { ...m, name: "" } : m));
+  const changed = JSON.stringify([filledMessages, filledTools ?? null]) !== JSON.stringify([messages, tools ?? null]);
+  return changed ? { messages: filledMessages, tools: filledTools } : undefined;
+}

@@ -21,7 +21,7 @@
 // parsing, as llama.cpp's server does), and `isolated` says so.
 import { Template } from "@huggingface/jinja";
 import { renderProgram } from "./jinja/interpreter.ts";
-import { toReferenceForm, type ChatMessage, type ReferenceMessage } from "./openai-form.ts";
+import { toReferenceForm, withOptionalFieldsFilled, type ChatMessage, type ReferenceMessage } from "./openai-form.ts";
 import type { PromptSegment } from "./segments.ts";
 import { align, pickNonce, sentinel } from "./sentinels.ts";
 import { strftime } from "./strftime.ts";
@@ -101,7 +101,28 @@ export class ChatTemplate {
     return known;
   }
 
+  /**
+   * The prompt for `input`. A render that fails is tried once more with the
+   * OpenAI form's absent optional fields (a tool's description, a message's
+   * name, ...) set to their empty values, before the first failure is
+   * reported: clients may leave them out, some templates cannot.
+   */
   render(input: RenderInput): RenderedPrompt {
+    try {
+      return this.renderAsGiven(input);
+    } catch (err) {
+      if (!(err instanceof TemplateError) || err.kind === "parse") throw err;
+      const filled = withOptionalFieldsFilled(input.messages, input.tools);
+      if (!filled) throw err;
+      try {
+        return this.renderAsGiven({ ...input, ...filled });
+      } catch {
+        throw err;
+      }
+    }
+  }
+
+  private renderAsGiven(input: RenderInput): RenderedPrompt {
     const messages = input.messages.map(toReferenceForm);
     const context = this.context(input);
     const text = this.renderRaw(context, messages);

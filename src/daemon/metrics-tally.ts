@@ -12,6 +12,7 @@ export const ENGINE_COUNTERS = {
   ticks: (s: EngineSnapshot) => s.ticks,
   prefilledTokens: (s: EngineSnapshot) => s.prefilledTokens,
   decodedTokens: (s: EngineSnapshot) => s.decodedTokens,
+  generatedTokens: (s: EngineSnapshot) => s.generatedTokens,
   reusedTokens: (s: EngineSnapshot) => s.reusedTokens,
   preemptions: (s: EngineSnapshot) => s.preemptions,
   starvationGrants: (s: EngineSnapshot) => s.starvationGrants,

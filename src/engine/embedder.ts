@@ -226,6 +226,7 @@ export class Embedder {
       expired: 0,
       ticks: this.counters.decodes,
       decodedTokens: 0,
+      generatedTokens: 0,
       prefilledTokens: this.counters.tokens,
       reusedTokens: 0,
       prefixCopies: 0,

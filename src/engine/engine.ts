@@ -162,6 +162,7 @@ export class Engine {
   private readonly counters = {
     ticks: 0,
     decodedTokens: 0,
+    generatedTokens: 0,
     prefilledTokens: 0,
     coalesced: 0,
     preemptions: 0,
@@ -894,6 +895,7 @@ export class Engine {
       }
       for (const token of out) {
         lane.generated++;
+        this.counters.generatedTokens++;
         lane.next = token;
         if (lane.job.logprobs === undefined) events.tokens.push([lane.job.id, token]);
         else {

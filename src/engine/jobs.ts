@@ -124,7 +124,14 @@ export interface EngineSnapshot {
   starvationGrants: number;
   expired: number;
   ticks: number;
+  /**
+   * Sampled tokens fed back through llama_decode: one per decoding lane a
+   * tick, plus accepted draft tokens. A reply's last token is never fed back
+   * (nothing follows it), so this trails generatedTokens.
+   */
   decodedTokens: number;
+  /** Tokens generated: what the replies' usage.completion_tokens add up to. */
+  generatedTokens: number;
   prefilledTokens: number;
   reusedTokens: number;
   prefixCopies: number;

@@ -149,6 +149,7 @@ export async function slots(model: ServedModel) {
       totals: {
         ticks: s.ticks,
         decoded_tokens: s.decodedTokens,
+        generated_tokens: s.generatedTokens,
         prefilled_tokens: s.prefilledTokens,
         reused_tokens: s.reusedTokens,
         prefix_copies: s.prefixCopies,

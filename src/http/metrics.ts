@@ -23,7 +23,11 @@ export const TTFT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5
 const ENGINE: [string, EngineCounterName, string][] = [
   ["superfluid_ticks_total", "ticks", "Scheduler ticks."],
   ["superfluid_prefill_tokens_total", "prefilledTokens", "Prompt tokens prefilled."],
-  ["superfluid_decode_tokens_total", "decodedTokens", "Tokens decoded."],
+  // Generated tokens, as usage counts them: dashboards sum this to bill and
+  // for tok/s. Decode steps (a reply's last token is never fed back) have
+  // their own counter.
+  ["superfluid_decode_tokens_total", "generatedTokens", "Tokens generated (the sum of usage.completion_tokens)."],
+  ["superfluid_decode_steps_total", "decodedTokens", "Sampled tokens fed back through llama_decode (the last token of a reply never is)."],
   ["superfluid_warm_prefix_tokens_total", "reusedTokens", "Prompt tokens served from the prefix cache instead of prefilled."],
   ["superfluid_preemptions_total", "preemptions", "Lanes preempted and requeued."],
   ["superfluid_starvation_grants_total", "starvationGrants", "Admissions of a job moved up a class by aging."],

@@ -78,3 +78,59 @@ describe("compileJsonSchema", () => {
     for (const r of parseGbnf(a).rules) expect(r.name).toMatch(/^[a-zA-Z0-9-]+$/);
   });
 });
+
+// Issue #34 (2): a random-weight model wrote a 190-digit integer into a
+// forced call and ran to max_tokens. Numbers no bound limits stop at 16
+// integer and 16 fraction digits (3 exponent digits); bounds that need more
+// digits get them.
+describe("numbers have bounded digits", () => {
+  const rec = (schema: object) => new Recognizer(parseGbnf(compileJsonSchema(schema).gbnf));
+  const digits = (n: number) => "1" + "2".repeat(n - 1);
+
+  test("an unbounded integer has at most 16 digits", () => {
+    const r = rec({ type: "integer" });
+    expect(r.accepts(digits(16))).toBe(true);
+    expect(r.accepts(`-${digits(16)}`)).toBe(true);
+    expect(r.accepts(digits(17))).toBe(false);
+    expect(r.accepts(`-${digits(17)}`)).toBe(false);
+  });
+
+  test("an unbounded number: 16 integer digits, 16 fraction digits, 3 exponent digits", () => {
+    const r = rec({ type: "number" });
+    expect(r.accepts(`${digits(16)}.${digits(16)}e-308`)).toBe(true);
+    expect(r.accepts(`${digits(17)}`)).toBe(false);
+    expect(r.accepts(`1.${digits(17)}`)).toBe(false);
+    expect(r.accepts(`1e${digits(4)}`)).toBe(false);
+  });
+
+  test("numbers inside an untyped value are bounded too", () => {
+    const r = rec({ type: "object" });
+    expect(r.accepts(`{"a":${digits(16)}}`)).toBe(true);
+    expect(r.accepts(`{"a":${digits(17)}}`)).toBe(false);
+  });
+
+  test("one bound: the open side is bounded; the bound's own digits are kept", () => {
+    const min = rec({ type: "integer", minimum: 5 });
+    expect(min.accepts(digits(16))).toBe(true);
+    expect(min.accepts(digits(17))).toBe(false);
+    const max = rec({ type: "integer", maximum: -5 });
+    expect(max.accepts(`-${digits(16)}`)).toBe(true);
+    expect(max.accepts(`-${digits(17)}`)).toBe(false);
+    const big = rec({ type: "integer", minimum: 10 ** 19 });
+    expect(big.accepts("10000000000000000000")).toBe(true);
+    expect(big.accepts("99999999999999999999")).toBe(true);
+    expect(big.accepts("100000000000000000000")).toBe(false);
+    const num = rec({ type: "number", minimum: 0 });
+    expect(num.accepts(`${digits(16)}.${digits(16)}`)).toBe(true);
+    expect(num.accepts(`1.${digits(17)}`)).toBe(false);
+    expect(num.accepts(digits(17))).toBe(false);
+  });
+
+  test("both bounds: fraction digits stop at 16 unless a bound has more", () => {
+    const unit = rec({ type: "number", minimum: 0, maximum: 1 });
+    expect(unit.accepts(`0.${"3".repeat(16)}`)).toBe(true);
+    expect(unit.accepts(`0.${"3".repeat(17)}`)).toBe(false);
+    const fine = rec({ type: "number", minimum: 0, maximum: 1e-20 });
+    expect(fine.accepts("0.00000000000000000001")).toBe(true);
+  });
+});

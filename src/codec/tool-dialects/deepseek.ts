@@ -2,15 +2,18 @@
 // (fullwidth bars U+FF5C, word separators U+2581):
 //   V3/R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{ARGS}\n```<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
 //   V3.1:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{ARGS}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
-// Calls come out whole when their call-end token arrives. Markup that does not
-// make a call (a malformed call, an empty block, a call cut off by the end of
-// the reply) is dropped: call markup is never content.
+// Calls come out whole when their call-end token arrives; a call cut off by
+// the end of the reply once its arguments began comes out as far as it was
+// written (./cut-call.ts). Markup that does not make a call (a malformed
+// call, an empty block, a call cut before its arguments) is dropped: call
+// markup is never content.
 import { forcedCallGrammar, lit, oneOrMore, repeat, seq, type CallShape } from "../tool-grammar.ts";
 import { partialSuffixLength, seekMarker } from "../holdback.ts";
 import { isJsonObjectText } from "../json-scan.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
 import { newCallId } from "./ids.ts";
 import { emitCall, emitText } from "./events.ts";
+import { argumentsSoFar, type CutCall } from "./cut-call.ts";
 
 export const DEEPSEEK_MARKERS = {
   callsBegin: "<｜tool▁calls▁begin｜>",
@@ -47,6 +50,18 @@ export function parseDeepseekCall(body: string): { name: string; args: string } 
   return undefined;
 }
 
+/** A call cut off by the end of the reply once its arguments began (./cut-call.ts). */
+function cutDeepseekCall(body: string): CutCall | undefined {
+  const at = body.indexOf(M.sep);
+  if (at < 0) return undefined;
+  const head = body.slice(0, at).trim();
+  const tail = body.slice(at + M.sep.length);
+  const fenced = head === "function" ? /^[ \t]*([^\s`<>]+)[ \t]*\r?\n```(?:json)?[ \t]*\r?\n?\s*(?=\{)/.exec(tail) : null;
+  if (fenced) return { name: fenced[1]!, args: argumentsSoFar(tail.slice(fenced[0].length)) };
+  const bare = tail.trimStart();
+  return NAME.test(head) && bare.startsWith("{") ? { name: head, args: argumentsSoFar(bare) } : undefined;
+}
+
 class DeepseekToolParser implements ToolCallParser {
   private readonly newId: () => string;
   private inBlock = false;
@@ -74,7 +89,7 @@ class DeepseekToolParser implements ToolCallParser {
         // An unclosed last call: finish it if it is complete.
         let body = rest.slice(M.callBegin.length);
         body = body.slice(0, body.length - partialSuffixLength(body, [M.callEnd]));
-        const call = parseDeepseekCall(body);
+        const call = parseDeepseekCall(body) ?? cutDeepseekCall(body);
         if (call) this.emitCall(call, out);
       }
       this.inBlock = false;

@@ -7,6 +7,7 @@ import type { ToolCallEvent, ToolCallParser, ToolDialect } from "./types.ts";
 import { newCallId } from "./ids.ts";
 import { jsonValueEnd, skipWs } from "../json-scan.ts";
 import { emitCall, emitText } from "./events.ts";
+import { cutJsonCall, cutJsonCallArray } from "./cut-call.ts";
 
 
 
@@ -92,10 +93,21 @@ function parseJsonCalls(text: string): ParsedCall[] | undefined {
 
 const FENCE = "```";
 
-/** A call object (or array of them) cut off before it closed: call markup, dropped rather than shown as content. */
+/** A call object (or array of them) cut off before it closed: call markup, never content (a partial call or dropped). */
 function isCutCall(s: string): boolean {
   const m = /^\s*(?:```[\w-]*\s*)?(\[?\s*\{\s*(?:"(?:n(?:a(?:m(?:e(?:"[\s\S]*)?)?)?)?)?)?)$/.exec(s);
   return m !== null && jsonValueEnd(s, s.length - m[1]!.length) < 0;
+}
+
+const ARGUMENT_KEYS = ["arguments", "parameters"] as const;
+
+/** A call object or array of them (optionally fenced) cut off once its arguments began; see ./cut-call.ts. */
+function cutCalls(s: string): ParsedCall[] | undefined {
+  const header = /^\s*(?:```[\w-]*[ \t]*\r?\n)?\s*/.exec(s)!;
+  const body = s.slice(header[0].length);
+  if (body.startsWith("[")) return cutJsonCallArray(body, ARGUMENT_KEYS, (element) => parseJsonCall(element));
+  const one = cutJsonCall(body, ARGUMENT_KEYS);
+  return one ? [one] : undefined;
 }
 
 /** What the whole reply so far is: still undecided ("hold"), content ("text"), or calls (only when `final`). */
@@ -146,8 +158,9 @@ class GenericJsonParser implements ToolCallParser {
     const out: ToolCallEvent[] = [];
     if (this.isText || !this.held) return out;
     const r = classify(this.held, true);
-    if (Array.isArray(r)) r.forEach((c, i) => emitCall(out, i, this.newId(), c));
-    else if (!isCutCall(this.held)) emitText(out, this.held);
+    const calls = Array.isArray(r) ? r : isCutCall(this.held) ? (cutCalls(this.held) ?? []) : undefined;
+    if (calls) calls.forEach((c, i) => emitCall(out, i, this.newId(), c));
+    else emitText(out, this.held);
     this.held = "";
     return out;
   }

@@ -5,6 +5,7 @@
 import { partialSuffixLength, seekMarker } from "../holdback.ts";
 import { jsonValueEnd, removeTrailingCommas } from "../json-scan.ts";
 import { toolCallGrammar } from "../tool-grammar.ts";
+import { argumentsSoFar } from "./cut-call.ts";
 import { emitText } from "./events.ts";
 import { newCallId } from "./ids.ts";
 import type { ToolCallEvent, ToolDialect } from "./types.ts";
@@ -151,10 +152,7 @@ export class TaggedJsonToolParser {
     // bracket once that came (whatever follows is the wrapper's), else holding
     // back trailing whitespace and a trailing comma (dropped if a bracket
     // follows: the trailing-comma repair). Commas before a bracket are dropped.
-    const written = call.buf.slice(call.argsStart, limit);
-    const end = jsonValueEnd(written, 0);
-    let region = end >= 0 ? removeTrailingCommas(written.slice(0, end)) : removeTrailingCommas(written).trimEnd();
-    if (end < 0 && region.endsWith(",")) region = region.slice(0, -1).trimEnd();
+    const region = argumentsSoFar(call.buf.slice(call.argsStart, limit));
     if (region.length > call.streamed.length && region.startsWith(call.streamed)) {
       const frag = region.slice(call.streamed.length);
       call.streamed = region;

@@ -10,10 +10,13 @@ import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore } from "../tool-gramm
 import { jsonValueEnd } from "../json-scan.ts";
 import { emitCall, emitText } from "./events.ts";
 import { parseJsonCall } from "./generic-json.ts";
+import { cutJsonCall } from "./cut-call.ts";
 import { newCallId } from "./ids.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect } from "./types.ts";
 
 const PYTHON_TAG = "<|python_tag|>";
+/** The key of a call's arguments: "parameters" as the templates write it, "arguments" as some models do. */
+const ARGUMENT_KEYS = ["parameters", "arguments"] as const;
 
 class Llama3ToolParser implements ToolCallParser {
   private held = ""; // text not yet emitted, from the last decision point
@@ -37,12 +40,16 @@ class Llama3ToolParser implements ToolCallParser {
     const out: ToolCallEvent[] = [];
     if (this.mode !== "text") {
       this.drain(out);
-      // Separators after a call are dropped, and so is a call cut off by the end of
-      // the reply (an unclosed object, a partial tag): call markup is never content.
-      // Anything else left (leading whitespace of an empty reply) is content.
+      // Separators after a call are dropped. A call cut off by the end of the
+      // reply is a partial call once its arguments began (./cut-call.ts);
+      // before that (an unclosed object, a partial tag) it is dropped: call
+      // markup is never content. Anything else left (leading whitespace of an
+      // empty reply) is content.
       const onlySeparators = this.mode === "lead" && this.count > 0 && /^[\s;]*$/.test(this.held);
       const cutCall = this.mode === "object" || (this.mode === "lead" && this.held.trim() !== "" && PYTHON_TAG.startsWith(this.held.trim()));
-      if (!onlySeparators && !cutCall) emitText(out, this.held);
+      const partial = this.mode === "object" ? cutJsonCall(this.held.slice(this.objStart), ARGUMENT_KEYS) : undefined;
+      if (partial) emitCall(out, this.count++, this.newId(), partial);
+      else if (!onlySeparators && !cutCall) emitText(out, this.held);
       this.held = "";
       this.mode = "text";
     }

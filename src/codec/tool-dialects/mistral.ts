@@ -9,7 +9,8 @@ import { seekMarker } from "../holdback.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
 import { randomAlnum } from "./ids.ts";
 import { jsonValueEnd, skipWs } from "../json-scan.ts";
-import { emitText } from "./events.ts";
+import { emitCall, emitText } from "./events.ts";
+import { argumentsSoFar, cutJsonCallArray, type CutCall } from "./cut-call.ts";
 
 export const MISTRAL_TOOL_CALLS = "[TOOL_CALLS]";
 const ARGS = "[ARGS]";
@@ -130,6 +131,16 @@ function readSection(buf: string): Section {
   return { state: "done", calls: [{ name, args }], end };
 }
 
+/** The calls of a section cut off by the end of the reply, as far as they were written. */
+function cutSection(buf: string): CutCall[] | undefined {
+  const start = skipWs(buf, 0);
+  if (buf[start] === "[") return cutJsonCallArray(buf.slice(start), ["arguments"], (element) => parseCallArray(`[${element}]`)?.[0]);
+  // name[ARGS]{... (an optional [CALL_ID]id before [ARGS])
+  const m = /^([A-Za-z0-9_.:-]+)(?:\[CALL_ID\][A-Za-z0-9_-]*)?\[ARGS\]\s*(?=\{)/.exec(buf.slice(start));
+  if (!m || m[1]!.length > MAX_NAME) return undefined;
+  return [{ name: m[1]!, args: argumentsSoFar(buf.slice(start + m[0].length)) }];
+}
+
 export class MistralToolParser implements ToolCallParser {
   private readonly newId: () => string;
   private pending = ""; // outside text not yet emitted
@@ -171,19 +182,18 @@ export class MistralToolParser implements ToolCallParser {
       const r = readSection(buf);
       if (r.state === "incomplete" && !final) return;
       if (r.state === "done") {
-        for (const c of r.calls) {
-          const index = this.count++;
-          out.push({ type: "call-start", index, id: this.newId(), name: c.name });
-          if (c.args) out.push({ type: "call-args", index, text: c.args });
-          out.push({ type: "call-end", index, arguments: c.args });
-        }
+        for (const c of r.calls) emitCall(out, this.count++, this.newId(), c);
         this.section = null;
         this.pending = buf.slice(r.end);
         continue;
       }
       // Call markup is never content: a section cut off by the end of the reply
-      // is dropped; after a malformed one the marker is dropped and what follows
-      // it is scanned again.
+      // keeps the calls whose arguments began (./cut-call.ts) and drops the
+      // rest; after a malformed one the marker is dropped and what follows it
+      // is scanned again.
+      if (r.state === "incomplete") {
+        for (const c of cutSection(buf) ?? []) emitCall(out, this.count++, this.newId(), c);
+      }
       this.section = null;
       this.pending = r.state === "incomplete" ? "" : buf;
     }

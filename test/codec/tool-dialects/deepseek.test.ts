@@ -102,10 +102,13 @@ describe("deepseek parser", () => {
     expect(run(["a <｜tool", "▁ca"])).toEqual({ text: "a <｜tool▁ca", calls: [] });
   });
 
-  test("flush: complete unclosed call is finished, a cut one is dropped", () => {
+  test("flush: complete unclosed call is finished, a cut one is partial once its arguments began, else dropped", () => {
     const m = run([`${CB}${v31("f", '{"a": 1}').slice(0, -E.length)}`]);
     expect(m.calls.map((c) => [c.name, c.end])).toEqual([["f", '{"a": 1}']]);
-    for (const cut of [`${CB}${B}f${S}{"a": `, CB, `${CB}${B}`, `${CB}${B}get_wea`]) expect(run([cut])).toEqual({ text: "", calls: [] });
+    const partial = (cut: string) => run([cut]).calls.map((c) => [c.name, c.end]);
+    expect(partial(`${CB}${B}f${S}{"a": `)).toEqual([["f", '{"a":']]);
+    expect(partial(`${CB}${B}function${S}f\n\`\`\`json\n{"a": 1, "b`)).toEqual([["f", '{"a": 1, "b']]);
+    for (const cut of [CB, `${CB}${B}`, `${CB}${B}get_wea`, `${CB}${B}f${S}`, `${CB}${B}function${S}f\n\`\`\``]) expect(run([cut])).toEqual({ text: "", calls: [] });
   });
 });
 

@@ -124,8 +124,15 @@ describe("llama3 parser", () => {
       expect(parseAllWays(llama3, text)).toEqual({ text, calls: [] });
     }
   });
-  test("a call cut off by the end of the reply is dropped, never content", () => {
-    for (const cut of ['{"name": "f", "parameters": {"a": 1}', '{"name": "get_wea', "<|python_tag|>", '<|python_tag|>{"na', "{"]) {
+  test("a call cut off by the end of the reply is a partial call once its arguments began, else dropped", () => {
+    expect(parseAllWays(llama3, '{"name": "f", "parameters": {"a": 1}')).toEqual({ text: "", calls: [call("f", '{"a": 1}')] });
+    // Issue #34 (3): the reply a cap cut in a forced call's 190-digit number.
+    expect(parseAllWays(llama3, '<|python_tag|>{"name":"add","parameters":{"a":4572999')).toEqual({ text: "", calls: [call("add", '{"a":4572999')] });
+    expect(parseAllWays(llama3, '{"name": "a", "parameters": {}}; {"name": "b", "arguments": {"x": [1, ')).toEqual({
+      text: "",
+      calls: [call("a", "{}"), call("b", '{"x": [1', "call_1")],
+    });
+    for (const cut of ['{"name": "get_wea', '{"name": "f", "parameters": ', "<|python_tag|>", '<|python_tag|>{"na', "{"]) {
       expect(parseAllWays(llama3, cut)).toEqual({ text: "", calls: [] });
     }
   });
@@ -206,8 +213,16 @@ describe("genericJson", () => {
       expect(parseAllWays(genericJson, text)).toEqual({ text, calls: [] });
     }
   });
-  test("a call cut off by the end of the reply is dropped, never content", () => {
-    for (const cut of ['{"name": "f", "arguments": {}', '[{"name": "f", "arguments": {}}, {"na', "{", '{"nam']) {
+  test("a call cut off by the end of the reply is a partial call once its arguments began, else dropped", () => {
+    expect(parseAllWays(genericJson, '{"name": "f", "arguments": {}')).toEqual({ text: "", calls: [call("f", "{}")] });
+    expect(parseAllWays(genericJson, '```json\n{"name": "f", "parameters": {"a": "b')).toEqual({ text: "", calls: [call("f", '{"a": "b')] });
+    expect(parseAllWays(genericJson, '[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"a": 1,')).toEqual({
+      text: "",
+      calls: [call("f", "{}"), call("g", '{"a": 1', "call_1")],
+    });
+    // The calls that closed stay; the one cut before its arguments is dropped.
+    expect(parseAllWays(genericJson, '[{"name": "f", "arguments": {}}, {"na')).toEqual({ text: "", calls: [call("f", "{}")] });
+    for (const cut of ["{", '{"nam', '{"name": "f", "arguments": ']) {
       expect(parseAllWays(genericJson, cut)).toEqual({ text: "", calls: [] });
     }
     expect(parseAllWays(genericJson, '{"answer": 4')).toEqual({ text: '{"answer": 4', calls: [] });

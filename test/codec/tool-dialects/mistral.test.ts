@@ -120,8 +120,13 @@ describe("mistral parser", () => {
     }
   });
 
-  test("a section cut off by the end of the reply is dropped, never content", () => {
-    for (const s of ['[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}', '[TOOL_CALLS]f[ARGS]{"a": ', "[TOOL_CALLS]", "[TOOL_CALLS][{\"na"]) {
+  test("a section cut off by the end of the reply keeps the calls whose arguments began, never content", () => {
+    const partial = (s: string) => checkAllSplits(`Hi ${s}`).calls.map((c) => [c.name, c.end]);
+    expect(partial('[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}')).toEqual([["f", '{"a": 1}']]);
+    expect(partial('[TOOL_CALLS][{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"b": ')).toEqual([["f", "{}"], ["g", '{"b":']]);
+    expect(partial('[TOOL_CALLS]f[ARGS]{"a": ')).toEqual([["f", '{"a":']]);
+    expect(partial('[TOOL_CALLS]f[CALL_ID]abc123XYZ[ARGS]{"a": [')).toEqual([["f", '{"a": [']]);
+    for (const s of ["[TOOL_CALLS]", "[TOOL_CALLS][{\"na", "[TOOL_CALLS]f[AR", '[TOOL_CALLS][{"name": "f", "arguments": ']) {
       expect(checkAllSplits(`Hi ${s}`)).toEqual({ text: "Hi ", calls: [] });
     }
   });
