@@ -120,6 +120,9 @@ const STARVATION_TICKS = 8;
 const TICK_TARGET_FREE_MS = 50;
 const TICK_TARGET_BUSY_MS = 250;
 
+/** The request a job is a choice of: its group, else the job alone (GenerateJob.group). */
+const groupOf = (job: GenerateJob): string => job.group ?? job.id;
+
 /** A queued request: new, or paused by a preemption with its lane kept whole. */
 interface Queued {
   job: GenerateJob;
@@ -478,36 +481,101 @@ export class Engine {
 
   /**
    * Admission (docs/design.md#qos-scheduling): queued work in class order (aging
-   * included), each class within its lane cap; then, while an interactive or
-   * completion request still waits with every lane busy, the lowest-class
-   * lane below it is paused and requeued at the head of its class.
+   * included), each class within its lane cap, a request at its fair share
+   * after the others (docs/design.md#fair-share); then, while every lane is
+   * busy, a waiting interactive or completion request takes the lowest-class
+   * lane below it, and a waiting request under its fair share a lane of its
+   * class's request furthest over it. The lane taken is paused and requeued
+   * at the head of its class.
    */
   private admit(events: TickEvents): void {
     this.expireQueued(events);
     if (this.queue.size === 0) return;
     const tick = this.counters.ticks;
+    const shares = this.fairShares();
     if (this.lanes.size < this.opts.lanes) {
-      for (const { item, qos, effective } of this.queue.ordered(tick)) {
+      const atShare: { item: Queued; qos: QosClass; effective: number }[] = [];
+      for (const entry of this.queue.ordered(tick)) {
         if (this.lanes.size >= this.opts.lanes) break;
-        if (!this.admissible(item, qos)) continue;
+        if (!this.admissible(entry.item, entry.qos)) continue;
+        if (shares.atShare(entry.item.job, entry.qos)) {
+          atShare.push(entry);
+          continue;
+        }
         // Waiting for cells keeps its place: nothing behind it overtakes it.
-        if (!this.fits(item)) break;
-        this.take(events, item, qos, effective);
+        if (!this.fits(entry.item)) break;
+        shares.took(this.take(events, entry.item, entry.qos, entry.effective));
+      }
+      // Lanes left over go to requests at their share: no lane idles while work waits.
+      for (const { item, qos, effective } of atShare) {
+        if (this.lanes.size >= this.opts.lanes || !this.fits(item)) break;
+        if (this.admissible(item, qos)) shares.took(this.take(events, item, qos, effective));
       }
       if (this.lanes.size < this.opts.lanes) return;
     }
-    // Every lane busy: only queued interactive or completion work can get in, by preemption.
-    const [interactive, completion] = this.queue.depths();
-    if (interactive + completion === 0) return;
+    // Every lane busy: waiting work gets in only by preemption.
     for (const { item, qos, effective } of this.queue.ordered(tick)) {
-      if (!preempts(qos) || !this.admissible(item, qos)) continue;
       if (this.lanes.size >= this.opts.lanes) {
-        const victim = this.victimFor(qos);
-        if (!victim) continue;
+        // The victim is found before the (dearer) admissibility check: most queued work has none.
+        const victim = (preempts(qos) ? this.victimFor(qos) : undefined) ?? shares.victimFor(item.job, qos);
+        if (!victim || !this.admissible(item, qos)) continue;
         this.pause(victim);
-      }
-      this.take(events, item, qos, effective);
+        shares.left(victim);
+      } else if (!this.admissible(item, qos)) continue;
+      shares.took(this.take(events, item, qos, effective));
     }
+  }
+
+  /**
+   * Fair share (docs/design.md#fair-share): the lanes of a class (its
+   * --class-lanes cap, else all) divided evenly among the requests of that
+   * class running or queued, at least one each. A request's choices beyond
+   * its share wait while another request of its class does.
+   */
+  private fairShares() {
+    const held = new Map<string, number>();
+    const groups: Set<string>[] = [new Set(), new Set(), new Set(), new Set()];
+    for (const lane of this.lanes) {
+      const g = groupOf(lane.job);
+      held.set(g, (held.get(g) ?? 0) + 1);
+      groups[lane.qos]!.add(g);
+    }
+    for (const { item, qos } of this.queue.classed()) groups[qos]!.add(groupOf(item.job));
+    const share = groups.map((set, qos) => {
+      const lanes = this.opts.classLanes?.[QOS_NAMES[qos]] ?? this.opts.lanes;
+      return Math.max(1, Math.floor(lanes / Math.max(1, set.size)));
+    });
+    const count = (job: GenerateJob) => held.get(groupOf(job)) ?? 0;
+    const add = (job: GenerateJob, n: number) => held.set(groupOf(job), count(job) + n);
+    return {
+      /** Its request already holds its share of the class's lanes. */
+      atShare: (job: GenerateJob, qos: QosClass) => count(job) >= share[qos]!,
+      took: (lane: Lane | undefined) => lane && add(lane.job, 1),
+      left: (lane: Lane) => add(lane.job, -1),
+      /**
+       * For a request under its share: a lane of its class from the request
+       * furthest over its share (decoding before prefilling, then the one
+       * admitted last), never a lane protected this tick.
+       */
+      victimFor: (job: GenerateJob, qos: QosClass): Lane | undefined => {
+        if (count(job) >= share[qos]!) return undefined;
+        let victim: Lane | undefined;
+        for (const lane of this.lanes) {
+          if (lane.qos !== qos || lane.cancelled || this.counters.ticks < lane.protectedUntil) continue;
+          const over = count(lane.job) - share[qos]!;
+          if (over <= 0) continue;
+          if (
+            !victim ||
+            over > count(victim.job) - share[qos]! ||
+            (over === count(victim.job) - share[qos]! &&
+              ((lane.next !== undefined) > (victim.next !== undefined) || ((lane.next !== undefined) === (victim.next !== undefined) && lane.order > victim.order)))
+          ) {
+            victim = lane;
+          }
+        }
+        return victim;
+      },
+    };
   }
 
   /**
@@ -535,14 +603,16 @@ export class Engine {
     return true;
   }
 
-  private take(events: TickEvents, item: Queued, qos: QosClass, effective: number): void {
+  /** Starts or resumes a queued item on a lane; undefined when it ended at its start (an error). */
+  private take(events: TickEvents, item: Queued, qos: QosClass, effective: number): Lane | undefined {
     this.queue.remove(item);
     const aged = effective < qos;
     if (aged) this.counters.starvationGrants++;
     const lane = item.paused ? this.resume(item.paused) : this.start(events, item.job, qos);
-    if (!lane) return;
+    if (!lane) return undefined;
     lane.protectedUntil = this.counters.ticks + (aged ? (this.opts.starvationTicks ?? STARVATION_TICKS) : 1);
     lane.order = ++this.admissions;
+    return lane;
   }
 
   /** Requests still queued past their start deadline expire (docs/design.md#deadlines-and-cancellation). */

@@ -26,6 +26,12 @@ export interface GenerateJob {
   bannedTokens?: number[];
   /** QoS class (docs/api/openai.md#qos-classes); agent when unset. */
   qos?: QosClass;
+  /**
+   * The request this job is one choice of (`n` > 1, or a completion's prompt
+   * array): jobs of one group share their class's lanes fairly with other
+   * requests (docs/design.md#fair-share). Unset: the job is a request of its own.
+   */
+  group?: string;
   /** Unix ms by which it must have started; still queued then, it finishes as "expired" (FIM deadline). */
   startBy?: number;
   /**

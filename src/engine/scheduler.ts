@@ -102,6 +102,11 @@ export class ClassQueues<T> {
   items(): T[] {
     return this.entries.map((e) => e.item);
   }
+
+  /** Each item with its own class, in no particular order. */
+  classed(): { item: T; qos: QosClass }[] {
+    return this.entries.map((e) => ({ item: e.item, qos: e.qos }));
+  }
 }
 
 /** Lane caps per class (--class-lanes); a class without one is capped only by the lane count. */

@@ -1,6 +1,7 @@
 // What every job shares between its request and the engine: the context
 // checks, the reply cap, logit bias ids, sampling resolution, stop strings,
 // and starting n choices that share one prefill.
+import { randomUUID } from "node:crypto";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { resolveSampling, type OperatorSampling, type RequestSampling } from "../daemon/sampling-resolve.ts";
 import type { Generation } from "../daemon/worker-client.ts";
@@ -115,6 +116,10 @@ export function choiceSeed(seed: number, i: number): number {
  * own seed (seed + index) so seeded choices differ yet repeat. `durable: false`
  * keeps them all out of the session log (FIM completions).
  *
+ * The choices form one group (GenerateJob.group: `opts.group`, or a new one
+ * when n > 1), so together they hold no more than one request's fair share
+ * of lanes while other requests wait.
+ *
  * The first choice starts before this returns, or the call throws at once
  * (a model being unloaded refuses it): callers read `live[0]` right after
  * the call without awaiting it.
@@ -124,8 +129,11 @@ export function startChoices(
   req: GenerateRequest,
   n: number,
   live: Generation[] = [],
-  opts: { durable?: boolean } = {},
+  opts: { durable?: boolean; group?: string } = {},
 ): Promise<Generation[]> {
+  // The choices of one request share its fair share of lanes (docs/design.md#fair-share).
+  const group = opts.group ?? (n > 1 ? randomUUID() : undefined);
+  if (group !== undefined) req = { ...req, group };
   const first = model.worker.generate(req, opts);
   live.push(first);
   if (n === 1) return Promise.resolve(live);

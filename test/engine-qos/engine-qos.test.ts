@@ -258,3 +258,78 @@ describe("tick planning", () => {
     expect(e.stats.expired).toBe(1);
   });
 });
+
+// Issue #34 (5): one request's n choices held all 8 lanes for minutes while
+// a 2-token chat waited 156.9 s. A request's choices now share the lanes of
+// their class fairly with other requests: while another waits, one holds at
+// most its share, and its other choices queue behind.
+describe("fair share between requests of one class", () => {
+  const groupJobs = (group: string, n: number, qos: QosClass, maxTokens: number) =>
+    Array.from({ length: n }, (_, i) => job(prompt(`${group}${i}`), qos, maxTokens, { group }));
+
+  test("a request holding every lane gives one up to another request of its class at once", () => {
+    const e = engine({ lanes: 4 });
+    const big = groupJobs("big", 4, 2, 200);
+    big.forEach((j) => e.submit(j));
+    const trace: Trace = { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] };
+    while (e.snapshot().activeLanes < 4 || e.snapshot().prefilling > 0) step(e, trace);
+    const small = job(prompt("small"), 2, 2);
+    e.submit(small);
+    // The next tick pauses one of the big request's lanes and starts the small one.
+    step(e, trace);
+    expect(trace.admittedOrder.at(-1)).toBe(small.id);
+    expect(e.snapshot().preemptions).toBe(1);
+    // The small reply finishes while the big one is still running.
+    while (!trace.finished.has(small.id)) step(e, trace);
+    expect(big.filter((j) => trace.finished.has(j.id))).toEqual([]);
+    drain(e, trace);
+    // Every one of the big request's choices completes, its paused one too.
+    for (const j of big) {
+      expect(trace.finished.get(j.id)?.reason).toBe("length");
+      expect(trace.out.get(j.id)).toHaveLength(200);
+    }
+  });
+
+  test("two requests of n choices each hold half the lanes; no lane idles while work waits", () => {
+    const e = engine({ lanes: 4 });
+    const a = groupJobs("ga", 4, 2, 40);
+    const b = groupJobs("gb", 4, 2, 40);
+    [...a, ...b].forEach((j) => e.submit(j));
+    const trace: Trace = { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] };
+    step(e, trace);
+    const held = (g: GenerateJob[]) => g.filter((j) => trace.admittedOrder.includes(j.id) && !trace.finished.has(j.id)).length;
+    expect([held(a), held(b)]).toEqual([2, 2]);
+    // While both have work queued, each tick runs on every lane, shared evenly
+    // (a lane that finishes in a tick is refilled at the next one's start).
+    while (e.snapshot().queued > 0) {
+      const ev = step(e, trace);
+      const ran = (g: GenerateJob[]) => held(g) + ev.finished.filter((f) => g.some((j) => j.id === f.id)).length;
+      expect(ran(a) + ran(b)).toBe(4);
+      expect(Math.abs(ran(a) - ran(b))).toBeLessThanOrEqual(1);
+    }
+    drain(e, trace);
+    for (const j of [...a, ...b]) expect(trace.out.get(j.id)).toHaveLength(40);
+  });
+
+  test("one request alone may use every lane", () => {
+    const e = engine({ lanes: 4 });
+    groupJobs("solo", 6, 2, 8).forEach((j) => e.submit(j));
+    step(e, { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] });
+    expect(e.snapshot().activeLanes).toBe(4);
+  });
+
+  test("fair share never crosses classes: a lower class waits, a higher one preempts as before", () => {
+    const e = engine({ lanes: 2 });
+    const big = groupJobs("agent", 2, 2, 60);
+    big.forEach((j) => e.submit(j));
+    const trace: Trace = { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] };
+    step(e, trace);
+    const background = job(prompt("bg"), 3, 2);
+    e.submit(background);
+    for (let t = 0; t < 5; t++) step(e, trace);
+    expect(trace.admittedOrder).not.toContain(background.id);
+    expect(e.snapshot().preemptions).toBe(0);
+    drain(e, trace);
+    expect(trace.finished.get(background.id)?.reason).toBe("length");
+  });
+});

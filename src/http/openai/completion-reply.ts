@@ -3,6 +3,7 @@
 // under --nonstream-keepalive) or streamed with each chunk naming its choice.
 // Usage sums every prompt (each counted once) and every choice; streamed, the
 // finish chunk of the last choice to end carries it.
+import { randomUUID } from "node:crypto";
 import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
@@ -55,8 +56,10 @@ class ChoiceSet {
   constructor(ctx: ServerContext, plan: CompletionPlan) {
     // Every request is built before any starts, so a refusal leaves nothing running.
     const requests = plan.prompts.map((p) => generateRequest(ctx, plan.model, p.tokens, plan.generation));
+    // Every prompt's choices are one request's: they share its fair share of lanes.
+    const group = requests.length * plan.n > 1 ? randomUUID() : undefined;
     try {
-      for (const req of requests) this.start(plan, req);
+      for (const req of requests) this.start(plan, req, group);
     } catch (err) {
       // A prompt refused at its start (the model being unloaded, the log failing): the ones started before it stop too.
       this.cancel();
@@ -65,9 +68,9 @@ class ChoiceSet {
   }
 
   /** Starts one prompt's choices; throws at once when its first choice is refused. */
-  private start(plan: CompletionPlan, req: ReturnType<typeof generateRequest>): void {
+  private start(plan: CompletionPlan, req: ReturnType<typeof generateRequest>, group: string | undefined): void {
     const mine: Generation[] = [];
-    const started = startChoices(plan.model, req, plan.n, mine, { durable: plan.durable }).finally(() => {
+    const started = startChoices(plan.model, req, plan.n, mine, { durable: plan.durable, ...(group ? { group } : {}) }).finally(() => {
       this.live.push(...mine.slice(1));
       if (this.cancelled) mine.forEach((g) => g.cancel());
     });
