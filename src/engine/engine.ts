@@ -559,19 +559,13 @@ export class Engine {
        */
       victimFor: (job: GenerateJob, qos: QosClass): Lane | undefined => {
         if (count(job) >= share[qos]!) return undefined;
+        // Ranked by lanes over the share, then decoding, then admission order: the highest is taken.
+        const rank = (lane: Lane) => [count(lane.job) - share[qos]!, lane.next !== undefined ? 1 : 0, lane.order];
+        const before = (a: number[], b: number[]) => a[0]! - b[0]! || a[1]! - b[1]! || a[2]! - b[2]!;
         let victim: Lane | undefined;
         for (const lane of this.lanes) {
-          if (lane.qos !== qos || lane.cancelled || this.counters.ticks < lane.protectedUntil) continue;
-          const over = count(lane.job) - share[qos]!;
-          if (over <= 0) continue;
-          if (
-            !victim ||
-            over > count(victim.job) - share[qos]! ||
-            (over === count(victim.job) - share[qos]! &&
-              ((lane.next !== undefined) > (victim.next !== undefined) || ((lane.next !== undefined) === (victim.next !== undefined) && lane.order > victim.order)))
-          ) {
-            victim = lane;
-          }
+          if (lane.qos !== qos || lane.cancelled || this.counters.ticks < lane.protectedUntil || rank(lane)[0]! <= 0) continue;
+          if (!victim || before(rank(lane), rank(victim)) > 0) victim = lane;
         }
         return victim;
       },

@@ -95,8 +95,13 @@ describe.skipIf(!present)("a tool without a description, over unbounded integers
   for (const c of CASES) {
     test(`${c.name}: forced calls finish and validate; a cut call is a partial call, streamed equal to whole`, async () => {
       const { server, model } = await serveRealTemplate(c, cleanups);
+      const messages = [{ role: "user", content: "Add 2 and 3." }];
+      // The prompt warm before the reference reply: the reference and the cut
+      // request then both prefill only its last token, one lane alone, so the
+      // cut one draws the same tokens (llama.cpp's logits depend on the batch).
+      await (await postChat(server.url, { model, messages, max_tokens: 1 })).json();
       for (const seed of [1, 2, 3]) {
-        const body = { model, messages: [{ role: "user", content: "Add 2 and 3." }], tools: addTools, tool_choice: { type: "function", function: { name: "add" } }, parallel_tool_calls: false, temperature: 0.9, max_tokens: 200, seed };
+        const body = { model, messages, tools: addTools, tool_choice: { type: "function", function: { name: "add" } }, parallel_tool_calls: false, temperature: 0.9, max_tokens: 200, seed };
         const res = await postChat(server.url, body);
         expect(res.status).toBe(200);
         const whole = (await res.json()) as any;

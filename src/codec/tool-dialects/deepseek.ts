@@ -28,15 +28,23 @@ const M = DEEPSEEK_MARKERS;
 
 
 // V3/R1 body after `function<｜tool▁sep｜>`: NAME, newline, a fenced JSON block.
-const FENCED = /^[ \t]*([^\s`<>]+)[ \t]*\r?\n```(?:json)?[ \t]*\r?\n?([\s\S]*?)\s*```\s*$/;
+const FENCE_OPEN = /^[ \t]*([^\s`<>]+)[ \t]*\r?\n```(?:json)?[ \t]*\r?\n?/;
+const FENCED = new RegExp(`${FENCE_OPEN.source}([\\s\\S]*?)\\s*\`\`\`\\s*$`);
+/** The same, cut off once its JSON object began. */
+const FENCED_CUT = new RegExp(`${FENCE_OPEN.source}\\s*(?=\\{)`);
 const NAME = /^[^\s<>]+$/;
+
+/** The text of a call before and after its separator, or undefined without one. */
+function splitAtSeparator(body: string): { head: string; tail: string } | undefined {
+  const at = body.indexOf(M.sep);
+  return at < 0 ? undefined : { head: body.slice(0, at).trim(), tail: body.slice(at + M.sep.length) };
+}
 
 /** {name, args} from the text between call-begin and call-end, or undefined when malformed. */
 export function parseDeepseekCall(body: string): { name: string; args: string } | undefined {
-  const at = body.indexOf(M.sep);
-  if (at < 0) return undefined;
-  const head = body.slice(0, at).trim();
-  const tail = body.slice(at + M.sep.length);
+  const parts = splitAtSeparator(body);
+  if (!parts) return undefined;
+  const { head, tail } = parts;
   if (head === "function") {
     const m = FENCED.exec(tail);
     if (m) {
@@ -52,11 +60,10 @@ export function parseDeepseekCall(body: string): { name: string; args: string } 
 
 /** A call cut off by the end of the reply once its arguments began (./cut-call.ts). */
 function cutDeepseekCall(body: string): CutCall | undefined {
-  const at = body.indexOf(M.sep);
-  if (at < 0) return undefined;
-  const head = body.slice(0, at).trim();
-  const tail = body.slice(at + M.sep.length);
-  const fenced = head === "function" ? /^[ \t]*([^\s`<>]+)[ \t]*\r?\n```(?:json)?[ \t]*\r?\n?\s*(?=\{)/.exec(tail) : null;
+  const parts = splitAtSeparator(body);
+  if (!parts) return undefined;
+  const { head, tail } = parts;
+  const fenced = head === "function" ? FENCED_CUT.exec(tail) : null;
   if (fenced) return { name: fenced[1]!, args: argumentsSoFar(tail.slice(fenced[0].length)) };
   const bare = tail.trimStart();
   return NAME.test(head) && bare.startsWith("{") ? { name: head, args: argumentsSoFar(bare) } : undefined;
