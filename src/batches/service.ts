@@ -12,7 +12,7 @@
 // unknown (404, as for an id never created).
 import { existsSync } from "node:fs";
 import { FilesQuotaError } from "../files/store.ts";
-import { RequestError, invalidRequest } from "../pipeline/request-error.ts";
+import { RequestError, invalidRequest } from "../daemon/request-error.ts";
 import {
   addUsage,
   emptyUsage,

@@ -14,8 +14,8 @@ import { randomBytes } from "node:crypto";
 import { closeSync, constants, existsSync, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, renameSync, truncateSync, unlinkSync, writeSync } from "node:fs";
 import { copyFile, link, open, rename, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
-import { makePrivateDir, openPrivate, PRIVATE_FILE_MODE } from "../sessions/private-files.ts";
-import { fsyncDir } from "../sessions/wal.ts";
+import { makePrivateDir, openPrivate, PRIVATE_FILE_MODE } from "../runtime/private-files.ts";
+import { fsyncDir } from "../runtime/private-files.ts";
 import type { Batch } from "./batch.ts";
 
 /** One output line (OpenAI's batch output and error files). */

@@ -9,7 +9,7 @@ import { describeToken, modelDirSources, sourceOf, type KnownSource } from "../d
 import { ModelRegistry, type ModelSource } from "../daemon/registry.ts";
 import { ServedModel } from "../daemon/served-model.ts";
 import { readGguf } from "../gguf/index.ts";
-import { RequestError } from "../pipeline/request-error.ts";
+import { RequestError } from "../daemon/request-error.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { FileStore } from "../files/store.ts";
 import { ResponseStore } from "../responses/store.ts";

@@ -10,7 +10,7 @@
 // agents do not, and the OpenAI SDKs give up after two retries a couple of
 // seconds apart — while every client waits for a slow reply.
 import type { HttpHandler } from "../http/listener.ts";
-import { RequestError } from "../pipeline/request-error.ts";
+import { RequestError } from "../daemon/request-error.ts";
 
 /** How long a failed start waits for the replies to held requests to be written before the listener closes. */
 const ANSWER_GRACE_MS = 200;

@@ -12,7 +12,7 @@ import { cpuOnlyLibrary, loadLlama } from "../../ffi/llama.ts";
 import { formatBytes, planKv } from "../engine/kv-sizing.ts";
 import { deviceFreeBytes, hostAvailableBytes, type FreeMemory } from "../engine/memory.ts";
 import type { GgufFile, GgufValue } from "../gguf/index.ts";
-import { RequestError } from "../pipeline/request-error.ts";
+import { RequestError } from "./request-error.ts";
 
 /** How the worker will size its KV: the serve flags that decide it. */
 export interface KvSizing {

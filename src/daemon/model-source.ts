@@ -6,7 +6,7 @@
 import { statSync } from "node:fs";
 import { basename } from "node:path";
 import { describeModel, readGguf, type GgufFile } from "../gguf/index.ts";
-import { RequestError } from "../pipeline/request-error.ts";
+import { RequestError } from "./request-error.ts";
 import { ggufFilesUnder, ModelNotFoundError, pickFile, resolveModel, servedIdOfFile, type ResolvedModel } from "./model-ref.ts";
 import type { ModelSource } from "./registry.ts";
 

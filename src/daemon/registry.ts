@@ -14,7 +14,7 @@
 // (src/cli/serve.ts: the fit check, the session log, progress on the
 // terminal); the registry only decides when, and keeps one of each at a time.
 import type { ModelInfo } from "../gguf/index.ts";
-import { RequestError } from "../pipeline/request-error.ts";
+import { RequestError } from "./request-error.ts";
 import type { ServedModel } from "./served-model.ts";
 
 export interface ModelAlias {

@@ -7,7 +7,7 @@ import { templateReads } from "../codec/index.ts";
 import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
-import { RequestError } from "../pipeline/request-error.ts";
+import { RequestError } from "./request-error.ts";
 import { SessionJournal } from "../sessions/journal.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import { PromptThread } from "./prompt-thread.ts";

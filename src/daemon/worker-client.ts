@@ -11,7 +11,7 @@ import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { ClassLanes } from "../engine/scheduler.ts";
 import { speculationFlags, type SpeculationSettings } from "../engine/speculation-directive.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type LoraAdapterInfo, type LoraMessage, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
-import { RequestError } from "../pipeline/request-error.ts";
+import { RequestError } from "./request-error.ts";
 import type { GenerationJournal } from "../sessions/journal.ts";
 import { Channel } from "./channel.ts";
 import { trackGeneration, type GenerationTrack } from "../runtime/sched-policy.ts";

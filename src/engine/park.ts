@@ -13,7 +13,7 @@
 import { createHash } from "node:crypto";
 import { closeSync, fsyncSync, openSync, readSync, renameSync, rmSync, fstatSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
-import { makePrivateDir, openPrivate } from "../sessions/private-files.ts";
+import { makePrivateDir, openPrivate } from "../runtime/private-files.ts";
 import type { LlamaModel } from "./model.ts";
 
 const MAGIC = Buffer.from("SFPARK\0\0", "latin1");

@@ -29,7 +29,7 @@
 import { randomBytes } from "node:crypto";
 import { chmod, mkdir, open, readdir, readFile, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
-import { makePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../sessions/private-files.ts";
+import { makePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../runtime/private-files.ts";
 
 export interface FileRecord {
   id: string;

@@ -4,9 +4,9 @@
 // <-- 200 POST /v1/chat/completions model=m prompt=812 cached=640 completion=256
 //     ttft=312ms prefill=551 tok/s decode=74.9 tok/s total=3792ms finish=stop
 // Counts, times and names only: never a prompt's or a reply's content.
-import type { ChoiceEnd } from "../daemon/choice-stream.ts";
+import type { ChoiceEnd } from "../pipeline/choice-stream.ts";
 import { runningKeyName } from "./auth/principal.ts";
-import { asRequestError } from "./errors.ts";
+import { asRequestError } from "../pipeline/request-failure.ts";
 
 export class RequestTimer {
   readonly started = performance.now();

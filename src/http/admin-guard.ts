@@ -3,7 +3,7 @@
 // the global --api-key or a policy key with `admin: true`; without keys, they
 // answer clients on this machine only. Anything else is 403 `admin_required`.
 import { principalOf } from "./auth/principal.ts";
-import { RequestError } from "./errors.ts";
+import { RequestError } from "../daemon/request-error.ts";
 import { peerAddress } from "./listener.ts";
 import { isLoopbackName } from "./origin-guard.ts";
 

@@ -7,7 +7,7 @@ import type { WorkerClient } from "../daemon/worker-client.ts";
 import type { EngineSnapshot } from "../engine/jobs.ts";
 import { effectiveDefaults, type OperatorSampling } from "../daemon/sampling-resolve.ts";
 import { QOS_NAMES } from "../engine/scheduler.ts";
-import { RequestError } from "./errors.ts";
+import { RequestError } from "../daemon/request-error.ts";
 import { knownOr404, loadedOr404, namedOrDefault } from "./models.ts";
 import { capabilitiesOf } from "./openai/models.ts";
 import { opt, parseWith } from "./validate.ts";

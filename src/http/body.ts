@@ -2,7 +2,8 @@
 // so a 100 MiB+ body is refused (413) without being buffered whole. Only JSON
 // is read: a form or text/plain POST is what any web page can send without a
 // CORS preflight, so it is refused (415) before its body is looked at.
-import { RequestError, MAX_BODY_BYTES, invalidRequest, payloadTooLarge } from "./errors.ts";
+import { RequestError, invalidRequest } from "../daemon/request-error.ts";
+import { MAX_BODY_BYTES, payloadTooLarge } from "./errors.ts";
 
 /** Types `curl -d` sends when it is not told the type (a form) and text/plain: what Ollama's own examples send. */
 const UNTYPED = new Set(["application/x-www-form-urlencoded", "text/plain"]);

@@ -7,7 +7,7 @@
 // on the reply tokens n choices may reserve.
 import type { ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
-import { RequestError, invalidRequest } from "./errors.ts";
+import { RequestError, invalidRequest } from "../daemon/request-error.ts";
 import { checkTextFits } from "../pipeline/generation.ts";
 
 /** Tools one request may declare: coding agents send 10-60; OpenAI allows 128. */

@@ -2,7 +2,7 @@
 // The families served are listed in families.ts, the one table a new family
 // is added to; everything else it needs lives in its own folder.
 import type { Elysia } from "elysia";
-import type { RequestError } from "../pipeline/request-error.ts";
+import type { RequestError } from "../daemon/request-error.ts";
 import type { ServerContext } from "./server-context.ts";
 
 export interface ApiFamily {

@@ -4,7 +4,8 @@
 // every interval, then the JSON body; JSON parsers skip the leading spaces.
 // Before admission an error keeps its own status; after it, it can only be
 // the error envelope in the body.
-import { asRequestError, type RequestError } from "./errors.ts";
+import { asRequestError } from "../pipeline/request-failure.ts";
+import { type RequestError } from "../daemon/request-error.ts";
 
 export const KEEPALIVE_HEADER = "x-superfluid-keepalive";
 

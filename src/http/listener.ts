@@ -10,7 +10,8 @@ import { createServer, METHODS, STATUS_CODES, type IncomingMessage, type ServerR
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { IdleMemory } from "../runtime/idle-memory.ts";
-import { errorReply, RequestError } from "./errors.ts";
+import { errorReply } from "./errors.ts";
+import { RequestError } from "../daemon/request-error.ts";
 
 export interface HttpHandler {
   fetch(request: Request): Promise<Response> | Response;

@@ -1,7 +1,7 @@
 // Which methods a path answers, from the app's route table: a path that
 // exists answers another method with 405 and an Allow header, one that does
 // not with 404 (the envelope of docs/api/openai.md#error-envelope either way).
-import { RequestError } from "./errors.ts";
+import { RequestError } from "../daemon/request-error.ts";
 
 export interface RouteEntry {
   method: string;

@@ -14,7 +14,7 @@ import { QOS_NAMES } from "../engine/scheduler.ts";
 import { observeAccess, type AccessEntry } from "./access-log.ts";
 import type { RequestGate } from "./auth/gate.ts";
 import type { Principal } from "./auth/principal.ts";
-import type { RequestError } from "./errors.ts";
+import type { RequestError } from "../daemon/request-error.ts";
 
 /** TTFT bucket bounds in seconds, 5 ms to 40 s. */
 export const TTFT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40];

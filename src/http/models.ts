@@ -4,7 +4,7 @@
 // waits for the load (docs/api/openai.md#loading-and-unloading-models).
 import type { ModelEntry, ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
-import { RequestError } from "./errors.ts";
+import { RequestError } from "../daemon/request-error.ts";
 
 const unknownModel = (id: string) => new RequestError(404, `The model '${id}' does not exist`, null, "model");
 

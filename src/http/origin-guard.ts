@@ -4,7 +4,7 @@
 // DNS-rebinding defence).
 import { isIP } from "node:net";
 import { hostname } from "node:os";
-import { RequestError } from "./errors.ts";
+import { RequestError } from "../daemon/request-error.ts";
 
 export interface HostPolicy {
   /** The address the listener is bound to. */

@@ -5,7 +5,7 @@
 // clients (and the serve flags) may use instead are read here.
 import { DEFAULT_QOS, parseLaneCaps, QOS_NAMES, type ClassLanes, type QosClass } from "../engine/scheduler.ts";
 import { principalOf } from "./auth/principal.ts";
-import { RequestError } from "./errors.ts";
+import { RequestError } from "../daemon/request-error.ts";
 
 export const QOS_HEADER = "x-superfluid-qos";
 export const BATCH_INVARIANT_HEADER = "x-superfluid-batch-invariant";

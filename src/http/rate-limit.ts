@@ -1,7 +1,7 @@
 // Per-client token buckets (docs/api/openai.md#fill-in-the-middle): `capacity` tokens, refilled at
 // `rate` per second; one request takes one. An empty bucket answers how long
 // until the next token, for the 429's Retry-After.
-import { RequestError } from "../pipeline/request-error.ts";
+import { RequestError } from "../daemon/request-error.ts";
 
 export interface TakeResult {
   ok: boolean;

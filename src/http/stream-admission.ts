@@ -3,7 +3,7 @@
 // (then the reply is a plain error with its own status, not an error frame),
 // or after a second in the queue, whichever comes first. Every family's
 // streaming chat route starts its stream through this.
-import type { ChoiceDelta, ChoiceEnd } from "../daemon/choice-stream.ts";
+import type { ChoiceDelta, ChoiceEnd } from "../pipeline/choice-stream.ts";
 
 /** How long a stream's headers wait for admission. */
 const HEADER_WAIT_MS = 1000;

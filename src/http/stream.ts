@@ -7,7 +7,8 @@
 //   would not be JSON).
 // A client that goes away fires the producer's AbortSignal; an error after
 // the stream began is one frame in the family's error shape, then the end.
-import { asRequestError, type RequestError } from "./errors.ts";
+import { asRequestError } from "../pipeline/request-failure.ts";
+import { type RequestError } from "../daemon/request-error.ts";
 
 export const KEEPALIVE_INTERVAL_MS = 15_000;
 

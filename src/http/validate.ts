@@ -1,7 +1,7 @@
 // valibot schemas to typed requests, with OpenAI-style 400s that name the
 // offending field (`param`, e.g. "messages[1].content").
 import * as v from "valibot";
-import { invalidRequest } from "./errors.ts";
+import { invalidRequest } from "../daemon/request-error.ts";
 
 function paramOf(issue: v.BaseIssue<unknown>): string | null {
   const path = issue.path ?? [];

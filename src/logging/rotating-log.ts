@@ -7,7 +7,7 @@
 // and a line written before a crash or an exit is never lost in a queue.
 import { closeSync, fchmodSync, fstatSync, openSync, readdirSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { makePrivateDir, PRIVATE_FILE_MODE } from "../sessions/private-files.ts";
+import { makePrivateDir, PRIVATE_FILE_MODE } from "../runtime/private-files.ts";
 
 export const LOG_FILE_BYTES = 64 * 1024 * 1024;
 export const LOG_FILES_KEPT = 8;

@@ -9,7 +9,7 @@
 import { TemplateError, type ChatMessage, type ToolDef } from "../codec/index.ts";
 import type { ToolCallEvent, ToolCallParser } from "../codec/tool-dialects/index.ts";
 import type { ToolSpec } from "../codec/tool-grammar.ts";
-import { choiceText, type ChoiceDelta, type ChoiceEnd, type ChoiceOptions } from "../daemon/choice-stream.ts";
+import { choiceText, type ChoiceDelta, type ChoiceEnd, type ChoiceOptions } from "./choice-stream.ts";
 import type { RequestSampling } from "../daemon/sampling-resolve.ts";
 import { THINK_MARKERS, type ServedModel } from "../daemon/served-model.ts";
 import type { Generation } from "../daemon/worker-client.ts";
@@ -17,10 +17,10 @@ import type { GenerateRequest } from "../engine/jobs.ts";
 import type { QosClass } from "../engine/scheduler.ts";
 import { constraintGrammar, type Constraint } from "./constraint.ts";
 import { checkContext, generateRequest, startChoices, type GenerationDefaults } from "./generation.ts";
-import { invalidRequest } from "./request-error.ts";
+import { invalidRequest } from "../daemon/request-error.ts";
 import { toolPlan, type ToolChoice } from "./tool-plan.ts";
 
-export type { ChoiceDelta, ChoiceEnd } from "../daemon/choice-stream.ts";
+export type { ChoiceDelta, ChoiceEnd } from "./choice-stream.ts";
 export type { Constraint } from "./constraint.ts";
 export type { ToolChoice } from "./tool-plan.ts";
 

@@ -3,7 +3,7 @@
 // in the daemon so anything that cannot be enforced is refused before
 // generation.
 import { checkGbnfText, compileJsonSchema, GbnfSyntaxError, jsonObjectGrammar, SchemaError } from "../../grammar/index.ts";
-import { invalidRequest } from "./request-error.ts";
+import { invalidRequest } from "../daemon/request-error.ts";
 
 export type Constraint =
   | { type: "json_object" }

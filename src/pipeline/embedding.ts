@@ -4,7 +4,7 @@
 // routes share (L2 normalisation as llama.cpp's common_embd_normalize does
 // it, cosine similarity for rerank on a model that only embeds).
 import type { ServedModel } from "../daemon/served-model.ts";
-import { invalidRequest, RequestError } from "./request-error.ts";
+import { invalidRequest, RequestError } from "../daemon/request-error.ts";
 
 /** One input as sent: text, or token ids used as they are. */
 export type EmbedInput = string | number[];

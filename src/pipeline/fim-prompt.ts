@@ -13,7 +13,7 @@
 // a prompt that does not fit the window is refused like any other.
 import type { ServedModel } from "../daemon/served-model.ts";
 import type { FimTokenIds } from "../gguf/index.ts";
-import { RequestError } from "./request-error.ts";
+import { RequestError } from "../daemon/request-error.ts";
 
 export const FIM_MODES = ["psm", "spm"] as const;
 export type FimMode = (typeof FIM_MODES)[number];

@@ -7,7 +7,7 @@ import { resolveSampling, type OperatorSampling, type RequestSampling } from "..
 import type { Generation } from "../daemon/worker-client.ts";
 import type { GenerateRequest } from "../engine/jobs.ts";
 import { drawSeed } from "../engine/sampling.ts";
-import { invalidRequest, RequestError } from "./request-error.ts";
+import { invalidRequest, RequestError } from "../daemon/request-error.ts";
 
 /** What the operator set for every request (serve flags). */
 export interface GenerationDefaults {

@@ -14,7 +14,7 @@ import type { ServedModel } from "../daemon/served-model.ts";
 import { renderChatPrompt, rendersTools, type ChatJob, type ChatTool } from "./chat-job.ts";
 import { commonPrefix } from "../engine/token-prefix.ts";
 import { contentKey, Lru } from "./lru.ts";
-import { RequestError } from "./request-error.ts";
+import { RequestError } from "../daemon/request-error.ts";
 
 export interface PrefixBreakpoint {
   /** The conversation up to and including the block that carries the breakpoint. */

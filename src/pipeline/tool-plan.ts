@@ -6,7 +6,7 @@ import type { ToolSpec } from "../codec/tool-grammar.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { SchemaError } from "../../grammar/index.ts";
 import { contentKey, Lru } from "./lru.ts";
-import { invalidRequest } from "./request-error.ts";
+import { invalidRequest } from "../daemon/request-error.ts";
 
 /** none: no call; auto: the model decides; required: at least one call; {name}: a call to that function. */
 export type ToolChoice = "none" | "auto" | "required" | { name: string };

@@ -32,8 +32,8 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, renameSync, unlinkSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { join } from "node:path";
-import { makePrivateDir, PRIVATE_FILE_MODE } from "../sessions/private-files.ts";
-import { fsyncDir } from "../sessions/wal.ts";
+import { makePrivateDir, PRIVATE_FILE_MODE } from "../runtime/private-files.ts";
+import { fsyncDir } from "../runtime/private-files.ts";
 import { Lru } from "../pipeline/lru.ts";
 
 /** An input or output item as the API carries it. */

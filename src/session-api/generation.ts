@@ -7,7 +7,7 @@
 // delivered only once the log has it on disk.
 import { IncrementalDecoder } from "../codec/index.ts";
 import { isJsonObjectText } from "../codec/json-scan.ts";
-import { choiceText, type ChoiceEnd } from "../daemon/choice-stream.ts";
+import { choiceText, type ChoiceEnd } from "../pipeline/choice-stream.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import type { Generation, GenerationEvent } from "../daemon/worker-client.ts";
 import type { SamplingSpec } from "../engine/sampling.ts";

@@ -15,8 +15,7 @@ import { join } from "node:path";
 import { IncrementalDecoder } from "../codec/index.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { QOS_NAMES } from "../engine/scheduler.ts";
-import { asRequestError } from "../http/errors.ts";
-import type { TokenBuckets } from "../http/rate-limit.ts";
+import { asRequestError } from "../pipeline/request-failure.ts";
 import { FIM_DEFAULT_MAX_TOKENS, fimMarkersOf, fimPrompt, fimTargetOf } from "../pipeline/fim-prompt.ts";
 import { generateRequest, type GenerationDefaults } from "../pipeline/generation.ts";
 import type { EventBody, RebaseEdit, SessionEvent } from "../sessions/events.ts";
@@ -43,7 +42,8 @@ export interface SessionServiceOptions {
   defaults: GenerationDefaults;
   /** --park: seal each session's KV after a generation; the budget sweep runs after each. */
   park?: { dir: string; sweep: () => void };
-  completionBuckets: TokenBuckets;
+  /** Meters `Complete` per connection key (the HTTP FIM route's token buckets). */
+  completionBuckets: { take(key: string): { ok: boolean; retryAfter: number } };
   metricsText: () => Promise<string>;
 }
 

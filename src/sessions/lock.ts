@@ -14,7 +14,7 @@
 import { dlopen, read as ffiRead } from "bun:ffi";
 import { closeSync, constants, ftruncateSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { openPrivate } from "./private-files.ts";
+import { openPrivate } from "../runtime/private-files.ts";
 import { processAlive } from "../runtime/process-alive.ts";
 
 export const LOCK_FILE = "serve.lock";

@@ -35,8 +35,9 @@ import { closeSync, existsSync, fsyncSync, openSync, renameSync, statSync, trunc
 import { join } from "node:path";
 import type { EventBody, SessionEvent } from "./events.ts";
 import { acquireDirLock, setCloseOnExec, type DirLock } from "./lock.ts";
-import { makePrivateDir, openPrivate, replacePrivateFile, tightenFile } from "./private-files.ts";
-import { encodeRecord, fsyncDir, scanLog, WAL_FILE, WalWriter, type SyncMode, type WalFileOps, type WalPacing } from "./wal.ts";
+import { makePrivateDir, openPrivate, replacePrivateFile, tightenFile } from "../runtime/private-files.ts";
+import { encodeRecord, scanLog, WAL_FILE, WalWriter, type SyncMode, type WalFileOps, type WalPacing } from "./wal.ts";
+import { fsyncDir } from "../runtime/private-files.ts";
 
 export { WalCorruptError } from "./wal.ts";
 export { SessionsLockedError, acquireDirLock, type DirLock } from "./lock.ts";

@@ -178,19 +178,6 @@ function syncFd(fd: number, fn: typeof fsync): Promise<void> {
   return new Promise((resolve, reject) => fn(fd, (err) => (err ? reject(err) : resolve())));
 }
 
-/** fsyncs a directory so a created or renamed entry in it survives a crash (best effort: not possible everywhere, e.g. Windows). */
-export function fsyncDir(dir: string): void {
-  let fd: number | undefined;
-  try {
-    fd = openSync(dir, "r");
-    fsyncSync(fd);
-  } catch {
-    // not supported here
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-}
-
 /**
  * A worker thread that runs one blocking sync call per request through bun:ffi, so a
  * sync the fs module does not offer (F_FULLFSYNC) does not block the event loop.

@@ -14,7 +14,7 @@
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
 import { hostName, isLoopbackName } from "../http/origin-guard.ts";
-import { replacePrivateFile } from "../sessions/private-files.ts";
+import { replacePrivateFile } from "../runtime/private-files.ts";
 
 export const TOKEN_FILE = "web-token";
 export const SUBPROTOCOL = "superfluid.v1";

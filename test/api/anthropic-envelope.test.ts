@@ -6,7 +6,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ANTHROPIC_SSE, anthropicErrorBody } from "../../src/http/anthropic/envelope.ts";
-import { RequestError } from "../../src/pipeline/request-error.ts";
+import { RequestError } from "../../src/daemon/request-error.ts";
 
 const CASES: [status: number, type: string, sdkClass: new (...args: any[]) => Error][] = [
   [400, "invalid_request_error", Anthropic.BadRequestError],

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { KeyRing } from "../../src/http/auth/keyring.ts";
 import { setPrincipal } from "../../src/http/auth/principal.ts";
 import { checkBatchInvariant, DEFAULT_QOS_POLICY, requestQos } from "../../src/http/qos.ts";
-import { RequestError } from "../../src/pipeline/request-error.ts";
+import { RequestError } from "../../src/daemon/request-error.ts";
 import { accessJson, formatAccess, setAccessSink, type AccessEntry } from "../../src/http/access-log.ts";
 import { envelope, RawConnection, useServer, user, type TestServer } from "./support.ts";
 

@@ -9,7 +9,7 @@ import { describe, expect, test } from "bun:test";
 import { connect } from "node:net";
 import { hostname } from "node:os";
 import { basename, dirname } from "node:path";
-import { asRequestError as asApiError } from "../../src/http/errors.ts";
+import { asRequestError as asApiError } from "../../src/pipeline/request-failure.ts";
 import { foreignRequestRefusal, type HostPolicy } from "../../src/http/origin-guard.ts";
 import { fixturePath } from "../support/models.ts";
 import { envelope, getJson, parseRawResponse, postJson, useServer, user, type RawResponse } from "./support.ts";

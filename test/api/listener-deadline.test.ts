@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { connect } from "node:net";
 import { listen, type Listener } from "../../src/http/listener.ts";
-import { RequestError } from "../../src/http/errors.ts";
+import { RequestError } from "../../src/daemon/request-error.ts";
 
 let listener: Listener;
 let release: () => void = () => {};

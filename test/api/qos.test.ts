@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { checkBatchInvariant, DEFAULT_QOS_POLICY, requestQos, wantsBatchInvariant } from "../../src/http/qos.ts";
-import { RequestError as ApiError } from "../../src/pipeline/request-error.ts";
+import { RequestError as ApiError } from "../../src/daemon/request-error.ts";
 import { envelope, post, slots, useServer, user, waitIdle, type TestServer } from "./support.ts";
 
 const s = useServer({ maxBatch: 2, maxContext: 4096, extraArgs: ["--class-lanes", "background=1", "--starvation-ticks", "5", "--prefill-budget", "0"] });

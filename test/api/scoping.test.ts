@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BatchService } from "../../src/batches/service.ts";
 import { FileStore, FilesCursorError } from "../../src/files/store.ts";
-import { RequestError } from "../../src/pipeline/request-error.ts";
+import { RequestError } from "../../src/daemon/request-error.ts";
 import { newResponseId, ResponseStore, type StoredResponse } from "../../src/responses/store.ts";
 import { startTestServer, type TestServer } from "./support.ts";
 

@@ -21,7 +21,7 @@ import { SCRIPTED_REASONING, SCRIPTED_REPLY } from "../../src/fixtures/index.ts"
 import { ndjsonFraming, sseFraming, streamResponse } from "../../src/http/stream.ts";
 import { chatChoice, prepareChat, renderChatPrompt, startChat, type ChatJob, type ChatTool, type ChoiceEnd, type PreparedChat } from "../../src/pipeline/chat-job.ts";
 import type { GenerationDefaults } from "../../src/pipeline/generation.ts";
-import { RequestError } from "../../src/pipeline/request-error.ts";
+import { RequestError } from "../../src/daemon/request-error.ts";
 import { fixturePath } from "../support/models.ts";
 
 const WINDOW = 2048;

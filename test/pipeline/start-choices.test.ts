@@ -5,7 +5,7 @@
 // model was being unloaded (a retired worker's generate throws a 503).
 import { expect, test } from "bun:test";
 import type { ServedModel } from "../../src/daemon/served-model.ts";
-import { RequestError } from "../../src/pipeline/request-error.ts";
+import { RequestError } from "../../src/daemon/request-error.ts";
 import { startChoices } from "../../src/pipeline/generation.ts";
 
 const unloading = () => new RequestError(503, "model 'm' is being unloaded", "model_unloading", "model");

@@ -14,7 +14,7 @@ import type { LineReply } from "../../src/batches/output.ts";
 import { BatchService, type BatchServiceOptions } from "../../src/batches/service.ts";
 import { BatchState } from "../../src/batches/state.ts";
 import { FileStore } from "../../src/files/store.ts";
-import { RequestError } from "../../src/pipeline/request-error.ts";
+import { RequestError } from "../../src/daemon/request-error.ts";
 
 const CHAT = "/v1/chat/completions";
 const dirs: string[] = [];

@@ -2,7 +2,7 @@
 // {"type": "error", "error": {"type", "message"}} with the error's status,
 // and the SSE framing of its streams (named events, `ping` while idle, an
 // error after the stream began as an `error` event, no [DONE]).
-import type { RequestError } from "../../pipeline/request-error.ts";
+import type { RequestError } from "../../daemon/request-error.ts";
 import { sseFraming } from "../stream.ts";
 
 /** Anthropic's error `type` for a status. */

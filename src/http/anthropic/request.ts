@@ -9,7 +9,7 @@ import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
 import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
 import type { PrefixBreakpoint } from "../../pipeline/prefix-pins.ts";
-import { invalidRequest, RequestError, unsupportedMedia } from "../../pipeline/request-error.ts";
+import { invalidRequest, RequestError, unsupportedMedia } from "../../daemon/request-error.ts";
 import { checkArrayLength, checkChatText } from "../chat-limits.ts";
 import { parseWith } from "../validate.ts";
 import { countTokensRequestSchema, messagesRequestSchema, type BlockInput, type CountTokensRequest, type MessageInput, type MessagesRequest, type ToolInput } from "./schema.ts";

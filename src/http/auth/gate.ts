@@ -3,7 +3,7 @@
 // buckets (per key when the key has one, else per client IP; 429
 // rate_limit_exceeded) and the key's concurrency slots (429
 // concurrency_limit_exceeded). It also keeps the per-key counts /metrics shows.
-import { RequestError } from "../errors.ts";
+import { RequestError } from "../../daemon/request-error.ts";
 import { peerAddress } from "../listener.ts";
 import { TokenBuckets } from "../rate-limit.ts";
 import type { KeyRing } from "./keyring.ts";

@@ -9,7 +9,7 @@ import { version } from "../../../package.json";
 import type { ModelEntry, ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { SamplingDefaults } from "../../gguf/describe.ts";
-import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+import { invalidRequest, RequestError } from "../../daemon/request-error.ts";
 import { templateReads } from "../../codec/index.ts";
 import { modelFacts, type ModelFacts } from "./model-facts.ts";
 import { withoutLatest } from "./model-name.ts";

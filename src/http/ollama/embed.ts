@@ -5,7 +5,7 @@
 // are read and ignored: an embedding model is loaded while the server runs.
 import * as v from "valibot";
 import { embedTokens, embeddingFacts, MAX_INPUTS, normalize, tokenizeInputs } from "../../pipeline/embedding.ts";
-import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+import { invalidRequest, RequestError } from "../../daemon/request-error.ts";
 import { RequestTimer } from "../access-log.ts";
 import { readJsonBody } from "../body.ts";
 import { checkArrayLength } from "../chat-limits.ts";

@@ -1,6 +1,6 @@
 // Ollama's error shape (docs/api/ollama.md#errors): `{"error": "<message>"}`
 // with the error's status before the body starts, one such line mid-stream.
-import type { RequestError } from "../../pipeline/request-error.ts";
+import type { RequestError } from "../../daemon/request-error.ts";
 import { ndjsonFraming } from "../stream.ts";
 
 export function ollamaErrorBody(err: RequestError): { error: string } {

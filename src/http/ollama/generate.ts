@@ -7,14 +7,14 @@
 //   runs it (the --fim-model when set, the completion class, the per-client
 //   bucket and start deadline, kept out of the session log).
 // An empty prompt with nothing else preloads (one `load` record).
-import { choiceText } from "../../daemon/choice-stream.ts";
+import { choiceText } from "../../pipeline/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import { QOS } from "../../engine/scheduler.ts";
 import { chatChoice, prepareChat, startChat } from "../../pipeline/chat-job.ts";
 import { FIM_DEFAULT_MAX_TOKENS, fimMarkersOf, fimPrompt, fimTargetOf } from "../../pipeline/fim-prompt.ts";
 import { checkContext, checkTextFits, generateRequest, startChoices, type GenerationOptions } from "../../pipeline/generation.ts";
-import { invalidRequest } from "../../pipeline/request-error.ts";
+import { invalidRequest } from "../../daemon/request-error.ts";
 import { RequestTimer } from "../access-log.ts";
 import { readJsonBody } from "../body.ts";
 import { peerAddress } from "../listener.ts";

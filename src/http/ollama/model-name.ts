@@ -2,7 +2,7 @@
 // default tag), or an --alias. Anything else is Ollama's 404.
 import type { ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+import { invalidRequest, RequestError } from "../../daemon/request-error.ts";
 
 /** The name without Ollama's default `:latest` tag. */
 export function withoutLatest(name: string): string {

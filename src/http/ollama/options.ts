@@ -4,7 +4,7 @@
 // <name>`) rather than silently dropped.
 import type { RequestSampling } from "../../daemon/sampling-resolve.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+import { invalidRequest, RequestError } from "../../daemon/request-error.ts";
 import { checkKeyCount, MAX_OLLAMA_OPTIONS } from "../chat-limits.ts";
 
 export interface OptionsPlan {

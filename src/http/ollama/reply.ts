@@ -4,7 +4,7 @@
 // right before the terminal one, and a terminal record with the done reason,
 // token counts and nanosecond timings; with `stream: false`, only the
 // terminal record, holding everything.
-import type { ChoiceDelta, ChoiceEnd } from "../../daemon/choice-stream.ts";
+import type { ChoiceDelta, ChoiceEnd } from "../../pipeline/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import type { TokenLogprob } from "../../engine/logprobs.ts";

@@ -6,7 +6,7 @@ import type { ChatMessage } from "../../codec/index.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
 import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
-import { invalidRequest, unsupportedMedia } from "../../pipeline/request-error.ts";
+import { invalidRequest, unsupportedMedia } from "../../daemon/request-error.ts";
 import { optionsPlan, type OptionsPlan } from "./options.ts";
 import { mergedOptions, type ChatRequest, type GenerateRequest, type OllamaMessage } from "./schema.ts";
 

@@ -5,7 +5,7 @@
 // `tool_choice` at the top level), so those that mean something here are
 // read as well (`options` wins where both name a value).
 import * as v from "valibot";
-import { invalidRequest } from "../../pipeline/request-error.ts";
+import { invalidRequest } from "../../daemon/request-error.ts";
 import { int, object, opt, parseWith, record } from "../validate.ts";
 
 const toolCall = object({ function: object({ name: v.string(), arguments: opt(v.unknown()) }) });

@@ -13,7 +13,7 @@ import Busboy, { type BusboyInstance } from "@fastify/busboy";
 import type { Elysia } from "elysia";
 import type { Readable } from "node:stream";
 import { bodyReader, readBodyStep, readJsonBody } from "../body.ts";
-import { RequestError, invalidRequest } from "../errors.ts";
+import { RequestError, invalidRequest } from "../../daemon/request-error.ts";
 
 /** OpenAI's cap on one audio upload (25 MB); the form may carry this much beside it. */
 const MAX_AUDIO_BYTES = 25 * 1024 * 1024;

@@ -10,7 +10,7 @@ import { QOS } from "../../engine/scheduler.ts";
 import type { GenerationDefaults } from "../../pipeline/generation.ts";
 import { scopeOf } from "../auth/principal.ts";
 import { readJsonBody } from "../body.ts";
-import { RequestError } from "../errors.ts";
+import { RequestError } from "../../daemon/request-error.ts";
 import type { ServerContext } from "../server-context.ts";
 import { runChatCompletion } from "./chat.ts";
 import { runEmbeddings } from "./embeddings.ts";

@@ -7,7 +7,7 @@ import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
 import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
 import { logitBiasOf, stopList } from "../../pipeline/generation.ts";
-import { invalidRequest, RequestError } from "../../pipeline/request-error.ts";
+import { invalidRequest, RequestError } from "../../daemon/request-error.ts";
 import { checkArrayLength, checkKeyCount, checkReplyBudget } from "../chat-limits.ts";
 import { parseWith } from "../validate.ts";
 import { refusePerRequestLora } from "./lora.ts";

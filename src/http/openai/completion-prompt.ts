@@ -5,7 +5,7 @@
 import * as v from "valibot";
 import { IncrementalDecoder } from "../../codec/index.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import { invalidRequest } from "../errors.ts";
+import { invalidRequest } from "../../daemon/request-error.ts";
 import { checkContext, checkTextFits } from "../../pipeline/generation.ts";
 
 // Ids are checked against the vocabulary after parsing (tokenIdsOf), so a

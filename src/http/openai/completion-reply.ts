@@ -4,7 +4,7 @@
 // Usage sums every prompt (each counted once) and every choice; streamed, the
 // finish chunk of the last choice to end carries it.
 import { randomUUID } from "node:crypto";
-import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../daemon/choice-stream.ts";
+import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../pipeline/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { Generation } from "../../daemon/worker-client.ts";
 import { finishOf, logAccess, logFailure, RequestTimer } from "../access-log.ts";

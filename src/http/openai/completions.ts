@@ -10,7 +10,7 @@ import type { ServedModel } from "../../daemon/served-model.ts";
 import { QOS } from "../../engine/scheduler.ts";
 import { loadedOr404 } from "../models.ts";
 import { readJsonBody } from "../body.ts";
-import { RequestError, invalidRequest } from "../errors.ts";
+import { RequestError, invalidRequest } from "../../daemon/request-error.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
 import { chargeFimRequest } from "../rate-limit.ts";
 import { int, object, opt, parseWith } from "../validate.ts";

@@ -1,6 +1,6 @@
 // OpenAI's error envelope (docs/api/openai.md#error-envelope):
 // {"error": {"message", "type", "param", "code"}} with the error's status.
-import type { RequestError } from "../../pipeline/request-error.ts";
+import type { RequestError } from "../../daemon/request-error.ts";
 import { sseFraming } from "../stream.ts";
 
 /** The envelope's `type` for a status: 4xx are invalid requests unless a more exact type exists. */

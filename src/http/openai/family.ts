@@ -2,7 +2,7 @@
 import type { ApiFamily } from "../family.ts";
 import { peerAddress } from "../listener.ts";
 import { knownOr404 } from "../models.ts";
-import { RequestError } from "../errors.ts";
+import { RequestError } from "../../daemon/request-error.ts";
 import { chatCompletions } from "./chat.ts";
 import { completions } from "./completions.ts";
 import { embeddings } from "./embeddings.ts";

@@ -18,7 +18,7 @@ import type { Readable } from "node:stream";
 import { FilesCursorError, FilesQuotaError, type FileRecord, type FileStore, type StagedUpload } from "../../files/store.ts";
 import { scopeOf } from "../auth/principal.ts";
 import { bodyReader, readBodyStep } from "../body.ts";
-import { RequestError, invalidRequest } from "../errors.ts";
+import { RequestError, invalidRequest } from "../../daemon/request-error.ts";
 import type { ServerContext } from "../server-context.ts";
 
 /** The purposes OpenAI accepts on upload. */

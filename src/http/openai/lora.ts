@@ -10,7 +10,7 @@ import * as v from "valibot";
 import type { LoraAdapterInfo } from "../../engine/protocol.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import { readJsonBody } from "../body.ts";
-import { RequestError } from "../errors.ts";
+import { RequestError } from "../../daemon/request-error.ts";
 import { requireAdmin } from "../admin-guard.ts";
 import { namedOrDefault } from "../models.ts";
 import type { ServerContext } from "../server-context.ts";

@@ -6,7 +6,7 @@
 import type { Elysia } from "elysia";
 import * as v from "valibot";
 import { readJsonBody } from "../body.ts";
-import { RequestError } from "../errors.ts";
+import { RequestError } from "../../daemon/request-error.ts";
 import { requireAdmin } from "../admin-guard.ts";
 import type { ServerContext } from "../server-context.ts";
 import { parseWith } from "../validate.ts";

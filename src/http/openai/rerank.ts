@@ -9,7 +9,7 @@ import type { ServedModel } from "../../daemon/served-model.ts";
 import { cosine, embedTokens, embeddingFacts, MAX_INPUTS, tokenizeInputs } from "../../pipeline/embedding.ts";
 import { checkArrayLength } from "../chat-limits.ts";
 import { readJsonBody } from "../body.ts";
-import { invalidRequest } from "../errors.ts";
+import { invalidRequest } from "../../daemon/request-error.ts";
 import { loadedOr404, namedOrDefault } from "../models.ts";
 import type { ServerContext } from "../server-context.ts";
 import { int, object, opt, parseWith } from "../validate.ts";

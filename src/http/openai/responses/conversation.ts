@@ -8,7 +8,7 @@ import type { ServedModel } from "../../../daemon/served-model.ts";
 import type { ChatJob, RenderedPrompt } from "../../../pipeline/chat-job.ts";
 import { continuedPrompt, rememberHistory } from "../../../pipeline/continued-prompt.ts";
 import { contentKey } from "../../../pipeline/lru.ts";
-import { RequestError } from "../../../pipeline/request-error.ts";
+import { RequestError } from "../../../daemon/request-error.ts";
 import type { Item, ResponseIndex, ResponseStore } from "../../../responses/store.ts";
 import { itemsToMessages } from "./request.ts";
 

@@ -14,7 +14,7 @@ import { failedAccess, finishOf, logAccess, logFailure, RequestTimer } from "../
 import { scopeOf } from "../../auth/principal.ts";
 import { readJsonBody } from "../../body.ts";
 import { checkChatText, checkListLengths } from "../../chat-limits.ts";
-import { asRequestError } from "../../errors.ts";
+import { asRequestError } from "../../../pipeline/request-failure.ts";
 import { admissionHeaders, nonStreamResponse } from "../../keepalive.ts";
 import { loadedOr404 } from "../../models.ts";
 import { checkBatchInvariant, requestQos } from "../../qos.ts";

@@ -7,7 +7,7 @@ import * as v from "valibot";
 import type { ChatMessage } from "../../../codec/index.ts";
 import type { ServedModel } from "../../../daemon/served-model.ts";
 import { toolSchema, type ChatTool, type Constraint, type ToolChoice } from "../../../pipeline/chat-job.ts";
-import { invalidRequest, RequestError, unsupportedMedia } from "../../../pipeline/request-error.ts";
+import { invalidRequest, RequestError, unsupportedMedia } from "../../../daemon/request-error.ts";
 import { checkArrayLength, checkKeyCount, MAX_TOOLS } from "../../chat-limits.ts";
 import { int, num, object, opt, parseWith, record } from "../../validate.ts";
 import type { Item } from "../../../responses/store.ts";

@@ -4,7 +4,7 @@
 // only by the scope of the key that created it (docs/api/security.md#scoping):
 // to any other its id is unknown.
 import type { Elysia } from "elysia";
-import { RequestError } from "../../../pipeline/request-error.ts";
+import { RequestError } from "../../../daemon/request-error.ts";
 import { scopeOf } from "../../auth/principal.ts";
 import type { ResponseStore, StoredResponse } from "../../../responses/store.ts";
 import type { ServerContext } from "../../server-context.ts";

@@ -2,12 +2,12 @@
 // reasoning split out of <think> blocks, stop strings across tokens (which
 // cancel the generation), finish reasons.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../src/daemon/choice-stream.ts";
-import { THINK_MARKERS } from "../src/daemon/served-model.ts";
-import { Generation } from "../src/daemon/worker-client.ts";
-import { LlamaModel } from "../src/engine/model.ts";
-import { GREEDY } from "../src/engine/sampling.ts";
-import { fixturePath } from "./support/models.ts";
+import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../src/pipeline/choice-stream.ts";
+import { THINK_MARKERS } from "../../src/daemon/served-model.ts";
+import { Generation } from "../../src/daemon/worker-client.ts";
+import { LlamaModel } from "../../src/engine/model.ts";
+import { GREEDY } from "../../src/engine/sampling.ts";
+import { fixturePath } from "../support/models.ts";
 
 let tokenizer: LlamaModel;
 beforeAll(async () => {

@@ -2,7 +2,7 @@
 // private to the server's user whatever the umask: folders it creates are 0700,
 // files 0600. open() and mkdir() only ever take bits away through the umask, so
 // modes are set exactly afterwards.
-import { chmodSync, closeSync, fchmodSync, mkdirSync, openSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, fchmodSync, fsyncSync, mkdirSync, openSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 
 export const PRIVATE_DIR_MODE = 0o700;
@@ -73,5 +73,18 @@ export function writePrivateFile(path: string, text: string): void {
     writeFileSync(fd, text);
   } finally {
     closeSync(fd);
+  }
+}
+
+/** fsyncs a directory so a created or renamed entry in it survives a crash (best effort: not possible everywhere, e.g. Windows). */
+export function fsyncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, "r");
+    fsyncSync(fd);
+  } catch {
+    // not supported here
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }

@@ -7,7 +7,7 @@ import type { ToolCallEvent, ToolCallParser } from "../codec/tool-dialects/index
 import type { SpecTally } from "../engine/jobs.ts";
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { LlamaModel } from "../engine/model.ts";
-import type { GenerationEvent } from "./worker-client.ts";
+import type { GenerationEvent } from "../daemon/worker-client.ts";
 
 /** What a choice reads: a generation's events, and the way to stop it (a Generation, or a tap on one). */
 export type ChoiceSource = AsyncIterable<GenerationEvent> & { cancel(): void };
