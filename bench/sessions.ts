@@ -11,7 +11,7 @@
 // round runs once with every token journaled and fsynced before delivery and
 // once with no journal, interleaved, medians reported. --no-sync journals
 // without fsync (not durable; it separates the sync's cost from the rest).
-// --windows compares group-commit windows (ms; src/sessions/wal.ts), one store
+// --windows compares group-commit windows (ms; src/session-log/wal.ts), one store
 // each, in the same rounds (default: the shipped window alone).
 // First-token times: a server process on the same model; each cycle sends a
 // conversation's first turn (cold), its second turn (warm), then kills the
@@ -28,9 +28,9 @@ import { physicalCores } from "../src/engine/threads.ts";
 import { ensureFixture } from "../src/fixtures/index.ts";
 import { COMMON_WORDS } from "../src/fixtures/words.ts";
 import { timedChat } from "./sse.ts";
-import { SessionJournal } from "../src/sessions/journal.ts";
-import { SessionStore } from "../src/sessions/store.ts";
-import { GROUP_WINDOW_MS } from "../src/sessions/wal.ts";
+import { SessionJournal } from "../src/session-log/journal.ts";
+import { SessionStore } from "../src/session-log/store.ts";
+import { GROUP_WINDOW_MS } from "../src/session-log/wal.ts";
 import { LlamaModel } from "../src/engine/model.ts";
 import { flag } from "./support.ts";
 

@@ -20,8 +20,8 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { FINISH, type EventBody } from "../src/sessions/events.ts";
-import { SessionStore } from "../src/sessions/store.ts";
+import { FINISH, type EventBody } from "../src/session-log/events.ts";
+import { SessionStore } from "../src/session-log/store.ts";
 
 function flag(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Run an app's tests against superfluid's built-in model (docs/ci.md):
+# Run an app's tests against superfluid's built-in model (docs/guides/ci.md):
 # install superfluid if it is not there, start `superfluid serve` in the
 # background on a fresh sessions folder, `superfluid wait` until it is ready,
 # run the tests, stop the server with SIGTERM. A trap stops the server however
@@ -33,7 +33,7 @@ wait_timeout=${SUPERFLUID_WAIT_TIMEOUT:-60}
 stop_timeout=${SUPERFLUID_STOP_TIMEOUT:-10}
 version=${SUPERFLUID_VERSION:-0.1.0}
 base_url=${SUPERFLUID_BASE_URL:-https://github.com/superfluid/superfluid/releases/download/v$version}
-# The built-in model's chat reply (README, "The built-in model"): fixed for a version.
+# The built-in model's chat reply (docs/guides/ci.md, "The built-in model"): fixed for a version.
 sentence="Hello from superfluid's built-in test model."
 
 say() { echo "ci-smoke: $*" >&2; }

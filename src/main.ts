@@ -26,7 +26,7 @@ async function main(argv: string[]): Promise<number> {
       // one still unclaimed when serve returns (a usage error, a failed start) is stopped, or it
       // would keep this process alive.
       const standby = await import("./daemon/standby-worker.ts");
-      if (!rest.includes("--help") && !rest.includes("-h")) standby.startStandbyWorker();
+      if (!rest.some((a) => a === "--help" || a === "--help-all" || a === "-h")) standby.startStandbyWorker();
       try {
         return await (await import("./cli/serve.ts")).runServe(rest);
       } finally {

@@ -1,13 +1,16 @@
 // A small flag parser for `superfluid serve`: `--flag value` or `--flag=value`,
 // the last occurrence of a scalar wins, repeatable flags accumulate, and an
-// unknown flag is refused naming the closest valid one.
+// unknown flag is refused naming the closest valid one. A one-letter switch
+// (`-v`) is read only where a spec names it; any other `-x` stays a bare argument.
 
 export interface FlagSpec {
   /** Takes a value (otherwise a switch). */
   value?: boolean;
   repeatable?: boolean;
   /** Other spellings of the same flag. */
-  aliases?: string[];
+  aliases?: readonly string[];
+  /** A one-letter spelling (`v` for `-v`), switches only. */
+  short?: string;
 }
 
 export class FlagError extends Error {}
@@ -33,13 +36,20 @@ export function closestFlag(name: string, known: string[]): string {
 
 export function parseFlags(argv: string[], specs: Record<string, FlagSpec>): ParsedFlags {
   const canonical = new Map<string, string>();
+  const shorts = new Map<string, string>();
   for (const [name, spec] of Object.entries(specs)) {
     canonical.set(name, name);
     for (const a of spec.aliases ?? []) canonical.set(a, name);
+    if (spec.short !== undefined) shorts.set(`-${spec.short}`, name);
   }
   const out: ParsedFlags = { values: new Map(), switches: new Set(), positional: [] };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
+    const short = shorts.get(arg);
+    if (short !== undefined) {
+      out.switches.add(short);
+      continue;
+    }
     if (!arg.startsWith("--") || arg === "--") {
       out.positional.push(arg);
       continue;
@@ -47,7 +57,9 @@ export function parseFlags(argv: string[], specs: Record<string, FlagSpec>): Par
     const eq = arg.indexOf("=");
     const given = eq > 0 ? arg.slice(2, eq) : arg.slice(2);
     const name = canonical.get(given);
-    if (!name) throw new FlagError(`unknown flag --${given}; did you mean --${closestFlag(given, [...canonical.keys()])}?`);
+    if (!name) {
+      throw new FlagError(`unknown flag --${given}; did you mean --${closestFlag(given, [...canonical.keys()])}?`);
+    }
     const spec = specs[name]!;
     if (!spec.value) {
       if (eq > 0) throw new FlagError(`--${given} takes no value`);

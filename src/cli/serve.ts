@@ -4,15 +4,15 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkFit } from "../daemon/fit-check.ts";
 import { showLoadProgress } from "../daemon/load-progress.ts";
-import { ModelNotFoundError, resolveModel, type ResolvedModel } from "../daemon/model-ref.ts";
-import { describeToken, modelDirSources, sourceOf, type KnownSource } from "../daemon/model-source.ts";
+import { ModelNotFoundError, resolveModel, type ModelPath } from "../daemon/model-ref.ts";
+import { describeToken, modelDirSources, sourceOf } from "../daemon/model-source.ts";
 import { ModelRegistry, type ModelSource } from "../daemon/registry.ts";
 import { ServedModel } from "../daemon/served-model.ts";
 import { readGguf } from "../gguf/index.ts";
 import { RequestError } from "../daemon/request-error.ts";
-import { SessionStore } from "../sessions/store.ts";
+import { SessionStore } from "../session-log/store.ts";
 import { FileStore } from "../files/store.ts";
-import { ResponseStore } from "../responses/store.ts";
+import { ResponseStore } from "../response-store/store.ts";
 import { ensureFixture } from "../fixtures/index.ts";
 import { BatchService } from "../batches/service.ts";
 import { createApp } from "../http/app.ts";
@@ -21,7 +21,7 @@ import type { ServerContext } from "../http/server-context.ts";
 import { listen, type Listener } from "../http/listener.ts";
 import { ServerMetrics } from "../http/metrics.ts";
 import { SessionService } from "../session-api/service.ts";
-import { sweepParkDir } from "../sessions/park-budget.ts";
+import { sweepParkDir } from "../session-log/park-budget.ts";
 import { mintToken, WebAuth } from "../web/auth.ts";
 import { startWebListener, type WebListener } from "../web/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
@@ -34,7 +34,7 @@ import { daemonYieldsWhileStreaming } from "../runtime/sched-policy.ts";
 import { formatBytes } from "../engine/kv-sizing.ts";
 import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";
 import { Logger, routeConsole } from "../logging/logger.ts";
-import { parseServeOptions, SERVE_USAGE, UsageError, type ServeOptions } from "./serve-options.ts";
+import { parseServeOptions, serveUsage, UsageError, type ServeOptions } from "./serve-options.ts";
 import { StartupGate } from "./startup-gate.ts";
 import { ServeTui } from "./tui.ts";
 
@@ -61,13 +61,13 @@ export const BUILTIN_KV_POOL = 131_072;
  * model when none is named. Its file is generated on first use, which takes
  * a while on a first run ever, so its path comes later (builtinSource).
  */
-function resolveServed(options: ServeOptions, log: (line: string) => void): ResolvedModel[] | "builtin" {
+function resolveServed(options: ServeOptions, log: (line: string) => void): ModelPath[] | "builtin" {
   if (options.models.length > 0) return options.models.map((token) => resolveModel(token, options.modelDirs));
   log(`superfluid: no model named; serving the built-in ${BUILTIN_MODEL_ID} (hand-set weights: every chat turn gets one fixed sentence; for smoke tests, not for answers)`);
   return "builtin";
 }
 
-async function builtinModel(): Promise<ResolvedModel> {
+async function builtinModel(): Promise<ModelPath> {
   return { path: await ensureFixture("tiny-chat", join(cacheDir(), "models")), id: BUILTIN_MODEL_ID };
 }
 
@@ -135,7 +135,7 @@ class ModelLoader {
 
   async load(source: ModelSource): Promise<ServedModel> {
     const o = this.options;
-    const file = (source as Partial<KnownSource>).file ?? (await readGguf(source.path));
+    const file = source.file ?? (await readGguf(source.path));
     const fit = checkFit(source.id, source.path, file, source.info.contextLength ?? 0, {
       lanes: o.maxBatch,
       ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
@@ -211,7 +211,7 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** A test's way into the start (test/api/startup.test.ts). */
+/** A test's way into the start (test/http/startup.test.ts). */
 export interface StartSeams {
   /** Called once the listener is up, before any model loads; the start waits for it. `startup.held`: requests waiting for the start. */
   listening?(url: string, startup: { readonly held: number }): Promise<void> | void;
@@ -354,7 +354,7 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   const url = `http://${host}:${listener.port}`;
   try {
     await seams.listening?.(url, startup);
-    const named: KnownSource[] = [];
+    const named: ModelSource[] = [];
     for (const model of resolved === "builtin" ? [await builtinModel()] : resolved) named.push(await sourceOf(model));
     const fromDirs = await modelDirSources(options.modelDirs, new Set(named.map((s) => s.id)), log);
     const several = named.length > 1 || fromDirs.length > 0;
@@ -493,8 +493,8 @@ export async function runServe(argv: string[]): Promise<number> {
     console.error(`superfluid serve: ${err.message}`);
     return 2;
   }
-  if (options === "help") {
-    console.log(SERVE_USAGE);
+  if (options === "help" || options === "help-all") {
+    console.log(serveUsage(options === "help-all"));
     return 0;
   }
   // While tokens stream, the daemon's wakeups stop preempting decode threads (src/runtime/sched-policy.ts).

@@ -4,7 +4,7 @@ import { existsSync, readdirSync, statSync, type Stats } from "node:fs";
 import { homedir } from "node:os";
 import { basename, join, resolve } from "node:path";
 
-export interface ResolvedModel {
+export interface ModelPath {
   path: string;
   /** The name requests use: a path's file stem, a reference without its tag. */
   id: string;
@@ -99,7 +99,7 @@ export function pickFile(files: string[], tag: string | undefined): string | und
   return firstParts[0];
 }
 
-export function resolveModel(token: string, modelDirs: string[] = [], env = process.env): ResolvedModel {
+export function resolveModel(token: string, modelDirs: string[] = [], env = process.env): ModelPath {
   if (!isReference(token)) {
     const path = resolve(token.replace(/^~(?=\/)/, homedir()));
     const st = statOrNothing(path);

@@ -7,16 +7,11 @@ import { statSync } from "node:fs";
 import { basename } from "node:path";
 import { describeModel, readGguf, type GgufFile } from "../gguf/index.ts";
 import { RequestError } from "./request-error.ts";
-import { ggufFilesUnder, ModelNotFoundError, pickFile, resolveModel, servedIdOfFile, type ResolvedModel } from "./model-ref.ts";
+import { ggufFilesUnder, ModelNotFoundError, pickFile, resolveModel, servedIdOfFile, type ModelPath } from "./model-ref.ts";
 import type { ModelSource } from "./registry.ts";
 
-/** A source with the parsed header kept: the fit check reads its metadata. */
-export interface KnownSource extends ModelSource {
-  file: GgufFile;
-}
-
 /** Reads a resolved model's GGUF header; a file that is not GGUF is 400 `unsupported_runtime`. */
-export async function sourceOf(resolved: ResolvedModel): Promise<KnownSource> {
+export async function sourceOf(resolved: ModelPath): Promise<ModelSource> {
   const name = basename(resolved.path);
   const notGguf = (why: string) =>
     new RequestError(400, `runtime llamacpp cannot serve ${name}: it reads a GGUF file, and this one is not (${why})`, "unsupported_runtime", "id");
@@ -45,8 +40,8 @@ function printable(token: string): string {
 }
 
 /** A path or local reference (POST /v1/models/load): 404 `model_not_found` when nothing is there. */
-export async function describeToken(token: string, modelDirs: string[]): Promise<KnownSource> {
-  let resolved: ResolvedModel;
+export async function describeToken(token: string, modelDirs: string[]): Promise<ModelSource> {
+  let resolved: ModelPath;
   try {
     resolved = resolveModel(token, modelDirs);
   } catch (err) {
@@ -64,8 +59,8 @@ export async function describeToken(token: string, modelDirs: string[]): Promise
  * registered under its full file name instead; a file that is not a
  * readable GGUF is skipped. `log` says both.
  */
-export async function modelDirSources(dirs: string[], taken: Set<string>, log: (line: string) => void): Promise<KnownSource[]> {
-  const out: KnownSource[] = [];
+export async function modelDirSources(dirs: string[], taken: Set<string>, log: (line: string) => void): Promise<ModelSource[]> {
+  const out: ModelSource[] = [];
   for (const dir of dirs) {
     const files = ggufFilesUnder(dir).filter((f) => pickFile([f], undefined) !== undefined);
     for (const path of files) {

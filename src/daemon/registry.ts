@@ -13,7 +13,7 @@
 // Loading, closing and describing a path are the server's business
 // (src/cli/serve.ts: the fit check, the session log, progress on the
 // terminal); the registry only decides when, and keeps one of each at a time.
-import type { ModelInfo } from "../gguf/index.ts";
+import type { GgufFile, ModelInfo } from "../gguf/index.ts";
 import { RequestError } from "./request-error.ts";
 import type { ServedModel } from "./served-model.ts";
 
@@ -29,6 +29,8 @@ export interface ModelSource {
   id: string;
   path: string;
   info: ModelInfo;
+  /** The parsed GGUF header, when it was read to know the model (the fit check reads its metadata). */
+  file?: GgufFile;
 }
 
 /** What the server does for the registry; without them the registry serves only the models added to it. */
@@ -44,7 +46,7 @@ export interface ModelHooks {
 export type ModelState = "loaded" | "loading" | "unloading" | "unloaded";
 
 /** One known model and where it stands. */
-export class ModelEntry {
+export class RegistryEntry {
   served?: ServedModel;
   loading?: Promise<ServedModel>;
   unloading?: Promise<void>;
@@ -90,7 +92,7 @@ function patternOf(name: string): RegExp {
 }
 
 export class ModelRegistry {
-  private readonly entries = new Map<string, ModelEntry>();
+  private readonly entries = new Map<string, RegistryEntry>();
   private readonly aliasList: (ModelAlias & { pattern: RegExp })[] = [];
   private defaultId?: string;
   private idleTimer?: ReturnType<typeof setInterval>;
@@ -100,17 +102,17 @@ export class ModelRegistry {
 
   /** A model loaded by the caller (at startup); the first becomes the default. */
   add(model: ServedModel): void {
-    const entry = this.entries.get(model.id) ?? new ModelEntry({ id: model.id, path: model.path, info: model.info });
+    const entry = this.entries.get(model.id) ?? new RegistryEntry({ id: model.id, path: model.path, info: model.info });
     entry.served = model;
     this.entries.set(model.id, entry);
     this.defaultId ??= model.id;
   }
 
   /** Makes a model known without loading it; a model already known keeps its entry. */
-  know(source: ModelSource): ModelEntry {
+  know(source: ModelSource): RegistryEntry {
     let entry = this.entries.get(source.id);
     if (!entry) {
-      entry = new ModelEntry(source);
+      entry = new RegistryEntry(source);
       this.entries.set(source.id, entry);
     }
     return entry;
@@ -146,12 +148,12 @@ export class ModelRegistry {
   }
 
   /** Every known model, loaded or not, in the order they became known. */
-  known(): ModelEntry[] {
+  known(): RegistryEntry[] {
     return [...this.entries.values()];
   }
 
   /** The known model a name means: a served id, else an alias's target. */
-  entry(name: string): ModelEntry | undefined {
+  entry(name: string): RegistryEntry | undefined {
     const known = this.entries.get(name);
     if (known) return known;
     const exact = this.aliasList.find((a) => !a.name.includes("*") && a.name === name);
@@ -213,7 +215,7 @@ export class ModelRegistry {
    * stopped. The default moves to another loaded model. The last loaded
    * model cannot be unloaded.
    */
-  async unload(name: string, opts: UnloadOptions = {}): Promise<ModelEntry> {
+  async unload(name: string, opts: UnloadOptions = {}): Promise<RegistryEntry> {
     const entry = this.entry(name);
     if (!entry) throw new RequestError(404, `The model '${name}' does not exist`, "model_not_found", "id");
     if (entry.unloading) {
@@ -274,7 +276,7 @@ export class ModelRegistry {
     await Promise.all(models.map((m) => (this.hooks ? this.hooks.close(m) : m.close())));
   }
 
-  private async loadEntry(entry: ModelEntry): Promise<ServedModel> {
+  private async loadEntry(entry: RegistryEntry): Promise<ServedModel> {
     // An unload under way finishes before the model loads again.
     while (entry.unloading) await entry.unloading.catch(() => undefined);
     if (entry.served) return entry.served;
@@ -283,7 +285,7 @@ export class ModelRegistry {
   }
 
   /** One load per model at a time: every request for it waits on the same promise. */
-  private ensureLoaded(entry: ModelEntry): Promise<ServedModel> {
+  private ensureLoaded(entry: RegistryEntry): Promise<ServedModel> {
     if (entry.served) return Promise.resolve(entry.served);
     if (this.closed) return Promise.reject(new RequestError(503, "the server is shutting down", "server_shutting_down"));
     entry.loading ??= this.hooks!.load(entry.source)

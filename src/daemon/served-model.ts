@@ -8,8 +8,8 @@ import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/inde
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
 import { RequestError } from "./request-error.ts";
-import { SessionJournal } from "../sessions/journal.ts";
-import type { SessionStore } from "../sessions/store.ts";
+import { SessionJournal } from "../session-log/journal.ts";
+import type { SessionStore } from "../session-log/store.ts";
 import { PromptThread } from "./prompt-thread.ts";
 import { WorkerClient, type WorkerOptions } from "./worker-client.ts";
 

@@ -12,7 +12,7 @@ import type { ClassLanes } from "../engine/scheduler.ts";
 import { speculationFlags, type SpeculationSettings } from "../engine/speculation-directive.ts";
 import { PROTOCOL_VERSION, type DaemonToWorker, type LoraAdapterInfo, type LoraMessage, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
 import { RequestError } from "./request-error.ts";
-import type { GenerationJournal } from "../sessions/journal.ts";
+import type { GenerationJournal } from "../session-log/journal.ts";
 import { Channel } from "./channel.ts";
 import { trackGeneration, type GenerationTrack } from "../runtime/sched-policy.ts";
 import { WorkerTally } from "./metrics-tally.ts";
@@ -303,7 +303,7 @@ export class WorkerClient {
    * Starts a generation; `durable: false` keeps it out of the journal (FIM
    * completions, docs/api/openai.md#fill-in-the-middle). `journaled: false`
    * (a session-API generation) is durable but recorded by its caller, into
-   * the session it continues (src/session-api/generation.ts): its tokens are
+   * the session it continues (src/session-api/generate.ts): its tokens are
    * still delivered only after a journal flush.
    */
   generate(req: GenerateRequest, opts: { durable?: boolean; journaled?: boolean } = {}): Generation {

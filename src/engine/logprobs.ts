@@ -1,6 +1,6 @@
 // Log-probabilities of one sampled position, from its logits row with the
 // request's logit bias applied (docs/design.md#sampling-chain: biased, unscaled logits;
-// penalties are not replayed here, see the engine issue note).
+// penalties are not replayed here: docs/design.md#sampling-chain says why).
 
 export interface TokenLogprob {
   logprob: number;

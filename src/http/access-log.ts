@@ -172,15 +172,3 @@ export function failedAccess(r: AccessBase, t: RequestTimer): (err: unknown) => 
     throw err;
   };
 }
-
-/** A stream's producer whose failure (after the headers went out) is logged before the stream writes its error frame. */
-export function streamLogged<A extends unknown[]>(r: AccessBase, t: RequestTimer, produce: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
-  return async (...args) => {
-    try {
-      await produce(...args);
-    } catch (err) {
-      logFailure(r, t, err, true);
-      throw err;
-    }
-  };
-}

@@ -1,4 +1,4 @@
-// The HTTP app: one Elysia app, OpenAI routes plus /health, /props, /slots, /metrics.
+// The HTTP app: one Elysia app, every API family's routes (families.ts) plus /health, /props, /slots, /metrics.
 // Bodies are read by our own capped reader (parse: "none") so size limits,
 // content types and malformed JSON get OpenAI's envelope. Every request first
 // passes the Origin and Host checks, then the gate (key, rate limits, the
@@ -8,7 +8,7 @@
 import { Elysia } from "elysia";
 import { health, props, slots, tokenize } from "./admin.ts";
 import { readJsonBody } from "./body.ts";
-import { errorResponse, FAMILIES, familyOf } from "./envelopes.ts";
+import { errorResponse, FAMILIES, familyOf } from "./families.ts";
 import { RequestError } from "../daemon/request-error.ts";
 import { asRequestError } from "../pipeline/request-failure.ts";
 import type { HttpHandler } from "./listener.ts";

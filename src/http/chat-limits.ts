@@ -8,7 +8,7 @@
 import type { ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { RequestError, invalidRequest } from "../daemon/request-error.ts";
-import { checkTextFits } from "../pipeline/generation.ts";
+import { checkTextFits } from "../pipeline/engine-request.ts";
 
 /** Tools one request may declare: coding agents send 10-60; OpenAI allows 128. */
 export const MAX_TOOLS = 1024;

@@ -1,7 +1,7 @@
 // Errors as the HTTP layer sees them: the request-size limit, and any thrown
 // value as an error reply (src/pipeline/request-failure.ts maps it to a
 // RequestError). Each API family renders a RequestError in its own envelope
-// (envelopes.ts picks one by route).
+// (families.ts picks one by route).
 import { RequestError } from "../daemon/request-error.ts";
 import { asRequestError } from "../pipeline/request-failure.ts";
 

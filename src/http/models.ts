@@ -2,7 +2,7 @@
 // The synchronous lookups answer a known model that is not loaded with 503
 // `model_loading` (and start its load: ModelRegistry.find); the async one
 // waits for the load (docs/api/openai.md#loading-and-unloading-models).
-import type { ModelEntry, ModelRegistry } from "../daemon/registry.ts";
+import type { RegistryEntry, ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { RequestError } from "../daemon/request-error.ts";
 
@@ -22,7 +22,7 @@ export async function loadedOr404(registry: ModelRegistry, id: string): Promise<
 }
 
 /** A known model, loaded or not (describing one never loads it). */
-export function knownOr404(registry: ModelRegistry, id: string): ModelEntry {
+export function knownOr404(registry: ModelRegistry, id: string): RegistryEntry {
   const entry = registry.entry(id);
   if (!entry) throw unknownModel(id);
   return entry;

@@ -3,8 +3,8 @@
 import type { BatchService } from "../batches/service.ts";
 import type { ModelRegistry } from "../daemon/registry.ts";
 import type { FileStore } from "../files/store.ts";
-import type { GenerationDefaults } from "../pipeline/generation.ts";
-import type { ResponseStore } from "../responses/store.ts";
+import type { GenerationDefaults } from "../pipeline/engine-request.ts";
+import type { ResponseStore } from "../response-store/store.ts";
 import type { QosPolicy } from "./qos.ts";
 import type { TokenBuckets } from "./rate-limit.ts";
 import { KEEPALIVE_INTERVAL_MS } from "./stream.ts";
@@ -39,10 +39,4 @@ export interface ServerContext extends GenerationDefaults {
 /** The stream comment period: the --nonstream-keepalive interval when set, else 15 s. */
 export function streamKeepaliveMs(ctx: ServerContext): number {
   return ctx.keepaliveSec > 0 ? ctx.keepaliveSec * 1000 : KEEPALIVE_INTERVAL_MS;
-}
-
-/** Cancels every generation when the client goes away. */
-export function cancelOnAbort(signal: AbortSignal, generations: () => { cancel(): void }[]): void {
-  if (signal.aborted) generations().forEach((g) => g.cancel());
-  else signal.addEventListener("abort", () => generations().forEach((g) => g.cancel()), { once: true });
 }

@@ -1,26 +1,18 @@
 // The neutral chat job: what every API family's chat route becomes once its
-// request is parsed, and the one path from there to the engine. A family maps
-// its request to a ChatJob, calls prepareChat (the prompt through the model's
-// template, the tool plan, which grammar holds the reply, the context check
-// and the reply cap), starts the choices, reads each as neutral deltas
-// (text, reasoning, tool-call events, logprobs) ending in a ChoiceEnd (why it
-// ended, which stop string matched, token counts), and renders those in its
-// own wire. Errors are RequestErrors; the family renders them too.
+// request is parsed (messages in the template's shape, tools, constraint,
+// sampling, cache breakpoints, a smaller window), and the prompt it renders
+// through the model's own template. prepare-chat.ts turns a job into an
+// engine request; choice-stream.ts reads each choice back as neutral deltas.
+// Errors are RequestErrors; the family renders them.
 import { TemplateError, type ChatMessage, type ToolDef } from "../codec/index.ts";
-import type { ToolCallEvent, ToolCallParser } from "../codec/tool-dialects/index.ts";
 import type { ToolSpec } from "../codec/tool-grammar.ts";
-import { choiceText, type ChoiceDelta, type ChoiceEnd, type ChoiceOptions } from "./choice-stream.ts";
 import type { RequestSampling } from "../daemon/sampling-resolve.ts";
-import { THINK_MARKERS, type ServedModel } from "../daemon/served-model.ts";
-import type { Generation } from "../daemon/worker-client.ts";
-import type { GenerateRequest } from "../engine/jobs.ts";
+import type { ServedModel } from "../daemon/served-model.ts";
 import type { QosClass } from "../engine/scheduler.ts";
-import { constraintGrammar, type Constraint } from "./constraint.ts";
-import { checkContext, generateRequest, startChoices, type GenerationDefaults } from "./generation.ts";
+import type { Constraint } from "./constraint.ts";
 import { invalidRequest } from "../daemon/request-error.ts";
-import { toolPlan, type ToolChoice } from "./tool-plan.ts";
+import type { ToolChoice } from "./tool-plan.ts";
 
-export type { ChoiceDelta, ChoiceEnd } from "./choice-stream.ts";
 export type { Constraint } from "./constraint.ts";
 export type { ToolChoice } from "./tool-plan.ts";
 
@@ -73,23 +65,35 @@ export interface ChatJob {
    * `messages` still describe it, for the checks that read them.
    */
   prompt?: RenderedPrompt;
+  /** Places in the request whose prompt prefix the engine pins (Anthropic's cache breakpoints). */
+  breakpoints?: PrefixBreakpoint[];
+  /** A smaller window than the model's (Ollama's num_ctx): the prompt must leave room in it, the reply cap fits the rest. */
+  window?: { tokens: number; field: string };
+}
+
+/** A place in the request whose prompt prefix stays cached (prefix-pins.ts finds its length). */
+export interface PrefixBreakpoint {
+  /** The conversation up to and including the block that carries the breakpoint. */
+  messages: ChatMessage[];
+  /** The tools declared up to it (all of them for a breakpoint in system or messages). */
+  tools: ChatTool[];
+  /** How long the prefix stays pinned. */
+  ttlMs: number;
+  /** The breakpoint is on the request's last block: the cut is the whole conversation. */
+  last?: boolean;
+}
+
+/** A breakpoint as prompt tokens: the engine keeps this prefix cached for ttlMs. */
+export interface PrefixPin {
+  /** Prompt tokens the pin holds. */
+  length: number;
+  ttlMs: number;
 }
 
 /** A prompt as token ids, and whether it leaves a reasoning block open. */
 export interface RenderedPrompt {
   tokens: number[];
   startsInReasoning: boolean;
-}
-
-export interface PreparedChat {
-  model: ServedModel;
-  job: ChatJob;
-  /** Prompt token ids. */
-  prompt: number[];
-  /** What the engine runs for choice 0 (the others differ in seed). */
-  request: GenerateRequest;
-  /** How each choice's tokens become deltas. */
-  choice: ChoiceOptions;
 }
 
 /** Whether the prompt renders the job's tools (none are shown under tool_choice "none"). */
@@ -121,57 +125,4 @@ export async function renderChatPrompt(
     if (err instanceof TemplateError) throw invalidRequest(`the chat template refused this request: ${err.message}`);
     throw err;
   }
-}
-
-/** A parser whose call events are dropped: a wire parsed for its channels when no call may be made. */
-function withoutCalls(parser: ToolCallParser): ToolCallParser {
-  const keep = (events: ToolCallEvent[]) => events.filter((e) => e.type === "text" || e.type === "reasoning");
-  return { push: (text) => keep(parser.push(text)), flush: () => keep(parser.flush()) };
-}
-
-export async function prepareChat(defaults: GenerationDefaults, model: ServedModel, job: ChatJob): Promise<PreparedChat> {
-  const tools = toolPlan(model, job.tools, job.toolChoice, job.parallelToolCalls);
-  // A forced tool choice beats the constraint; an auto one only holds calls,
-  // so the constraint still holds the rest.
-  const forced = tools.grammar !== undefined && tools.trigger === undefined;
-  const format = forced || !job.constraint ? undefined : constraintGrammar(job.constraint);
-  const grammar = forced ? tools.grammar : (format ?? tools.grammar);
-  const grammarTrigger = format === undefined ? tools.trigger : undefined;
-  const { tokens: prompt, startsInReasoning } = job.prompt ?? (await renderChatPrompt(model, job));
-  checkContext(model, prompt.length, "messages");
-  const request = generateRequest(defaults, model, prompt, {
-    sampling: job.sampling,
-    maxTokens: job.maxTokens,
-    ignoreEos: job.ignoreEos,
-    ...(job.qos === undefined ? {} : { qos: job.qos }),
-    ...(job.startBy === undefined ? {} : { startBy: job.startBy }),
-    ...(job.logprobs === undefined ? {} : { logprobs: job.logprobs }),
-    ...(grammar ? { grammar } : {}),
-    ...(grammarTrigger ? { grammarTrigger } : {}),
-    ...(tools.callsAllowed ? {} : { bannedTokens: model.callOpenerTokens }),
-  });
-  // A constrained reply is all content (the grammar holds from the first token),
-  // unless the grammar is lazy and only holds from a call's opener on.
-  const splitsReasoning = model.thinks && (!grammar || grammarTrigger !== undefined);
-  const dialect = tools.dialect;
-  const choice: ChoiceOptions = {
-    stops: job.stop,
-    ...(splitsReasoning ? { reasoning: { ...THINK_MARKERS, startInside: startsInReasoning } } : {}),
-    ...(dialect ? { toolParser: () => (tools.callsAllowed ? dialect.parser() : withoutCalls(dialect.parser())) } : {}),
-  };
-  return { model, job, prompt, request, choice };
-}
-
-/**
- * Starts the job's choices. The first is in `live` at once, the others once
- * it has prefilled (they copy its KV); the promise settles when all have
- * started.
- */
-export function startChat(p: PreparedChat, live: Generation[] = [], n = p.job.n): Promise<Generation[]> {
-  return startChoices(p.model, p.request, n, live, { durable: p.job.durable });
-}
-
-/** One choice as neutral deltas, ending in how it ended; `onAdmitted` hears when it gets a lane. */
-export function chatChoice(p: PreparedChat, generation: Generation, onAdmitted?: (cachedTokens: number) => void): AsyncGenerator<ChoiceDelta, ChoiceEnd> {
-  return choiceText(p.model.tokenizer, generation, p.choice, onAdmitted);
 }

@@ -11,27 +11,10 @@
 // block needs none (see pinLength).
 import type { ChatMessage } from "../codec/index.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
-import { renderChatPrompt, rendersTools, type ChatJob, type ChatTool } from "./chat-job.ts";
+import { renderChatPrompt, rendersTools, type ChatJob, type PrefixBreakpoint, type PrefixPin } from "./chat-job.ts";
 import { commonPrefix } from "../engine/token-prefix.ts";
 import { contentKey, Lru } from "./lru.ts";
 import { RequestError } from "../daemon/request-error.ts";
-
-export interface PrefixBreakpoint {
-  /** The conversation up to and including the block that carries the breakpoint. */
-  messages: ChatMessage[];
-  /** The tools declared up to it (all of them for a breakpoint in system or messages). */
-  tools: ChatTool[];
-  /** How long the prefix stays pinned. */
-  ttlMs: number;
-  /** The breakpoint is on the request's last block: the cut is the whole conversation. */
-  last?: boolean;
-}
-
-export interface PrefixPin {
-  /** Prompt tokens the pin holds. */
-  length: number;
-  ttlMs: number;
-}
 
 /**
  * Renders of cut requests, per model, by a hash of what they render: an

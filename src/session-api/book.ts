@@ -5,9 +5,9 @@
 // history is its parent's events before the fork point followed by its own.
 // Metadata (title, archived) and purges are store-wide records, so the
 // session's own event ids stay those of its conversation.
-import type { EventBody, SessionEvent, SessionParams } from "../sessions/events.ts";
-import { scanLog } from "../sessions/wal.ts";
-import type { SessionStore } from "../sessions/store.ts";
+import type { EventBody, SessionEvent, SessionParams } from "../session-log/events.ts";
+import { scanLog } from "../session-log/wal.ts";
+import type { SessionStore } from "../session-log/store.ts";
 
 export interface SessionHeader {
   id: number;

@@ -11,7 +11,7 @@ import { commonPrefix } from "../engine/token-prefix.ts";
 import { renderChatPrompt, toolSchema, type ChatJob, type ChatTool } from "../pipeline/chat-job.ts";
 import { continuedPrompt } from "../pipeline/continued-prompt.ts";
 import type { ToolChoice } from "../pipeline/tool-plan.ts";
-import { CHANNEL, FINISH, type SessionEvent } from "../sessions/events.ts";
+import { CHANNEL, FINISH, type SessionEvent } from "../session-log/events.ts";
 
 export const ROLE_NAMES = ["system", "user", "assistant", "tool"] as const;
 

@@ -4,8 +4,8 @@
 // repeat. With `provisional`, a generation's text also arrives ahead of its
 // commit. A subscription ends with SubEnded: unsubscribed, lagged (its
 // connection stopped reading), publisher closed (the server stops) or purged.
-import type { SessionEvent } from "../sessions/events.ts";
-import type { SessionStore } from "../sessions/store.ts";
+import type { SessionEvent } from "../session-log/events.ts";
+import type { SessionStore } from "../session-log/store.ts";
 import type { SessionView } from "./book.ts";
 import { wireEvent, type Reply } from "./wire.ts";
 

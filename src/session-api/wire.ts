@@ -3,7 +3,7 @@
 // whose value holds its fields, or a bare string for a variant without
 // fields; replies have the same form. Field readers here refuse a malformed
 // request with a message that names the variant and the field.
-import type { SessionEvent, SessionParams } from "../sessions/events.ts";
+import type { SessionEvent, SessionParams } from "../session-log/events.ts";
 
 export class WireError extends Error {}
 

@@ -5,7 +5,7 @@
 // connection that closes cancels its generation and ends its subscriptions.
 import type { ServerWebSocket, WebSocketHandler } from "bun";
 import type { SessionConnection, SessionService } from "../session-api/service.ts";
-import type { RunningGeneration } from "../session-api/generation.ts";
+import type { RunningGeneration } from "../session-api/generate.ts";
 import type { Reply } from "../session-api/wire.ts";
 
 export interface SocketData {

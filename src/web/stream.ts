@@ -5,7 +5,7 @@
 // Closing the stream cancels the generation (finish 4), as Cancel does.
 import type { ToolChoice } from "../pipeline/tool-plan.ts";
 import { toolChoiceOf, type SessionService } from "../session-api/service.ts";
-import type { RunningGeneration } from "../session-api/generation.ts";
+import type { RunningGeneration } from "../session-api/generate.ts";
 import { Fields, parseRequest, WireError, wireEvent } from "../session-api/wire.ts";
 
 export function streamGeneration(service: SessionService, body: unknown, signal: AbortSignal): Response {

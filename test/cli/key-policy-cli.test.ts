@@ -1,7 +1,7 @@
 // `superfluid serve --key-policy FILE` with a bad file (docs/api/key-policy.md):
 // the server does not start; it exits 2 with the reason on stderr, naming
 // the entry and never quoting a secret. A handful of representative
-// refusals through the real command; test/api/key-policy.test.ts covers
+// refusals through the real command; test/http/auth/key-policy.test.ts covers
 // every refusal of the parser itself.
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

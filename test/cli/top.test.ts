@@ -10,7 +10,7 @@ import parse from "parse-prometheus-text-format";
 import { parseExposition } from "../../src/cli/top-parse.ts";
 import { histogramQuantile, nodeStats, type Scrape } from "../../src/cli/top-stats.ts";
 import { metricsUrl, renderLines } from "../../src/cli/top.ts";
-import { post, useServer } from "../api/support.ts";
+import { post, useServer } from "../http/support.ts";
 import { freePort } from "../scenarios/support.ts";
 
 const TMUX = Bun.which("tmux");

@@ -5,11 +5,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { GREEDY } from "../../src/engine/sampling.ts";
 import { JournalError, WorkerClient } from "../../src/daemon/worker-client.ts";
 import type { GenerateRequest } from "../../src/engine/jobs.ts";
-import type { GenerationJournal } from "../../src/sessions/journal.ts";
+import type { GenerationJournal } from "../../src/session-log/journal.ts";
 import { LlamaModel } from "../../src/engine/model.ts";
 import type { FinishReason } from "../../src/engine/engine.ts";
-import { FINISH, type SessionEvent } from "../../src/sessions/events.ts";
-import { post, useServer, user } from "../api/support.ts";
+import { FINISH, type SessionEvent } from "../../src/session-log/events.ts";
+import { post, useServer, user } from "../http/support.ts";
 import { fixturePath } from "../support/models.ts";
 
 /** A journal whose flushes complete only when the test says so. */

@@ -1,5 +1,5 @@
 // The neutral chat job (src/pipeline/chat-job.ts) driven directly, with no
-// HTTP in between: a ChatJob through prepareChat, startChat and chatChoice on
+// HTTP in between: a ChatJob through prepareChat, startChat and choiceText on
 // real served models. What an API family maps its request to must come out
 // the same whatever the family, so the pipeline's own decisions are checked
 // here on the objects it hands the engine (the GenerateRequest, the
@@ -16,11 +16,13 @@ import { ServedModel } from "../../src/daemon/served-model.ts";
 import type { Generation } from "../../src/daemon/worker-client.ts";
 import type { GenerateRequest } from "../../src/engine/jobs.ts";
 import { drawSeed } from "../../src/engine/sampling.ts";
-import { choiceSeed } from "../../src/pipeline/generation.ts";
+import { choiceSeed } from "../../src/pipeline/engine-request.ts";
 import { SCRIPTED_REASONING, SCRIPTED_REPLY } from "../../src/fixtures/index.ts";
 import { ndjsonFraming, sseFraming, streamResponse } from "../../src/http/stream.ts";
-import { chatChoice, prepareChat, renderChatPrompt, startChat, type ChatJob, type ChatTool, type ChoiceEnd, type PreparedChat } from "../../src/pipeline/chat-job.ts";
-import type { GenerationDefaults } from "../../src/pipeline/generation.ts";
+import { renderChatPrompt, type ChatJob, type ChatTool } from "../../src/pipeline/chat-job.ts";
+import { choiceText, type ChoiceEnd } from "../../src/pipeline/choice-stream.ts";
+import { prepareChat, startChat, type PreparedChat } from "../../src/pipeline/prepare-chat.ts";
+import type { GenerationDefaults } from "../../src/pipeline/engine-request.ts";
 import { RequestError } from "../../src/daemon/request-error.ts";
 import { fixturePath } from "../support/models.ts";
 
@@ -87,7 +89,7 @@ interface ReadChoice {
 /** Reads one choice to its end. */
 async function read(p: PreparedChat, generation: Generation): Promise<ReadChoice> {
   const out: ReadChoice = { content: "", reasoning: "", calls: [], end: undefined as unknown as ChoiceEnd };
-  const stream = chatChoice(p, generation);
+  const stream = choiceText(p.model.tokenizer, generation, p.choice);
   let step = await stream.next();
   while (!step.done) {
     out.content += step.value.content;
@@ -102,8 +104,8 @@ async function read(p: PreparedChat, generation: Generation): Promise<ReadChoice
 /** Prepares a job, starts its choices and reads them all. */
 async function runJob(model: ServedModel, j: ChatJob): Promise<{ p: PreparedChat; choices: ReadChoice[] }> {
   const p = await prepareChat(DEFAULTS, model, j);
-  const generations = await startChat(p);
-  return { p, choices: await Promise.all(generations.map((g) => read(p, g))) };
+  const generations = startChat(p).generations;
+  return { p, choices: await Promise.all(generations.map(async (g) => read(p, await g))) };
 }
 
 /** Token ids back to text, control tokens spelled out. */

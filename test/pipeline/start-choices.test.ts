@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import type { ServedModel } from "../../src/daemon/served-model.ts";
 import { RequestError } from "../../src/daemon/request-error.ts";
-import { startChoices } from "../../src/pipeline/generation.ts";
+import { startChoices } from "../../src/pipeline/engine-request.ts";
 
 const unloading = () => new RequestError(503, "model 'm' is being unloaded", "model_unloading", "model");
 

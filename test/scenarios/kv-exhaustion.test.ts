@@ -4,7 +4,7 @@
 // the pool has, so they must queue and take turns. Every one of them
 // completes in full (200, finish_reason "length", 300 tokens); none fails.
 import { describe, expect, test } from "bun:test";
-import { slots, useServer, waitIdle } from "../api/support.ts";
+import { slots, useServer, waitIdle } from "../http/support.ts";
 import { postChat, proseOfTokens } from "./support.ts";
 
 const s = useServer({ maxBatch: 2, maxContext: 1024 });

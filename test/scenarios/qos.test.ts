@@ -5,7 +5,7 @@
 // the same request run alone. Order of events, not wall-clock bounds: the
 // suite runs on busy machines.
 import { describe, expect, test } from "bun:test";
-import { slots, useServer, type TestServer } from "../api/support.ts";
+import { slots, useServer, type TestServer } from "../http/support.ts";
 import { proseOfTokens, streamChat } from "./support.ts";
 
 const INTERACTIVE = { "x-superfluid-qos": "interactive" };

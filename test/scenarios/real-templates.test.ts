@@ -7,7 +7,7 @@
 // bench/forced-calls.ts).
 import Ajv from "ajv";
 import { afterAll, describe, expect, test } from "bun:test";
-import { parseSse } from "../api/support.ts";
+import { parseSse } from "../http/support.ts";
 import { REAL_TEMPLATES_PRESENT as present, serveRealTemplate } from "./support.ts";
 
 

@@ -11,7 +11,7 @@
 // request with n = 4 first occupies every lane; the 16 burst requests then all
 // wait in the queue, and cancelling the holder frees the 4 lanes in one go.
 import { describe, expect, test } from "bun:test";
-import { post, slots, useServer, user, waitIdle } from "../api/support.ts";
+import { post, slots, useServer, user, waitIdle } from "../http/support.ts";
 import { commonPrefix, postChat, promptTokensOf, proseOfTokens, type Message } from "./support.ts";
 
 // A long window keeps the holders decoding until they are cancelled.

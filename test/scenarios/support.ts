@@ -12,7 +12,7 @@ import { chatJobOf } from "../../src/http/openai/chat-request.ts";
 import { renderChatPrompt } from "../../src/pipeline/chat-job.ts";
 import { COMMON_WORDS } from "../../src/fixtures/words.ts";
 import { mulberry32 } from "../../src/fixtures/prng.ts";
-import { parseSse, type SseRead, type TestServer } from "../api/support.ts";
+import { parseSse, type SseRead, type TestServer } from "../http/support.ts";
 import { startServer, type RunningServer } from "../../src/cli/serve.ts";
 import { parseServeOptions, type ServeOptions } from "../../src/cli/serve-options.ts";
 import type { FixtureKind } from "../../src/fixtures/index.ts";

@@ -8,7 +8,7 @@
 //
 // Times to first token are printed for a look, never asserted.
 import { describe, expect, test } from "bun:test";
-import { slots, useServer, waitIdle, type TestServer } from "../api/support.ts";
+import { slots, useServer, waitIdle, type TestServer } from "../http/support.ts";
 import { postChat, proseOfTokens, streamChat, type Message } from "./support.ts";
 
 /** A ~800-token conversation (with the template's tokens) whose text comes from `seed`. */

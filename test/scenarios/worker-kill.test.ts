@@ -7,7 +7,7 @@
 // The tiny model decodes thousands of tokens a second here, so the reply is
 // long enough (1000 tokens) that the kill after 5 chunks lands well before it ends.
 import { describe, expect, test } from "bun:test";
-import { envelope, getJson, slots, useServer } from "../api/support.ts";
+import { envelope, getJson, slots, useServer } from "../http/support.ts";
 import { postChat, streamChat, type StreamResult } from "./support.ts";
 
 const s = useServer({ maxBatch: 2, maxContext: 2048 });

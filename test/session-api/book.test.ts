@@ -3,7 +3,7 @@
 // and views of sessions another writer (an HTTP generation) appends to.
 import { expect, test } from "bun:test";
 import { MAX_VIEWS, SessionBook } from "../../src/session-api/book.ts";
-import { FINISH } from "../../src/sessions/store.ts";
+import { FINISH } from "../../src/session-log/store.ts";
 import { fillableDisk, useTempStores } from "../support/temp-stores.ts";
 
 const open = useTempStores("sf-book-");

@@ -3,7 +3,7 @@
 // which tool calls still wait for a result.
 import { expect, test } from "bun:test";
 import { chatToolOf, conversationOf } from "../../src/session-api/conversation.ts";
-import { CHANNEL, FINISH, type EventBody, type SessionEvent } from "../../src/sessions/events.ts";
+import { CHANNEL, FINISH, type EventBody, type SessionEvent } from "../../src/session-log/events.ts";
 
 const events = (...bodies: EventBody[]): SessionEvent[] => bodies.map((body, event_id) => ({ session: 1, event_id, epoch: 1, ts_unix_ms: 0, body }));
 const created: EventBody = { Created: { parent: null, params: {} } };

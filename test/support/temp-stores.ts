@@ -5,7 +5,7 @@ import { afterEach } from "bun:test";
 import { mkdtempSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SessionStore, type StoreOptions } from "../../src/sessions/store.ts";
+import { SessionStore, type StoreOptions } from "../../src/session-log/store.ts";
 
 export function useTempStores(prefix: string): (opts?: StoreOptions) => Promise<SessionStore> {
   const dirs: string[] = [];

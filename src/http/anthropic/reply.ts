@@ -4,8 +4,8 @@
 // deltas and closed. The stream sends the events as they come; the whole
 // reply is the blocks the same events built, so a client's accumulated
 // stream equals the reply it would have got unstreamed.
-import type { ChoiceDelta, ChoiceEnd } from "../../pipeline/chat-job.ts";
-import type { PrefixPin } from "../../pipeline/prefix-pins.ts";
+import type { ChoiceDelta, ChoiceEnd } from "../../pipeline/choice-stream.ts";
+import type { PrefixPin } from "../../pipeline/chat-job.ts";
 
 export type ContentBlock =
   | { type: "thinking"; thinking: string; signature: string }

@@ -7,8 +7,7 @@ import type { ChatMessage, ToolCall } from "../../codec/index.ts";
 import type { ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
-import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
-import type { PrefixBreakpoint } from "../../pipeline/prefix-pins.ts";
+import { toolSchema, type ChatJob, type ChatTool, type Constraint, type PrefixBreakpoint, type ToolChoice } from "../../pipeline/chat-job.ts";
 import { invalidRequest, RequestError, unsupportedMedia } from "../../daemon/request-error.ts";
 import { checkArrayLength, checkChatText } from "../chat-limits.ts";
 import { parseWith } from "../validate.ts";
@@ -378,20 +377,19 @@ export function promptJobOf(req: CountTokensRequest): MessagesJob {
   };
 }
 
-export function messagesJobOf(req: MessagesRequest, qos: QosClass): MessagesJob {
+/** The request as the neutral job, its cache breakpoints in it. */
+export function messagesJobOf(req: MessagesRequest, qos: QosClass): ChatJob {
   const { job, breakpoints } = promptJobOf(req);
   return {
-    job: {
-      ...job,
-      sampling: {
-        ...(req.temperature === undefined || req.temperature === null ? {} : { temperature: req.temperature }),
-        ...(req.top_p === undefined || req.top_p === null ? {} : { topP: req.top_p }),
-        ...(req.top_k === undefined || req.top_k === null ? {} : { topK: req.top_k }),
-      },
-      maxTokens: req.max_tokens,
-      stop: req.stop_sequences ?? [],
-      qos,
+    ...job,
+    sampling: {
+      ...(req.temperature === undefined || req.temperature === null ? {} : { temperature: req.temperature }),
+      ...(req.top_p === undefined || req.top_p === null ? {} : { topP: req.top_p }),
+      ...(req.top_k === undefined || req.top_k === null ? {} : { topK: req.top_k }),
     },
-    breakpoints,
+    maxTokens: req.max_tokens,
+    stop: req.stop_sequences ?? [],
+    qos,
+    ...(breakpoints.length > 0 ? { breakpoints } : {}),
   };
 }

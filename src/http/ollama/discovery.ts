@@ -6,7 +6,7 @@
 // model from its GGUF header. Nothing here loads a model or reaches the engine.
 import { createHash } from "node:crypto";
 import { version } from "../../../package.json";
-import type { ModelEntry, ModelRegistry } from "../../daemon/registry.ts";
+import type { RegistryEntry, ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { SamplingDefaults } from "../../gguf/describe.ts";
 import { invalidRequest, RequestError } from "../../daemon/request-error.ts";
@@ -36,9 +36,9 @@ export function ollamaName(id: string): string {
  * described by a stand-in holding those (one per entry, which its cache
  * keys on), its load time being when it became known.
  */
-const standIns = new WeakMap<ModelEntry, ServedModel>();
+const standIns = new WeakMap<RegistryEntry, ServedModel>();
 
-function factsOf(entry: ModelEntry): ModelFacts {
+function factsOf(entry: RegistryEntry): ModelFacts {
   if (entry.served) return modelFacts(entry.served);
   let standIn = standIns.get(entry);
   if (!standIn) {
@@ -49,7 +49,7 @@ function factsOf(entry: ModelEntry): ModelFacts {
 }
 
 /** Ollama's `details` object. */
-function details(entry: ModelEntry) {
+function details(entry: RegistryEntry) {
   const facts = factsOf(entry);
   const family = entry.source.info.architecture;
   return {
@@ -63,7 +63,7 @@ function details(entry: ModelEntry) {
 }
 
 /** The fields /api/tags and /api/ps share. */
-function listEntry(entry: ModelEntry) {
+function listEntry(entry: RegistryEntry) {
   const facts = factsOf(entry);
   const name = ollamaName(entry.id);
   return {
@@ -125,7 +125,7 @@ function parametersText(sampling: SamplingDefaults): string {
  * not loaded has no tokenizer to test its tool wire and markers with: what
  * its header says (FIM tokens, a template reading the thinking switch).
  */
-function capabilities(entry: ModelEntry): string[] {
+function capabilities(entry: RegistryEntry): string[] {
   const model = entry.served;
   const out = ["completion"];
   if (!model) {
@@ -144,7 +144,7 @@ function capabilities(entry: ModelEntry): string[] {
 }
 
 /** The known model an Ollama name means (a served id, `id:latest` or an --alias), without loading it; else Ollama's 404. */
-function knownModel(registry: ModelRegistry, name: unknown): ModelEntry {
+function knownModel(registry: ModelRegistry, name: unknown): RegistryEntry {
   if (typeof name !== "string" || name === "") throw invalidRequest("model is required", "model");
   const entry = registry.entry(name) ?? registry.entry(withoutLatest(name));
   if (!entry) throw new RequestError(404, `model '${name}' not found`, "model_not_found", "model");

@@ -7,15 +7,16 @@
 //   runs it (the --fim-model when set, the completion class, the per-client
 //   bucket and start deadline, kept out of the session log).
 // An empty prompt with nothing else preloads (one `load` record).
-import { choiceText } from "../../pipeline/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import type { Generation } from "../../daemon/worker-client.ts";
 import { QOS } from "../../engine/scheduler.ts";
-import { chatChoice, prepareChat, startChat } from "../../pipeline/chat-job.ts";
+import { ChoiceSet } from "../../pipeline/choice-set.ts";
+import type { ChoiceOptions } from "../../pipeline/choice-stream.ts";
 import { FIM_DEFAULT_MAX_TOKENS, fimMarkersOf, fimPrompt, fimTargetOf } from "../../pipeline/fim-prompt.ts";
-import { checkContext, checkTextFits, generateRequest, startChoices, type GenerationOptions } from "../../pipeline/generation.ts";
+import { checkContext, checkTextFits, fitWindow, generateRequest, type GenerationOptions } from "../../pipeline/engine-request.ts";
+import { prepareChat, startChat } from "../../pipeline/prepare-chat.ts";
 import { invalidRequest } from "../../daemon/request-error.ts";
 import { RequestTimer } from "../access-log.ts";
+import { replyResponse } from "../reply-runner.ts";
 import { readJsonBody } from "../body.ts";
 import { peerAddress } from "../listener.ts";
 import { checkBatchInvariant, requestQos } from "../qos.ts";
@@ -23,8 +24,8 @@ import { chargeFimRequest } from "../rate-limit.ts";
 import type { ServerContext } from "../server-context.ts";
 import { CURL_BODIES } from "./envelope.ts";
 import { loadedOllamaModel } from "./model-name.ts";
-import { applyWindow, optionsPlan } from "./options.ts";
-import { ollamaReply, preloaded, type RecordPlan } from "./reply.ts";
+import { optionsPlan } from "./options.ts";
+import { OLLAMA_WIRE, ollamaRenderer, preloaded } from "./reply.ts";
 import { generateJobOf, refuseImages } from "./request.ts";
 import { generateSchema, mergedOptions, parseOllama, type GenerateRequest } from "./schema.ts";
 
@@ -53,20 +54,14 @@ export async function generate(ctx: ServerContext, request: Request): Promise<Re
   const suffix = req.suffix ?? "";
   if (!req.prompt && suffix === "" && !req.system && !(req.images && req.images.length > 0)) return preloaded({ kind: "generate", name: req.model }, stream);
   checkBatchInvariant(ctx.qos, request);
-  const plan = (generation: Generation, deltas: RecordPlan["deltas"], promptTokens: number, on: ServedModel): RecordPlan => ({
-    kind: "generate",
-    route: GENERATE_ROUTE,
-    name: req.model,
-    model: on,
-    promptTokens,
-    logprobs: false,
-    timer,
-    generation,
-    deltas,
-  });
+  const reply = (on: ServedModel, promptTokens: number, choices: ChoiceSet, choice: ChoiceOptions) => {
+    const plan = { route: GENERATE_ROUTE, model: on, promptTokens, choices, choice, timer };
+    const renderer = ollamaRenderer({ kind: "generate", name: req.model, model: on, promptTokens, logprobs: false, timer });
+    return replyResponse(ctx, request.signal, plan, renderer, OLLAMA_WIRE, stream);
+  };
   if (suffix !== "") {
-    const { generation, prompt, target } = await startFim(ctx, request, req, model, suffix);
-    return ollamaReply(ctx, plan(generation, (onAdmitted) => choiceText(target.tokenizer, generation, { stops: [] }, onAdmitted), prompt, target), stream, request.signal);
+    const { choices, prompt, target } = await startFim(ctx, request, req, model, suffix);
+    return reply(target, prompt, choices, { stops: [] });
   }
   const qos = requestQos(ctx.qos, request);
   if (req.raw) {
@@ -77,16 +72,12 @@ export async function generate(ctx: ServerContext, request: Request): Promise<Re
     checkContext(model, tokens.length, "prompt");
     const options = optionsPlan(model, mergedOptions(req));
     const engineRequest = generateRequest(ctx, model, tokens, { sampling: options.sampling, maxTokens: options.maxTokens, qos });
-    applyWindow(options, tokens.length, engineRequest);
-    const [generation] = await startChoices(model, engineRequest, 1, [], { durable: true });
-    return ollamaReply(ctx, plan(generation!, (onAdmitted) => choiceText(model.tokenizer, generation!, { stops: [] }, onAdmitted), tokens.length, model), stream, request.signal);
+    fitWindow(options.window, tokens.length, engineRequest);
+    return reply(model, tokens.length, new ChoiceSet(model, [engineRequest], 1, { durable: true }), { stops: [] });
   }
   checkTextFits(model, (req.prompt ?? "").length + (req.system ?? "").length, "prompt");
-  const { job, options } = generateJobOf(model, req, qos);
-  const p = await prepareChat(ctx, model, job);
-  applyWindow(options, p.prompt.length, p.request);
-  const [generation] = await startChat(p, [], 1);
-  return ollamaReply(ctx, plan(generation!, (onAdmitted) => chatChoice(p, generation!, onAdmitted), p.prompt.length, model), stream, request.signal);
+  const p = await prepareChat(ctx, model, generateJobOf(model, req, qos));
+  return reply(model, p.prompt.length, startChat(p, 1), p.choice);
 }
 
 /** Fill-in-the-middle: the prompt before the cursor, the suffix after it. */
@@ -107,9 +98,8 @@ async function startFim(ctx: ServerContext, request: Request, req: GenerateReque
     ...(ctx.fim.deadlineMs > 0 ? { startBy: Date.now() + ctx.fim.deadlineMs } : {}),
   };
   const engineRequest = generateRequest(ctx, target, prompt, generation);
-  applyWindow(options, prompt.length, engineRequest);
+  fitWindow(options.window, prompt.length, engineRequest);
   // A request refused above takes nothing from the client's bucket.
   chargeFimRequest(ctx.fim.buckets, peerAddress(request));
-  const [started] = await startChoices(target, engineRequest, 1, [], { durable: false });
-  return { generation: started!, prompt: prompt.length, target };
+  return { choices: new ChoiceSet(target, [engineRequest], 1, { durable: false }), prompt: prompt.length, target };
 }

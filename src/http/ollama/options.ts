@@ -4,7 +4,8 @@
 // <name>`) rather than silently dropped.
 import type { RequestSampling } from "../../daemon/sampling-resolve.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import { invalidRequest, RequestError } from "../../daemon/request-error.ts";
+import { invalidRequest } from "../../daemon/request-error.ts";
+import type { RequestWindow } from "../../pipeline/engine-request.ts";
 import { checkKeyCount, MAX_OLLAMA_OPTIONS } from "../chat-limits.ts";
 
 export interface OptionsPlan {
@@ -13,7 +14,7 @@ export interface OptionsPlan {
   maxTokens?: number;
   stop: string[];
   /** num_ctx below the served window: this request's prompt and reply must fit it. */
-  window?: number;
+  window?: RequestWindow;
 }
 
 /**
@@ -64,7 +65,7 @@ export function optionsPlan(model: ServedModel, options: Record<string, unknown>
         if (window > model.contextWindow) {
           throw invalidRequest(`options.num_ctx: this server runs ${model.id} with a window of ${model.contextWindow} tokens (serve --max-context); got ${window}`, "options.num_ctx");
         }
-        if (window < model.contextWindow) plan.window = window;
+        if (window < model.contextWindow) plan.window = { tokens: window, field: "options.num_ctx" };
         break;
       }
       case "temperature":
@@ -107,18 +108,4 @@ export function optionsPlan(model: ServedModel, options: Record<string, unknown>
     }
   }
   return plan;
-}
-
-/** Holds a prepared request to a smaller num_ctx window: the prompt must leave room, the reply cap fits what is left. */
-export function applyWindow(plan: OptionsPlan, promptTokens: number, request: { maxTokens: number }): void {
-  if (plan.window === undefined) return;
-  if (promptTokens >= plan.window) {
-    throw new RequestError(
-      400,
-      `options.num_ctx is ${plan.window} tokens, but the prompt is ${promptTokens} tokens, leaving no room for a reply`,
-      "context_length_exceeded",
-      "options.num_ctx",
-    );
-  }
-  request.maxTokens = Math.min(request.maxTokens, plan.window - promptTokens);
 }

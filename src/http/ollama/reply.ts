@@ -6,18 +6,13 @@
 // terminal record, holding everything.
 import type { ChoiceDelta, ChoiceEnd } from "../../pipeline/choice-stream.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
-import type { Generation } from "../../daemon/worker-client.ts";
 import type { TokenLogprob } from "../../engine/logprobs.ts";
-import { failedAccess, finishOf, logAccess, streamLogged, type RequestTimer } from "../access-log.ts";
-import { admissionHeaders, nonStreamResponse } from "../keepalive.ts";
-import { cancelOnAbort, type ServerContext } from "../server-context.ts";
-import { startStream } from "../stream-admission.ts";
-import { streamResponse } from "../stream.ts";
+import type { RequestTimer } from "../access-log.ts";
+import type { ReplyRenderer, ReplyWire } from "../reply-runner.ts";
 import { OLLAMA_NDJSON, ollamaErrorBody } from "./envelope.ts";
 
 export interface RecordPlan {
   kind: "chat" | "generate";
-  route: string;
   /** The model name as the request gave it (records echo it). */
   name: string;
   model: ServedModel;
@@ -25,10 +20,10 @@ export interface RecordPlan {
   logprobs: boolean;
   /** Started when the request arrived. */
   timer: RequestTimer;
-  generation: Generation;
-  /** The generation's deltas; `onAdmitted` hears when it gets a lane. */
-  deltas(onAdmitted: (cachedTokens: number) => void): AsyncGenerator<ChoiceDelta, ChoiceEnd>;
 }
+
+/** How Ollama's replies are sent: NDJSON (no keep-alive), errors in its envelope. */
+export const OLLAMA_WIRE: ReplyWire = { framing: OLLAMA_NDJSON, errorBody: ollamaErrorBody };
 
 interface OllamaCall {
   function: { name: string; arguments: Record<string, unknown> };
@@ -41,7 +36,6 @@ class Gathered {
   readonly calls: OllamaCall[] = [];
   readonly logprobs: unknown[] = [];
   private readonly open = new Map<number, string>();
-  admittedAt?: number;
 
   constructor(
     private readonly model: ServedModel,
@@ -50,7 +44,6 @@ class Gathered {
 
   /** One delta; returns the record fields it contributes (content, thinking, logprobs). */
   add(d: ChoiceDelta): { content: string; thinking: string; logprobs: unknown[] } {
-    this.timer.tokenDelivered();
     let content = d.content;
     for (const e of d.calls ?? []) {
       if (e.type === "call-start") this.open.set(e.index, e.name);
@@ -81,7 +74,7 @@ class Gathered {
     return {
       total_duration: ns(now - this.timer.started),
       load_duration: 0,
-      prompt_eval_duration: ns(first - (this.admittedAt ?? this.timer.started)),
+      prompt_eval_duration: ns(first - (this.timer.admittedAt ?? this.timer.started)),
       eval_duration: ns(now - first),
     };
   }
@@ -114,11 +107,7 @@ function body(plan: RecordPlan, content: string, thinking: string, calls: Ollama
   return { response: content, ...(thinking ? { thinking } : {}), context: [] };
 }
 
-/** What the access log knows of a reply before its end. */
-const accessBase = (plan: RecordPlan) => ({ route: plan.route, model: plan.model.id, prompt: plan.promptTokens });
-
 function terminal(plan: RecordPlan, g: Gathered, end: ChoiceEnd, whole: boolean) {
-  logAccess({ ...accessBase(plan), status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, g.timer);
   return {
     ...head(plan),
     ...(whole ? body(plan, g.content, g.thinking, g.calls) : body(plan, "", "")),
@@ -132,64 +121,22 @@ function terminal(plan: RecordPlan, g: Gathered, end: ChoiceEnd, whole: boolean)
   };
 }
 
-export function ollamaReply(ctx: ServerContext, plan: RecordPlan, stream: boolean, signal: AbortSignal): Promise<Response> {
-  return stream ? streamRecords(plan, signal) : wholeRecord(ctx, plan, signal);
-}
-
-async function wholeRecord(ctx: ServerContext, plan: RecordPlan, signal: AbortSignal): Promise<Response> {
-  cancelOnAbort(signal, () => [plan.generation]);
+/** Ollama's records: one per delta when streamed, then the calls and the terminal record; whole, the terminal record alone. */
+export function ollamaRenderer(plan: RecordPlan): ReplyRenderer {
   const g = new Gathered(plan.model, plan.timer);
-  const admission = admissionHeaders();
-  const reply = (async () => {
-    const deltas = plan.deltas(plan.timer.onAdmitted((cached) => {
-      g.admittedAt = performance.now();
-      admission.onAdmitted(cached);
-    }));
-    let step = await deltas.next();
-    while (!step.done) {
-      g.add(step.value);
-      step = await deltas.next();
-    }
-    return { body: terminal(plan, g, step.value, true), headers: { "x-superfluid-warm": String(step.value.cachedTokens) } };
-  })().catch(failedAccess(accessBase(plan), plan.timer));
-  return nonStreamResponse({
-    keepaliveSec: ctx.keepaliveSec,
-    admitted: admission.admitted,
-    reply,
-    cancel: () => plan.generation.cancel(),
-    route: plan.route,
-    errorBody: ollamaErrorBody,
-  });
-}
-
-/** NDJSON has no keep-alive line (a blank line is not JSON), so a stream needs nothing from the server context. */
-async function streamRecords(plan: RecordPlan, requestSignal: AbortSignal): Promise<Response> {
-  cancelOnAbort(requestSignal, () => [plan.generation]);
-  const g = new Gathered(plan.model, plan.timer);
-  const started = await startStream((onAdmitted) =>
-    plan.deltas(plan.timer.onAdmitted((cached) => {
-      g.admittedAt = performance.now();
-      onAdmitted(cached);
-    })),
-  ).catch(failedAccess(accessBase(plan), plan.timer));
-  return streamResponse(
-    OLLAMA_NDJSON,
-    streamLogged(accessBase(plan), plan.timer, async (sink, signal) => {
-      signal.addEventListener("abort", () => plan.generation.cancel(), { once: true });
-      let step = await started.first;
-      while (!step.done) {
-        const part = g.add(step.value);
-        if (part.content || part.thinking || part.logprobs.length > 0) {
-          sink.send({ ...head(plan), ...body(plan, part.content, part.thinking), ...(plan.logprobs ? { logprobs: part.logprobs } : {}), done: false });
-        }
-        step = await started.stream.next();
-      }
-      // Calls arrive whole, on one record before the terminal one.
-      if (g.calls.length > 0) sink.send({ ...head(plan), ...body(plan, "", "", g.calls), done: false });
-      sink.send(terminal(plan, g, step.value, false));
-    }),
-    { ...started.headers },
-  );
+  return {
+    delta: (_index, d) => {
+      const part = g.add(d);
+      if (!part.content && !part.thinking && part.logprobs.length === 0) return [];
+      return [{ data: { ...head(plan), ...body(plan, part.content, part.thinking), ...(plan.logprobs ? { logprobs: part.logprobs } : {}), done: false } }];
+    },
+    // Calls arrive whole, on one record before the terminal one.
+    close: (_index, end) => [
+      ...(g.calls.length > 0 ? [{ data: { ...head(plan), ...body(plan, "", "", g.calls), done: false } }] : []),
+      { data: terminal(plan, g, end, false) },
+    ],
+    whole: ([end]) => ({ body: terminal(plan, g, end!, true), headers: { "x-superfluid-warm": String(end!.cachedTokens) } }),
+  };
 }
 
 /** A preload (empty messages or prompt): nothing runs, one terminal record says the model is loaded. */

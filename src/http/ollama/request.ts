@@ -7,7 +7,7 @@ import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
 import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
 import { invalidRequest, unsupportedMedia } from "../../daemon/request-error.ts";
-import { optionsPlan, type OptionsPlan } from "./options.ts";
+import { optionsPlan } from "./options.ts";
 import { mergedOptions, type ChatRequest, type GenerateRequest, type OllamaMessage } from "./schema.ts";
 
 /** Images on llama.cpp: refused by field. */
@@ -66,13 +66,7 @@ function toolChoiceOf(req: ChatRequest, tools: ChatTool[]): ToolChoice {
   return { name };
 }
 
-/** A chat job and the options it was made from (their num_ctx window applies once the prompt is known). */
-export interface OllamaJob {
-  job: ChatJob;
-  options: OptionsPlan;
-}
-
-function jobOf(model: ServedModel, req: ChatRequest | GenerateRequest, messages: ChatMessage[], tools: ChatTool[], toolChoice: ToolChoice, qos: QosClass, logprobs?: number): OllamaJob {
+function jobOf(model: ServedModel, req: ChatRequest | GenerateRequest, messages: ChatMessage[], tools: ChatTool[], toolChoice: ToolChoice, qos: QosClass, logprobs?: number): ChatJob {
   const options = optionsPlan(model, mergedOptions(req));
   // A forced call beats `format`, as on the other families.
   const constraint = toolChoice === "required" || typeof toolChoice === "object" ? undefined : constraintOf(req.format);
@@ -91,11 +85,12 @@ function jobOf(model: ServedModel, req: ChatRequest | GenerateRequest, messages:
     qos,
     templateKwargs: thinkKwargs(req.think),
     durable: true,
+    ...(options.window ? { window: options.window } : {}),
   };
-  return { job, options };
+  return job;
 }
 
-export function chatJobOf(model: ServedModel, req: ChatRequest, qos: QosClass): OllamaJob {
+export function chatJobOf(model: ServedModel, req: ChatRequest, qos: QosClass): ChatJob {
   if (req.top_logprobs !== undefined && req.top_logprobs !== null && !req.logprobs) throw invalidRequest("top_logprobs requires logprobs to be true", "top_logprobs");
   const messages = (req.messages ?? []).map(toTemplateMessage);
   const tools = toolsOf(req.tools);
@@ -103,7 +98,7 @@ export function chatJobOf(model: ServedModel, req: ChatRequest, qos: QosClass): 
 }
 
 /** A templated generate: the prompt as the user turn, after `system` when given. */
-export function generateJobOf(model: ServedModel, req: GenerateRequest, qos: QosClass): OllamaJob {
+export function generateJobOf(model: ServedModel, req: GenerateRequest, qos: QosClass): ChatJob {
   refuseImages(req.images, "images");
   const messages: ChatMessage[] = [...(req.system ? [{ role: "system", content: req.system }] : []), { role: "user", content: req.prompt ?? "" }];
   return jobOf(model, req, messages, [], "auto", qos);

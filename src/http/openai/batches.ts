@@ -7,7 +7,7 @@ import type { Elysia } from "elysia";
 import type { LineReply } from "../../batches/output.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import { QOS } from "../../engine/scheduler.ts";
-import type { GenerationDefaults } from "../../pipeline/generation.ts";
+import type { GenerationDefaults } from "../../pipeline/engine-request.ts";
 import { scopeOf } from "../auth/principal.ts";
 import { readJsonBody } from "../body.ts";
 import { RequestError } from "../../daemon/request-error.ts";

@@ -6,7 +6,7 @@ import type { ChatMessage } from "../../codec/index.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
 import { toolSchema, type ChatJob, type ChatTool, type Constraint, type ToolChoice } from "../../pipeline/chat-job.ts";
-import { logitBiasOf, stopList } from "../../pipeline/generation.ts";
+import { logitBiasOf, stopList } from "../../pipeline/engine-request.ts";
 import { invalidRequest, RequestError } from "../../daemon/request-error.ts";
 import { checkArrayLength, checkKeyCount, checkReplyBudget } from "../chat-limits.ts";
 import { parseWith } from "../validate.ts";

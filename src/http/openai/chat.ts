@@ -1,50 +1,55 @@
 // POST /v1/chat/completions (docs/api/openai.md#chat-completions): the
 // request becomes the neutral chat job (chat-request.ts), and its choices'
-// deltas become OpenAI's reply, whole or streamed.
-import type { ChoiceDelta, ChoiceEnd, PreparedChat } from "../../pipeline/chat-job.ts";
-import { chatChoice, prepareChat, startChat } from "../../pipeline/chat-job.ts";
-import type { Generation } from "../../daemon/worker-client.ts";
+// deltas become OpenAI's reply, whole or streamed (chat-runner.ts runs it).
 import type { ServedModel } from "../../daemon/served-model.ts";
-import type { QosClass } from "../../engine/scheduler.ts";
-import type { GenerationDefaults } from "../../pipeline/generation.ts";
 import { invalidRequest } from "../../daemon/request-error.ts";
+import type { ChoiceDelta, ChoiceEnd } from "../../pipeline/choice-stream.ts";
+import type { GenerationDefaults } from "../../pipeline/engine-request.ts";
+import type { PreparedChat } from "../../pipeline/prepare-chat.ts";
 import { asRequestError } from "../../pipeline/request-failure.ts";
-import { failedAccess, finishOf, logAccess, RequestTimer, streamLogged } from "../access-log.ts";
-import { loadedOr404 } from "../models.ts";
-import { readJsonBody } from "../body.ts";
-import { admissionHeaders, nonStreamResponse, type JsonReply } from "../keepalive.ts";
-import { checkBatchInvariant, requestQos } from "../qos.ts";
-import { cancelOnAbort, streamKeepaliveMs, type ServerContext } from "../server-context.ts";
-import { streamResponse } from "../stream.ts";
-import { startStream } from "../stream-admission.ts";
+import type { QosClass } from "../../engine/scheduler.ts";
 import { checkChatText, checkListLengths } from "../chat-limits.ts";
+import { runChat, runWholeChat, type ChatFamily, type ChatReply, type ParsedChat } from "../chat-runner.ts";
+import { loadedOr404 } from "../models.ts";
+import type { Frame } from "../reply-runner.ts";
+import type { ServerContext } from "../server-context.ts";
 import { chatJobOf, parseChatRequest } from "./chat-request.ts";
 import type { ChatRequest } from "./chat-schema.ts";
 import { OPENAI_SSE, openaiErrorBody } from "./envelope.ts";
-import { streamedToolCalls, ToolCallCollector } from "./tool-call-output.ts";
 import { specField } from "./spec-stats.ts";
+import { streamedToolCalls, ToolCallCollector } from "./tool-call-output.ts";
 import { chatLogprob, usageOf } from "./usage.ts";
 
 const ROUTE = "/v1/chat/completions";
 
-/** The prepared job with what OpenAI's reply carries besides it. */
-interface Prepared extends PreparedChat {
+interface ParsedCompletion extends ParsedChat {
   req: ChatRequest;
-  id: string;
-  created: number;
 }
 
-function completionId(ctx: ServerContext): string {
-  return `chatcmpl-superfluid-${ctx.nextId()}`;
+const CHAT_FAMILY: ChatFamily<ParsedCompletion> = {
+  route: ROUTE,
+  framing: OPENAI_SSE,
+  errorBody: openaiErrorBody,
+  parse: async (ctx, body) => parseChat(ctx, body),
+  job: (_ctx, { req, model }, qos, defaults) => {
+    checkChatText(model, [
+      ["messages", req.messages, false],
+      ["tools", req.tools, true],
+      ["chat_template_kwargs", req.chat_template_kwargs, true],
+    ]);
+    return chatJobOf(model, req, qos, defaults.maxTokens);
+  },
+  reply: (ctx, { req }, p) => chatReply(req, p, `chatcmpl-superfluid-${ctx.nextId()}`),
+};
+
+export function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
+  return runChat(ctx, request, CHAT_FAMILY);
 }
 
-export async function chatCompletions(ctx: ServerContext, request: Request): Promise<Response> {
-  const body = await readJsonBody(request);
-  const { req, model } = await parseChat(ctx, body);
-  const qos = requestQos(ctx.qos, request);
-  checkBatchInvariant(ctx.qos, request);
-  const p = await prepare(ctx, ctx, req, model, qos);
-  return req.stream ? streamChat(ctx, p, request.signal) : completeChat(ctx, p, request.signal);
+/** The body checked and parsed, and the model it runs on (loaded first when it is known but not loaded). */
+async function parseChat(ctx: ServerContext, body: unknown, served?: ServedModel): Promise<ParsedCompletion> {
+  const req = parseChatRequest(body);
+  return { req, model: served ?? (await loadedOr404(ctx.registry, req.model)), stream: req.stream === true };
 }
 
 /** How a parsed body runs in process, outside any HTTP request (the Batches API's lines, docs/api/batches.md). */
@@ -61,151 +66,90 @@ export interface ChatRunOptions {
 /** A chat completion body run to its whole reply: the status and the JSON body the route would answer (errors in OpenAI's envelope). */
 export async function runChatCompletion(ctx: ServerContext, body: unknown, opts: ChatRunOptions): Promise<{ status: number; body: unknown }> {
   try {
-    const { req, model } = await parseChat(ctx, body, opts.model);
-    if (req.stream) throw invalidRequest("stream: true is not served here: this request gets one whole reply", "stream");
-    const p = await prepare(ctx, opts.defaults ?? ctx, req, model, opts.qos);
-    return { status: 200, body: (await chatReply(p, opts.signal).reply).body };
+    checkListLengths(ctx.registry, body);
+    const parsed = await parseChat(ctx, body, opts.model);
+    if (parsed.stream) throw invalidRequest("stream: true is not served here: this request gets one whole reply", "stream");
+    const reply = await runWholeChat(ctx, CHAT_FAMILY, parsed, { qos: opts.qos, signal: opts.signal, ...(opts.defaults ? { defaults: opts.defaults } : {}) });
+    return { status: 200, body: reply.body };
   } catch (err) {
     const e = asRequestError(err);
     return { status: e.status, body: openaiErrorBody(e) };
   }
 }
 
-/** The body checked and parsed, and the model it runs on (loaded first when it is known but not loaded). */
-async function parseChat(ctx: ServerContext, body: unknown, served?: ServedModel): Promise<{ req: ChatRequest; model: ServedModel }> {
-  checkListLengths(ctx.registry, body);
-  const req = parseChatRequest(body);
-  return { req, model: served ?? (await loadedOr404(ctx.registry, req.model)) };
+/** One choice's content, reasoning, calls and logprobs, gathered for the whole reply. */
+class GatheredChoice {
+  content = "";
+  reasoning = "";
+  readonly calls = new ToolCallCollector();
+  readonly logprobs: ReturnType<typeof chatLogprob>[] = [];
 }
 
-async function prepare(ctx: ServerContext, defaults: GenerationDefaults, req: ChatRequest, model: ServedModel, qos: QosClass): Promise<Prepared> {
-  checkChatText(model, [
-    ["messages", req.messages, false],
-    ["tools", req.tools, true],
-    ["chat_template_kwargs", req.chat_template_kwargs, true],
-  ]);
-  const prepared = await prepareChat(defaults, model, chatJobOf(model, req, qos, defaults.maxTokens));
-  return { ...prepared, req, id: completionId(ctx), created: Math.floor(Date.now() / 1000) };
-}
-
-async function completeChat(ctx: ServerContext, p: Prepared, signal: AbortSignal): Promise<Response> {
-  const admission = admissionHeaders();
-  const { reply, cancel } = chatReply(p, signal, admission.onAdmitted);
-  return nonStreamResponse({
-    keepaliveSec: ctx.keepaliveSec,
-    admitted: admission.admitted,
-    reply,
-    cancel,
-    route: ROUTE,
-    errorBody: openaiErrorBody,
+/** OpenAI's reply: chunks of one choice when streamed, every choice gathered when whole. */
+function chatReply(req: ChatRequest, p: PreparedChat, id: string): ChatReply {
+  const created = Math.floor(Date.now() / 1000);
+  const gathered: GatheredChoice[] = [];
+  const continuous = req.stream_options?.continuous_usage_stats === true;
+  let cachedAtAdmission = 0;
+  const chunk = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}, finish: string | null = null, logprobs: unknown = null): Frame => ({
+    data: { id, object: "chat.completion.chunk", created, model: p.model.id, choices: [{ index: 0, delta, logprobs, finish_reason: finish }], ...extra },
   });
-}
-
-/** Every choice read to its end as OpenAI's whole reply; `onAdmitted` hears when the first choice gets a lane. */
-function chatReply(p: Prepared, signal: AbortSignal, onAdmitted?: (cached: number) => void): { reply: Promise<JsonReply>; cancel: () => void } {
-  const timer = new RequestTimer();
-  const live: Generation[] = [];
-  cancelOnAbort(signal, () => live);
-  // startChoices puts the first choice in `live` at once and the others once it
-  // has prefilled; the first is read from the start, so its admission (which
-  // commits the 200 under --nonstream-keepalive) is seen before its prefill ends.
-  const starting = startChat(p, live);
-  const collect = async (generation: Generation, index: number, onAdmitted?: (cached: number) => void) => {
-    let content = "";
-    let reasoning = "";
-    const calls = new ToolCallCollector();
-    const logprobs: ReturnType<typeof chatLogprob>[] = [];
-    const stream = chatChoice(p, generation, onAdmitted);
-    let step = await stream.next();
-    while (!step.done) {
-      const delta: ChoiceDelta = step.value;
-      timer.tokenDelivered();
-      content += delta.content;
-      reasoning += delta.reasoning;
-      calls.add(delta.calls);
-      for (const l of delta.logprobs ?? []) logprobs.push(chatLogprob(p.model, l.token, l.logprob));
-      step = await stream.next();
-    }
-    const end: ChoiceEnd = step.value;
-    return { index, content, reasoning, logprobs, end, toolCalls: calls.done() };
-  };
-  const first = collect(live[0]!, 0, timer.onAdmitted(onAdmitted));
-  first.catch(() => {}); // awaited below; this only keeps an early failure from counting as unhandled
-  const reply = (async () => {
-    const generations = await starting;
-    if (signal.aborted) generations.forEach((g) => g.cancel());
-    const choices = await Promise.all([first, ...generations.slice(1).map((g, i) => collect(g, i + 1))]).catch((err) => {
-      generations.forEach((g) => g.cancel());
-      throw err;
-    });
-    const cached = choices[0]!.end.cachedTokens;
-    const completion = choices.reduce((n, c) => n + c.end.completionTokens, 0);
-    logAccess({ status: 200, route: ROUTE, model: p.model.id, prompt: p.prompt.length, cached, completion, finish: finishOf(choices[0]!.end), id: p.id }, timer);
-    return {
-      body: {
-        id: p.id,
-        object: "chat.completion",
-        created: p.created,
-        model: p.model.id,
-        choices: choices.map((c) => ({
-          index: c.index,
-          message: {
-            role: "assistant",
-            // OpenAI sends null content beside tool calls when there is no text.
-            content: c.content === "" && c.toolCalls.length > 0 ? null : c.content,
-            ...(c.reasoning ? { reasoning_content: c.reasoning } : {}),
-            ...(c.toolCalls.length > 0 ? { tool_calls: c.toolCalls } : {}),
-          },
-          logprobs: p.req.logprobs ? { content: c.logprobs } : null,
-          finish_reason: c.end.finishReason,
-        })),
-        usage: usageOf(p.prompt.length, completion, cached),
-        superfluid: { warm: cached, ...specField(choices.map((c) => c.end)) },
+  return {
+    id,
+    renderer: {
+      admitted: (cached) => void (cachedAtAdmission = cached),
+      open: () => [chunk({ role: "assistant", content: "" })],
+      delta: (index, d: ChoiceDelta) => {
+        const g = (gathered[index] ??= new GatheredChoice());
+        g.content += d.content;
+        g.reasoning += d.reasoning;
+        g.calls.add(d.calls);
+        const logprobs = (d.logprobs ?? []).map((l) => chatLogprob(p.model, l.token, l.logprob));
+        g.logprobs.push(...logprobs);
+        if (!req.stream) return [];
+        const delta: Record<string, unknown> = {};
+        if (d.reasoning) delta.reasoning_content = d.reasoning;
+        if (d.content) delta.content = d.content;
+        const toolDeltas = streamedToolCalls(d.calls);
+        if (toolDeltas.length > 0) delta.tool_calls = toolDeltas;
+        const usage = continuous ? { usage: usageOf(p.prompt.length, d.completionTokens, cachedAtAdmission) } : {};
+        const lp = d.logprobs ? { content: logprobs } : null;
+        return Object.keys(delta).length > 0 || lp ? [chunk(delta, usage, null, lp)] : [];
       },
-      headers: { "x-superfluid-warm": String(cached) },
-    };
-  })().catch(failedAccess({ route: ROUTE, model: p.model.id, prompt: p.prompt.length, id: p.id }, timer));
-  return { reply, cancel: () => live.forEach((g) => g.cancel()) };
-}
-
-async function streamChat(ctx: ServerContext, p: Prepared, requestSignal: AbortSignal): Promise<Response> {
-  const timer = new RequestTimer();
-  // A stream carries one choice.
-  const [generation] = await startChat(p, [], 1);
-  cancelOnAbort(requestSignal, () => [generation!]);
-  const chunk = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}, finish: string | null = null, logprobs: unknown = null) => ({
-    id: p.id,
-    object: "chat.completion.chunk",
-    created: p.created,
-    model: p.model.id,
-    choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
-    ...extra,
-  });
-  const base = { route: ROUTE, model: p.model.id, prompt: p.prompt.length, id: p.id };
-  const started = await startStream((onAdmitted) => chatChoice(p, generation!, timer.onAdmitted(onAdmitted))).catch(failedAccess(base, timer));
-  const { stream, first, headers } = started;
-  const continuous = p.req.stream_options?.continuous_usage_stats === true;
-  return streamResponse(OPENAI_SSE, streamLogged(base, timer, async (sink, signal) => {
-    signal.addEventListener("abort", () => generation!.cancel(), { once: true });
-    sink.send(chunk({ role: "assistant", content: "" }));
-    let step = await first;
-    while (!step.done) {
-      const d: ChoiceDelta = step.value;
-      timer.tokenDelivered();
-      const delta: Record<string, unknown> = {};
-      if (d.reasoning) delta.reasoning_content = d.reasoning;
-      if (d.content) delta.content = d.content;
-      const toolDeltas = streamedToolCalls(d.calls);
-      if (toolDeltas.length > 0) delta.tool_calls = toolDeltas;
-      const logprobs = d.logprobs ? { content: d.logprobs.map((l) => chatLogprob(p.model, l.token, l.logprob)) } : null;
-      const usage = continuous ? { usage: usageOf(p.prompt.length, d.completionTokens, started.cachedAtAdmission ?? 0) } : {};
-      if (Object.keys(delta).length > 0 || logprobs) sink.send(chunk(delta, usage, null, logprobs));
-      step = await stream.next();
-    }
-    const end = step.value;
-    logAccess({ ...base, status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, timer);
-    sink.send(
-      chunk({}, { usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens, ...specField([end]) } }, end.finishReason),
-    );
-  }), headers, streamKeepaliveMs(ctx));
+      close: (_index, end: ChoiceEnd) => [
+        chunk({}, { usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens, ...specField([end]) } }, end.finishReason),
+      ],
+      whole: (ends) => {
+        const cached = ends[0]!.cachedTokens;
+        const completion = ends.reduce((n, e) => n + e.completionTokens, 0);
+        return {
+          body: {
+            id,
+            object: "chat.completion",
+            created,
+            model: p.model.id,
+            choices: ends.map((end, index) => {
+              const g = gathered[index] ?? new GatheredChoice();
+              const toolCalls = g.calls.done();
+              return {
+                index,
+                message: {
+                  role: "assistant",
+                  // OpenAI sends null content beside tool calls when there is no text.
+                  content: g.content === "" && toolCalls.length > 0 ? null : g.content,
+                  ...(g.reasoning ? { reasoning_content: g.reasoning } : {}),
+                  ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+                },
+                logprobs: req.logprobs ? { content: g.logprobs } : null,
+                finish_reason: end.finishReason,
+              };
+            }),
+            usage: usageOf(p.prompt.length, completion, cached),
+            superfluid: { warm: cached, ...specField(ends) },
+          },
+          headers: { "x-superfluid-warm": String(cached) },
+        };
+      },
+    },
+  };
 }

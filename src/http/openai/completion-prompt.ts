@@ -6,7 +6,7 @@ import * as v from "valibot";
 import { IncrementalDecoder } from "../../codec/index.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import { invalidRequest } from "../../daemon/request-error.ts";
-import { checkContext, checkTextFits } from "../../pipeline/generation.ts";
+import { checkContext, checkTextFits } from "../../pipeline/engine-request.ts";
 
 // Ids are checked against the vocabulary after parsing (tokenIdsOf), so a
 // fractional or negative id gets the same precise message as one past the end.

@@ -20,7 +20,7 @@ import { completionReply } from "./completion-reply.ts";
 import { finishOf } from "../access-log.ts";
 import { fimPrompts } from "./fim.ts";
 import { FIM_DEFAULT_MAX_TOKENS, FIM_MODES, fimMarkersOf, fimTargetOf, type FimMode } from "../../pipeline/fim-prompt.ts";
-import { stopList } from "../../pipeline/generation.ts";
+import { stopList } from "../../pipeline/engine-request.ts";
 import type { ServerContext } from "../server-context.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
 import { specField } from "./spec-stats.ts";

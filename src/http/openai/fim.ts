@@ -3,7 +3,7 @@
 // src/pipeline/fim-prompt.ts frames them.
 import type { ServedModel } from "../../daemon/served-model.ts";
 import { promptLabel, tokenIdsOf, type PromptEntry, type TokenizedPrompt } from "./completion-prompt.ts";
-import { checkContext, checkTextFits } from "../../pipeline/generation.ts";
+import { checkContext, checkTextFits } from "../../pipeline/engine-request.ts";
 import { fimPrompt, type FimMarkers, type FimMode } from "../../pipeline/fim-prompt.ts";
 
 /** One FIM prompt per request prompt (all with the same suffix), each checked against the window. */

@@ -1,6 +1,6 @@
 // GET /v1/models and /v1/models/{model} (docs/api/openai.md#models): every
 // known model, loaded or not; describing one never loads it. Ids may contain '/'.
-import type { ModelEntry, ModelRegistry } from "../../daemon/registry.ts";
+import type { RegistryEntry, ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { SamplingDefaults } from "../../gguf/describe.ts";
 
@@ -59,7 +59,7 @@ export function modelObject(registry: ModelRegistry, model: ServedModel) {
  * header says. Its window is not known until a worker sizes its KV, so
  * `meta.n_ctx` is null; `runtime` and `capabilities` come with a load.
  */
-export function entryObject(registry: ModelRegistry, entry: ModelEntry) {
+export function entryObject(registry: ModelRegistry, entry: RegistryEntry) {
   const served = entry.state === "loaded" ? entry.served : undefined;
   if (served) return modelObject(registry, served);
   const { info } = entry.source;

@@ -9,7 +9,7 @@ import type { ChatJob, RenderedPrompt } from "../../../pipeline/chat-job.ts";
 import { continuedPrompt, rememberHistory } from "../../../pipeline/continued-prompt.ts";
 import { contentKey } from "../../../pipeline/lru.ts";
 import { RequestError } from "../../../daemon/request-error.ts";
-import type { Item, ResponseIndex, ResponseStore } from "../../../responses/store.ts";
+import type { Item, ResponseIndex, ResponseStore } from "../../../response-store/store.ts";
 import { itemsToMessages } from "./request.ts";
 
 /** A continued id that is unknown, deleted or was never stored. */

@@ -2,25 +2,21 @@
 // conversation it continues become the neutral chat job (warm when the
 // stored turn's own tokens can be continued), its choice's deltas become
 // output items, and the response is stored, durably, before it (or
-// response.completed) goes out. A turn the client abandoned is stored
-// nowhere but the session log. The stored response belongs to the scope of
-// the key that sent the request, and only a response of that scope may be
-// continued (docs/api/security.md#scoping).
-import type { Generation } from "../../../daemon/worker-client.ts";
-import { chatChoice, prepareChat, rendersTools, startChat, type ChatJob, type ChoiceEnd, type PreparedChat } from "../../../pipeline/chat-job.ts";
-import type { Item } from "../../../responses/store.ts";
-import { newResponseId } from "../../../responses/store.ts";
-import { failedAccess, finishOf, logAccess, logFailure, RequestTimer } from "../../access-log.ts";
+// response.completed) goes out (chat-runner.ts runs it). A turn the client
+// abandoned is stored nowhere but the session log. The stored response
+// belongs to the scope of the key that sent the request, and only a
+// response of that scope may be continued (docs/api/security.md#scoping).
+import type { ChatJob } from "../../../pipeline/chat-job.ts";
+import { rendersTools } from "../../../pipeline/chat-job.ts";
+import type { ChoiceEnd } from "../../../pipeline/choice-stream.ts";
+import type { PreparedChat } from "../../../pipeline/prepare-chat.ts";
+import type { Item } from "../../../response-store/store.ts";
+import { newResponseId } from "../../../response-store/store.ts";
 import { scopeOf } from "../../auth/principal.ts";
-import { readJsonBody } from "../../body.ts";
-import { checkChatText, checkListLengths } from "../../chat-limits.ts";
-import { asRequestError } from "../../../pipeline/request-failure.ts";
-import { admissionHeaders, nonStreamResponse } from "../../keepalive.ts";
+import { checkChatText } from "../../chat-limits.ts";
+import { runChat, type ChatFamily, type ChatReply, type ParsedChat } from "../../chat-runner.ts";
 import { loadedOr404 } from "../../models.ts";
-import { checkBatchInvariant, requestQos } from "../../qos.ts";
-import { cancelOnAbort, streamKeepaliveMs, type ServerContext } from "../../server-context.ts";
-import { streamResponse, type StreamSink } from "../../stream.ts";
-import { startStream } from "../../stream-admission.ts";
+import type { ServerContext } from "../../server-context.ts";
 import { openaiErrorBody } from "../envelope.ts";
 import { requestSampling } from "../sampling-fields.ts";
 import { conversationOf, headOf, prepareNextTurn, warmPrompt, type Conversation } from "./conversation.ts";
@@ -30,24 +26,39 @@ import { constraintOf, inputItems, parseResponsesRequest, reasoningKwargs, toolC
 
 export const RESPONSES_ROUTE = "/v1/responses";
 
-/** One request's turn: the prepared job and what its response and its stored record carry besides the output. */
-interface Turn extends PreparedChat {
+/** One request's turn: the request, the stored conversation it continues, and what its stored record carries. */
+interface ParsedTurn extends ParsedChat {
   req: ResponsesRequest;
   id: string;
   created: number;
   /** The input items, each with an id. */
   input: Item[];
+  conversation: Conversation;
+  /** The scope of the request's key: the stored record's owner. */
+  owner: string | undefined;
+  /** Set with the job: the rendered head, the warm continuation, the tools left out. */
+  shape?: TurnShape;
+}
+
+/** What the job adds to a turn. */
+interface TurnShape {
   head: string;
-  /** The stored response continued, and the length of its tokens when this turn continues them warm. */
-  previous: string | null;
+  /** The length of the stored response's tokens when this turn continues them warm. */
   warmBase: number | null;
   /** Built-in tools left out of the prompt. */
   ignored: string[];
+  namespaces: ReturnType<typeof toolsOf>["namespaces"];
+}
+
+/** A turn with its prompt prepared: what the response and its stored record are made of. */
+interface Turn extends PreparedChat, TurnShape {
+  req: ResponsesRequest;
+  id: string;
+  created: number;
+  input: Item[];
+  /** The stored response continued. */
+  previous: string | null;
   output: OutputItems;
-  timer: RequestTimer;
-  /** Ends the pin on the continued response (idempotent). */
-  release: () => void;
-  /** The scope of the request's key: the stored record's owner. */
   owner: string | undefined;
 }
 
@@ -68,13 +79,23 @@ function withIds(items: Item[], suffix: string): Item[] {
   });
 }
 
-export async function createResponse(ctx: ServerContext, request: Request): Promise<Response> {
-  const body = await readJsonBody(request);
-  checkListLengths(ctx.registry, body);
+const RESPONSES_FAMILY: ChatFamily<ParsedTurn> = {
+  route: RESPONSES_ROUTE,
+  framing: RESPONSES_SSE,
+  errorBody: openaiErrorBody,
+  parse: (ctx, body, request) => parseTurn(ctx, body, request),
+  job: (ctx, turn, qos) => turnJob(ctx, turn, qos),
+  reply: (ctx, turn, prepared) => turnReply(ctx, turn, prepared),
+};
+
+export function createResponse(ctx: ServerContext, request: Request): Promise<Response> {
+  return runChat(ctx, request, RESPONSES_FAMILY);
+}
+
+async function parseTurn(ctx: ServerContext, body: unknown, request: Request): Promise<ParsedTurn> {
   const req = parseResponsesRequest(body);
   const id = newResponseId();
-  const suffix = id.slice("resp_".length);
-  const input = withIds(inputItems(req), suffix);
+  const input = withIds(inputItems(req), id.slice("resp_".length));
   const owner = scopeOf(request);
   const conversation = conversationOf(ctx.responses, req.previous_response_id, req.instructions, input, owner);
   // The continued response's files stay until this turn ends, even if it is deleted meanwhile.
@@ -87,28 +108,16 @@ export async function createResponse(ctx: ServerContext, request: Request): Prom
     void ctx.responses.unpin(previous);
   };
   try {
-    const turn = await prepareTurn(ctx, request, req, id, input, conversation, release, owner);
-    return await (req.stream ? streamTurn(ctx, turn, request.signal) : completeTurn(ctx, turn, request.signal));
+    const model = await loadedOr404(ctx.registry, req.model ?? conversation.previous!.model);
+    return { req, id, created: Math.floor(Date.now() / 1000), input, conversation, owner, model, stream: req.stream === true, release };
   } catch (err) {
     release();
     throw err;
   }
 }
 
-async function prepareTurn(
-  ctx: ServerContext,
-  request: Request,
-  req: ResponsesRequest,
-  id: string,
-  input: Item[],
-  conversation: Conversation,
-  release: () => void,
-  owner: string | undefined,
-): Promise<Turn> {
-  const suffix = id.slice("resp_".length);
-  const model = await loadedOr404(ctx.registry, req.model ?? conversation.previous!.model);
-  const qos = requestQos(ctx.qos, request);
-  checkBatchInvariant(ctx.qos, request);
+async function turnJob(ctx: ServerContext, turn: ParsedTurn, qos: ChatJob["qos"]): Promise<ChatJob> {
+  const { req, model, conversation } = turn;
   checkChatText(model, [
     ["input", req.input, false],
     ["instructions", req.instructions, false],
@@ -130,29 +139,16 @@ async function prepareTurn(
     ignoreEos: false,
     stop: [],
     n: 1,
-    qos,
+    ...(qos === undefined ? {} : { qos }),
     templateKwargs: reasoningKwargs(model, req.reasoning?.effort),
     durable: true,
   };
   const head = headOf(job, req.instructions, rendersTools(job));
   const warm = await warmPrompt(ctx.responses, model, job, conversation, head);
   if (warm) job.prompt = warm;
-  const prepared = await prepareChat(ctx, model, job);
-  return {
-    ...prepared,
-    req,
-    id,
-    created: Math.floor(Date.now() / 1000),
-    input,
-    head,
-    previous: conversation.previous?.id ?? null,
-    warmBase: warm && conversation.previous ? ctx.responses.tokens(conversation.previous.id).length : null,
-    ignored,
-    output: new OutputItems(suffix, prepared.request.grammar !== undefined, namespaces),
-    timer: new RequestTimer(),
-    release,
-    owner,
-  };
+  const warmBase = warm && conversation.previous ? ctx.responses.tokens(conversation.previous.id).length : null;
+  turn.shape = { head, warmBase, ignored, namespaces };
+  return job;
 }
 
 function usageOf(t: Turn, end: ChoiceEnd | undefined) {
@@ -232,12 +228,8 @@ async function finishTurn(ctx: ServerContext, t: Turn, end: ChoiceEnd): Promise<
     );
   }
   if (stored && !cut) prepareNextTurn(ctx.responses, t.model, t.job, t.id, t.req.instructions, t.head, t.owner);
-  logAccess({ ...accessBase(t), status: 200, cached: end.cachedTokens, completion: end.completionTokens, finish: finishOf(end) }, t.timer);
   return response;
 }
-
-/** What the access log knows of a turn before its end. */
-const accessBase = (t: Turn) => ({ route: RESPONSES_ROUTE, model: t.model.id, prompt: t.prompt.length, id: t.id });
 
 /** x-superfluid-warm (cached prompt tokens), how a stored conversation was continued, and the built-in tools left out. */
 function replyHeaders(t: Turn, cached: number | undefined): Record<string, string> {
@@ -248,83 +240,53 @@ function replyHeaders(t: Turn, cached: number | undefined): Record<string, strin
   };
 }
 
-async function completeTurn(ctx: ServerContext, t: Turn, signal: AbortSignal): Promise<Response> {
-  const live: Generation[] = [];
-  cancelOnAbort(signal, () => live);
-  const starting = startChat(t, live);
-  starting.catch(() => {}); // awaited below; this only keeps an early failure from counting as unhandled
-  const admission = admissionHeaders();
-  const reply = (async () => {
-    const stream = chatChoice(t, live[0]!, t.timer.onAdmitted(admission.onAdmitted));
-    let step = await stream.next();
-    while (!step.done) {
-      t.timer.tokenDelivered();
-      t.output.push(step.value);
-      step = await stream.next();
-    }
-    await starting;
-    const end = step.value;
-    t.output.finish(end.finishReason === "length");
-    return { body: await finishTurn(ctx, t, end), headers: replyHeaders(t, end.cachedTokens) };
-  })().catch(failedAccess(accessBase(t), t.timer));
-  reply.then(t.release, t.release);
-  return nonStreamResponse({
-    keepaliveSec: ctx.keepaliveSec,
-    admitted: admission.admitted,
-    reply,
-    cancel: () => live.forEach((g) => g.cancel()),
-    route: RESPONSES_ROUTE,
-    errorBody: openaiErrorBody,
-  });
-}
-
-async function streamTurn(ctx: ServerContext, t: Turn, requestSignal: AbortSignal): Promise<Response> {
-  const [generation] = await startChat(t, [], 1);
-  cancelOnAbort(requestSignal, () => [generation!]);
-  const started = await startStream((onAdmitted) => chatChoice(t, generation!, t.timer.onAdmitted(onAdmitted))).catch(failedAccess(accessBase(t), t.timer));
-  const { stream, first } = started;
-  return streamResponse(
-    RESPONSES_SSE,
-    async (raw, signal) => {
-      signal.addEventListener("abort", () => generation!.cancel(), { once: true });
-      let sequence = 0;
-      const sink: StreamSink = raw;
-      const send = (event: OutputEvent) => sink.send({ ...event, sequence_number: sequence++ }, event.type);
+/** The turn's output items as events (streamed) or the response object (whole), the response stored before either ends. */
+function turnReply(ctx: ServerContext, parsed: ParsedTurn, prepared: PreparedChat): ChatReply {
+  const shape = parsed.shape!;
+  const t: Turn = {
+    ...prepared,
+    ...shape,
+    req: parsed.req,
+    id: parsed.id,
+    created: parsed.created,
+    input: parsed.input,
+    previous: parsed.conversation.previous?.id ?? null,
+    output: new OutputItems(parsed.id.slice("resp_".length), prepared.request.grammar !== undefined, shape.namespaces),
+    owner: parsed.owner,
+  };
+  let sequence = 0;
+  const frame = (event: OutputEvent) => ({ data: { ...event, sequence_number: sequence++ }, event: event.type });
+  return {
+    id: t.id,
+    renderer: {
+      open: () => [
+        frame({ type: "response.created", response: responseObject(t, "in_progress") }),
+        frame({ type: "response.in_progress", response: responseObject(t, "in_progress") }),
+      ],
       // Until the first item opens (a long prefill, a wait in the queue) the
       // idle keep-alive is a real event: Codex times a stream out after 300 s
       // without one, and comment lines do not count. Before any output a
       // repeated in_progress changes nothing in what a client accumulates.
-      const waiting = setInterval(() => {
-        if (t.output.items.length === 0) send({ type: "response.in_progress", response: responseObject(t, "in_progress") });
-      }, streamKeepaliveMs(ctx));
-      signal.addEventListener("abort", () => clearInterval(waiting), { once: true });
-      try {
-        send({ type: "response.created", response: responseObject(t, "in_progress") });
-        send({ type: "response.in_progress", response: responseObject(t, "in_progress") });
-        let step = await first;
-        while (!step.done) {
-          t.timer.tokenDelivered();
-          t.output.push(step.value).forEach(send);
-          step = await stream.next();
-        }
-        const end = step.value;
-        t.output.finish(end.finishReason === "length").forEach(send);
+      idle: () => (t.output.items.length === 0 ? [frame({ type: "response.in_progress", response: responseObject(t, "in_progress") })] : []),
+      delta: (_index, d) => t.output.push(d).map(frame),
+      close: async (_index, end) => {
+        const frames = t.output.finish(end.finishReason === "length").map(frame);
         const response = await finishTurn(ctx, t, end);
         const terminal = { completed: "response.completed", incomplete: "response.incomplete" }[response.status as string] ?? "response.failed";
-        send({ type: terminal, response });
-      } catch (err) {
-        generation!.cancel();
-        logFailure(accessBase(t), t.timer, err, true);
-        const e = asRequestError(err);
+        return [...frames, frame({ type: terminal, response })];
+      },
+      whole: async ([end]) => {
+        t.output.finish(end!.finishReason === "length");
+        return { body: await finishTurn(ctx, t, end!), headers: replyHeaders(t, end!.cachedTokens) };
+      },
+      fail: (e) => {
         const code = e.code ?? (e.status >= 500 ? "server_error" : "invalid_request_error");
-        send({ type: "error", code, message: e.message, param: e.field });
-        send({ type: "response.failed", response: responseObject(t, "failed", undefined, { code, message: e.message }) });
-      } finally {
-        clearInterval(waiting);
-        t.release();
-      }
+        return [
+          frame({ type: "error", code, message: e.message, param: e.field }),
+          frame({ type: "response.failed", response: responseObject(t, "failed", undefined, { code, message: e.message }) }),
+        ];
+      },
+      headers: (cached) => replyHeaders(t, cached),
     },
-    replyHeaders(t, started.cachedAtAdmission),
-    streamKeepaliveMs(ctx),
-  );
+  };
 }

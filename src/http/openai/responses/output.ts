@@ -4,8 +4,8 @@
 // grown by deltas and closed, with the stream events that say so. The whole
 // response holds the items the same events built, so a client's accumulated
 // stream equals the response it would have got unstreamed.
-import type { ChoiceDelta } from "../../../pipeline/chat-job.ts";
-import type { Item } from "../../../responses/store.ts";
+import type { ChoiceDelta } from "../../../pipeline/choice-stream.ts";
+import type { Item } from "../../../response-store/store.ts";
 
 /** A stream event before its sequence number. */
 export type OutputEvent = { type: string } & Record<string, unknown>;

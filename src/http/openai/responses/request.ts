@@ -10,7 +10,7 @@ import { toolSchema, type ChatTool, type Constraint, type ToolChoice } from "../
 import { invalidRequest, RequestError, unsupportedMedia } from "../../../daemon/request-error.ts";
 import { checkArrayLength, checkKeyCount, MAX_TOOLS } from "../../chat-limits.ts";
 import { int, num, object, opt, parseWith, record } from "../../validate.ts";
-import type { Item } from "../../../responses/store.ts";
+import type { Item } from "../../../response-store/store.ts";
 
 export const responsesRequestSchema = v.looseObject({
   model: opt(v.string("model must be a string")),

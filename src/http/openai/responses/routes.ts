@@ -6,7 +6,7 @@
 import type { Elysia } from "elysia";
 import { RequestError } from "../../../daemon/request-error.ts";
 import { scopeOf } from "../../auth/principal.ts";
-import type { ResponseStore, StoredResponse } from "../../../responses/store.ts";
+import type { ResponseStore, StoredResponse } from "../../../response-store/store.ts";
 import type { ServerContext } from "../../server-context.ts";
 import { createResponse } from "./create.ts";
 

@@ -1,0 +1,922 @@
+// Every flag of `superfluid serve`, declared once: the parser, the --help and --help-all text,
+// the ServeOptions type (serve-options.ts) and the flag tables of docs/cli.md#serve
+// (flag-docs.ts; `bun run docs:cli` rewrites them) all come from this list.
+// Order: within a help group or a docs table, flags are listed in this order.
+import { join } from "node:path";
+import { homedir } from "node:os";
+import { DEFAULT_QOS } from "../engine/scheduler.ts";
+import { MAX_DRAFT_TOKENS, SPECULATION_DEFAULTS as SPEC } from "../engine/speculation.ts";
+import { physicalCores } from "../engine/threads.ts";
+import type { Env, FlagDecl } from "./flag-decl.ts";
+import {
+  aliasOf,
+  apiKey,
+  cells,
+  DEFAULT_PORT,
+  httpAddress,
+  maxContext,
+  nonEmpty,
+  num,
+  port,
+  prefillBudget,
+  qosClass,
+  speculate,
+  speedup,
+  text,
+  webAddress,
+  webOrigin,
+  whole,
+} from "./flag-values.ts";
+
+/** The --help headings, in order. */
+export const SERVE_GROUPS = [
+  { id: "models", title: "Models" },
+  { id: "listener", title: "Listener" },
+  { id: "scheduling", title: "Scheduling" },
+  { id: "sessions", title: "Sessions" },
+  { id: "speculation", title: "Speculation" },
+  { id: "security", title: "Security" },
+  { id: "logging", title: "Logging" },
+] as const;
+
+/** The flag tables of docs/cli.md, each between `<!-- serve-flags:ID -->` and `<!-- /serve-flags -->`. */
+export const SERVE_TABLES = [
+  "listener",
+  "engine",
+  "scheduling",
+  "speculation",
+  "http-policy",
+  "fim",
+  "sessions",
+  "parking",
+  "prefix-cache",
+  "model-lookup",
+  "refused",
+  "logging",
+] as const;
+
+type Group = (typeof SERVE_GROUPS)[number]["id"];
+type Table = (typeof SERVE_TABLES)[number];
+type ServeFlagDecl = FlagDecl & { readonly group: Group; readonly table: Table };
+
+export function superfluidHome(env: Env = process.env): string {
+  return env.SUPERFLUID_HOME ?? join(homedir(), ".superfluid");
+}
+
+export const SERVE_FLAGS = [
+  {
+    flag: "model",
+    key: "model",
+    value: "MODEL",
+    parse: text,
+    repeatable: true,
+    internal: true,
+    group: "models",
+    table: "model-lookup",
+    help: "another model to load at startup, after the bare MODEL",
+    doc: "another model loaded at startup, after the positional one ([several models](#several-models))",
+  },
+  {
+    flag: "model-dir",
+    key: "modelDirs",
+    value: "DIR",
+    parse: text,
+    repeatable: true,
+    group: "models",
+    table: "model-lookup",
+    help:
+      "every GGUF under DIR is known and loads on the first request naming it; " +
+      "references are looked up here too, before the Hugging Face cache",
+    doc:
+      "every GGUF under `DIR` is known and loads on the first request naming it ([several models](#several-models)); " +
+      "references are looked up here too, before the Hugging Face cache",
+  },
+  {
+    flag: "idle-timeout",
+    key: "idleTimeoutSec",
+    value: "SEC",
+    // setInterval takes at most 2^31-1 ms (the check runs every SEC/4).
+    parse: num({ min: 0, max: 2_147_483 }),
+    default: 0,
+    shown: "0 = never",
+    group: "models",
+    table: "model-lookup",
+    help: "unload a model other than the default after SEC seconds with no request; checked every SEC/4",
+    doc:
+      "unloads a model other than the default after `SEC` seconds with no request in flight and none naming it; " +
+      "checked every `SEC`/4",
+  },
+  {
+    flag: "alias",
+    key: "aliases",
+    value: "NAME=ID",
+    parse: aliasOf,
+    repeatable: true,
+    group: "models",
+    table: "model-lookup",
+    help:
+      "requests naming NAME get the served model ID; NAME may hold * wildcards (claude-*=tiny-chat); " +
+      "exact names first",
+    doc:
+      "requests naming `NAME` get the served model `ID`, on every route that takes a model. `NAME` may hold `*` " +
+      "wildcards (`claude-*=tiny-chat` maps every name Claude Code sends); a served id wins, then an exact alias, " +
+      "then the patterns in the order given. `ID` must be the served id (else exit 1 naming it); an empty side " +
+      "exits 2. `/v1/models` lists the names as `aliases` ([API](api/anthropic.md#model-names))",
+  },
+  {
+    flag: "http",
+    key: "http",
+    value: "ADDR:PORT",
+    parse: httpAddress,
+    internal: true,
+    shown: "`127.0.0.1:8453`",
+    group: "listener",
+    table: "listener",
+    help: "where to listen; [v6]:PORT for IPv6; wins over --host and --port",
+    doc: "where to listen; `[v6]:PORT` for IPv6; an empty address is `127.0.0.1`. Wins over `--host`/`--port`",
+  },
+  {
+    flag: "host",
+    key: "host",
+    value: "ADDR",
+    parse: text,
+    default: "127.0.0.1",
+    shown: "`127.0.0.1`",
+    group: "listener",
+    table: "listener",
+    help: "the address to listen on",
+  },
+  {
+    flag: "port",
+    key: "port",
+    value: "N",
+    parse: port,
+    default: DEFAULT_PORT,
+    group: "listener",
+    table: "listener",
+    help: "the port to listen on, 0-65535; 0 = any free port",
+  },
+  {
+    flag: "api-key",
+    key: "apiKeys",
+    value: "KEY",
+    parse: apiKey,
+    repeatable: true,
+    group: "security",
+    table: "listener",
+    help: "requests need this key (Authorization: Bearer or X-Api-Key); a global key may use the admin routes",
+    doc:
+      "requests need this key (`Authorization: Bearer` or `X-Api-Key`); " +
+      "an admin key ([security](api/security.md#keys))",
+  },
+  {
+    flag: "key-policy",
+    key: "keyPolicy",
+    value: "FILE",
+    parse: text,
+    internal: true,
+    group: "security",
+    table: "listener",
+    help: "keys with names, classes, limits and scopes (JSON; docs/api/key-policy.md); checked at startup",
+    doc: "named keys with classes, limits and scopes ([format](api/key-policy.md)); a bad file exits 2 with the reason",
+  },
+  {
+    flag: "rate-limit",
+    key: "rateLimitRpm",
+    value: "RPM",
+    parse: whole(0, 1_000_000),
+    default: 0,
+    shown: "0 = off",
+    group: "security",
+    table: "listener",
+    help: "requests a minute per client IP; 0 = off",
+    doc: "requests a minute per client IP ([security](api/security.md#rate-limits))",
+  },
+  {
+    flag: "web-origin",
+    key: "webOrigins",
+    value: "URL",
+    parse: webOrigin,
+    repeatable: true,
+    group: "security",
+    table: "listener",
+    help: "also let in requests from this page origin (on the main listener and the --web one)",
+    doc: "also let in requests whose `Origin` is this page origin (the main listener and the `--web` one)",
+  },
+  {
+    flag: "web",
+    key: "web",
+    value: "HOST:PORT",
+    parse: webAddress,
+    shown: "off",
+    group: "listener",
+    table: "listener",
+    help: "serve the session API and the chat page on this loopback address (docs/api/sessions.md)",
+    doc:
+      "the session API and the chat page on their own listener, loopback only (another address exits 2); " +
+      "port 0 = any free port; a token is written to `<sessions>/web-token` at each start " +
+      "([api/sessions.md](api/sessions.md))",
+  },
+  {
+    flag: "max-batch",
+    key: "maxBatch",
+    aliases: ["max-batch-size"],
+    value: "N",
+    parse: whole(1, 256),
+    default: 8,
+    group: "scheduling",
+    table: "engine",
+    help: "concurrent lanes, 1-256",
+  },
+  {
+    flag: "max-context",
+    key: "maxContext",
+    value: "N|auto",
+    parse: maxContext,
+    shown: "auto; 8192 with several models",
+    group: "models",
+    table: "engine",
+    help:
+      "tokens per conversation (prompt and reply), floor 512. N: each sequence gets its own KV buffer of N cells. " +
+      "auto: up to the model's trained window, the KV taking 60% of the memory the weights and a 1 GiB " +
+      "reserve leave: a buffer of the trained window per sequence where they fit, else one shared pool of " +
+      "that size (a conversation may grow into what the others leave). With several models (or --model-dir) " +
+      "the default is 8192. The startup log says what and why",
+    doc:
+      "the window of a request (prompt plus reply). `N`: each of the `--max-batch` + 2 sequences (at least 4) " +
+      "gets its own KV buffer of N cells; values below 512 are raised to 512. `auto`: up to the model's " +
+      "trained window, sized from free memory, per-lane buffers where they fit, else one shared pool " +
+      "([design](design.md#kv-layout))",
+  },
+  {
+    flag: "kv-pool",
+    key: "kvPool",
+    value: "N",
+    parse: cells,
+    group: "models",
+    table: "engine",
+    help: "one shared KV pool of N cells that every sequence draws from instead (floor 512)",
+    doc: "one shared KV pool of N cells that every sequence draws from; `--max-context` then caps the window",
+  },
+  {
+    flag: "max-tokens",
+    key: "maxTokens",
+    value: "N",
+    parse: whole(1),
+    shown: "the rest of the window",
+    group: "models",
+    table: "engine",
+    help: "the reply cap of a request that names none",
+    doc: "the reply cap of a request that names none; also the fill-in-the-middle default (else 128)",
+  },
+  {
+    flag: "threads",
+    key: "threads",
+    value: "N",
+    parse: whole(1),
+    default: (): number => physicalCores(),
+    shown: "physical cores",
+    group: "models",
+    table: "engine",
+    help: "compute threads of the worker's ggml threadpool",
+  },
+  {
+    flag: "prefill-budget",
+    key: "prefillBudget",
+    value: "N",
+    parse: prefillBudget,
+    default: 4096,
+    group: "scheduling",
+    table: "scheduling",
+    help: "prompt tokens per tick across lanes, 64-4096, or 0 = adaptive; each tick is still cut to one micro-batch",
+    doc:
+      "prompt tokens per tick across lanes, 64-4096, or 0 for the adaptive controller; each tick is still cut " +
+      "to one 512-token micro-batch ([design](design.md#prefill-budget))",
+  },
+  {
+    flag: "starvation-ticks",
+    key: "starvationTicks",
+    value: "N",
+    parse: whole(0, 2 ** 31 - 1),
+    default: 8,
+    group: "scheduling",
+    table: "scheduling",
+    help: "queue aging: a waiting request moves up one class per N ticks; 0 = no aging",
+    doc:
+      "queue aging: a waiting request moves up one class per N ticks; 0 = no aging " +
+      "([design](design.md#aging-and-lane-caps))",
+  },
+  {
+    flag: "class-lanes",
+    key: "classLanes",
+    value: "CLASS=N[,...]",
+    parse: text,
+    internal: true,
+    shown: "uncapped",
+    group: "scheduling",
+    table: "scheduling",
+    help: "at most N lanes per class, each 1..--max-batch; classes by name, alias or number",
+    doc: "at most N lanes per class, each 1..`--max-batch`; classes by name, alias or number (`background=2,agent=6`)",
+  },
+  {
+    flag: "http-default-qos",
+    key: "defaultQos",
+    value: "CLASS",
+    parse: qosClass,
+    default: DEFAULT_QOS,
+    shown: "`agent`",
+    group: "scheduling",
+    table: "http-policy",
+    help:
+      "the class of a request that names none: interactive (0), completion (1), agent (2), background (3), " +
+      "or an alias",
+    doc:
+      "the class of a request that names none: `interactive` (0), `completion` (1), `agent` (2), " +
+      "`background` (3), or an alias",
+  },
+  {
+    flag: "no-http-qos-header",
+    key: "noQosHeader",
+    internal: true,
+    group: "scheduling",
+    table: "http-policy",
+    help: "ignore the x-superfluid-qos request header (not even refused when invalid)",
+    doc: "ignore `x-superfluid-qos` (not even refused when invalid)",
+  },
+  {
+    flag: "http-allow-batch-invariant",
+    key: "allowBatchInvariant",
+    group: "security",
+    table: "http-policy",
+    help: "accept x-superfluid-batch-invariant (refused with 403 otherwise); it is then run like any request",
+    doc: "accept `x-superfluid-batch-invariant` (403 `admin_required` otherwise); it is then run like any request",
+  },
+  {
+    flag: "nonstream-keepalive",
+    key: "nonstreamKeepalive",
+    value: "SEC",
+    parse: num({ min: 0, max: 3600 }),
+    default: 0,
+    shown: "0 = off",
+    group: "listener",
+    table: "http-policy",
+    help:
+      "0-3600: a non-streamed reply commits 200 at admission and sends a space every SEC seconds until its JSON; " +
+      "also the SSE keep-alive period",
+    doc:
+      "0-3600: a non-streamed reply commits 200 at admission and sends a space every SEC seconds until its " +
+      "JSON; also the SSE keep-alive period ([API](api/openai.md#non-streaming-keep-alive))",
+  },
+  {
+    flag: "fim-model",
+    key: "fimModel",
+    value: "MODEL",
+    parse: text,
+    group: "models",
+    table: "fim",
+    help: "a dedicated fill-in-the-middle model (path or reference) in its own worker",
+    doc:
+      "a path or reference loaded in its own worker; fill-in-the-middle requests to the served model run on it. " +
+      "Refused at startup when its vocabulary lacks FIM tokens",
+  },
+  {
+    flag: "fim-max-context",
+    key: "fimMaxContext",
+    value: "N",
+    parse: whole(1),
+    shown: "min(the main window, 8192)",
+    group: "models",
+    table: "fim",
+    help: "the FIM model's tokens per lane",
+    doc: "its tokens per lane",
+  },
+  {
+    flag: "fim-max-batch",
+    key: "fimMaxBatch",
+    value: "N",
+    parse: whole(1, 256),
+    default: 2,
+    group: "models",
+    table: "fim",
+    help: "the FIM model's lanes, 1-256",
+    doc: "its lanes, 1-256",
+  },
+  {
+    flag: "completion-deadline-ms",
+    key: "completionDeadlineMs",
+    aliases: ["request-timeout"],
+    value: "N",
+    parse: whole(0),
+    default: 0,
+    shown: "0 = none",
+    group: "scheduling",
+    table: "fim",
+    help: "a FIM completion not started within N ms expires",
+  },
+  {
+    flag: "completion-rate",
+    key: "completionRate",
+    value: "F",
+    parse: num({ min: 0 }),
+    default: 10,
+    group: "scheduling",
+    table: "fim",
+    help: "FIM requests per second per client; 0 = unmetered",
+  },
+  {
+    flag: "completion-burst",
+    key: "completionBurst",
+    value: "N",
+    parse: whole(1),
+    default: 20,
+    group: "scheduling",
+    table: "fim",
+    help: "the per-client FIM bucket's size, at least 1",
+    doc: "the per-client bucket's size, ≥ 1",
+  },
+  {
+    flag: "temperature",
+    key: "temperature",
+    value: "F",
+    parse: num({ min: 0, max: 2 }),
+    internal: true,
+    shown: "the model's, else 1.0",
+    group: "models",
+    table: "model-lookup",
+    help: "operator sampling default, 0-2",
+    doc: "0-2",
+  },
+  {
+    flag: "top-p",
+    key: "topP",
+    value: "F",
+    parse: num({ min: 0, max: 1 }),
+    internal: true,
+    shown: "the model's",
+    group: "models",
+    table: "model-lookup",
+    help: "operator sampling default, 0-1",
+    doc: "0-1",
+  },
+  {
+    flag: "top-k",
+    key: "topK",
+    value: "N",
+    parse: whole(0, 2 ** 31 - 1),
+    internal: true,
+    shown: "the model's",
+    group: "models",
+    table: "model-lookup",
+    help: "operator sampling default, ≥ 0",
+    doc: "≥ 0",
+  },
+  {
+    flag: "min-p",
+    key: "minP",
+    value: "F",
+    parse: num({ min: 0, max: 1 }),
+    internal: true,
+    shown: "the model's",
+    group: "models",
+    table: "model-lookup",
+    help: "operator sampling default, 0-1",
+    doc: "0-1",
+  },
+  {
+    flag: "repeat-penalty",
+    key: "repeatPenalty",
+    value: "F",
+    parse: num({ min: 0.01, max: 2 }),
+    internal: true,
+    shown: "the model's, else 1.0",
+    group: "models",
+    table: "model-lookup",
+    help: "operator sampling default, 0.01-2",
+    doc: "0.01-2",
+  },
+  {
+    flag: "sessions",
+    key: "sessions",
+    value: "DIR",
+    parse: text,
+    env: "SUPERFLUID_SESSIONS",
+    default: (env: Env): string => join(superfluidHome(env), "sessions"),
+    shown: "`$SUPERFLUID_HOME/sessions`, else `~/.superfluid/sessions`",
+    group: "sessions",
+    table: "sessions",
+    help: "the session store; one server per directory",
+    doc: "the session store; one server per directory ([Files and folders](#the-sessions-directory))",
+  },
+  {
+    flag: "sessions-cache",
+    key: "sessionsCache",
+    group: "sessions",
+    table: "sessions",
+    help: "start a fresh session log on each start, keeping the previous one as wal.log.prev",
+    doc: "start a fresh session log on each start, keeping the previous one as `wal.log.prev`",
+  },
+  {
+    flag: "files-max-bytes",
+    key: "filesMaxBytes",
+    value: "N",
+    parse: whole(0),
+    shown: "unbounded",
+    group: "sessions",
+    table: "sessions",
+    help: "bytes all /v1/files uploads may hold together (one upload is at most 512 MiB either way)",
+    doc:
+      "bytes all `/v1/files` uploads may hold together, uploads in progress counted; an upload that would pass " +
+      "it gets 413 `files_quota_exceeded` ([API](api/files.md)). One upload is at most 512 MiB either way",
+  },
+  {
+    flag: "files-expiry",
+    key: "filesExpirySec",
+    value: "SEC",
+    parse: whole(1, 2 ** 31 - 1),
+    shown: "never",
+    group: "sessions",
+    table: "sessions",
+    help: "an uploaded file is gone SEC seconds after its upload (files already stored included)",
+  },
+  {
+    flag: "files-sweep",
+    key: "filesSweepSec",
+    value: "SEC",
+    // setInterval takes at most 2^31-1 ms.
+    parse: whole(1, 2_147_483),
+    default: 300,
+    group: "sessions",
+    table: "sessions",
+    help: "how often expired files are deleted from disk (they stop being served at expiry either way)",
+  },
+  {
+    flag: "host-cache-mb",
+    key: "hostCacheMb",
+    value: "N",
+    parse: whole(0),
+    shown: "60% of the memory free once the model is loaded, at most 8 GiB",
+    group: "scheduling",
+    table: "prefix-cache",
+    help: "host memory for prefixes that leave the KV pool; 0 = no host tier",
+    doc: "host memory for prefixes that leave the KV pool; 0 = no host tier ([design](design.md#host-tier))",
+  },
+  {
+    flag: "pressure-high",
+    key: "pressureHigh",
+    value: "PCT",
+    parse: whole(1, 100),
+    default: 85,
+    group: "scheduling",
+    table: "prefix-cache",
+    help: "KV occupancy (percent of the pool's cells) at which cached prefixes leave the pool",
+  },
+  {
+    flag: "pressure-low",
+    key: "pressureLow",
+    value: "PCT",
+    parse: whole(0, 100),
+    default: 70,
+    group: "scheduling",
+    table: "prefix-cache",
+    help: "the occupancy they leave it down to; may not exceed --pressure-high",
+    doc: "the occupancy they leave it down to; may not exceed `--pressure-high`",
+  },
+  {
+    flag: "pin-budget-pct",
+    key: "pinBudgetPct",
+    value: "PCT",
+    parse: whole(0, 100),
+    default: 50,
+    group: "scheduling",
+    table: "prefix-cache",
+    help: "share of the KV pool cache_control pins may hold; 0 = pins are counted but protect nothing",
+    doc:
+      "0-100: the share of the KV pool's cells that prefixes pinned by Anthropic `cache_control` breakpoints may " +
+      "hold together (shared prefixes counted once; the least recently pinned give way first). Pinned prefixes " +
+      "stay in the pool through the pressure marks. 0 = pins are counted (and reported in `usage`) but protect " +
+      "nothing ([design](design.md#pinned-prefixes), [API](api/anthropic.md#prompt-caching))",
+  },
+  {
+    flag: "tui",
+    key: "tui",
+    negatable: true,
+    // --tui changes nothing, so giving both is no contradiction: --no-tui wins.
+    bothOff: true,
+    internal: true,
+    shown: "on in a terminal",
+    group: "logging",
+    table: "logging",
+    help:
+      "live monitor above the log, on when stdin and stdout are a terminal; " +
+      "logs then also go to <sessions>/logs; q quits",
+    doc: "the live monitor ([tui](#tui)); never on when stdin or stdout is a pipe or a file. `--tui` changes nothing",
+  },
+  {
+    flag: "ready-file",
+    key: "readyFile",
+    value: "PATH",
+    parse: nonEmpty,
+    group: "listener",
+    table: "listener",
+    help: "once the default model serves, write its URL to PATH (atomically; removed on stop), for scripts that wait",
+    doc:
+      "once the default model serves, its URL is written to PATH (atomically; removed on stop), " +
+      "for scripts that wait for the server ([startup](#startup-and-shutdown))",
+  },
+  {
+    flag: "log-dir",
+    key: "logDir",
+    value: "DIR",
+    parse: nonEmpty,
+    group: "logging",
+    table: "logging",
+    help:
+      "logs as JSON lines in DIR/superfluid.<n>.jsonl (64 MiB files, 8 kept, 0600); " +
+      "access lines go there, off stderr",
+    doc: "every line also as a JSON object in `DIR/superfluid.<n>.jsonl`; access records go there only, off stderr",
+  },
+  {
+    flag: "log-file",
+    key: "logFile",
+    value: "PATH",
+    parse: nonEmpty,
+    group: "logging",
+    table: "logging",
+    help: "plain log lines appended to PATH (0600) instead of stderr",
+    doc: "the plain lines appended to PATH instead of stderr",
+  },
+  {
+    flag: "verbose",
+    key: "verbose",
+    short: "v",
+    group: "logging",
+    table: "logging",
+    help: "access lines add the reply id and the wait for a lane",
+    doc: "access lines add the reply's id and the wait for a lane: `... finish=stop id=chatcmpl-superfluid-7 wait=3ms`",
+  },
+  {
+    flag: "quiet",
+    key: "quiet",
+    env: "SUPERFLUID_QUIET",
+    group: "logging",
+    table: "logging",
+    help: "no access lines on stderr",
+    doc: "no access lines in the plain stream (stderr or `--log-file`)",
+  },
+  {
+    flag: "speculate",
+    key: "speculate",
+    value: "off|auto|prompt-lookup|draft-model:PATH",
+    parse: speculate,
+    internal: true,
+    shown: "`off`",
+    group: "speculation",
+    table: "speculation",
+    help:
+      "speculative decoding. prompt-lookup drafts the tokens that followed the lane's last 3 (else 2) tokens " +
+      "earlier in its context and verifies them in one decode; draft-model:PATH drafts greedily with a small " +
+      "GGUF of the same vocabulary, run in the same worker; auto = prompt-lookup where the model can drop a " +
+      "rejected draft (not recurrent, hybrid or sliding-window), else plain",
+    doc:
+      "`draft-model:PATH`: drafts greedily with a small GGUF model of the same vocabulary (checked at start: same " +
+      "size, same pieces), run beside the model in its worker with a KV of its own; verified the same way. " +
+      "`prompt-lookup`: as above; a model that cannot cut a rejected draft off its KV (recurrent or hybrid, or " +
+      "with sliding-window attention) refuses it at startup (exit 1, naming why). `auto`: `prompt-lookup` where " +
+      "the model allows it, else plain decoding. With several models each resolves on its own",
+  },
+  {
+    flag: "spec-draft-tokens",
+    key: "draftTokens",
+    value: "N",
+    parse: whole(1, MAX_DRAFT_TOKENS),
+    default: SPEC.draftTokens,
+    internal: true,
+    group: "speculation",
+    table: "speculation",
+    help: `draft depth, 1-${MAX_DRAFT_TOKENS}`,
+  },
+  {
+    flag: "spec-min-yield",
+    key: "minYield",
+    value: "X",
+    parse: num({ min: 0 }),
+    env: "SUPERFLUID_SPEC_MIN_YIELD",
+    default: SPEC.minYield,
+    internal: true,
+    expert: true,
+    group: "speculation",
+    table: "speculation",
+    help:
+      "≥ 0: a request whose drafts keep fewer than X tokens a drafting round stops drafting once judged; two " +
+      "failing requests and none passing turn it off for the model for good. 0 = no floor",
+  },
+  {
+    flag: "spec-yield-rounds",
+    key: "yieldRounds",
+    value: "N",
+    parse: whole(1),
+    env: "SUPERFLUID_SPEC_LANE_YIELD_ROUNDS",
+    default: SPEC.yieldRounds,
+    internal: true,
+    expert: true,
+    group: "speculation",
+    table: "speculation",
+    help: "≥ 1: the drafting rounds after which a request's yield is judged",
+  },
+  {
+    flag: "spec-throughput-gate",
+    key: "throughputGate",
+    negatable: true,
+    env: "SUPERFLUID_SPEC_GATE",
+    default: SPEC.throughputGate,
+    internal: true,
+    expert: true,
+    group: "speculation",
+    table: "speculation",
+    help:
+      "per lane count, compare decode speed with and without drafts and draft only where speculation is " +
+      "--spec-min-speedup times faster",
+    doc:
+      "per lane count, compare decode speed with and without drafts and draft only where speculation is " +
+      "`--spec-min-speedup` times faster",
+  },
+  {
+    flag: "spec-adaptive",
+    key: "adaptive",
+    negatable: true,
+    env: "SUPERFLUID_SPEC_ADAPTIVE",
+    default: SPEC.adaptive,
+    internal: true,
+    expert: true,
+    group: "speculation",
+    table: "speculation",
+    help:
+      "the gate's probe also tries the draft depth halved down to 1 (4, 2, 1) and keeps the fastest, " +
+      "per lane count; without the gate the depth is --spec-draft-tokens",
+    doc:
+      "the gate's probe also tries the draft depth halved down to 1 (4, 2, 1) and keeps the fastest, " +
+      "per lane count; without the gate the depth is `--spec-draft-tokens`",
+  },
+  {
+    flag: "spec-bitexact",
+    key: "bitexact",
+    negatable: true,
+    internal: true,
+    expert: true,
+    refused: {
+      message:
+        "--spec-bitexact: llama.cpp has no batch-invariant kernels, so a speculative decode cannot be made " +
+        "bit-exact with a plain one on this runtime (greedy output is already the same; " +
+        "docs/cli.md#speculative-decoding)",
+    },
+    shown: "refused",
+    group: "speculation",
+    table: "speculation",
+    help:
+      "refused: llama.cpp has no batch-invariant kernels, so a speculative decode cannot be forced bit-exact " +
+      "with a plain one (--no-spec-bitexact is accepted); greedy output is the same anyway",
+    doc:
+      "llama.cpp has no batch-invariant kernels, so a speculative decode cannot be forced bit-exact with a plain " +
+      "one (exit 2; `--no-spec-bitexact` is accepted); greedy output is the same anyway",
+  },
+  {
+    flag: "spec-max-temperature",
+    key: "specMaxTemperature",
+    value: "F",
+    parse: num({ min: 0, max: 2 }),
+    expert: true,
+    group: "speculation",
+    table: "speculation",
+    help:
+      "0-2: on a model that speculates, a temperature that came from the model's own defaults is capped at F; " +
+      "a request's temperature or --temperature never is",
+    doc:
+      "0-2: on a model that speculates, a temperature that came from the model's own defaults (its GGUF " +
+      "`general.sampling.temp`) is capped at F; a request's `temperature` or `--temperature` never is",
+  },
+  {
+    flag: "spec-min-speedup",
+    key: "minSpeedup",
+    value: "X",
+    parse: speedup,
+    env: "SUPERFLUID_SPEC_MIN_SPEEDUP",
+    default: SPEC.minSpeedup,
+    internal: true,
+    expert: true,
+    group: "speculation",
+    table: "speculation",
+    help: "> 0: how many times faster than plain decoding speculation must be for the gate to let it draft",
+  },
+  {
+    flag: "spec-gate-probe-tokens",
+    key: "probeTokens",
+    value: "N",
+    parse: whole(1),
+    env: "SUPERFLUID_SPEC_GATE_PROBE",
+    default: SPEC.probeTokens,
+    internal: true,
+    expert: true,
+    group: "speculation",
+    table: "speculation",
+    help: "≥ 1: decode steps each side of a comparison measures",
+  },
+  {
+    flag: "spec-gate-reprobe",
+    key: "reprobe",
+    value: "N",
+    parse: whole(0),
+    env: "SUPERFLUID_SPEC_GATE_REPROBE",
+    default: SPEC.reprobe,
+    internal: true,
+    expert: true,
+    group: "speculation",
+    table: "speculation",
+    help:
+      "≥ 0: after the gate turns speculation off for a lane count, measure again after N requests, " +
+      "doubling each time; 0 = off for good",
+  },
+  {
+    flag: "spec-gate-reprobe-max",
+    key: "reprobeMax",
+    value: "N",
+    parse: whole(1),
+    env: "SUPERFLUID_SPEC_GATE_REPROBE_MAX",
+    shown: `${SPEC.reprobeMax}, or \`--spec-gate-reprobe\` when above`,
+    internal: true,
+    expert: true,
+    group: "speculation",
+    table: "speculation",
+    help: "the most requests between re-measurements; not below --spec-gate-reprobe",
+    doc: "the most requests between re-measurements; not below `--spec-gate-reprobe`",
+  },
+  {
+    flag: "park",
+    key: "park",
+    negatable: true,
+    default: false,
+    group: "sessions",
+    table: "parking",
+    help:
+      "seal a session's KV to <sessions>/park when its generation ends, so the next one on it restores " +
+      "instead of prefilling; not with --sessions-cache",
+    doc:
+      "when a generation of a session (the session API) ends, seal its KV to `<sessions>/park/<session>.park`; " +
+      "the next generation on that session restores it instead of prefilling the history again, across " +
+      "restarts. Cannot be combined with `--sessions-cache`",
+  },
+  {
+    flag: "park-budget-gb",
+    key: "parkBudgetGb",
+    value: "N",
+    parse: num({ min: 0 }),
+    default: 20,
+    group: "sessions",
+    table: "parking",
+    help: "size bound of each park directory: past it the artifacts written longest ago are deleted; 0 = unbounded",
+  },
+  {
+    flag: "kv-bits",
+    key: "kvBits",
+    value: "N",
+    parse: text,
+    internal: true,
+    expert: true,
+    refused: {
+      message: "the llamacpp runtime keeps its KV type per context and exposes no such knob",
+      only: { when: "N ≠ 0", test: (raw: string) => Number(raw) !== 0 },
+    },
+    group: "models",
+    table: "refused",
+    help: "refused unless 0: llama.cpp keeps its KV type per context",
+  },
+  {
+    flag: "park-lossy",
+    key: "parkLossy",
+    internal: true,
+    expert: true,
+    refused: { message: "the llamacpp runtime exports no lossy encoding" },
+    group: "sessions",
+    table: "refused",
+    help: "refused: llama.cpp exports no lossy encoding of a parked KV",
+  },
+  {
+    flag: "prefix-blob-budget-mb",
+    key: "prefixBlobBudgetMb",
+    value: "N",
+    parse: text,
+    internal: true,
+    expert: true,
+    // A baseRT knob: llama.cpp's evicted prefixes are its own state exports, bounded by --host-cache-mb.
+    refused: {
+      message:
+        "the llamacpp runtime keeps evicted prefixes as its own state exports and has no prefix blob store; " +
+        "bound them with --host-cache-mb",
+    },
+    group: "scheduling",
+    table: "refused",
+    help: "refused: llama.cpp has no prefix blob store; bound evicted prefixes with --host-cache-mb",
+  },
+] as const satisfies readonly ServeFlagDecl[];
+
+/** Handled by the parser itself rather than declared: they print the help. */
+export const HELP_FLAGS = ["help", "help-all"] as const;
