@@ -17,7 +17,16 @@
 //       prebuilt (src/release/llama-from-source.ts: the prebuilt's GCC 11 makes
 //       8-lane decode of F16 weights ~1.3x slower); --prebuilt-llama keeps the prebuilt.
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { cacheDir } from "./ffi/paths.ts";
 import { locateLibrary } from "./ffi/locate.ts";
@@ -63,7 +72,8 @@ async function compile({ outfile, target, libraries, stamp }: CompileInput): Pro
     ...libraries.map((f, i) => `import f${i} from ${JSON.stringify(f)} with { type: "file" };`),
     "export interface EmbeddedFile { name: string; size: number; sha256?: string; read(): ArrayBuffer; }",
     "export const embeddedFiles: EmbeddedFile[] = [",
-    // The content hash keys the extraction folder: a new build of a library with the same name and size is extracted anew.
+    // The content hash keys the extraction folder: a new build of a library with the same name and size is extracted
+    // anew.
     ...libraries.map(
       (f, i) =>
         `  { name: ${JSON.stringify(f.split(/[\\/]/).pop())}, size: ${statSync(f).size}, sha256: ${JSON.stringify(createHash("sha256").update(readFileSync(f)).digest("hex"))}, read: () => readFileSync(f${i}).buffer as ArrayBuffer },`,
@@ -117,24 +127,40 @@ async function buildHost(): Promise<void> {
   let dir = lib.dir;
   let llamaCpp = llamaCppRelease(lib.dir) ?? "unknown";
   if (process.argv.includes("--llama-from-source")) {
-    if (host?.name !== "linux-x64") throw new Error("--llama-from-source builds on linux-x64 only (every other platform embeds the prebuilt)");
-    // The installed prebuilt stands for the pinned version (its release name, its symbol versions): it must be that version.
+    if (host?.name !== "linux-x64")
+      throw new Error("--llama-from-source builds on linux-x64 only (every other platform embeds the prebuilt)");
+    // The installed prebuilt stands for the pinned version (its release name, its symbol versions): it must be that
+    // version.
     const pinned = pkg.optionalDependencies[host.llamaPackage];
     const manifest = join(lib.dir, "..", "..", "package.json");
-    const installed = lib.source === "package" && existsSync(manifest) ? (JSON.parse(readFileSync(manifest, "utf8")) as { version: string }).version : "none";
-    if (installed !== pinned) throw new Error(`--llama-from-source needs ${host.llamaPackage}@${pinned} installed (found ${installed}): run npm ci`);
+    const installed =
+      lib.source === "package" && existsSync(manifest)
+        ? (JSON.parse(readFileSync(manifest, "utf8")) as { version: string }).version
+        : "none";
+    if (installed !== pinned)
+      throw new Error(
+        `--llama-from-source needs ${host.llamaPackage}@${pinned} installed (found ${installed}): run npm ci`,
+      );
     ({ dir, llamaCpp } = await sourceBuilt(host, lib.dir));
   }
   const libraries = librariesIn(dir);
-  await compile({ outfile, libraries, stamp: { version: pkg.version, llamaCpp, platform: host?.name ?? platformName() } });
-  console.log(`built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(0)} MB, ${libraries.length} libraries embedded)`);
+  await compile({
+    outfile,
+    libraries,
+    stamp: { version: pkg.version, llamaCpp, platform: host?.name ?? platformName() },
+  });
+  console.log(
+    `built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(0)} MB, ${libraries.length} libraries embedded)`,
+  );
 }
 
 /** The lockfile's integrity for a package at a version, if it records that version. */
 function lockIntegrity(name: string, version: string): string | undefined {
   const lockPath = join(root, "package-lock.json");
   if (!existsSync(lockPath)) return undefined;
-  const lock = JSON.parse(readFileSync(lockPath, "utf8")) as { packages?: Record<string, { version?: string; integrity?: string }> };
+  const lock = JSON.parse(readFileSync(lockPath, "utf8")) as {
+    packages?: Record<string, { version?: string; integrity?: string }>;
+  };
   const entry = lock.packages?.[`node_modules/${name}`];
   return entry?.version === version ? entry.integrity : undefined;
 }
@@ -154,7 +180,10 @@ async function sourceBuilt(p: Platform, prebuiltDir: string): Promise<{ dir: str
     cacheRoot: join(cacheDir(), "release"),
     log: (line) => console.log(`  ${line}`),
   });
-  return { dir: built.dir, llamaCpp: `${llamaCppRelease(built.dir) ?? `${p.llamaPackage}@${pinned}`} built by ${compilerName(built.compiler)}` };
+  return {
+    dir: built.dir,
+    llamaCpp: `${llamaCppRelease(built.dir) ?? `${p.llamaPackage}@${pinned}`} built by ${compilerName(built.compiler)}`,
+  };
 }
 
 /**
@@ -169,7 +198,11 @@ function buildsFromSource(p: Platform): boolean {
 /** The folder under the package's bins/ that holds its libraries (one per package). */
 function prebuiltFolder(pkgDir: string, name: string): string {
   const bins = join(pkgDir, "bins");
-  const dirs = existsSync(bins) ? readdirSync(bins).map((d) => join(bins, d)).filter((d) => statSync(d).isDirectory()) : [];
+  const dirs = existsSync(bins)
+    ? readdirSync(bins)
+        .map((d) => join(bins, d))
+        .filter((d) => statSync(d).isDirectory())
+    : [];
   const found = dirs.find((d) => librariesIn(d).length > 0);
   if (!found) throw new Error(`${name}: no prebuilt libraries under ${bins}`);
   return found;
@@ -189,7 +222,13 @@ const GENERATORS: Generator[] = [
   { module: "install-script.ts", fn: "installScript", file: "install.sh" },
 ];
 
-async function runGenerators(outDir: string, version: string, baseUrl: string, checksums: Map<string, string>, binaries: Map<string, string>): Promise<void> {
+async function runGenerators(
+  outDir: string,
+  version: string,
+  baseUrl: string,
+  checksums: Map<string, string>,
+  binaries: Map<string, string>,
+): Promise<void> {
   const inputs = { version, baseUrl, checksums, license: (pkg as { license?: string }).license };
   for (const g of GENERATORS) {
     const path = join(root, "src", "release", g.module);
@@ -211,7 +250,11 @@ async function runGenerators(outDir: string, version: string, baseUrl: string, c
     console.log("skipped npm/: src/release/npm-packages.ts does not exist yet");
     return;
   }
-  const npmPackages = (await import(npmPath)).npmPackages as (i: { version: string; binaries: Map<string, string>; outDir: string }) => string[];
+  const npmPackages = (await import(npmPath)).npmPackages as (i: {
+    version: string;
+    binaries: Map<string, string>;
+    outDir: string;
+  }) => string[];
   const npmDir = join(outDir, "npm");
   rmSync(npmDir, { recursive: true, force: true });
   const folders = npmPackages({ version, binaries, outDir: npmDir });
@@ -271,7 +314,8 @@ async function buildRelease(): Promise<void> {
   const listed = new Map(checksums);
   for (const p of PLATFORMS) {
     const archive = archiveName(version, p);
-    if (!listed.has(archive) && existsSync(join(outDir, archive))) listed.set(archive, await sha256File(join(outDir, archive)));
+    if (!listed.has(archive) && existsSync(join(outDir, archive)))
+      listed.set(archive, await sha256File(join(outDir, archive)));
   }
   writeFileSync(join(outDir, "SHA256SUMS"), sha256SumsText(listed));
   console.log(`wrote ${join(outDir, "SHA256SUMS")}`);

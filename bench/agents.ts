@@ -10,7 +10,8 @@
 //
 // The CLIs are not a dependency of this repository: they are looked up in
 // $SUPERFLUID_AGENTS_DIR (default /tmp/agents), an npm prefix made with
-//   npm install --prefix /tmp/agents --ignore-scripts opencode-ai@1.18.33 @qwen-code/qwen-code@0.15.10 @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0
+// npm install --prefix /tmp/agents --ignore-scripts opencode-ai@1.18.33 @qwen-code/qwen-code@0.15.10
+// @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0
 // Without them the script says so and exits 0.
 //
 // Each agent runs in a fresh temporary HOME (and XDG folders) holding its
@@ -25,7 +26,16 @@
 // when every run exited 0, got no error reply and passed its agent's own
 // checks, else 1.
 import type { ChildProcess } from "node:child_process";
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SCRIPTED_REPLY } from "../src/fixtures/scripted-chat.ts";
@@ -143,10 +153,16 @@ function opencodeBinary(): string | undefined {
   const base = `opencode-${os}-${process.arch}`;
   let avx2 = true;
   try {
-    if (process.platform === "linux" && process.arch === "x64") avx2 = /\bavx2\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
+    if (process.platform === "linux" && process.arch === "x64")
+      avx2 = /\bavx2\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
   } catch {}
-  const variants = avx2 ? [base, `${base}-baseline`, `${base}-musl`, `${base}-baseline-musl`] : [`${base}-baseline`, base, `${base}-baseline-musl`, `${base}-musl`];
-  const candidates = [...variants.map((p) => join(nm, p, "bin", "opencode")), join(nm, "opencode-ai", "bin", "opencode.exe")];
+  const variants = avx2
+    ? [base, `${base}-baseline`, `${base}-musl`, `${base}-baseline-musl`]
+    : [`${base}-baseline`, base, `${base}-baseline-musl`, `${base}-musl`];
+  const candidates = [
+    ...variants.map((p) => join(nm, p, "bin", "opencode")),
+    join(nm, "opencode-ai", "bin", "opencode.exe"),
+  ];
   // Without its postinstall, opencode-ai's own bin is a short script that only says so.
   return candidates.find((p) => existsSync(p) && statSync(p).size > 1_000_000);
 }
@@ -161,7 +177,11 @@ function claudeBinary(): string | undefined {
   const os = process.platform === "win32" ? "win32" : process.platform;
   const base = `claude-code-${os}-${process.arch}`;
   const exe = process.platform === "win32" ? "claude.exe" : "claude";
-  const candidates = [join(scope, base, exe), join(scope, `${base}-musl`, exe), join(scope, "claude-code", "bin", "claude.exe")];
+  const candidates = [
+    join(scope, base, exe),
+    join(scope, `${base}-musl`, exe),
+    join(scope, "claude-code", "bin", "claude.exe"),
+  ];
   return candidates.find((p) => existsSync(p) && statSync(p).size > 1_000_000);
 }
 
@@ -170,13 +190,20 @@ function claudeReport(stdout: string): AgentReport | undefined {
   try {
     const out = JSON.parse(stdout.trim());
     if (!out || typeof out !== "object") return undefined;
-    const usage = pickUsage(out.usage, ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens"]);
+    const usage = pickUsage(out.usage, [
+      "input_tokens",
+      "cache_read_input_tokens",
+      "cache_creation_input_tokens",
+      "output_tokens",
+    ]);
     return {
       isError: out.is_error === true,
       result: String(out.result ?? ""),
       usage,
       // Messages usage splits the prompt: uncached input, cache read and cache created add up to it.
-      promptTokens: usage ? (usage.input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0) : undefined,
+      promptTokens: usage
+        ? (usage.input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0)
+        : undefined,
       cachedTokens: usage?.cache_read_input_tokens,
       ttftMs: typeof out.ttft_ms === "number" ? out.ttft_ms : undefined,
     };
@@ -193,7 +220,9 @@ function secondRunCached(runs: Outcome[], cachedName: string): string[] {
   if (!r || r.isError) return []; // already reported
   if (r.promptTokens === undefined) return ["run 2: the result has no usage"];
   const read = r.cachedTokens ?? 0;
-  return r.promptTokens > 0 && read >= CACHE_SHARE * r.promptTokens ? [] : [`run 2: ${cachedName} ${read} of a ${r.promptTokens}-token prompt (want at least ${CACHE_SHARE * 100}%)`];
+  return r.promptTokens > 0 && read >= CACHE_SHARE * r.promptTokens
+    ? []
+    : [`run 2: ${cachedName} ${read} of a ${r.promptTokens}-token prompt (want at least ${CACHE_SHARE * 100}%)`];
 }
 
 /**
@@ -202,14 +231,19 @@ function secondRunCached(runs: Outcome[], cachedName: string): string[] {
  * (the system prompt and tools the first run left there).
  */
 function claudeCheck(runs: Outcome[]): string[] {
-  return [...runs.flatMap((r) => replyCheck(r, "no JSON result on stdout")), ...secondRunCached(runs, "cache_read_input_tokens")];
+  return [
+    ...runs.flatMap((r) => replyCheck(r, "no JSON result on stdout")),
+    ...secondRunCached(runs, "cache_read_input_tokens"),
+  ];
 }
 
 /** The run's own report says it printed the built-in model's reply, not an error. */
 function replyCheck(r: Outcome, noReport: string): string[] {
   if (!r.report) return [`run ${r.run}: ${noReport}`];
-  if (r.report.isError) return [`run ${r.run}: the result is an error: ${JSON.stringify(r.report.result.slice(0, 200))}`];
-  if (r.report.result !== SCRIPTED_REPLY) return [`run ${r.run}: the result ${JSON.stringify(r.report.result.slice(0, 200))} is not the built-in reply`];
+  if (r.report.isError)
+    return [`run ${r.run}: the result is an error: ${JSON.stringify(r.report.result.slice(0, 200))}`];
+  if (r.report.result !== SCRIPTED_REPLY)
+    return [`run ${r.run}: the result ${JSON.stringify(r.report.result.slice(0, 200))} is not the built-in reply`];
   return [];
 }
 
@@ -235,11 +269,16 @@ function codexBinary(): string | undefined {
   if (!triple) return undefined;
   const exe = process.platform === "win32" ? "codex.exe" : "codex";
   // The shim falls back to its own vendor folder when the platform package is missing.
-  const candidates = [join(scope, `codex-${platform}`, "vendor", triple, "bin", exe), join(scope, "codex", "vendor", triple, "bin", exe)];
+  const candidates = [
+    join(scope, `codex-${platform}`, "vendor", triple, "bin", exe),
+    join(scope, "codex", "vendor", triple, "bin", exe),
+  ];
   return candidates.find((p) => existsSync(p) && statSync(p).size > 1_000_000);
 }
 
-/** Codex's config.toml: our server as a Responses provider, everything that is not the turn off, its default tools kept. */
+/**
+ * Codex's config.toml: our server as a Responses provider, everything that is not the turn off, its default tools kept.
+ */
 function codexConfig(baseUrl: string, window: number): string {
   const q = JSON.stringify; // a JSON string is a TOML basic string
   return [
@@ -298,7 +337,14 @@ function codexReport(stdout: string): AgentReport | undefined {
     if (ev.type === "item.completed" && ev.item?.type === "agent_message") result = String(ev.item.text ?? "");
     // An `error` item is a warning the run goes on after (unknown model metadata).
     else if (ev.type === "item.completed" && ev.item?.type === "error") notes.push(String(ev.item.message ?? ""));
-    else if (ev.type === "turn.completed") usage = pickUsage(ev.usage, ["input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens", "reasoning_output_tokens"]);
+    else if (ev.type === "turn.completed")
+      usage = pickUsage(ev.usage, [
+        "input_tokens",
+        "cached_input_tokens",
+        "cache_write_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+      ]);
     else if (ev.type === "turn.failed") failure ??= String(ev.error?.message ?? "turn failed");
     else if (ev.type === "error") failure ??= String(ev.message ?? "error");
   }
@@ -332,18 +378,26 @@ function codexCheck(runs: Outcome[]): string[] {
     if (!mine.length) failures.push(`run ${r.run}: no request reached the server`);
     for (const s of mine) {
       const at = `run ${r.run} request #${s.index}`;
-      if (s.method !== "POST" || s.path !== "/v1/responses" || s.status !== 200) failures.push(`${at}: ${s.method} ${s.route} answered ${s.status}`);
-      else if (!s.events?.includes("response.output_item.done")) failures.push(`${at}: the stream has no response.output_item.done`);
-      else if (!s.events.includes("response.completed")) failures.push(`${at}: the stream has no response.completed (events: ${s.events.join(", ")})`);
+      if (s.method !== "POST" || s.path !== "/v1/responses" || s.status !== 200)
+        failures.push(`${at}: ${s.method} ${s.route} answered ${s.status}`);
+      else if (!s.events?.includes("response.output_item.done"))
+        failures.push(`${at}: the stream has no response.output_item.done`);
+      else if (!s.events.includes("response.completed"))
+        failures.push(`${at}: the stream has no response.completed (events: ${s.events.join(", ")})`);
       else if (s.totalTokens === undefined) failures.push(`${at}: response.completed has no usage.total_tokens`);
     }
   }
   const first = seen.find((s) => s.agent === runs[0]?.agent);
   if (first) {
     const types = first.toolTypes ?? [];
-    for (const t of ["namespace", "web_search"]) if (!types.includes(t)) failures.push(`run 1 request #1: no ${t} tool among its tools (${toolSummary(types) || "none"})`);
+    for (const t of ["namespace", "web_search"])
+      if (!types.includes(t))
+        failures.push(`run 1 request #1: no ${t} tool among its tools (${toolSummary(types) || "none"})`);
     const ignored = (first.ignoredTools ?? "").split(",").map((t) => t.trim());
-    if (!ignored.includes("web_search")) failures.push(`run 1 request #1: x-superfluid-ignored-tools is ${JSON.stringify(first.ignoredTools ?? null)}, not naming web_search`);
+    if (!ignored.includes("web_search"))
+      failures.push(
+        `run 1 request #1: x-superfluid-ignored-tools is ${JSON.stringify(first.ignoredTools ?? null)}, not naming web_search`,
+      );
   }
   return [...failures, ...secondRunCached(runs, "cached_input_tokens")];
 }
@@ -351,7 +405,8 @@ function codexCheck(runs: Outcome[]): string[] {
 /** The working directory the two-prompt agents start in: what the second prompt asks about. */
 const CALC_PROJECT: Record<string, string> = {
   "README.md": "# calc\n\nA tiny arithmetic library. `math.ts` holds the functions.\n",
-  "math.ts": "export function add(a: number, b: number): number {\n  return a + b;\n}\n\nexport function mul(a: number, b: number): number {\n  return a * b;\n}\n",
+  "math.ts":
+    "export function add(a: number, b: number): number {\n  return a + b;\n}\n\nexport function mul(a: number, b: number): number {\n  return a * b;\n}\n",
 };
 
 function findAgents(): { found: Agent[]; missing: string[] } {
@@ -504,7 +559,10 @@ interface Seen {
   stream: boolean;
   /** Messages, or Responses input items. */
   messages?: number;
-  /** The messages' roles in order, runs of one role folded (`user,system`); an input item without a role counts as its type. */
+  /**
+   * The messages' roles in order, runs of one role folded (`user,system`); an input item without a role counts as its
+   * type.
+   */
   roles?: string;
   tools?: number;
   /** Each tool's `type`, in order (Responses: function, namespace, web_search, ...). */
@@ -527,7 +585,10 @@ interface Seen {
   events?: string[];
   finish?: string;
   error?: string;
-  /** Milliseconds from the request's arrival to the first reply text, thinking or call the proxy passed on (streams only). */
+  /**
+   * Milliseconds from the request's arrival to the first reply text, thinking or call the proxy passed on (streams
+   * only).
+   */
   firstMs?: number;
   ms: number;
 }
@@ -539,7 +600,8 @@ let currentRun = 0;
 let agentCount = 0;
 
 /** The routes that generate: chat completions, completions, Messages, Responses. */
-const isGeneration = (path: string) => path.endsWith("/completions") || path.endsWith("/v1/messages") || path.endsWith("/v1/responses");
+const isGeneration = (path: string) =>
+  path.endsWith("/completions") || path.endsWith("/v1/messages") || path.endsWith("/v1/responses");
 
 /** Which credential a request carries (never its value). */
 function authKind(h: Headers): string {
@@ -556,10 +618,19 @@ function readBody(rec: Seen, json: Record<string, any>): void {
   rec.model = typeof json.model === "string" ? json.model : undefined;
   rec.stream = json.stream === true;
   // Responses: `input` is a string (one user turn) or a list of items.
-  const turns = Array.isArray(json.messages) ? json.messages : Array.isArray(json.input) ? json.input : typeof json.input === "string" ? [{ role: "user" }] : undefined;
+  const turns = Array.isArray(json.messages)
+    ? json.messages
+    : Array.isArray(json.input)
+      ? json.input
+      : typeof json.input === "string"
+        ? [{ role: "user" }]
+        : undefined;
   if (turns) {
     rec.messages = turns.length;
-    rec.roles = turns.map((m: any) => String(m?.role ?? m?.type)).filter((r: string, i: number, all: string[]) => i === 0 || r !== all[i - 1]).join(",");
+    rec.roles = turns
+      .map((m: any) => String(m?.role ?? m?.type))
+      .filter((r: string, i: number, all: string[]) => i === 0 || r !== all[i - 1])
+      .join(",");
   }
   rec.tools = Array.isArray(json.tools) ? json.tools.length : undefined;
   // A Messages client tool has no `type`: it is a function like the others.
@@ -595,12 +666,18 @@ function promptTokensFromError(message: string): number | undefined {
 }
 
 /** Reads a reply the agent is also reading (a tee), filling in `rec`. */
-async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, contentType: string, started: number): Promise<void> {
+async function inspectReply(
+  rec: Seen,
+  body: ReadableStream<Uint8Array>,
+  contentType: string,
+  started: number,
+): Promise<void> {
   const take = (obj: Record<string, any>) => {
     if (typeof obj.type === "string" && !rec.events?.includes(obj.type)) (rec.events ??= []).push(obj.type);
     // Responses: the response object is the reply, or rides in its stream
     // events (response.created ... response.completed / failed).
-    const response = obj.object === "response" ? obj : obj.response && typeof obj.response === "object" ? obj.response : undefined;
+    const response =
+      obj.object === "response" ? obj : obj.response && typeof obj.response === "object" ? obj.response : undefined;
     // Responses' `error` event carries its code and message at the top level.
     const error = obj.error ?? response?.error ?? (obj.type === "error" ? obj : undefined);
     if (error) {
@@ -626,8 +703,15 @@ async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, content
       rec.cachedTokens = usage.prompt_tokens_details?.cached_tokens ?? rec.cachedTokens;
       rec.completionTokens = usage.completion_tokens ?? usage.output_tokens ?? rec.completionTokens;
     }
-    const settled = response && response.status !== "in_progress" && response.status !== "queued" ? response.incomplete_details?.reason ?? response.status : undefined;
-    const finish = obj.choices?.find((c: any) => c?.finish_reason)?.finish_reason ?? obj.stop_reason ?? obj.delta?.stop_reason ?? settled;
+    const settled =
+      response && response.status !== "in_progress" && response.status !== "queued"
+        ? (response.incomplete_details?.reason ?? response.status)
+        : undefined;
+    const finish =
+      obj.choices?.find((c: any) => c?.finish_reason)?.finish_reason ??
+      obj.stop_reason ??
+      obj.delta?.stop_reason ??
+      settled;
     if (finish) rec.finish = finish;
   };
   /** A stream event carrying reply text, thinking or a call: the first one times the first token. */
@@ -639,7 +723,8 @@ async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, content
   // proxy reads the end of the body (Codex exits on response.completed):
   // that aborts our copy too, and cuts nothing.
   let ended = false;
-  const last = (obj: Record<string, any>) => obj.type === "message_stop" || /^response\.(completed|incomplete|failed)$/.test(obj.type);
+  const last = (obj: Record<string, any>) =>
+    obj.type === "message_stop" || /^response\.(completed|incomplete|failed)$/.test(obj.type);
   try {
     if (contentType.includes("text/event-stream")) {
       for await (const event of sseEvents(body)) {
@@ -673,7 +758,12 @@ async function inspectReply(rec: Seen, body: ReadableStream<Uint8Array>, content
 function describe(r: Seen): string {
   const parts = [`#${r.index}`, r.method, r.route, String(r.status)];
   if (isGeneration(r.path)) {
-    parts.push(r.stream ? "stream" : "whole", `model=${r.model ?? "?"}`, `messages=${r.messages ?? "?"}`, `tools=${r.tools ?? 0}`);
+    parts.push(
+      r.stream ? "stream" : "whole",
+      `model=${r.model ?? "?"}`,
+      `messages=${r.messages ?? "?"}`,
+      `tools=${r.tools ?? 0}`,
+    );
     if (r.ignoredTools) parts.push(`ignored_tools=${r.ignoredTools}`);
     if (r.maxTokens !== undefined) parts.push(`max_tokens=${r.maxTokens}`);
     if (r.thinking !== undefined) parts.push(`thinking=${r.thinking}`);
@@ -732,7 +822,7 @@ function startProxy(upstream: string) {
         ms: 0,
       };
       seen.push(rec);
-      if (body && body.byteLength) {
+      if (body?.byteLength) {
         try {
           const json = JSON.parse(new TextDecoder().decode(body));
           if (json && typeof json === "object" && !Array.isArray(json)) readBody(rec, json);
@@ -801,7 +891,17 @@ let serverLog = "";
 const accessLines: string[] = [];
 
 async function startServer(serveArgs: string[]): Promise<{ child: ChildProcess; base: string }> {
-  const args = [join(import.meta.dir, "../src/main.ts"), "serve", "--port", "0", "--sessions", join(dir, "sessions"), "--threads", "1", ...serveArgs];
+  const args = [
+    join(import.meta.dir, "../src/main.ts"),
+    "serve",
+    "--port",
+    "0",
+    "--sessions",
+    join(dir, "sessions"),
+    "--threads",
+    "1",
+    ...serveArgs,
+  ];
   console.error(`agents: bun src/main.ts ${args.slice(1).join(" ")} (log: ${serverLog})`);
   const child = spawnGroup(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
   let found!: (port: number) => void;
@@ -824,7 +924,13 @@ async function startServer(serveArgs: string[]): Promise<{ child: ChildProcess; 
   const base = `http://127.0.0.1:${port}`;
   if (port) {
     for (let i = 0; i < 600; i++) {
-      if (await fetch(`${base}/health`).then((r) => r.status === 200, () => false)) return { child, base };
+      if (
+        await fetch(`${base}/health`).then(
+          (r) => r.status === 200,
+          () => false,
+        )
+      )
+        return { child, base };
       if (child.exitCode !== null) break;
       await Bun.sleep(100);
     }
@@ -867,10 +973,15 @@ interface Outcome {
   report?: AgentReport;
 }
 
-const stripAnsi = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, "");
+const stripAnsi = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, "");
 
 /** Runs each of the agent's prompts in turn, all in one HOME and one working directory. */
-async function runAgent(agent: Agent, proxyUrl: string, window: number, settle: () => Promise<unknown>): Promise<Outcome[]> {
+async function runAgent(
+  agent: Agent,
+  proxyUrl: string,
+  window: number,
+  settle: () => Promise<unknown>,
+): Promise<Outcome[]> {
   const root = join(dir, agent.name);
   const home = join(root, "home");
   const work = join(root, "work");
@@ -904,11 +1015,19 @@ async function runAgent(agent: Agent, proxyUrl: string, window: number, settle: 
   return outcomes;
 }
 
-async function runOnce(agent: Agent, run: number, text: string, at: { root: string; work: string; env: Record<string, string> }, settle: () => Promise<unknown>): Promise<Outcome> {
+async function runOnce(
+  agent: Agent,
+  run: number,
+  text: string,
+  at: { root: string; work: string; env: Record<string, string> },
+  settle: () => Promise<unknown>,
+): Promise<Outcome> {
   currentRun = run;
   const firstSeen = seen.length;
   const firstAccess = accessLines.length;
-  console.error(`\nagents: ${agent.name} ${agent.version} run ${run} in ${at.work}: ${JSON.stringify(text)} (hang guard ${timeoutS} s)`);
+  console.error(
+    `\nagents: ${agent.name} ${agent.version} run ${run} in ${at.work}: ${JSON.stringify(text)} (hang guard ${timeoutS} s)`,
+  );
   const t0 = performance.now();
   const argv = agent.argv(text);
   const child = spawnGroup(argv[0]!, argv.slice(1), { cwd: at.work, env: at.env, stdio: ["ignore", "pipe", "pipe"] });
@@ -937,7 +1056,9 @@ async function runOnce(agent: Agent, run: number, text: string, at: { root: stri
 
   const mine = seen.slice(firstSeen);
   const gens = mine.filter((r) => isGeneration(r.path));
-  const largest = gens.filter((r) => r.promptTokens !== undefined).reduce<Seen | undefined>((a, r) => (a && a.promptTokens! >= r.promptTokens! ? a : r), undefined);
+  const largest = gens
+    .filter((r) => r.promptTokens !== undefined)
+    .reduce<Seen | undefined>((a, r) => (a && a.promptTokens! >= r.promptTokens! ? a : r), undefined);
   const errs = mine.filter((r) => r.error);
   return {
     agent: agent.name,
@@ -1005,10 +1126,17 @@ async function main(): Promise<number> {
   const failures = new Map<string, string[]>();
   try {
     // The agents' key: a server started with `-- --api-key sk-superfluid-unused` checks it on every request.
-    const models = await fetch(`${server.base}/v1/models`, { headers: { authorization: `Bearer ${API_KEY}` } }).then((r) => r.json() as Promise<{ data: { id: string; meta?: { n_ctx?: number } }[] }>);
+    const models = await fetch(`${server.base}/v1/models`, { headers: { authorization: `Bearer ${API_KEY}` } }).then(
+      (r) => r.json() as Promise<{ data: { id: string; meta?: { n_ctx?: number } }[] }>,
+    );
     const served = models.data.find((m) => m.id === MODEL);
-    if (!served) throw new Error(`the server does not serve ${MODEL} (it serves ${models.data.map((m) => m.id).join(", ")}): name no model, the agents are configured for the built-in one`);
-    console.error(`agents: server ${server.base}, ${MODEL} with a ${served.meta?.n_ctx ?? "?"}-token window; agents talk to the proxy ${proxy.url}`);
+    if (!served)
+      throw new Error(
+        `the server does not serve ${MODEL} (it serves ${models.data.map((m) => m.id).join(", ")}): name no model, the agents are configured for the built-in one`,
+      );
+    console.error(
+      `agents: server ${server.base}, ${MODEL} with a ${served.meta?.n_ctx ?? "?"}-token window; agents talk to the proxy ${proxy.url}`,
+    );
     for (const agent of found) {
       if (stopping) break;
       const runs = await runAgent(agent, proxy.url, served.meta?.n_ctx ?? 131072, proxy.settle);
@@ -1026,7 +1154,9 @@ async function main(): Promise<number> {
 
   const window = serveArgs.length ? `serve ${serveArgs.join(" ")}` : "serve (defaults)";
   console.log(`\n${MODEL} on \`${window}\`, hang guard ${timeoutS} s\n`);
-  console.log("| agent | version | run | exit | seconds | requests | served (server access log) | error replies | largest prompt tokens | of them cached | first token s |");
+  console.log(
+    "| agent | version | run | exit | seconds | requests | served (server access log) | error replies | largest prompt tokens | of them cached | first token s |",
+  );
   console.log("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
   for (const o of outcomes) {
     const exit = o.timedOut ? "timed out" : o.exitCode !== null ? String(o.exitCode) : (o.signal ?? "?");
@@ -1040,7 +1170,9 @@ async function main(): Promise<number> {
       const r = o.report;
       console.log(`  result ${JSON.stringify(r.result.slice(0, 200))}${r.isError ? " (is_error)" : ""}`);
       if (r.usage) {
-        const fields = Object.entries(r.usage).map(([k, v]) => `${k}=${v}`).join(" ");
+        const fields = Object.entries(r.usage)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(" ");
         console.log(`  its usage ${fields} (prompt ${fmt(r.promptTokens)}, cached ${fmt(r.cachedTokens)})`);
       }
       if (r.ttftMs !== undefined) console.log(`  its own first-token time ${(r.ttftMs / 1000).toFixed(1)} s`);
@@ -1051,11 +1183,23 @@ async function main(): Promise<number> {
     // The first requests and the last few: a looping agent makes hundreds.
     const mine = seen.filter((s) => s.agent === o.agent && s.run === o.run);
     const shown = mine.length <= 16 ? mine : [...mine.slice(0, 12), undefined, ...mine.slice(-4)];
-    for (const r of shown) console.log(r ? `  ${describe(r)}\n      ${describeSent(r)}` : `  ... ${mine.length - 16} more`);
+    for (const r of shown)
+      console.log(r ? `  ${describe(r)}\n      ${describeSent(r)}` : `  ... ${mine.length - 16} more`);
   }
   for (const [agent, failed] of failures) for (const f of failed) console.log(`\n${agent}: FAILED ${f}`);
-  if (jsonPath) writeFileSync(jsonPath, JSON.stringify({ prompt, secondPrompt, timeoutS, serveArgs, outcomes, failures: Object.fromEntries(failures), requests: seen }, null, 2));
-  const ok = outcomes.length > 0 && failures.size === 0 && outcomes.every((o) => o.exitCode === 0 && !o.timedOut && o.errors === 0 && o.generations > 0);
+  if (jsonPath)
+    writeFileSync(
+      jsonPath,
+      JSON.stringify(
+        { prompt, secondPrompt, timeoutS, serveArgs, outcomes, failures: Object.fromEntries(failures), requests: seen },
+        null,
+        2,
+      ),
+    );
+  const ok =
+    outcomes.length > 0 &&
+    failures.size === 0 &&
+    outcomes.every((o) => o.exitCode === 0 && !o.timedOut && o.errors === 0 && o.generations > 0);
   return ok ? 0 : 1;
 }
 

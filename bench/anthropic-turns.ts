@@ -27,7 +27,28 @@
 // The servers, the round loop and the summary are bench/turns.ts's, shared
 // with responses-turns.ts. Progress goes to stderr, the Markdown tables to
 // stdout. Exit status 1 when a turn failed.
-import { AGENT_TOOLS, type Arm, byTurn, COMMON_USAGE, f1, f2, finish, libraryNote, printSpans, ratio, readSetup, type Server, startLlama, startSuperfluid, stepText, systemText, type TimedTurn, tableHead, timedSse, runRounds } from "./turns.ts";
+import {
+  AGENT_TOOLS,
+  type Arm,
+  byTurn,
+  COMMON_USAGE,
+  f1,
+  f2,
+  finish,
+  libraryNote,
+  printSpans,
+  ratio,
+  readSetup,
+  type Server,
+  startLlama,
+  startSuperfluid,
+  stepText,
+  systemText,
+  type TimedTurn,
+  tableHead,
+  timedSse,
+  runRounds,
+} from "./turns.ts";
 
 // ---------------------------------------------------------------- arguments
 
@@ -42,7 +63,13 @@ const cacheControl = !setup.opts.has("no-cache-control");
 
 // ---------------------------------------------------------------- the conversation
 
-const SYSTEM = [{ type: "text", text: systemText(setup.systemWords), ...(cacheControl ? { cache_control: { type: "ephemeral" } } : {}) }];
+const SYSTEM = [
+  {
+    type: "text",
+    text: systemText(setup.systemWords),
+    ...(cacheControl ? { cache_control: { type: "ephemeral" } } : {}),
+  },
+];
 const TOOLS = AGENT_TOOLS.map((t) => ({ name: t.name, description: t.description, input_schema: t.schema }));
 
 type Block = Record<string, unknown> & { type: string };
@@ -97,17 +124,30 @@ async function stream(sys: Server, body: Record<string, unknown>, turn: Turn): P
   return content.filter(Boolean);
 }
 
-const newTurn = (sys: Server, round: number, n: number): Turn => ({ system: sys.label, round, turn: n, ok: false, totalMs: 0, blocks: [] });
+const newTurn = (sys: Server, round: number, n: number): Turn => ({
+  system: sys.label,
+  round,
+  turn: n,
+  ok: false,
+  totalMs: 0,
+  blocks: [],
+});
 
 /** One system's conversation: its history grows with what that system returns. */
 class Conversation {
   messages: Message[] = [];
-  constructor(readonly sys: Server, readonly round: number) {}
+  constructor(
+    readonly sys: Server,
+    readonly round: number,
+  ) {}
 
   async turn(n: number): Promise<Turn> {
     // The breakpoint moves to the newest user block, as agents move it.
     for (const m of this.messages) if (Array.isArray(m.content)) for (const b of m.content) delete b.cache_control;
-    this.messages.push({ role: "user", content: [{ type: "text", text: stepText(n), ...(cacheControl ? { cache_control: { type: "ephemeral" } } : {}) }] });
+    this.messages.push({
+      role: "user",
+      content: [{ type: "text", text: stepText(n), ...(cacheControl ? { cache_control: { type: "ephemeral" } } : {}) }],
+    });
     const body = {
       model: this.sys.model,
       max_tokens: maxTokens,
@@ -121,10 +161,20 @@ class Conversation {
     const turn = newTurn(this.sys, this.round, n);
     const content = await stream(this.sys, body, turn);
     // The assistant content as returned (an empty reply would be refused as history).
-    this.messages.push({ role: "assistant", content: content.length ? content : [{ type: "text", text: "(no reply)" }] });
+    this.messages.push({
+      role: "assistant",
+      content: content.length ? content : [{ type: "text", text: "(no reply)" }],
+    });
     const calls = content.filter((b) => b.type === "tool_use");
     if (calls.length) {
-      this.messages.push({ role: "user", content: calls.map((c) => ({ type: "tool_result", tool_use_id: c.id, content: `output of ${c.name} at step ${n}` })) });
+      this.messages.push({
+        role: "user",
+        content: calls.map((c) => ({
+          type: "tool_result",
+          tool_use_id: c.id,
+          content: `output of ${c.name} at step ${n}`,
+        })),
+      });
       this.messages.push({ role: "assistant", content: "Noted." });
     }
     return turn;
@@ -136,7 +186,9 @@ class Conversation {
 const startedAt = new Date().toISOString();
 const lib = libraryNote(setup) + (cacheControl ? "" : "; no cache_control");
 const { modelPath, rounds, lanes, ctx, threads } = setup;
-console.error(`turns: ${modelPath}, ${rounds} rounds x ${turns} turns, max_tokens ${maxTokens}, ${lanes} lane(s) x ${ctx} tokens, ${threads} thread(s); superfluid on ${lib}`);
+console.error(
+  `turns: ${modelPath}, ${rounds} rounds x ${turns} turns, max_tokens ${maxTokens}, ${lanes} lane(s) x ${ctx} tokens, ${threads} thread(s); superfluid on ${lib}`,
+);
 
 const arm = (label: string, start: (round: number) => Promise<Server>): Arm<Turn> => ({
   label,
@@ -144,7 +196,15 @@ const arm = (label: string, start: (round: number) => Promise<Server>): Arm<Turn
   // A short system prompt with the same tools and breakpoints.
   warmUp: async (s, round) => {
     const system = [{ ...SYSTEM[0], text: "Warm-up request." }];
-    const body = { model: s.model, max_tokens: 8, temperature: 0, stream: true, system, tools: TOOLS, messages: [{ role: "user", content: "Warm up." }] };
+    const body = {
+      model: s.model,
+      max_tokens: 8,
+      temperature: 0,
+      stream: true,
+      system,
+      tools: TOOLS,
+      messages: [{ role: "user", content: "Warm up." }],
+    };
     const turn = newTurn(s, round, 0);
     await stream(s, body, turn);
     return turn;
@@ -172,8 +232,24 @@ console.log(
 console.log(
   tableHead(
     haveLlama
-      ? ["turn", "superfluid TTFT ms", "llama-server TTFT ms", "ratio sf/llama", "superfluid total ms", "llama-server total ms", "superfluid prompt / cache_read / created", "llama-server prompt / cache_read", "output tokens sf / llama"]
-      : ["turn", "superfluid TTFT ms", "superfluid total ms", "superfluid prompt / cache_read / created", "output tokens"],
+      ? [
+          "turn",
+          "superfluid TTFT ms",
+          "llama-server TTFT ms",
+          "ratio sf/llama",
+          "superfluid total ms",
+          "llama-server total ms",
+          "superfluid prompt / cache_read / created",
+          "llama-server prompt / cache_read",
+          "output tokens sf / llama",
+        ]
+      : [
+          "turn",
+          "superfluid TTFT ms",
+          "superfluid total ms",
+          "superfluid prompt / cache_read / created",
+          "output tokens",
+        ],
   ),
 );
 for (let n = 1; n <= turns; n++) {
@@ -183,8 +259,13 @@ for (let n = 1; n <= turns; n++) {
     const lsUse = `${counts("llama-server", n, prompt)} / ${counts("llama-server", n, (t) => t.cacheRead)}`;
     const out = `${counts("superfluid", n, (t) => t.outputTokens)} / ${counts("llama-server", n, (t) => t.outputTokens)}`;
     const totals = labels.map((l) => f1(med(l, n, (t) => t.totalMs)));
-    console.log(`| ${n} | ${f1(sf)} | ${f1(ls)} | ${f2(ratio(sf, ls))} | ${totals.join(" | ")} | ${sfUse} | ${lsUse} | ${out} |`);
-  } else console.log(`| ${n} | ${f1(sf)} | ${f1(med("superfluid", n, (t) => t.totalMs))} | ${sfUse} | ${counts("superfluid", n, (t) => t.outputTokens)} |`);
+    console.log(
+      `| ${n} | ${f1(sf)} | ${f1(ls)} | ${f2(ratio(sf, ls))} | ${totals.join(" | ")} | ${sfUse} | ${lsUse} | ${out} |`,
+    );
+  } else
+    console.log(
+      `| ${n} | ${f1(sf)} | ${f1(med("superfluid", n, (t) => t.totalMs))} | ${sfUse} | ${counts("superfluid", n, (t) => t.outputTokens)} |`,
+    );
 }
 
 const summary = printSpans(results, labels, turns, haveLlama ? [["ratio sf/llama", "superfluid", "llama-server"]] : []);

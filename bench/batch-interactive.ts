@@ -44,7 +44,21 @@ const USAGE = `usage: bun bench/batch-interactive.ts [options]
   --json PATH        also write every round as JSON`;
 
 const { opts, int } = parseOptions(USAGE, [
-  "model", "rounds", "lines", "batches", "line-tokens", "prompt-words", "tokens", "qos", "threads", "max-batch", "max-context", "settle-ms", "url", "deadline", "json",
+  "model",
+  "rounds",
+  "lines",
+  "batches",
+  "line-tokens",
+  "prompt-words",
+  "tokens",
+  "qos",
+  "threads",
+  "max-batch",
+  "max-context",
+  "settle-ms",
+  "url",
+  "deadline",
+  "json",
 ]);
 const rounds = int("rounds", 7, 1);
 const lines = int("lines", 200, 1);
@@ -67,7 +81,7 @@ setTimeout(() => {
   process.exit(1);
 }, deadlineS * 1000).unref();
 
-const log = (s: string) => process.stderr.write(s + "\n");
+const log = (s: string) => process.stderr.write(`${s}\n`);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 // ---------------------------------------------------------------- the server
@@ -85,7 +99,17 @@ async function modelPath(): Promise<string> {
 
 /** Starts superfluid in its own process group (killed with the run), its output to a file; resolves on /health. */
 async function startServer(): Promise<string> {
-  const args = [await modelPath(), "--sessions", join(tmp, "sessions"), "--max-batch", String(maxBatch), "--max-context", String(maxContext), "--threads", String(threads)];
+  const args = [
+    await modelPath(),
+    "--sessions",
+    join(tmp, "sessions"),
+    "--max-batch",
+    String(maxBatch),
+    "--max-context",
+    String(maxContext),
+    "--threads",
+    String(threads),
+  ];
   return startSuperfluid(args, logPath, (child) => (server = child));
 }
 
@@ -122,21 +146,43 @@ async function waitIdle(url: string): Promise<void> {
 }
 
 async function chat(url: string, model: string): Promise<number> {
-  const r = await timedChat(url, { model, messages: [{ role: "user", content: prompt() }], temperature: 0, max_tokens: tokens, ignore_eos: true }, { "x-superfluid-qos": qos });
-  if (r.status !== 200 || r.completionTokens !== tokens) throw new Error(`the chat answered ${r.status} with ${r.completionTokens} tokens`);
+  const r = await timedChat(
+    url,
+    { model, messages: [{ role: "user", content: prompt() }], temperature: 0, max_tokens: tokens, ignore_eos: true },
+    { "x-superfluid-qos": qos },
+  );
+  if (r.status !== 200 || r.completionTokens !== tokens)
+    throw new Error(`the chat answered ${r.status} with ${r.completionTokens} tokens`);
   return r.firstMs;
 }
 
 /** Uploads a batch of `lines` distinct long lines and creates it; returns its id. */
 async function startBatch(url: string, model: string): Promise<string> {
   const text = Array.from({ length: lines }, (_, i) =>
-    JSON.stringify({ custom_id: `l${i}`, method: "POST", url: "/v1/chat/completions", body: { model, messages: [{ role: "user", content: prompt() }], temperature: 0, max_tokens: lineTokens, ignore_eos: true } }),
+    JSON.stringify({
+      custom_id: `l${i}`,
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: {
+        model,
+        messages: [{ role: "user", content: prompt() }],
+        temperature: 0,
+        max_tokens: lineTokens,
+        ignore_eos: true,
+      },
+    }),
   ).join("\n");
   const form = new FormData();
   form.append("purpose", "batch");
   form.append("file", new Blob([text]), "lines.jsonl");
   const file = await json(await fetch(`${url}/v1/files`, { method: "POST", body: form }));
-  const batch = await json(await fetch(`${url}/v1/batches`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }) }));
+  const batch = await json(
+    await fetch(`${url}/v1/batches`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }),
+    }),
+  );
   return batch.id;
 }
 
@@ -163,7 +209,9 @@ async function cancelBatch(url: string, id: string): Promise<number> {
 
 const url = givenUrl ?? (await startServer());
 const model = ((await json(await fetch(`${url}/v1/models`))) as { data: { id: string }[] }).data[0]!.id;
-log(`batch-interactive: ${model} at ${url}; ${rounds} rounds, ${batches} batch(es) of ${lines} lines x ${lineTokens} tokens, chats of ${promptWords} words -> ${tokens} tokens in the ${qos} class`);
+log(
+  `batch-interactive: ${model} at ${url}; ${rounds} rounds, ${batches} batch(es) of ${lines} lines x ${lineTokens} tokens, chats of ${promptWords} words -> ${tokens} tokens in the ${qos} class`,
+);
 await chat(url, model); // warm-up: the first request's one-time costs
 
 const idle: number[] = [];
@@ -195,18 +243,28 @@ for (let r = 0; r < rounds; r++) {
   idle.push(idleMs);
   busy.push(busyMs);
   record.push({ round: r, idleMs, busyMs, linesDone });
-  log(`round ${r + 1}: idle ${idleMs.toFixed(1)} ms, beside batches ${busyMs.toFixed(1)} ms (${linesDone} lines had finished when they were cancelled)`);
+  log(
+    `round ${r + 1}: idle ${idleMs.toFixed(1)} ms, beside batches ${busyMs.toFixed(1)} ms (${linesDone} lines had finished when they were cancelled)`,
+  );
 }
 
 const idleMed = median(idle);
 const busyMed = median(busy);
 const ratio = busyMed / idleMed;
-console.log(`\nTime to first token of a chat in the ${qos} class (${promptWords}-word prompt, ${maxBatch} lanes), median of ${rounds} rounds, rounds alternating:\n`);
+console.log(
+  `\nTime to first token of a chat in the ${qos} class (${promptWords}-word prompt, ${maxBatch} lanes), median of ${rounds} rounds, rounds alternating:\n`,
+);
 console.log("| server state | TTFT ms (median) | min-max |");
 console.log("|---|---:|---:|");
 console.log(`| idle | ${idleMed.toFixed(1)} | ${Math.min(...idle).toFixed(1)}-${Math.max(...idle).toFixed(1)} |`);
-console.log(`| ${batches} x ${lines}-line batch running | ${busyMed.toFixed(1)} | ${Math.min(...busy).toFixed(1)}-${Math.max(...busy).toFixed(1)} |`);
+console.log(
+  `| ${batches} x ${lines}-line batch running | ${busyMed.toFixed(1)} | ${Math.min(...busy).toFixed(1)}-${Math.max(...busy).toFixed(1)} |`,
+);
 console.log(`\nbusy / idle: ${ratio.toFixed(2)}x (${ratio <= 2 ? "within" : "NOT within"} 2x)`);
-if (jsonPath) writeFileSync(jsonPath, JSON.stringify({ model, rounds: record, idleMedianMs: idleMed, busyMedianMs: busyMed, ratio }, null, 2));
+if (jsonPath)
+  writeFileSync(
+    jsonPath,
+    JSON.stringify({ model, rounds: record, idleMedianMs: idleMed, busyMedianMs: busyMed, ratio }, null, 2),
+  );
 if (server) await stopGroup(server);
 process.exit(0);

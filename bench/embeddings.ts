@@ -46,9 +46,14 @@ const USAGE = `usage: bun bench/embeddings.ts [options]
   --shipped-lib    superfluid on its own libllama (default: SUPERFLUID_LLAMA_LIB=DIR, llama-server's build)
   --json PATH      also write every round as JSON`;
 
-const { opts, int } = parseOptions(USAGE, ["model", "batches", "inputs", "rounds", "warmup", "threads", "window", "llama", "json"], ["shipped-lib"]);
+const { opts, int } = parseOptions(
+  USAGE,
+  ["model", "batches", "inputs", "rounds", "warmup", "threads", "window", "llama", "json"],
+  ["shipped-lib"],
+);
 const batches = (opts.get("batches") ?? "1,8,32").split(",").map((s) => Number(s.trim()));
-if (batches.some((b) => !Number.isInteger(b) || b < 1)) fail(`--batches must be positive integers, got ${opts.get("batches")}`);
+if (batches.some((b) => !Number.isInteger(b) || b < 1))
+  fail(`--batches must be positive integers, got ${opts.get("batches")}`);
 const inputsPerRound = int("inputs", 96, 1);
 const rounds = int("rounds", 5, 1);
 const warmup = int("warmup", 1, 0);
@@ -58,7 +63,7 @@ const llamaDir = resolve(opts.get("llama") ?? join(import.meta.dir, "../../share
 const jsonPath = opts.get("json");
 if (!existsSync(join(llamaDir, "llama-server"))) fail(`no llama-server in ${llamaDir} (--llama DIR)`);
 
-const log = (s: string) => process.stderr.write(s + "\n");
+const log = (s: string) => process.stderr.write(`${s}\n`);
 const tmp = scratchFolder("embeddings-bench-");
 
 /** The model file: the generated MiniLM-sized model, the test fixture, or the path given. */
@@ -82,15 +87,28 @@ interface Server {
   child: ChildProcess;
 }
 
-async function start(name: string, cmd: string, args: string[], env: Record<string, string>, port: number): Promise<Server> {
+async function start(
+  name: string,
+  cmd: string,
+  args: string[],
+  env: Record<string, string>,
+  port: number,
+): Promise<Server> {
   const logPath = join(tmp, `${name}.log`);
   const out = openSync(logPath, "w");
   const child = spawnGroup(cmd, args, { stdio: ["ignore", out, out], env: { ...process.env, ...env } });
   closeSync(out);
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 1200; i++) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} exited:\n${readFileSync(logPath, "utf8").slice(-2000)}`);
-    if (await fetch(`${url}/health`).then((r) => r.status === 200, () => false)) return { name, url, child };
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`${name} exited:\n${readFileSync(logPath, "utf8").slice(-2000)}`);
+    if (
+      await fetch(`${url}/health`).then(
+        (r) => r.status === 200,
+        () => false,
+      )
+    )
+      return { name, url, child };
     await Bun.sleep(100);
   }
   throw new Error(`${name} did not become healthy in 120 s`);
@@ -117,7 +135,8 @@ async function round(server: Server, model: string, inputs: string[], batch: num
       body: JSON.stringify({ model, input: chunk }),
     });
     const body = (await res.json()) as { data?: unknown[] };
-    if (res.status !== 200 || body.data?.length !== chunk.length) throw new Error(`${server.name} answered ${res.status}: ${JSON.stringify(body).slice(0, 300)}`);
+    if (res.status !== 200 || body.data?.length !== chunk.length)
+      throw new Error(`${server.name} answered ${res.status}: ${JSON.stringify(body).slice(0, 300)}`);
   }
   return inputs.length / ((performance.now() - started) / 1000);
 }
@@ -130,16 +149,54 @@ const median = (xs: number[]) => {
 
 const model = await modelPath();
 const sameBuild = !opts.has("shipped-lib");
-log(`embeddings: model ${model}, threads ${threads}, window ${window}, ${inputsPerRound} inputs a round, ${rounds} rounds (+${warmup} warmup), superfluid on ${sameBuild ? `SUPERFLUID_LLAMA_LIB=${llamaDir}` : "its shipped libllama"}`);
+log(
+  `embeddings: model ${model}, threads ${threads}, window ${window}, ${inputsPerRound} inputs a round, ${rounds} rounds (+${warmup} warmup), superfluid on ${sameBuild ? `SUPERFLUID_LLAMA_LIB=${llamaDir}` : "its shipped libllama"}`,
+);
 const [ourPort, llamaPort] = [await freePort(), await freePort()];
-const ours = await start("superfluid", process.execPath, [
-  join(import.meta.dir, "../src/main.ts"), "serve", model, "--port", String(ourPort), "--sessions", join(tmp, "sessions"),
-  "--threads", String(threads), "--max-context", String(window),
-], sameBuild ? { SUPERFLUID_LLAMA_LIB: llamaDir } : {}, ourPort);
-const theirs = await start("llama-server", join(llamaDir, "llama-server"), [
-  "-m", model, "--embeddings", "-t", String(threads), "-c", String(window), "-b", String(window), "-ub", String(window),
-  "-np", "32", "--host", "127.0.0.1", "--port", String(llamaPort),
-], { LD_LIBRARY_PATH: llamaDir }, llamaPort);
+const ours = await start(
+  "superfluid",
+  process.execPath,
+  [
+    join(import.meta.dir, "../src/main.ts"),
+    "serve",
+    model,
+    "--port",
+    String(ourPort),
+    "--sessions",
+    join(tmp, "sessions"),
+    "--threads",
+    String(threads),
+    "--max-context",
+    String(window),
+  ],
+  sameBuild ? { SUPERFLUID_LLAMA_LIB: llamaDir } : {},
+  ourPort,
+);
+const theirs = await start(
+  "llama-server",
+  join(llamaDir, "llama-server"),
+  [
+    "-m",
+    model,
+    "--embeddings",
+    "-t",
+    String(threads),
+    "-c",
+    String(window),
+    "-b",
+    String(window),
+    "-ub",
+    String(window),
+    "-np",
+    "32",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(llamaPort),
+  ],
+  { LD_LIBRARY_PATH: llamaDir },
+  llamaPort,
+);
 const modelId = ((await (await fetch(`${ours.url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
 
 const results: { batch: number; round: number; server: string; inputsPerSecond: number }[] = [];
@@ -161,7 +218,9 @@ try {
     const a = median(perServer.superfluid!);
     const b = median(perServer["llama-server"]!);
     summary.push({ batch, superfluid: a, llama: b, ratio: a / b });
-    log(`batch ${String(batch).padStart(2)}: superfluid ${a.toFixed(1)} inputs/s, llama-server ${b.toFixed(1)} inputs/s, ratio ${(a / b).toFixed(2)}`);
+    log(
+      `batch ${String(batch).padStart(2)}: superfluid ${a.toFixed(1)} inputs/s, llama-server ${b.toFixed(1)} inputs/s, ratio ${(a / b).toFixed(2)}`,
+    );
   }
 } finally {
   await Promise.all([stopGroup(ours.child), stopGroup(theirs.child)]);
@@ -169,6 +228,11 @@ try {
 
 console.log("| inputs per request | superfluid (inputs/s) | llama-server (inputs/s) | ratio |");
 console.log("|---:|---:|---:|---:|");
-for (const s of summary) console.log(`| ${s.batch} | ${s.superfluid.toFixed(1)} | ${s.llama.toFixed(1)} | ${s.ratio.toFixed(2)} |`);
-if (jsonPath) writeFileSync(jsonPath, JSON.stringify({ model, sameBuild, threads, window, inputsPerRound, rounds, summary, results }, null, 2));
+for (const s of summary)
+  console.log(`| ${s.batch} | ${s.superfluid.toFixed(1)} | ${s.llama.toFixed(1)} | ${s.ratio.toFixed(2)} |`);
+if (jsonPath)
+  writeFileSync(
+    jsonPath,
+    JSON.stringify({ model, sameBuild, threads, window, inputsPerRound, rounds, summary, results }, null, 2),
+  );
 process.exit(0);

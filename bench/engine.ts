@@ -29,7 +29,9 @@ async function superfluidRate(worker: WorkerClient, lanes: number, round: number
   const prompts = Array.from({ length: lanes }, (_, i) => [1, 100 + round * 31 + i, 200 + i, 300 + round]);
   const t0 = performance.now();
   const results = await Promise.all(
-    prompts.map((prompt) => worker.generate({ prompt, sampling: GREEDY, maxTokens: replyTokens, ignoreEos: true }).result()),
+    prompts.map((prompt) =>
+      worker.generate({ prompt, sampling: GREEDY, maxTokens: replyTokens, ignoreEos: true }).result(),
+    ),
   );
   const seconds = (performance.now() - t0) / 1000;
   const tokens = results.reduce((n, r) => n + r.completionTokens, 0);
@@ -39,11 +41,14 @@ async function superfluidRate(worker: WorkerClient, lanes: number, round: number
 function llamaBenchRate(dir: string): number | undefined {
   const exe = join(dir, "llama-bench");
   if (!existsSync(exe)) return undefined;
-  const run = Bun.spawnSync([exe, "-m", model, "-t", String(threads), "-p", "0", "-n", String(replyTokens), "-r", "1", "-o", "json"], {
-    env: { ...process.env, LD_LIBRARY_PATH: dir },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const run = Bun.spawnSync(
+    [exe, "-m", model, "-t", String(threads), "-p", "0", "-n", String(replyTokens), "-r", "1", "-o", "json"],
+    {
+      env: { ...process.env, LD_LIBRARY_PATH: dir },
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
   if (run.exitCode !== 0) {
     console.error(run.stderr.toString());
     return undefined;
@@ -54,7 +59,9 @@ function llamaBenchRate(dir: string): number | undefined {
 
 const benchDir = flag("llama-bench");
 const worker = await WorkerClient.start({ model, maxBatch: 8, maxContext: 1024, threads });
-console.log(`model ${model}\nthreads ${threads}, reply ${replyTokens} tokens, median of ${rounds} interleaved rounds\n`);
+console.log(
+  `model ${model}\nthreads ${threads}, reply ${replyTokens} tokens, median of ${rounds} interleaved rounds\n`,
+);
 const samples: Record<number, number[]> = Object.fromEntries(laneCounts.map((l) => [l, []]));
 const referenceSamples: number[] = [];
 for (let r = 0; r < rounds; r++) {

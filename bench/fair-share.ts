@@ -13,7 +13,9 @@ import { flag } from "./support.ts";
 
 const url = flag("url");
 if (!url) {
-  console.error("usage: bun bench/fair-share.ts --url URL [--n 8] [--max-tokens 30000] [--delay-ms 1500] [--cancel-big]");
+  console.error(
+    "usage: bun bench/fair-share.ts --url URL [--n 8] [--max-tokens 30000] [--delay-ms 1500] [--cancel-big]",
+  );
   process.exit(2);
 }
 const n = Number(flag("n", "8"));
@@ -23,16 +25,29 @@ const cancelBig = process.argv.includes("--cancel-big");
 
 const model = ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
 const post = (body: object, signal?: AbortSignal) =>
-  fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, ...body }), signal });
+  fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model, ...body }),
+    signal,
+  });
 
 const abort = new AbortController();
 const bigStarted = performance.now();
-const big = post({ messages: [{ role: "user", content: "Tell a very long story." }], n, max_tokens: maxTokens, ignore_eos: true }, abort.signal)
-  .then(async (res) => ({ ms: performance.now() - bigStarted, json: (await res.json()) as { choices: { finish_reason: string }[]; usage: { completion_tokens: number } } }))
+const big = post(
+  { messages: [{ role: "user", content: "Tell a very long story." }], n, max_tokens: maxTokens, ignore_eos: true },
+  abort.signal,
+)
+  .then(async (res) => ({
+    ms: performance.now() - bigStarted,
+    json: (await res.json()) as { choices: { finish_reason: string }[]; usage: { completion_tokens: number } },
+  }))
   .catch((err: Error) => ({ ms: performance.now() - bigStarted, error: err.name }));
 await Bun.sleep(delayMs);
 const smallStarted = performance.now();
-const small = (await (await post({ messages: [{ role: "user", content: "Hi" }], max_tokens: 2 })).json()) as { usage: { completion_tokens: number } };
+const small = (await (await post({ messages: [{ role: "user", content: "Hi" }], max_tokens: 2 })).json()) as {
+  usage: { completion_tokens: number };
+};
 const smallMs = performance.now() - smallStarted;
 let bigDone = false;
 void big.then(() => (bigDone = true));
@@ -50,7 +65,11 @@ console.log(
     big_running_when_small_answered: bigRunning,
     big_ms: Math.round(bigResult.ms),
     ...("json" in bigResult
-      ? { big_choices: bigResult.json.choices.length, big_finish: [...new Set(bigResult.json.choices.map((c) => c.finish_reason))], big_tokens: bigResult.json.usage.completion_tokens }
+      ? {
+          big_choices: bigResult.json.choices.length,
+          big_finish: [...new Set(bigResult.json.choices.map((c) => c.finish_reason))],
+          big_tokens: bigResult.json.usage.completion_tokens,
+        }
       : { big: bigResult.error }),
   }),
 );

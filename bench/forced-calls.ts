@@ -7,7 +7,8 @@
 // calls allowed a random model opens call after call until the cap (ending is
 // one token among several it may pick), so both settings are measured.
 //
-//   bun bench/forced-calls.ts [--seeds 20] [--shared ../shared] [--only NAME] [--tools free,bounded,add,response_format] [--json out.json]
+// bun bench/forced-calls.ts [--seeds 20] [--shared ../shared] [--only NAME] [--tools free,bounded,add,response_format]
+// [--json out.json]
 //
 // Needs ../shared/models/vocab and ../shared/templates (not part of the repo).
 import Ajv from "ajv";
@@ -43,7 +44,11 @@ interface Case {
 const CASES: Case[] = [
   { name: "qwen3", vocab: "ggml-vocab-qwen2.gguf", template: "Qwen-Qwen3-0.6B.jinja" },
   { name: "llama3.1", vocab: "ggml-vocab-llama-bpe.gguf", template: "meta-llama-Llama-3.1-8B-Instruct.jinja" },
-  { name: "hermes3", vocab: "ggml-vocab-llama-bpe.gguf", template: "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja" },
+  {
+    name: "hermes3",
+    vocab: "ggml-vocab-llama-bpe.gguf",
+    template: "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+  },
 ];
 
 // Three tools. Two argument schemas for get_weather: a free string, and the
@@ -62,7 +67,12 @@ const TOOLS: Record<string, Tool> = {
   free: {
     name: "get_weather",
     description: "Current weather for a city",
-    schema: { type: "object", properties: { city: { type: "string" }, unit: { type: "string", enum: ["c", "f"] } }, required: ["city"], additionalProperties: false },
+    schema: {
+      type: "object",
+      properties: { city: { type: "string" }, unit: { type: "string", enum: ["c", "f"] } },
+      required: ["city"],
+      additionalProperties: false,
+    },
   },
   bounded: {
     name: "get_weather",
@@ -76,16 +86,32 @@ const TOOLS: Record<string, Tool> = {
   },
   add: {
     name: "add",
-    schema: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } }, required: ["a", "b"], additionalProperties: false },
+    schema: {
+      type: "object",
+      properties: { a: { type: "integer" }, b: { type: "integer" } },
+      required: ["a", "b"],
+      additionalProperties: false,
+    },
   },
 };
 const toolsOf = (tool: Tool) => [
-  { type: "function", function: { name: tool.name, ...(tool.description ? { description: tool.description } : {}), parameters: tool.schema } },
+  {
+    type: "function",
+    function: {
+      name: tool.name,
+      ...(tool.description ? { description: tool.description } : {}),
+      parameters: tool.schema,
+    },
+  },
 ];
 const MESSAGES = [{ role: "user", content: "What is the weather in Oslo?" }];
 const REPORT = {
   type: "object",
-  properties: { city: { type: "string" }, temperature: { type: "integer" }, sky: { type: "string", enum: ["clear", "cloudy", "snow"] } },
+  properties: {
+    city: { type: "string" },
+    temperature: { type: "integer" },
+    sky: { type: "string", enum: ["clear", "cloudy", "snow"] },
+  },
   required: ["city", "temperature", "sky"],
   additionalProperties: false,
 };
@@ -104,7 +130,11 @@ interface Tally {
 const tally = (): Tally => ({ finished: 0, valid: 0, streamEqual: 0, lengths: [] });
 
 async function post(url: string, body: Record<string, unknown>): Promise<Record<string, any>> {
-  const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   const json = (await res.json()) as Record<string, any>;
   if (res.status !== 200) throw new Error(`${res.status}: ${JSON.stringify(json)}`);
   return json;
@@ -135,11 +165,27 @@ async function streamed(url: string, body: Record<string, unknown>) {
   return { calls, content, finish };
 }
 
-async function forcedCalls(url: string, model: string, tool: Tool, choice: unknown, parallel: boolean, seeds: number): Promise<Tally> {
+async function forcedCalls(
+  url: string,
+  model: string,
+  tool: Tool,
+  choice: unknown,
+  parallel: boolean,
+  seeds: number,
+): Promise<Tally> {
   const t = tally();
   const validCall = new Ajv({ strict: false }).compile(tool.schema);
   for (let seed = 1; seed <= seeds; seed++) {
-    const body = { model, messages: MESSAGES, tools: toolsOf(tool), tool_choice: choice, parallel_tool_calls: parallel, temperature: 0.9, max_tokens: 200, seed };
+    const body = {
+      model,
+      messages: MESSAGES,
+      tools: toolsOf(tool),
+      tool_choice: choice,
+      parallel_tool_calls: parallel,
+      temperature: 0.9,
+      max_tokens: 200,
+      seed,
+    };
     let reply: Record<string, any>;
     try {
       reply = await post(url, body);
@@ -166,7 +212,8 @@ async function forcedCalls(url: string, model: string, tool: Tool, choice: unkno
     const same =
       s.finish === c.finish_reason &&
       s.content === (c.message.content ?? "") &&
-      JSON.stringify(s.calls) === JSON.stringify(calls.map((call) => ({ name: call.function.name, arguments: call.function.arguments })));
+      JSON.stringify(s.calls) ===
+        JSON.stringify(calls.map((call) => ({ name: call.function.name, arguments: call.function.arguments })));
     if (same) t.streamEqual++;
   }
   return t;
@@ -210,10 +257,25 @@ async function main() {
     const path = join(cacheDir, `${c.name}.gguf`);
     if (!existsSync(path)) {
       const template = await Bun.file(join(shared, "templates", c.template)).text();
-      await writeGgufFile(realVocabModel({ vocabPath: join(shared, "models/vocab", c.vocab), chatTemplate: template }), path);
+      await writeGgufFile(
+        realVocabModel({ vocabPath: join(shared, "models/vocab", c.vocab), chatTemplate: template }),
+        path,
+      );
     }
     const sessions = mkdtempSync(join(tmpdir(), "superfluid-bench-"));
-    const opts = parseServeOptions([path, "--port", "0", "--max-batch", "1", "--max-context", "4096", "--threads", args.threads!, "--sessions", sessions]) as ServeOptions;
+    const opts = parseServeOptions([
+      path,
+      "--port",
+      "0",
+      "--max-batch",
+      "1",
+      "--max-context",
+      "4096",
+      "--threads",
+      args.threads!,
+      "--sessions",
+      sessions,
+    ]) as ServeOptions;
     const server = await startServer(opts, () => {});
     try {
       const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] };
@@ -229,7 +291,17 @@ async function main() {
         for (const parallel of [false, true]) {
           const tag = `${label}${parallel ? "/parallel" : ""}`;
           results.push([`required/${tag}`, await forcedCalls(server.url, model, tool, "required", parallel, seeds)]);
-          results.push([`named/${tag}`, await forcedCalls(server.url, model, tool, { type: "function", function: { name: tool.name } }, parallel, seeds)]);
+          results.push([
+            `named/${tag}`,
+            await forcedCalls(
+              server.url,
+              model,
+              tool,
+              { type: "function", function: { name: tool.name } },
+              parallel,
+              seeds,
+            ),
+          ]);
         }
       }
       for (const [kind, t] of results) {

@@ -21,14 +21,24 @@ export function policyFile(): string {
   return JSON.stringify({
     keys: [
       { name: "fuzz-user", key: KEYS.user, ...USER_LIMITS },
-      { name: "fuzz-admin", key: KEYS.admin, admin: true, class: "agent", max_class: "interactive", batch_invariant: false },
+      {
+        name: "fuzz-admin",
+        key: KEYS.admin,
+        admin: true,
+        class: "agent",
+        max_class: "interactive",
+        batch_invariant: false,
+      },
     ],
   });
 }
 
 /** Whether this checkout's `serve` takes --key-policy (the flags land separately from this bench). */
 export function authSupported(): boolean {
-  const out = spawnSync(process.execPath, [join(import.meta.dir, "../src/main.ts"), "serve", "--help"], { encoding: "utf8", timeout: 60_000 });
+  const out = spawnSync(process.execPath, [join(import.meta.dir, "../src/main.ts"), "serve", "--help"], {
+    encoding: "utf8",
+    timeout: 60_000,
+  });
   return /--key-policy\b/.test(`${out.stdout}${out.stderr}`) && /--api-key\b/.test(`${out.stdout}${out.stderr}`);
 }
 
@@ -39,7 +49,10 @@ export function scopeOfKey(key: KeyChoice | undefined): string {
 }
 
 /** The header a key goes in. */
-export function keyHeader(key: Exclude<KeyChoice, "none" | "wrong">, style: "bearer" | "x-api-key" = "bearer"): Record<string, string> {
+export function keyHeader(
+  key: Exclude<KeyChoice, "none" | "wrong">,
+  style: "bearer" | "x-api-key" = "bearer",
+): Record<string, string> {
   return style === "bearer" ? { authorization: `Bearer ${KEYS[key]}` } : { "x-api-key": KEYS[key] };
 }
 
@@ -49,11 +62,27 @@ export function withKey(r: Rng, spec: Spec): Spec {
   const key = pick<KeyChoice>(r, ["none", "wrong", "user", "user", "admin", "global", "global"]);
   const style = pick(r, ["bearer", "x-api-key"] as const);
   let header: Record<string, string> = {};
-  if (key === "wrong") header = style === "bearer" ? { authorization: `Bearer ${pick(r, ["sk-wrong", KEYS.user.slice(0, -1), `${KEYS.admin}x`, "fuzz-user"])}` } : { "x-api-key": pick(r, ["sk-wrong", KEYS.global.toUpperCase(), " "]) };
-  else if (key === "none") header = pick<Record<string, string>>(r, [{}, {}, { authorization: "Bearer" }, { authorization: "Basic dXNlcjpwYXNz" }, { authorization: "" }]);
+  if (key === "wrong")
+    header =
+      style === "bearer"
+        ? { authorization: `Bearer ${pick(r, ["sk-wrong", KEYS.user.slice(0, -1), `${KEYS.admin}x`, "fuzz-user"])}` }
+        : { "x-api-key": pick(r, ["sk-wrong", KEYS.global.toUpperCase(), " "]) };
+  else if (key === "none")
+    header = pick<Record<string, string>>(r, [
+      {},
+      {},
+      { authorization: "Bearer" },
+      { authorization: "Basic dXNlcjpwYXNz" },
+      { authorization: "" },
+    ]);
   else header = keyHeader(key, style);
   // The key replaces any Authorization the spec carried; other headers stay.
-  const headers = { ...Object.fromEntries(Object.entries(spec.headers ?? {}).filter(([k]) => k !== "authorization" && k !== "x-api-key")), ...header };
+  const headers = {
+    ...Object.fromEntries(
+      Object.entries(spec.headers ?? {}).filter(([k]) => k !== "authorization" && k !== "x-api-key"),
+    ),
+    ...header,
+  };
   return { ...spec, key, headers };
 }
 
@@ -66,10 +95,18 @@ export function authExpect(spec: Spec, base: number[]): number[] {
   const key = spec.key;
   if (key === undefined || spec.open) return base;
   if (spec.raw) return union(base, [401]);
-  if (key === "none" || key === "wrong") return union([401], base.filter((s) => BEFORE_THE_GATE.has(s)));
+  if (key === "none" || key === "wrong")
+    return union(
+      [401],
+      base.filter((s) => BEFORE_THE_GATE.has(s)),
+    );
   if (key === "admin" || key === "global") return base;
   // The user key: no admin routes, QoS headers held to its class, its rate and concurrency limits.
-  if (spec.admin) return union([403, 429], base.filter((s) => BEFORE_THE_GATE.has(s)));
+  if (spec.admin)
+    return union(
+      [403, 429],
+      base.filter((s) => BEFORE_THE_GATE.has(s)),
+    );
   const qos = Object.keys(spec.headers ?? {}).some((h) => h.toLowerCase() === "x-superfluid-qos");
   return union(base, [429], qos ? [403] : []);
 }

@@ -32,7 +32,9 @@ export interface Spec {
   path?: string;
   headers?: Record<string, string>;
   body?: string | Uint8Array;
-  /** A streamed reply expected: read by its content type (SSE or NDJSON) and checked to end as its family ends a stream. */
+  /**
+   * A streamed reply expected: read by its content type (SSE or NDJSON) and checked to end as its family ends a stream.
+   */
   stream?: boolean;
   /** The client aborts after this many stream events, or this many ms. */
   abortAfter?: { events?: number; ms?: number };
@@ -63,14 +65,19 @@ export const between = (r: Rng, lo: number, hi: number) => lo + Math.floor(r() *
 export const chance = (r: Rng, p: number) => r() < p;
 export const words = (r: Rng, n: number) => Array.from({ length: n }, () => pick(r, COMMON_WORDS)).join(" ");
 /** UTF-8 text and raw bytes, joined. */
-export const bytes = (...parts: (string | number[])[]) => Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p, "utf8") : Buffer.from(p))));
+export const bytes = (...parts: (string | number[])[]) =>
+  Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p, "utf8") : Buffer.from(p))));
 
 export const short = (v: unknown) => {
   const s = JSON.stringify(v) ?? String(v);
   return s.length > 40 ? `${s.slice(0, 37)}...` : s;
 };
 
-export const json = (path: string, body: unknown, extra: Partial<Spec> & Pick<Spec, "category" | "variant" | "expect">): Spec => ({
+export const json = (
+  path: string,
+  body: unknown,
+  extra: Partial<Spec> & Pick<Spec, "category" | "variant" | "expect">,
+): Spec => ({
   method: "POST",
   path,
   headers: { "content-type": "application/json" },
@@ -78,20 +85,45 @@ export const json = (path: string, body: unknown, extra: Partial<Spec> & Pick<Sp
   ...extra,
 });
 
-export const get = (path: string, extra: Partial<Spec> & Pick<Spec, "category" | "variant" | "expect">): Spec => ({ method: "GET", path, ...extra });
+export const get = (path: string, extra: Partial<Spec> & Pick<Spec, "category" | "variant" | "expect">): Spec => ({
+  method: "GET",
+  path,
+  ...extra,
+});
 
 /** Values of every JSON type; each field gets those not of its own type. */
-export const ANY = { str: "x", int: 5, frac: 1.5, bool: true, arr: [1], obj: { a: 1 }, emptyArr: [], emptyObj: {} } as const;
-export const wrong = (...keep: (keyof typeof ANY)[]) => Object.entries(ANY).filter(([k]) => !keep.includes(k as keyof typeof ANY)).map(([, v]) => v);
+export const ANY = {
+  str: "x",
+  int: 5,
+  frac: 1.5,
+  bool: true,
+  arr: [1],
+  obj: { a: 1 },
+  emptyArr: [],
+  emptyObj: {},
+} as const;
+export const wrong = (...keep: (keyof typeof ANY)[]) =>
+  Object.entries(ANY)
+    .filter(([k]) => !keep.includes(k as keyof typeof ANY))
+    .map(([, v]) => v);
 export const STR = wrong("str");
 export const BOOL = [...wrong("bool"), "true", 0, 1];
 export const OBJ = [...wrong("obj", "emptyObj"), [{ a: 1 }]];
 export const ARR = [...wrong("arr", "emptyArr"), { 0: "a" }];
-export const intRange = (lo: number, hi?: number) => [...wrong("int"), lo - 1, "5", ...(hi === undefined ? [] : [hi + 1])];
+export const intRange = (lo: number, hi?: number) => [
+  ...wrong("int"),
+  lo - 1,
+  "5",
+  ...(hi === undefined ? [] : [hi + 1]),
+];
 export const numRange = (lo: number, hi: number) => [...wrong("int", "frac"), lo - 0.5, hi + 0.5, "0.5"];
 
 /** A body with one field set to a value from its table of wrong values: the variant names both. */
-export function wrongField(r: Rng, table: Record<string, unknown[]>, base: Record<string, unknown>): { body: Record<string, unknown>; field: string; value: unknown } {
+export function wrongField(
+  r: Rng,
+  table: Record<string, unknown[]>,
+  base: Record<string, unknown>,
+): { body: Record<string, unknown>; field: string; value: unknown } {
   const field = pick(r, Object.keys(table));
   const value = pick(r, table[field]!);
   return { body: { ...base, [field]: value }, field, value };
@@ -109,9 +141,13 @@ export function brokenJson(r: Rng, valid: string): { variant: string; body: stri
   return { variant, body };
 }
 
-export const nest = (depth: number, open: string, inner: string, close: string) => open.repeat(depth) + inner + close.repeat(depth);
+export const nest = (depth: number, open: string, inner: string, close: string) =>
+  open.repeat(depth) + inner + close.repeat(depth);
 
-/** A model an admin request may have unloaded: the next request naming it loads it again, answered 503 model_loading meanwhile. */
+/**
+ * A model an admin request may have unloaded: the next request naming it loads it again, answered 503 model_loading
+ * meanwhile.
+ */
 export const RELOADING = [503];
 
 export interface Part {
@@ -125,11 +161,12 @@ export interface Part {
 export function multipart(boundary: string, parts: Part[], cut = false): Uint8Array {
   const chunks: (string | Uint8Array)[] = [];
   for (const p of parts) {
-    chunks.push(`--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"${p.filename === undefined ? "" : `; filename="${p.filename}"`}\r\n`);
+    chunks.push(
+      `--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"${p.filename === undefined ? "" : `; filename="${p.filename}"`}\r\n`,
+    );
     if (p.type) chunks.push(`Content-Type: ${p.type}\r\n`);
     chunks.push("\r\n", p.data, "\r\n");
   }
   if (!cut) chunks.push(`--${boundary}--\r\n`);
   return Buffer.concat(chunks.map((c) => (typeof c === "string" ? Buffer.from(c, "utf8") : Buffer.from(c))));
 }
-

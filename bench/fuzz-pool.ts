@@ -13,7 +13,12 @@ interface Held {
 }
 
 /** Ids that name nothing, for `@@kind~@@` before the run has made one. */
-const NOTHING: Record<PoolKind, string> = { file: "file-000000000000000000000000", batchfile: "file-000000000000000000000000", batch: "batch_000000000000", response: "resp_000000000000" };
+const NOTHING: Record<PoolKind, string> = {
+  file: "file-000000000000000000000000",
+  batchfile: "file-000000000000000000000000",
+  batch: "batch_000000000000",
+  response: "resp_000000000000",
+};
 /** The run keeps at most this many objects of a kind to name (the newest). */
 const MADE_CAP = 200;
 const PLACEHOLDER = /@@(file|batchfile|batch|response)(~?)@@/g;
@@ -41,7 +46,10 @@ export class ObjectPool {
     }
   }
 
-  /** The spec with its placeholders filled for a request sent by `scope`; `hidden` when it names an object of another scope. */
+  /**
+   * The spec with its placeholders filled for a request sent by `scope`; `hidden` when it names an object of another
+   * scope.
+   */
   fill(spec: Spec, r: Rng, scope: string): { spec: Spec; hidden: boolean } {
     let hidden = false;
     const sub = (text: string) =>
@@ -56,6 +64,9 @@ export class ObjectPool {
       });
     const path = spec.path === undefined ? undefined : sub(spec.path);
     const body = typeof spec.body === "string" ? sub(spec.body) : spec.body;
-    return { spec: { ...spec, ...(path === undefined ? {} : { path }), ...(body === undefined ? {} : { body }) }, hidden };
+    return {
+      spec: { ...spec, ...(path === undefined ? {} : { path }), ...(body === undefined ? {} : { body }) },
+      hidden,
+    };
   }
 }

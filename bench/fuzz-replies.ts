@@ -17,7 +17,8 @@ export function familyOfPath(path: string): Family {
 }
 
 function envelopeOk(family: Family, v: any): boolean {
-  if (family === "anthropic") return v?.type === "error" && typeof v.error?.type === "string" && typeof v.error?.message === "string";
+  if (family === "anthropic")
+    return v?.type === "error" && typeof v.error?.type === "string" && typeof v.error?.message === "string";
   if (family === "ollama") return typeof v?.error === "string";
   const e = v?.error;
   return typeof e?.message === "string" && typeof e?.type === "string" && "param" in e && "code" in e;
@@ -27,10 +28,12 @@ function envelopeOk(family: Family, v: any): boolean {
 function shapeProblem(spec: Spec, v: any): string | undefined {
   const path = (spec.path ?? "").split("?", 1)[0]!;
   if (spec.method !== "POST") return undefined;
-  if ((path === CHAT || path === COMPLETIONS) && (!Array.isArray(v?.choices) || v.choices.length === 0)) return "200 without choices";
+  if ((path === CHAT || path === COMPLETIONS) && (!Array.isArray(v?.choices) || v.choices.length === 0))
+    return "200 without choices";
   if (path === "/v1/messages" && (v?.type !== "message" || !Array.isArray(v.content))) return "200 not a message";
   if ((path === "/api/chat" || path === "/api/generate") && v?.done !== true) return "200 record not done";
-  if (path === "/v1/responses" && (v?.object !== "response" || !["completed", "incomplete"].includes(v.status))) return "200 not a finished response";
+  if (path === "/v1/responses" && (v?.object !== "response" || !["completed", "incomplete"].includes(v.status)))
+    return "200 not a finished response";
   if (path === "/v1/embeddings" && !Array.isArray(v?.data)) return "200 without data";
   return undefined;
 }
@@ -61,7 +64,11 @@ export function checkBody(spec: Spec, status: number, text: string, ctype: strin
 }
 
 /** How a stream of this path ends, and what in it is an error. */
-function sseRules(path: string): { done: (data: string) => boolean; error: (data: string) => boolean; needsDone: boolean } {
+function sseRules(path: string): {
+  done: (data: string) => boolean;
+  error: (data: string) => boolean;
+  needsDone: boolean;
+} {
   const p = path.split("?", 1)[0]!;
   const typeOf = (data: string): string | undefined => {
     try {
@@ -70,13 +77,24 @@ function sseRules(path: string): { done: (data: string) => boolean; error: (data
       return undefined;
     }
   };
-  if (p.startsWith("/v1/messages")) return { done: (d) => typeOf(d) === "message_stop", error: (d) => typeOf(d) === "error", needsDone: true };
-  if (p.startsWith("/v1/responses")) return { done: (d) => ["response.completed", "response.incomplete"].includes(typeOf(d) ?? ""), error: (d) => ["error", "response.failed"].includes(typeOf(d) ?? ""), needsDone: true };
+  if (p.startsWith("/v1/messages"))
+    return { done: (d) => typeOf(d) === "message_stop", error: (d) => typeOf(d) === "error", needsDone: true };
+  if (p.startsWith("/v1/responses"))
+    return {
+      done: (d) => ["response.completed", "response.incomplete"].includes(typeOf(d) ?? ""),
+      error: (d) => ["error", "response.failed"].includes(typeOf(d) ?? ""),
+      needsDone: true,
+    };
   return { done: (d) => d === "[DONE]", error: (d) => d.startsWith('{"error"'), needsDone: true };
 }
 
 /** Reads a 200 stream to its end (or the client's abort) and says what is wrong with it. */
-export async function readStream(spec: Spec, body: ReadableStream<Uint8Array>, ctype: string, abort: AbortController): Promise<{ problem?: string; snippet: string }> {
+export async function readStream(
+  spec: Spec,
+  body: ReadableStream<Uint8Array>,
+  ctype: string,
+  abort: AbortController,
+): Promise<{ problem?: string; snippet: string }> {
   let events = 0;
   let done = false;
   let last = "";
@@ -98,13 +116,16 @@ export async function readStream(spec: Spec, body: ReadableStream<Uint8Array>, c
         return { snippet: `aborted after ${events} records` };
       }
     }
-    return done ? { snippet: last.slice(0, 200) } : { problem: "stream ended without its done record", snippet: last.slice(0, 300) };
+    return done
+      ? { snippet: last.slice(0, 200) }
+      : { problem: "stream ended without its done record", snippet: last.slice(0, 300) };
   }
   const rules = sseRules(spec.path ?? "");
   for await (const ev of sseEvents(body)) {
     events++;
     last = ev.data ?? ev.error ?? "";
-    if (ev.error || (ev.data !== undefined && rules.error(ev.data))) return { problem: "error frame in a 200 stream", snippet: last.slice(0, 300) };
+    if (ev.error || (ev.data !== undefined && rules.error(ev.data)))
+      return { problem: "error frame in a 200 stream", snippet: last.slice(0, 300) };
     if (ev.data !== undefined && rules.done(ev.data)) done = true;
     else if (ev.data !== undefined) {
       try {
@@ -118,5 +139,7 @@ export async function readStream(spec: Spec, body: ReadableStream<Uint8Array>, c
       return { snippet: `aborted after ${events} events` };
     }
   }
-  return done || !rules.needsDone ? { snippet: last.slice(0, 200) } : { problem: "stream ended without its last event", snippet: last.slice(0, 300) };
+  return done || !rules.needsDone
+    ? { snippet: last.slice(0, 200) }
+    : { problem: "stream ended without its last event", snippet: last.slice(0, 300) };
 }

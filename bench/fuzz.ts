@@ -15,23 +15,85 @@
 // Request N is drawn from its own PRNG stream (seed, N), so `--show N` prints
 // exactly what the run sent. Progress goes to stderr, the table to stdout; the
 // exit status is 1 when a must-be-zero count is not zero.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync, readdirSync, symlinkSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  appendFileSync,
+  readdirSync,
+  symlinkSync,
+} from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { hashSeed, uniform } from "../src/fixtures/prng.ts";
 import { ensureFixture, ensureLoraFixture } from "../src/fixtures/index.ts";
-import { allOfFanout, bigEnum, chainGbnf, exponentialGbnf, hugeMinLength, manyOptional, propertyFanout, wideToolSchema } from "../test/grammar/hostile.ts";
-import { authExpect, authSupported, keyHeader, policyFile, scopeOfKey, withKey, KEYS } from "./fuzz-auth.ts";
-import { anthropicAborted, anthropicBad, anthropicCount, anthropicRoutes, anthropicValid, ollamaAborted, ollamaBad, ollamaDiscovery, ollamaEmbed, ollamaPreload, ollamaValid } from "./fuzz-families.ts";
 import {
-  BOOL, CHAT, COMPLETIONS, MODEL, OBJ, SERVED, STR, between, bytes, chance, intRange, json, nest, numRange, pick, short, words, wrong,
-  type Rng, type Spec,
+  allOfFanout,
+  bigEnum,
+  chainGbnf,
+  exponentialGbnf,
+  hugeMinLength,
+  manyOptional,
+  propertyFanout,
+  wideToolSchema,
+} from "../test/grammar/hostile.ts";
+import { authExpect, authSupported, keyHeader, policyFile, scopeOfKey, withKey, KEYS } from "./fuzz-auth.ts";
+import {
+  anthropicAborted,
+  anthropicBad,
+  anthropicCount,
+  anthropicRoutes,
+  anthropicValid,
+  ollamaAborted,
+  ollamaBad,
+  ollamaDiscovery,
+  ollamaEmbed,
+  ollamaPreload,
+  ollamaValid,
+} from "./fuzz-families.ts";
+import {
+  BOOL,
+  CHAT,
+  COMPLETIONS,
+  MODEL,
+  OBJ,
+  SERVED,
+  STR,
+  between,
+  bytes,
+  chance,
+  intRange,
+  json,
+  nest,
+  numRange,
+  pick,
+  short,
+  words,
+  wrong,
+  type Rng,
+  type Spec,
 } from "./fuzz-kit.ts";
 import { ObjectPool } from "./fuzz-pool.ts";
 import { checkBody, readStream } from "./fuzz-replies.ts";
 import { LORA, audio, embeddings, embeddingsBad, lora, modelAdmin, models, rerank, rerankBad } from "./fuzz-routes.ts";
-import { batchesBad, batchesCreate, batchesRead, filesBad, filesRead, filesUpload, filesUploadBad, makeObjects, responsesAborted, responsesBad, responsesCreate, responsesRead, responsesReadBad } from "./fuzz-stores.ts";
+import {
+  batchesBad,
+  batchesCreate,
+  batchesRead,
+  filesBad,
+  filesRead,
+  filesUpload,
+  filesUploadBad,
+  makeObjects,
+  responsesAborted,
+  responsesBad,
+  responsesCreate,
+  responsesRead,
+  responsesReadBad,
+} from "./fuzz-stores.ts";
 
 // ---------------------------------------------------------------- arguments
 
@@ -62,7 +124,18 @@ if (argv.includes("--help") || argv.includes("-h")) {
   console.log(USAGE);
   process.exit(0);
 }
-const VALUED = new Set(["requests", "parallel", "seed", "deadline", "timeout", "hang", "warmup", "json", "show", "hold"]);
+const VALUED = new Set([
+  "requests",
+  "parallel",
+  "seed",
+  "deadline",
+  "timeout",
+  "hang",
+  "warmup",
+  "json",
+  "show",
+  "hold",
+]);
 const opts = new Map<string, string>();
 /** --serve-arg and --skip may repeat, so they are kept apart from the single-valued options. */
 const serveArgs: string[] = [];
@@ -127,7 +200,8 @@ function sampling(r: Rng, stream: boolean): Record<string, unknown> {
   if (chance(r, 0.1)) b.presence_penalty = 0.5;
   if (chance(r, 0.1)) b.frequency_penalty = -0.5;
   if (chance(r, 0.1)) b.repeat_penalty = 1.1;
-  if (chance(r, 0.3)) b.stop = chance(r, 0.5) ? pick(r, ["e", " the", "\n"]) : [" a", "o", "zz"].slice(0, between(r, 1, 3));
+  if (chance(r, 0.3))
+    b.stop = chance(r, 0.5) ? pick(r, ["e", " the", "\n"]) : [" a", "o", "zz"].slice(0, between(r, 1, 3));
   if (chance(r, 0.2)) b.n = between(r, 2, 4);
   if (stream && chance(r, 0.6)) b.stream_options = { include_usage: true };
   if (chance(r, 0.05)) b.unknown_field = { ignored: true };
@@ -176,7 +250,11 @@ function validTools(r: Rng): Spec {
   if (chance(r, 0.2)) {
     const id = "call_1";
     (body.messages as unknown[]).push(
-      { role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name: "tool_0", arguments: '{"city":"Oslo"}' } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id, type: "function", function: { name: "tool_0", arguments: '{"city":"Oslo"}' } }],
+      },
       { role: "tool", tool_call_id: id, content: "12 degrees" },
     );
   }
@@ -186,18 +264,30 @@ function validTools(r: Rng): Spec {
 const SCHEMAS = [
   { type: "object", properties: { a: { type: "integer" }, b: { type: "string", maxLength: 8 } }, required: ["a"] },
   { type: "array", items: { enum: ["x", "y", 3] }, maxItems: 4 },
-  { type: "object", properties: { ok: { type: "boolean" }, tag: { type: "string", pattern: "^[a-z]{1,4}$" } }, additionalProperties: false },
+  {
+    type: "object",
+    properties: { ok: { type: "boolean" }, tag: { type: "string", pattern: "^[a-z]{1,4}$" } },
+    additionalProperties: false,
+  },
   { anyOf: [{ type: "number", minimum: 0, maximum: 5 }, { type: "null" }] },
   wideToolSchema(40),
 ];
-const GOOD_GRAMMARS = ['root ::= "yes" | "no"', 'root ::= [a-z]+ " " [0-9]{1,3}', "root ::= item (\",\" item)*\nitem ::= [a-c]"];
+const GOOD_GRAMMARS = [
+  'root ::= "yes" | "no"',
+  'root ::= [a-z]+ " " [0-9]{1,3}',
+  'root ::= item ("," item)*\nitem ::= [a-c]',
+];
 
 function validStructured(r: Rng): Spec {
   const stream = chance(r, 0.3);
   const body: Record<string, unknown> = { model: MODEL, messages: messages(r), ...sampling(r, stream) };
   const kind = pick(r, ["json_schema", "json_schema", "json_object", "grammar", "text"]);
   if (kind === "grammar") body.grammar = pick(r, GOOD_GRAMMARS);
-  else if (kind === "json_schema") body.response_format = { type: kind, json_schema: { name: "out", strict: chance(r, 0.8), schema: pick(r, SCHEMAS) } };
+  else if (kind === "json_schema")
+    body.response_format = {
+      type: kind,
+      json_schema: { name: "out", strict: chance(r, 0.8), schema: pick(r, SCHEMAS) },
+    };
   else body.response_format = { type: kind };
   return json(CHAT, body, { category: "structured", variant: `structured.${kind}`, expect: [200], stream });
 }
@@ -208,16 +298,22 @@ function validCompletion(r: Rng): Spec {
   const stream = chance(r, 0.35);
   const form = pick(r, ["string", "strings", "ids", "id-arrays"]);
   const prompt =
-    form === "string" ? words(r, between(r, 1, 20))
-    : form === "strings" ? [words(r, 3), words(r, 5)]
-    : form === "ids" ? tokenIds(r, between(r, 1, 12))
-    : [tokenIds(r, 3), tokenIds(r, 4)];
+    form === "string"
+      ? words(r, between(r, 1, 20))
+      : form === "strings"
+        ? [words(r, 3), words(r, 5)]
+        : form === "ids"
+          ? tokenIds(r, between(r, 1, 12))
+          : [tokenIds(r, 3), tokenIds(r, 4)];
   const body: Record<string, unknown> = { model: MODEL, prompt, ...sampling(r, stream) };
   if (chance(r, 0.2)) body.echo = true;
   else if (chance(r, 0.25)) body.logprobs = between(r, 0, 5);
   if (chance(r, 0.1)) body.best_of = body.n ?? 1;
   if (chance(r, 0.1)) body.ignore_eos = true;
-  return { ...json(COMPLETIONS, body, { category: "completions", variant: `completions.${form}`, expect: [200], stream }), headers: genHeaders(r) };
+  return {
+    ...json(COMPLETIONS, body, { category: "completions", variant: `completions.${form}`, expect: [200], stream }),
+    headers: genHeaders(r),
+  };
 }
 
 /** A long generation the client walks away from: mid-stream, or before a non-streamed reply. */
@@ -227,7 +323,13 @@ function aborted(r: Rng): Spec {
   const big = { max_tokens: between(r, 256, 2048), ignore_eos: true, stream };
   const body = onChat ? { model: MODEL, messages: messages(r), ...big } : { model: MODEL, prompt: words(r, 8), ...big };
   const abortAfter = stream && chance(r, 0.7) ? { events: between(r, 1, 30) } : { ms: between(r, 0, 400) };
-  return json(onChat ? CHAT : COMPLETIONS, body, { category: "aborted", variant: `aborted.${stream ? "stream" : "plain"}`, expect: [200], stream, abortAfter });
+  return json(onChat ? CHAT : COMPLETIONS, body, {
+    category: "aborted",
+    variant: `aborted.${stream ? "stream" : "plain"}`,
+    expect: [200],
+    stream,
+    abortAfter,
+  });
 }
 
 // ------------------------------------------------------- wrong field types
@@ -250,17 +352,31 @@ const SAMPLING_WRONG: Record<string, unknown[]> = {
 const CHAT_WRONG: Record<string, unknown[]> = {
   model: [...STR, null],
   messages: [
-    "x", {}, [], [1], [{}], [null],
-    [{ role: "wizard", content: "x" }], [{ role: 5, content: "x" }], [{ content: "x" }],
-    [{ role: "user", content: 5 }], [{ role: "user", content: { text: "x" } }], [{ role: "user", content: [5] }],
-    [{ role: "user", content: [{ type: "text" }] }], [{ role: "user", content: [{ type: "text", text: 5 }] }],
-    [{ role: "user", content: [{ type: "video", url: "x" }] }], [{ role: "user", content: [{ text: "x" }] }],
-    [{ role: "user", content: "x", name: 5 }], [{ role: "assistant", content: "x", tool_calls: "x" }],
+    "x",
+    {},
+    [],
+    [1],
+    [{}],
+    [null],
+    [{ role: "wizard", content: "x" }],
+    [{ role: 5, content: "x" }],
+    [{ content: "x" }],
+    [{ role: "user", content: 5 }],
+    [{ role: "user", content: { text: "x" } }],
+    [{ role: "user", content: [5] }],
+    [{ role: "user", content: [{ type: "text" }] }],
+    [{ role: "user", content: [{ type: "text", text: 5 }] }],
+    [{ role: "user", content: [{ type: "video", url: "x" }] }],
+    [{ role: "user", content: [{ text: "x" }] }],
+    [{ role: "user", content: "x", name: 5 }],
+    [{ role: "assistant", content: "x", tool_calls: "x" }],
     [{ role: "assistant", content: "x", tool_calls: [{ function: { name: 5, arguments: "{}" } }] }],
     [{ role: "assistant", content: "x", tool_calls: [{ function: { name: "f", arguments: 5 } }] }],
     [{ role: "assistant", content: "x", tool_calls: [{ id: 5, function: { name: "f", arguments: "{}" } }] }],
-    [{ role: "assistant", tool_calls: [{}] }], [{ role: "tool", content: "x", tool_call_id: 5 }],
-    [{ role: "assistant", content: "x", reasoning_content: 5 }], [{ role: "assistant", content: "x", reasoning: [] }],
+    [{ role: "assistant", tool_calls: [{}] }],
+    [{ role: "tool", content: "x", tool_call_id: 5 }],
+    [{ role: "assistant", content: "x", reasoning_content: 5 }],
+    [{ role: "assistant", content: "x", reasoning: [] }],
   ],
   max_completion_tokens: intRange(1),
   max_tokens: [...intRange(1), 0, -5],
@@ -270,21 +386,53 @@ const CHAT_WRONG: Record<string, unknown[]> = {
   stop: [5, true, { a: 1 }, [1], [["a"]], [null], Array.from({ length: 65 }, (_, i) => `s${i}`)],
   logprobs: BOOL,
   top_logprobs: intRange(0, 20),
-  logit_bias: [...OBJ, { "1": 101 }, { "1": -101 }, { "1": "x" }, { "1": [1] }, { "not-a-token": 1 }, { "99999999": 1 }, { "-1": 1 }],
+  logit_bias: [
+    ...OBJ,
+    { "1": 101 },
+    { "1": -101 },
+    { "1": "x" },
+    { "1": [1] },
+    { "not-a-token": 1 },
+    { "99999999": 1 },
+    { "-1": 1 },
+  ],
   chat_template_kwargs: OBJ,
   enable_thinking: BOOL,
   reasoning_effort: STR,
   tools: [
-    "x", { a: 1 }, [1], [{}], [{ type: 5 }], [{ type: "function", function: "x" }], [{ type: "function", function: { name: 5 } }],
-    [{ type: "function", function: {} }], [{ type: "function", function: { name: "f", strict: "yes" } }],
-    [{ type: "function", function: { name: "f", parameters: "x" } }], [{ type: "function", function: { name: "f", parameters: { type: "nonsense" } } }],
+    "x",
+    { a: 1 },
+    [1],
+    [{}],
+    [{ type: 5 }],
+    [{ type: "function", function: "x" }],
+    [{ type: "function", function: { name: 5 } }],
+    [{ type: "function", function: {} }],
+    [{ type: "function", function: { name: "f", strict: "yes" } }],
+    [{ type: "function", function: { name: "f", parameters: "x" } }],
+    [{ type: "function", function: { name: "f", parameters: { type: "nonsense" } } }],
   ],
-  tool_choice: ["sometimes", 5, true, [], {}, { type: "function" }, { type: "function", function: { name: "undeclared" } }, { function: { name: 5 } }],
+  tool_choice: [
+    "sometimes",
+    5,
+    true,
+    [],
+    {},
+    { type: "function" },
+    { type: "function", function: { name: "undeclared" } },
+    { function: { name: 5 } },
+  ],
   parallel_tool_calls: BOOL,
   response_format: [
-    ...OBJ, { type: 5 }, { type: "xml" }, { type: "json_schema" }, { type: "json_schema", json_schema: "x" },
-    { type: "json_schema", json_schema: { schema: 5 } }, { type: "json_schema", json_schema: { name: "x", strict: "yes", schema: {} } },
-    { type: "json_schema", json_schema: { schema: { type: "nonsense" } } }, { type: "json_schema", json_schema: { schema: { $ref: "#/missing" } } },
+    ...OBJ,
+    { type: 5 },
+    { type: "xml" },
+    { type: "json_schema" },
+    { type: "json_schema", json_schema: "x" },
+    { type: "json_schema", json_schema: { schema: 5 } },
+    { type: "json_schema", json_schema: { name: "x", strict: "yes", schema: {} } },
+    { type: "json_schema", json_schema: { schema: { type: "nonsense" } } },
+    { type: "json_schema", json_schema: { schema: { $ref: "#/missing" } } },
   ],
   grammar: [...STR, ""],
   ...SAMPLING_WRONG,
@@ -319,7 +467,11 @@ function badField(r: Rng, onChat: boolean): Spec {
   const category = onChat ? "bad-field-chat" : "bad-field-completions";
   // A tool schema the grammar cannot enforce is tolerated under tool_choice auto (docs/api/openai.md#tools).
   const tolerated = field === "tools" && JSON.stringify(value).includes('"nonsense"');
-  return json(onChat ? CHAT : COMPLETIONS, base, { category, variant: `${onChat ? "chat" : "completions"}.${field}=${short(value)}`, expect: tolerated ? [200, 400] : [400] });
+  return json(onChat ? CHAT : COMPLETIONS, base, {
+    category,
+    variant: `${onChat ? "chat" : "completions"}.${field}=${short(value)}`,
+    expect: tolerated ? [200, 400] : [400],
+  });
 }
 
 /** Requests whose fields are each fine alone but not together. */
@@ -336,31 +488,61 @@ function badCombination(r: Rng): Spec {
   ];
   const [variant, path, fields] = pick(r, cases);
   const category = path === CHAT ? "bad-field-chat" : "bad-field-completions";
-  return json(path, { model: MODEL, max_tokens: 4, ...fields }, { category, variant, expect: variant === "unknown-model" ? [404] : [400] });
+  return json(
+    path,
+    { model: MODEL, max_tokens: 4, ...fields },
+    { category, variant, expect: variant === "unknown-model" ? [404] : [400] },
+  );
 }
 
 // ------------------------------------------------------- malformed bodies
 
 function badJson(r: Rng): Spec {
   const path = pick(r, [CHAT, CHAT, COMPLETIONS, "/v1/tokenize"]);
-  const valid = JSON.stringify(path === CHAT ? { model: MODEL, messages: [{ role: "user", content: "héllo wörld" }], max_tokens: 4 } : path === COMPLETIONS ? { model: MODEL, prompt: "héllo", max_tokens: 4 } : { content: "héllo" });
+  const valid = JSON.stringify(
+    path === CHAT
+      ? { model: MODEL, messages: [{ role: "user", content: "héllo wörld" }], max_tokens: 4 }
+      : path === COMPLETIONS
+        ? { model: MODEL, prompt: "héllo", max_tokens: 4 }
+        : { content: "héllo" },
+  );
   const [head, tail] = valid.split("héllo") as [string, string];
   const cases: [string, string | Uint8Array, number[]][] = [
     ["truncated", valid.slice(0, between(r, 1, valid.length - 1)), [400]],
     ["empty", "", [400]],
     ["whitespace", "  \n\t ", [400]],
-    ["garbage", pick(r, ["{model:", "undefined", "NaN", "{'a':1}", '{"a":1,}', "/* c */ {}", "{}}", "[]]", "\u0000"]), [400]],
+    [
+      "garbage",
+      pick(r, ["{model:", "undefined", "NaN", "{'a':1}", '{"a":1,}', "/* c */ {}", "{}}", "[]]", "\u0000"]),
+      [400],
+    ],
     ["not-an-object", pick(r, ["[]", "5", '"str"', "null", "true", "[{}]"]), [400]],
     ["invalid-utf8-outside-strings", bytes("{", [0xff, 0xfe], valid.slice(1)), [400]],
     // A lone 0xff, a broken 2-byte sequence, an encoded surrogate, a 5-byte lead, an overlong '/'.
-    ["invalid-utf8-in-string", bytes(head, pick(r, [[0xff], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xc0, 0xaf]]), tail), [200, 400]],
+    [
+      "invalid-utf8-in-string",
+      bytes(
+        head,
+        pick(r, [[0xff], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xc0, 0xaf]]),
+        tail,
+      ),
+      [200, 400],
+    ],
     ["lone-surrogate-escape", valid.replace("héllo", "\\ud800x\\udfff"), [200, 400]],
     ["nul-in-string", valid.replace("héllo", "a\\u0000b"), [200, 400]],
-    ["bom", "\ufeff" + valid, [200, 400]],
+    ["bom", `\ufeff${valid}`, [200, 400]],
     ["duplicate-keys", valid.replace("{", `{"max_tokens":3,`), [200]],
   ];
   const [variant, body, expect] = pick(r, cases);
-  return { category: "bad-json", variant: `bad-json.${variant}`, expect, method: "POST", path, headers: { "content-type": "application/json" }, body };
+  return {
+    category: "bad-json",
+    variant: `bad-json.${variant}`,
+    expect,
+    method: "POST",
+    path,
+    headers: { "content-type": "application/json" },
+    body,
+  };
 }
 
 /** Raw JSON text with `slot` replaced by a literal that JSON.stringify cannot write (1e309, 2^70...). */
@@ -374,29 +556,93 @@ function hugeOrDeep(r: Rng): Spec {
   const cat = { category: "huge-deep", method: "POST", path: CHAT, headers: { "content-type": "application/json" } };
   const kind = pick(r, ["number", "number", "deep", "deep", "long", "many"]);
   if (kind === "number") {
-    const field = pick(r, ["max_tokens", "n", "temperature", "seed", "top_k", "top_logprobs", "logit_bias", "prompt-id"]);
-    const literal = pick(r, ["1e309", "-1e309", "1e308", "9007199254740993", "123456789012345678901234567890", "-0", "1e-400", "0.0000000000000000000001"]);
+    const field = pick(r, [
+      "max_tokens",
+      "n",
+      "temperature",
+      "seed",
+      "top_k",
+      "top_logprobs",
+      "logit_bias",
+      "prompt-id",
+    ]);
+    const literal = pick(r, [
+      "1e309",
+      "-1e309",
+      "1e308",
+      "9007199254740993",
+      "123456789012345678901234567890",
+      "-0",
+      "1e-400",
+      "0.0000000000000000000001",
+    ]);
     // -0 and 1e-400 read as token 0.
-    if (field === "prompt-id") return { ...cat, path: COMPLETIONS, variant: `huge.prompt[0]=${literal}`, expect: [200, 400], body: `{"model":"${MODEL}","max_tokens":2,"prompt":[${literal}]}` };
-    if (field === "logit_bias") return { ...cat, variant: `huge.logit_bias=${literal}`, expect: [200, 400], body: JSON.stringify(base).replace("{", `{"logit_bias":{"5":${literal}},`) };
+    if (field === "prompt-id")
+      return {
+        ...cat,
+        path: COMPLETIONS,
+        variant: `huge.prompt[0]=${literal}`,
+        expect: [200, 400],
+        body: `{"model":"${MODEL}","max_tokens":2,"prompt":[${literal}]}`,
+      };
+    if (field === "logit_bias")
+      return {
+        ...cat,
+        variant: `huge.logit_bias=${literal}`,
+        expect: [200, 400],
+        body: JSON.stringify(base).replace("{", `{"logit_bias":{"5":${literal}},`),
+      };
     // 1e-400 and -0 read as 0, in range for temperature/seed/top_k: those may be served.
     return { ...cat, variant: `huge.${field}=${literal}`, expect: [200, 400], body: withLiteral(base, field, literal) };
   }
   if (kind === "deep") {
-    const where = pick(r, ["body-array", "body-object", "chat_template_kwargs", "message-field", "tool-arguments", "content", "schema", "tool-parameters", "logit_bias", "grammar"]);
+    const where = pick(r, [
+      "body-array",
+      "body-object",
+      "chat_template_kwargs",
+      "message-field",
+      "tool-arguments",
+      "content",
+      "schema",
+      "tool-parameters",
+      "logit_bias",
+      "grammar",
+    ]);
     const inner = nest(deep, '{"a":', "1", "}");
     const body =
-      where === "body-array" ? nest(deep, "[", "", "]")
-      : where === "body-object" ? inner
-      : where === "chat_template_kwargs" ? JSON.stringify(base).replace("{", `{"chat_template_kwargs":{"x":${inner}},`)
-      : where === "message-field" ? JSON.stringify(base).replace('"content":"x"', `"content":"x","extra":${inner}`)
-      : where === "tool-arguments" ? JSON.stringify(base).replace('"content":"x"}', `"content":"x"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":${inner}}}]},{"role":"tool","tool_call_id":"c","content":"ok"}`)
-      : where === "content" ? JSON.stringify(base).replace('"content":"x"', `"content":${nest(deep, "[", "", "]")}`)
-      : where === "schema" ? JSON.stringify(base).replace("{", `{"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":${nest(Math.min(deep, 20_000), '{"type":"object","properties":{"a":', '{"type":"string"}', "}}")}}},`)
-      : where === "tool-parameters" ? JSON.stringify(base).replace("{", `{"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":${nest(Math.min(deep, 20_000), '{"type":"array","items":', '{"type":"string"}', "}")}}}],`)
-      : where === "logit_bias" ? JSON.stringify(base).replace("{", `{"logit_bias":${inner},`)
-      : JSON.stringify({ ...base, grammar: `root ::= ${nest(Math.min(deep, 20_000), "(", '"a"', ")")}` });
-    // Deep data the request may carry (template variables, extra fields, a nested grammar) may be served; the rest is a 400.
+      where === "body-array"
+        ? nest(deep, "[", "", "]")
+        : where === "body-object"
+          ? inner
+          : where === "chat_template_kwargs"
+            ? JSON.stringify(base).replace("{", `{"chat_template_kwargs":{"x":${inner}},`)
+            : where === "message-field"
+              ? JSON.stringify(base).replace('"content":"x"', `"content":"x","extra":${inner}`)
+              : where === "tool-arguments"
+                ? JSON.stringify(base).replace(
+                    '"content":"x"}',
+                    `"content":"x"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":${inner}}}]},{"role":"tool","tool_call_id":"c","content":"ok"}`,
+                  )
+                : where === "content"
+                  ? JSON.stringify(base).replace('"content":"x"', `"content":${nest(deep, "[", "", "]")}`)
+                  : where === "schema"
+                    ? JSON.stringify(base).replace(
+                        "{",
+                        `{"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":${nest(Math.min(deep, 20_000), '{"type":"object","properties":{"a":', '{"type":"string"}', "}}")}}},`,
+                      )
+                    : where === "tool-parameters"
+                      ? JSON.stringify(base).replace(
+                          "{",
+                          `{"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":${nest(Math.min(deep, 20_000), '{"type":"array","items":', '{"type":"string"}', "}")}}}],`,
+                        )
+                      : where === "logit_bias"
+                        ? JSON.stringify(base).replace("{", `{"logit_bias":${inner},`)
+                        : JSON.stringify({
+                            ...base,
+                            grammar: `root ::= ${nest(Math.min(deep, 20_000), "(", '"a"', ")")}`,
+                          });
+    // Deep data the request may carry (template variables, extra fields, a nested grammar) may be served; the rest is a
+    // 400.
     const servable = ["chat_template_kwargs", "message-field", "tool-arguments", "grammar"].includes(where);
     return { ...cat, variant: `deep.${where}`, expect: servable ? [200, 400] : [400], body };
   }
@@ -405,18 +651,65 @@ function hugeOrDeep(r: Rng): Spec {
     const filler = "lorem ipsum ".repeat(size / 12);
     const field = pick(r, ["content", "model", "stop", "grammar", "tokenize", "prompt"]);
     // /v1/tokenize takes at most 131072 characters (text_too_long past that).
-    if (field === "tokenize") return { ...cat, path: "/v1/tokenize", variant: "long.tokenize", expect: [200, 400], body: JSON.stringify({ content: filler }) };
-    if (field === "prompt") return { ...cat, path: COMPLETIONS, variant: "long.prompt", expect: [400], body: JSON.stringify({ model: MODEL, prompt: filler, max_tokens: 2 }) };
-    const body = field === "content" ? { ...base, messages: [{ role: "user", content: filler }] } : field === "model" ? { ...base, model: filler } : field === "stop" ? { ...base, stop: [filler] } : { ...base, grammar: `root ::= "${filler}"` };
-    return { ...cat, variant: `long.${field}`, expect: field === "model" ? [404] : field === "content" ? [400] : [200, 400], body: JSON.stringify(body) };
+    if (field === "tokenize")
+      return {
+        ...cat,
+        path: "/v1/tokenize",
+        variant: "long.tokenize",
+        expect: [200, 400],
+        body: JSON.stringify({ content: filler }),
+      };
+    if (field === "prompt")
+      return {
+        ...cat,
+        path: COMPLETIONS,
+        variant: "long.prompt",
+        expect: [400],
+        body: JSON.stringify({ model: MODEL, prompt: filler, max_tokens: 2 }),
+      };
+    const body =
+      field === "content"
+        ? { ...base, messages: [{ role: "user", content: filler }] }
+        : field === "model"
+          ? { ...base, model: filler }
+          : field === "stop"
+            ? { ...base, stop: [filler] }
+            : { ...base, grammar: `root ::= "${filler}"` };
+    return {
+      ...cat,
+      variant: `long.${field}`,
+      expect: field === "model" ? [404] : field === "content" ? [400] : [200, 400],
+      body: JSON.stringify(body),
+    };
   }
   const many = pick(r, ["messages", "tools", "logit_bias", "stop", "content-parts"]);
   const body =
-    many === "messages" ? { ...base, messages: Array.from({ length: 6000 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: "hi there" })) }
-    : many === "tools" ? { ...base, tools: Array.from({ length: 2000 }, (_, i) => ({ type: "function", function: { name: `f${i}`, parameters: { type: "object" } } })) }
-    : many === "logit_bias" ? { ...base, logit_bias: Object.fromEntries(Array.from({ length: 2110 }, (_, i) => [String(i), -1])) }
-    : many === "stop" ? { ...base, stop: Array.from({ length: 64 }, () => "s".repeat(1000)) }
-    : { ...base, messages: [{ role: "user", content: Array.from({ length: 20_000 }, () => ({ type: "text", text: "ab" })) }] };
+    many === "messages"
+      ? {
+          ...base,
+          messages: Array.from({ length: 6000 }, (_, i) => ({
+            role: i % 2 ? "assistant" : "user",
+            content: "hi there",
+          })),
+        }
+      : many === "tools"
+        ? {
+            ...base,
+            tools: Array.from({ length: 2000 }, (_, i) => ({
+              type: "function",
+              function: { name: `f${i}`, parameters: { type: "object" } },
+            })),
+          }
+        : many === "logit_bias"
+          ? { ...base, logit_bias: Object.fromEntries(Array.from({ length: 2110 }, (_, i) => [String(i), -1])) }
+          : many === "stop"
+            ? { ...base, stop: Array.from({ length: 64 }, () => "s".repeat(1000)) }
+            : {
+                ...base,
+                messages: [
+                  { role: "user", content: Array.from({ length: 20_000 }, () => ({ type: "text", text: "ab" })) },
+                ],
+              };
   return { ...cat, variant: `many.${many}`, expect: [200, 400], body: JSON.stringify(body) };
 }
 
@@ -442,21 +735,51 @@ function hostileSchema(r: Rng): Spec {
   const asTool = chance(r, 0.4);
   const base = { model: MODEL, messages: [{ role: "user", content: words(r, 3) }], max_tokens: 8 };
   const body = asTool
-    ? { ...base, tools: [{ type: "function", function: { name: "f", parameters: make() } }], tool_choice: pick(r, ["required", "auto"]) }
-    : { ...base, response_format: { type: "json_schema", json_schema: { name: "x", strict: chance(r, 0.7), schema: make() } } };
-  return json(CHAT, body, { category: "hostile-schema", variant: `hostile.${asTool ? "tool" : "format"}.${name}`, expect: [200, 400] });
+    ? {
+        ...base,
+        tools: [{ type: "function", function: { name: "f", parameters: make() } }],
+        tool_choice: pick(r, ["required", "auto"]),
+      }
+    : {
+        ...base,
+        response_format: { type: "json_schema", json_schema: { name: "x", strict: chance(r, 0.7), schema: make() } },
+      };
+  return json(CHAT, body, {
+    category: "hostile-schema",
+    variant: `hostile.${asTool ? "tool" : "format"}.${name}`,
+    expect: [200, 400],
+  });
 }
 
 const WRONG_GBNF = [
-  "", "root ::= foo", 'root ::= "unterminated', "root ::= [a-", 'root ::= ("a"', '::= "x"', 'root ::= "a"{5,2}',
-  "root ::= root", 'root ::= root "a"', 'root ::= "\\q"', "root ::= [z-a]", 'root = "a"', 'rööt ::= "a"', 'root ::= "a"\u0000',
-  'other ::= "a"', 'root ::= "a" )', "root ::= [^]*", 'root ::= "a"{99999999}',
+  "",
+  "root ::= foo",
+  'root ::= "unterminated',
+  "root ::= [a-",
+  'root ::= ("a"',
+  '::= "x"',
+  'root ::= "a"{5,2}',
+  "root ::= root",
+  'root ::= root "a"',
+  'root ::= "\\q"',
+  "root ::= [z-a]",
+  'root = "a"',
+  'rööt ::= "a"',
+  'root ::= "a"\u0000',
+  'other ::= "a"',
+  'root ::= "a" )',
+  "root ::= [^]*",
+  'root ::= "a"{99999999}',
 ];
 // Valid, if odd: an empty root matches the empty reply.
 const AMBIGUOUS_GBNF = [
   "root ::=",
-  'root ::= a | a\na ::= "x"', 'root ::= ("a" | "a")*', 'root ::= "a"* "a"*', 'root ::= x x\nx ::= "a"?',
-  'root ::= ("ab" | "a" "b")+', 'root ::= [a-z]* [a-m]*',
+  'root ::= a | a\na ::= "x"',
+  'root ::= ("a" | "a")*',
+  'root ::= "a"* "a"*',
+  'root ::= x x\nx ::= "a"?',
+  'root ::= ("ab" | "a" "b")+',
+  "root ::= [a-z]* [a-m]*",
 ];
 
 function badGrammar(r: Rng): Spec {
@@ -468,41 +791,105 @@ function badGrammar(r: Rng): Spec {
     ["sequence-100k", () => `root ::= ${'"a" '.repeat(100_000)}`],
   ];
   const [variant, grammar, expect] =
-    kind === "wrong" ? (() => { const g = pick(r, WRONG_GBNF); return [short(g), g, [400]] as const; })()
-    : kind === "ambiguous" ? (() => { const g = pick(r, AMBIGUOUS_GBNF); return [short(g), g, [200, 400]] as const; })()
-    : (() => { const [n, make] = pick(r, heavy); return [n, make(), [200, 400]] as const; })();
-  const body = { model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 8, grammar, stream: chance(r, 0.3) };
-  return json(CHAT, body, { category: "bad-grammar", variant: `grammar.${kind}.${variant}`, expect: [...expect], stream: body.stream });
+    kind === "wrong"
+      ? (() => {
+          const g = pick(r, WRONG_GBNF);
+          return [short(g), g, [400]] as const;
+        })()
+      : kind === "ambiguous"
+        ? (() => {
+            const g = pick(r, AMBIGUOUS_GBNF);
+            return [short(g), g, [200, 400]] as const;
+          })()
+        : (() => {
+            const [n, make] = pick(r, heavy);
+            return [n, make(), [200, 400]] as const;
+          })();
+  const body = {
+    model: MODEL,
+    messages: [{ role: "user", content: "x" }],
+    max_tokens: 8,
+    grammar,
+    stream: chance(r, 0.3),
+  };
+  return json(CHAT, body, {
+    category: "bad-grammar",
+    variant: `grammar.${kind}.${variant}`,
+    expect: [...expect],
+    stream: body.stream,
+  });
 }
 
 // ------------------------------------------------------- transport oddities
 
 function contentTypes(r: Rng): Spec {
   const cases: [string, number][] = [
-    ["text/plain", 415], ["text/plain;charset=UTF-8", 415], ["application/x-www-form-urlencoded", 415], ["multipart/form-data; boundary=x", 415],
-    ["application/xml", 415], ["application/jsonx", 415], ["json", 415], ["application/json, text/plain", 415], ["", 415],
-    ["application/json; charset=utf-8", 200], ["APPLICATION/JSON", 200], ["application/vnd.api+json", 200], ["application/json;;;", 200],
+    ["text/plain", 415],
+    ["text/plain;charset=UTF-8", 415],
+    ["application/x-www-form-urlencoded", 415],
+    ["multipart/form-data; boundary=x", 415],
+    ["application/xml", 415],
+    ["application/jsonx", 415],
+    ["json", 415],
+    ["application/json, text/plain", 415],
+    ["", 415],
+    ["application/json; charset=utf-8", 200],
+    ["APPLICATION/JSON", 200],
+    ["application/vnd.api+json", 200],
+    ["application/json;;;", 200],
   ];
   const [type, status] = pick(r, cases);
   const path = pick(r, [CHAT, COMPLETIONS, "/v1/tokenize"]);
-  const body = path === CHAT ? { model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 2 } : path === COMPLETIONS ? { model: MODEL, prompt: "x", max_tokens: 2 } : { content: "x" };
-  return { category: "content-type", variant: `content-type.${JSON.stringify(type)}`, expect: [status], method: "POST", path, headers: { "content-type": type }, body: JSON.stringify(body) };
+  const body =
+    path === CHAT
+      ? { model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 2 }
+      : path === COMPLETIONS
+        ? { model: MODEL, prompt: "x", max_tokens: 2 }
+        : { content: "x" };
+  return {
+    category: "content-type",
+    variant: `content-type.${JSON.stringify(type)}`,
+    expect: [status],
+    method: "POST",
+    path,
+    headers: { "content-type": type },
+    body: JSON.stringify(body),
+  };
 }
 
 function methodsAndPaths(r: Rng): Spec {
   const cases: [string, string, number[]][] = [
-    ...["GET", "PUT", "DELETE", "PATCH", "OPTIONS"].flatMap((m) => [CHAT, COMPLETIONS, "/v1/tokenize"].map((p): [string, string, number[]] => [m, p, [405]])),
-    ...["POST", "PUT", "DELETE", "PATCH"].flatMap((m) =>
-      // DELETE /v1/models/{id} is the admin unload (the model-admin category sends it, on other models): not a wrong method.
-      ["/health", "/v1/models", "/slots", "/props", `/v1/models/${MODEL}`].filter((p) => !(m === "DELETE" && p === `/v1/models/${MODEL}`)).map((p): [string, string, number[]] => [m, p, [405]]),
+    ...["GET", "PUT", "DELETE", "PATCH", "OPTIONS"].flatMap((m) =>
+      [CHAT, COMPLETIONS, "/v1/tokenize"].map((p): [string, string, number[]] => [m, p, [405]]),
     ),
-    ["HEAD", "/health", [200]], ["HEAD", "/v1/models", [200]], ["HEAD", CHAT, [405]],
-    ["GET", "/", [200]], ["GET", "/v1", [404]], ["GET", "/v2/chat/completions", [404]], ["GET", "/v1/embeddings", [405]],
-    ["POST", "/v1/chat/completions/extra", [404]], ["GET", "/%00", [404]], ["GET", "/..%2f..%2fetc%2fpasswd", [404]],
-    ["GET", "/v1/models/%ZZ", [404]], ["GET", "/v1/models/no-such-model", [404]], ["GET", `/v1/models/${MODEL}?x=1`, [200]],
-    ["GET", `/${"a".repeat(8000)}`, [404, 414, 431]], ["GET", "/health?" + "q=1&".repeat(500), [200]],
-    ["POST", "/slots/0/save", [501]], ["POST", "/slots/x/restore", [501]], ["GET", "/slots/0/save", [405]],
-    ["GET", "//health", [200, 404]], ["GET", "/HEALTH", [404]], ["GET", "/health/", [404, 200]],
+    ...["POST", "PUT", "DELETE", "PATCH"].flatMap((m) =>
+      // DELETE /v1/models/{id} is the admin unload (the model-admin category sends it, on other models): not a wrong
+      // method.
+      ["/health", "/v1/models", "/slots", "/props", `/v1/models/${MODEL}`]
+        .filter((p) => !(m === "DELETE" && p === `/v1/models/${MODEL}`))
+        .map((p): [string, string, number[]] => [m, p, [405]]),
+    ),
+    ["HEAD", "/health", [200]],
+    ["HEAD", "/v1/models", [200]],
+    ["HEAD", CHAT, [405]],
+    ["GET", "/", [200]],
+    ["GET", "/v1", [404]],
+    ["GET", "/v2/chat/completions", [404]],
+    ["GET", "/v1/embeddings", [405]],
+    ["POST", "/v1/chat/completions/extra", [404]],
+    ["GET", "/%00", [404]],
+    ["GET", "/..%2f..%2fetc%2fpasswd", [404]],
+    ["GET", "/v1/models/%ZZ", [404]],
+    ["GET", "/v1/models/no-such-model", [404]],
+    ["GET", `/v1/models/${MODEL}?x=1`, [200]],
+    ["GET", `/${"a".repeat(8000)}`, [404, 414, 431]],
+    ["GET", `/health?${"q=1&".repeat(500)}`, [200]],
+    ["POST", "/slots/0/save", [501]],
+    ["POST", "/slots/x/restore", [501]],
+    ["GET", "/slots/0/save", [405]],
+    ["GET", "//health", [200, 404]],
+    ["GET", "/HEALTH", [404]],
+    ["GET", "/health/", [404, 200]],
   ];
   const [method, path, expect] = pick(r, cases);
   const hasBody = method !== "GET" && method !== "HEAD";
@@ -518,7 +905,9 @@ function methodsAndPaths(r: Rng): Spec {
 
 function oddHeaders(r: Rng): Spec {
   const onChat = chance(r, 0.5);
-  const body = onChat ? JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 2 }) : undefined;
+  const body = onChat
+    ? JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 2 })
+    : undefined;
   const cases: [string, Record<string, string>, number[]][] = [
     ["origin-foreign", { origin: "http://evil.example" }, [403]],
     ["origin-null", { origin: "null" }, [403]],
@@ -555,7 +944,8 @@ function oddHeaders(r: Rng): Spec {
 /** Bytes fetch will not send: broken request lines, framing, unknown methods. */
 function rawHttp(r: Rng): Spec {
   const chat = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 2 });
-  const post = (extra: string, body: string) => `POST ${CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n${extra}\r\n${body}`;
+  const post = (extra: string, body: string) =>
+    `POST ${CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n${extra}\r\n${body}`;
   const chunked = (body: string) => `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
   const cases: [string, string | Uint8Array, number[], boolean?][] = [
     ["garbage-line", "GARBAGE\r\n\r\n", [400]],
@@ -563,11 +953,19 @@ function rawHttp(r: Rng): Spec {
     ["unknown-method", "BREW /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", [405]],
     ["unknown-method-unknown-path", "BREW /pot HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", [404, 405]],
     ["connect", "CONNECT 127.0.0.1:80 HTTP/1.1\r\nHost: 127.0.0.1:80\r\n\r\n", [405]],
-    ["absolute-target", "GET http://127.0.0.1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", [200, 400]],
+    [
+      "absolute-target",
+      "GET http://127.0.0.1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+      [200, 400],
+    ],
     ["asterisk-target", "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", [400, 405]],
     ["http-1.0-no-host", "GET /health HTTP/1.0\r\n\r\n", [200]],
     ["http-1.1-no-host", "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", [200, 400]],
-    ["control-char-header", "GET /health HTTP/1.1\r\nHost: localhost\r\nX-A: a\u0001b\r\nConnection: close\r\n\r\n", [400]],
+    [
+      "control-char-header",
+      "GET /health HTTP/1.1\r\nHost: localhost\r\nX-A: a\u0001b\r\nConnection: close\r\n\r\n",
+      [400],
+    ],
     ["header-no-colon", "GET /health HTTP/1.1\r\nHost: localhost\r\nNoColonHere\r\nConnection: close\r\n\r\n", [400]],
     ["nul-in-path", "GET /he\u0000alth HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", [400]],
     ["lf-only", "GET /health HTTP/1.1\nHost: localhost\nConnection: close\n\n", [200, 400]],
@@ -581,10 +979,26 @@ function rawHttp(r: Rng): Spec {
     ["cl-short", post(`Content-Length: ${Math.floor(chat.length / 2)}\r\n`, chat), [400]],
     ["cl-long-then-fin", post(`Content-Length: ${chat.length + 100}\r\n`, chat), [400], true],
     ["no-body", post("Content-Length: 0\r\n", ""), [400]],
-    ["no-content-type", `POST ${CHAT} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`, [200]],
-    ["pipelined-3", "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\nGET /props HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", [200]],
-    ["pipelined-after-chat", `POST ${CHAT} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`, [200]],
-    ["long-request-line", `GET /health?${"a".repeat(70_000)} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`, [200, 400, 414, 431]],
+    [
+      "no-content-type",
+      `POST ${CHAT} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`,
+      [200],
+    ],
+    [
+      "pipelined-3",
+      "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\nGET /props HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+      [200],
+    ],
+    [
+      "pipelined-after-chat",
+      `POST ${CHAT} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`,
+      [200],
+    ],
+    [
+      "long-request-line",
+      `GET /health?${"a".repeat(70_000)} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`,
+      [200, 400, 414, 431],
+    ],
     ["binary-noise", new Uint8Array(Array.from({ length: 512 }, () => between(r, 0, 255))), [400]],
   ];
   const [variant, raw, expect, halfClose] = pick(r, cases);
@@ -599,15 +1013,33 @@ function rawHttp(r: Rng): Spec {
 }
 
 function admin(r: Rng): Spec {
-  const get = (path: string, expect: number[]): Spec => ({ category: "admin", variant: `GET ${path}`, expect, method: "GET", path });
-  const tok = (body: unknown, expect: number[], variant: string): Spec => json("/v1/tokenize", body, { category: "admin", variant: `tokenize.${variant}`, expect });
+  const get = (path: string, expect: number[]): Spec => ({
+    category: "admin",
+    variant: `GET ${path}`,
+    expect,
+    method: "GET",
+    path,
+  });
+  const tok = (body: unknown, expect: number[], variant: string): Spec =>
+    json("/v1/tokenize", body, { category: "admin", variant: `tokenize.${variant}`, expect });
   return pick(r, [
-    () => get("/v1/models", [200]), () => get(`/v1/models/${MODEL}`, [200]), () => get("/health", [200]), () => get("/health", [200]),
-    () => get("/slots", [200]), () => get("/props", [200]), () => get(`/props?model=${MODEL}`, [200]), () => get("/props?model=nope", [404]),
-    () => tok({ content: words(r, 10) }, [200], "content"), () => tok({ text: words(r, 5), with_pieces: true }, [200], "with_pieces"),
-    () => tok({ input: "<|im_start|>x", add_special: true }, [200], "special"), () => tok({ model: MODEL, content: "x" }, [200], "model"),
-    () => tok({ content: 5 }, [400], "content=5"), () => tok({}, [400], "empty"), () => tok({ content: "x", with_pieces: "yes" }, [400], "with_pieces=str"),
-    () => tok({ model: "nope", content: "x" }, [404], "unknown-model"), () => tok([], [400], "array"),
+    () => get("/v1/models", [200]),
+    () => get(`/v1/models/${MODEL}`, [200]),
+    () => get("/health", [200]),
+    () => get("/health", [200]),
+    () => get("/slots", [200]),
+    () => get("/props", [200]),
+    () => get(`/props?model=${MODEL}`, [200]),
+    () => get("/props?model=nope", [404]),
+    () => tok({ content: words(r, 10) }, [200], "content"),
+    () => tok({ text: words(r, 5), with_pieces: true }, [200], "with_pieces"),
+    () => tok({ input: "<|im_start|>x", add_special: true }, [200], "special"),
+    () => tok({ model: MODEL, content: "x" }, [200], "model"),
+    () => tok({ content: 5 }, [400], "content=5"),
+    () => tok({}, [400], "empty"),
+    () => tok({ content: "x", with_pieces: "yes" }, [400], "with_pieces=str"),
+    () => tok({ model: "nope", content: "x" }, [404], "unknown-model"),
+    () => tok([], [400], "array"),
   ])();
 }
 
@@ -664,8 +1096,10 @@ const MIX: [string, number, (r: Rng) => Spec][] = [
   ["model-admin", 2, modelAdmin],
   ["lora", 3, lora],
 ];
-for (const name of [...skipped, ...only]) if (!MIX.some(([c]) => c === name)) fail(`no category ${name} (${MIX.map(([c]) => c).join(", ")})`);
-// The mix drawn from: a left-out category's weight is gone, so request N differs from a full run's (--show needs the same --skip/--only).
+for (const name of [...skipped, ...only])
+  if (!MIX.some(([c]) => c === name)) fail(`no category ${name} (${MIX.map(([c]) => c).join(", ")})`);
+// The mix drawn from: a left-out category's weight is gone, so request N differs from a full run's (--show needs the
+// same --skip/--only).
 const DRAWN = MIX.filter(([name]) => !skipped.has(name) && (only.size === 0 || only.has(name)));
 if (DRAWN.length === 0) fail("--skip/--only left no category to send");
 const TOTAL_WEIGHT = DRAWN.reduce((s, [, w]) => s + w, 0);
@@ -673,7 +1107,8 @@ const TOTAL_WEIGHT = DRAWN.reduce((s, [, w]) => s + w, 0);
 const AUTH = opts.has("auth");
 
 /** GET or HEAD /health: open without a key. */
-const isOpen = (spec: Spec) => (spec.method === "GET" || spec.method === "HEAD") && /^\/health(\?|$)/.test(spec.path ?? "");
+const isOpen = (spec: Spec) =>
+  (spec.method === "GET" || spec.method === "HEAD") && /^\/health(\?|$)/.test(spec.path ?? "");
 
 /**
  * Request `index` of the run seeded `seed`: its own PRNG stream, so it can be
@@ -716,7 +1151,10 @@ interface Outcome {
   /** The connection failed before an answer, or mid-answer. */
   dropped?: string;
   timedOut: boolean;
-  /** A reply that breaks the API: no error envelope, an error frame in a 200 stream, a stream without its end, a non-JSON 200. */
+  /**
+   * A reply that breaks the API: no error envelope, an error frame in a 200 stream, a stream without its end, a
+   * non-JSON 200.
+   */
   problem?: string;
   snippet: string;
   /** A whole 200 JSON reply, parsed (for the ids of objects it made). */
@@ -727,8 +1165,12 @@ async function sendFetch(base: string, spec: Spec): Promise<Outcome> {
   const abort = new AbortController();
   const t0 = performance.now();
   let timedOut = false;
-  const timer = setTimeout(() => ((timedOut = true), abort.abort("timeout")), cfg.timeoutS * 1000);
-  const msAbort = spec.abortAfter?.ms !== undefined ? setTimeout(() => abort.abort("client abort"), spec.abortAfter.ms) : undefined;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    abort.abort("timeout");
+  }, cfg.timeoutS * 1000);
+  const msAbort =
+    spec.abortAfter?.ms !== undefined ? setTimeout(() => abort.abort("client abort"), spec.abortAfter.ms) : undefined;
   const out = (o: Partial<Outcome>): Outcome => ({
     statuses: [],
     ms: performance.now() - t0,
@@ -740,7 +1182,14 @@ async function sendFetch(base: string, spec: Spec): Promise<Outcome> {
   try {
     let res: Response;
     try {
-      res = await fetch(base + spec.path, { method: spec.method, headers: spec.headers, body: spec.body, signal: abort.signal, keepalive: false, redirect: "manual" });
+      res = await fetch(base + spec.path, {
+        method: spec.method,
+        headers: spec.headers,
+        body: spec.body,
+        signal: abort.signal,
+        keepalive: false,
+        redirect: "manual",
+      });
     } catch (err) {
       return out({ dropped: abort.signal.aborted ? undefined : `no answer: ${(err as Error).message}` });
     }
@@ -755,7 +1204,10 @@ async function sendFetch(base: string, spec: Spec): Promise<Outcome> {
       const { problem, value } = checkBody(spec, res.status, text, ctype);
       return out({ statuses: [res.status], problem, value, snippet: text.slice(0, 300) });
     } catch (err) {
-      return out({ statuses: [res.status], dropped: abort.signal.aborted ? undefined : `reply cut: ${(err as Error).message}` });
+      return out({
+        statuses: [res.status],
+        dropped: abort.signal.aborted ? undefined : `reply cut: ${(err as Error).message}`,
+      });
     }
   } finally {
     clearTimeout(timer);
@@ -770,7 +1222,10 @@ function sendRaw(port: number, spec: Spec): Promise<Outcome> {
     let error: string | undefined;
     let timedOut = false;
     const socket = connect({ host: "127.0.0.1", port });
-    const timer = setTimeout(() => ((timedOut = true), socket.destroy()), cfg.timeoutS * 1000);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      socket.destroy();
+    }, cfg.timeoutS * 1000);
     socket.on("connect", () => {
       socket.write(spec.raw!);
       if (spec.halfClose) socket.end();
@@ -787,13 +1242,22 @@ function sendRaw(port: number, spec: Spec): Promise<Outcome> {
       let problem: string | undefined;
       // A chunked empty body is "0\r\n\r\n": no bytes of content.
       const bare = firstBody === "" || /^0\r\n\r\n$/.test(firstBody);
-      if (first !== undefined && first >= 400 && !firstBody.includes('{"error":{"message":') && !(spec.bareErrorOk && bare)) problem = "error reply not in the envelope";
+      if (
+        first !== undefined &&
+        first >= 400 &&
+        !firstBody.includes('{"error":{"message":') &&
+        !(spec.bareErrorOk && bare)
+      )
+        problem = "error reply not in the envelope";
       resolve({
         statuses,
         ms: performance.now() - t0,
         clientAborted: !!spec.halfClose && statuses.length === 0,
         timedOut,
-        dropped: statuses.length === 0 && !spec.halfClose && !timedOut ? `closed without an answer${error ? ` (${error})` : ""}` : undefined,
+        dropped:
+          statuses.length === 0 && !spec.halfClose && !timedOut
+            ? `closed without an answer${error ? ` (${error})` : ""}`
+            : undefined,
         problem,
         snippet: text.slice(0, 300),
       });
@@ -831,8 +1295,28 @@ class Recorder {
   record(index: number, spec: Spec, o: Outcome): void {
     this.sent++;
     let c = this.categories.get(spec.category);
-    if (!c) this.categories.set(spec.category, (c = { statuses: new Map(), latencies: [], fivexx: 0, dropped: 0, hangs: 0, problems: 0, unexpected: 0, clientAborted: 0 }));
-    const key = o.clientAborted && o.statuses.length === 0 ? "aborted" : o.statuses.length ? o.statuses.join("+") : o.timedOut ? "timeout" : "none";
+    if (!c)
+      this.categories.set(
+        spec.category,
+        (c = {
+          statuses: new Map(),
+          latencies: [],
+          fivexx: 0,
+          dropped: 0,
+          hangs: 0,
+          problems: 0,
+          unexpected: 0,
+          clientAborted: 0,
+        }),
+      );
+    const key =
+      o.clientAborted && o.statuses.length === 0
+        ? "aborted"
+        : o.statuses.length
+          ? o.statuses.join("+")
+          : o.timedOut
+            ? "timeout"
+            : "none";
     c.statuses.set(key, (c.statuses.get(key) ?? 0) + 1);
     c.latencies.push(o.ms);
     if (o.clientAborted) c.clientAborted++;
@@ -845,9 +1329,11 @@ class Recorder {
     const fivexx = o.statuses.some((s) => s >= 500 && !spec.expect.includes(s));
     if (fivexx) flag("fivexx", `5xx (${o.statuses.join("+")})`);
     if (o.dropped) flag("dropped", o.dropped);
-    if (o.timedOut || (!o.clientAborted && o.ms > cfg.hangS * 1000)) flag("hangs", `hang (${(o.ms / 1000).toFixed(1)} s${o.timedOut ? ", timed out" : ""})`);
+    if (o.timedOut || (!o.clientAborted && o.ms > cfg.hangS * 1000))
+      flag("hangs", `hang (${(o.ms / 1000).toFixed(1)} s${o.timedOut ? ", timed out" : ""})`);
     if (o.problem) flag("problems", o.problem);
-    if (o.statuses.length && !fivexx && !o.statuses.every((s) => spec.expect.includes(s))) flag("unexpected", `unexpected ${o.statuses.join("+")}, expected ${spec.expect.join("/")}`);
+    if (o.statuses.length && !fivexx && !o.statuses.every((s) => spec.expect.includes(s)))
+      flag("unexpected", `unexpected ${o.statuses.join("+")}, expected ${spec.expect.join("/")}`);
     for (const issue of issues) this.sample(index, spec, issue, o);
   }
 
@@ -863,14 +1349,28 @@ class Recorder {
   totals() {
     const all = [...this.categories.values()];
     const sum = (f: (c: CategoryStats) => number) => all.reduce((s, c) => s + f(c), 0);
-    return { fivexx: sum((c) => c.fivexx), dropped: sum((c) => c.dropped), hangs: sum((c) => c.hangs), problems: sum((c) => c.problems), unexpected: sum((c) => c.unexpected), clientAborted: sum((c) => c.clientAborted) };
+    return {
+      fivexx: sum((c) => c.fivexx),
+      dropped: sum((c) => c.dropped),
+      hangs: sum((c) => c.hangs),
+      problems: sum((c) => c.problems),
+      unexpected: sum((c) => c.unexpected),
+      clientAborted: sum((c) => c.clientAborted),
+    };
   }
 }
 
 function describe(spec: Spec): string {
   if (spec.raw) return `raw ${JSON.stringify(Buffer.from(spec.raw).toString("latin1").slice(0, 400))}`;
-  const body = spec.body === undefined ? "" : typeof spec.body === "string" ? spec.body : Buffer.from(spec.body).toString("latin1");
-  const headers = Object.entries(spec.headers ?? {}).map(([k, v]) => `${k}: ${v.length > 60 ? `${v.slice(0, 60)}...(${v.length})` : v}`);
+  const body =
+    spec.body === undefined
+      ? ""
+      : typeof spec.body === "string"
+        ? spec.body
+        : Buffer.from(spec.body).toString("latin1");
+  const headers = Object.entries(spec.headers ?? {}).map(
+    ([k, v]) => `${k}: ${v.length > 60 ? `${v.slice(0, 60)}...(${v.length})` : v}`,
+  );
   const path = spec.path ?? "";
   return `${spec.method} ${path.length > 80 ? `${path.slice(0, 80)}...` : path} [${headers.join("; ")}] ${body.length > 400 ? `${body.slice(0, 400)}...(${body.length} bytes)` : body}`;
 }
@@ -886,7 +1386,10 @@ const quantile = (xs: number[], q: number) => {
 const dir = mkdtempSync(join(tmpdir(), "superfluid-fuzz-"));
 const logPath = join(dir, "server.log");
 
-/** The key the harness's own requests (/slots, /v1/models, setup) carry under --auth: the global one, admin and unlimited. */
+/**
+ * The key the harness's own requests (/slots, /v1/models, setup) carry under --auth: the global one, admin and
+ * unlimited.
+ */
 const HARNESS: Record<string, string> = AUTH ? keyHeader("global") : {};
 
 /**
@@ -915,8 +1418,26 @@ async function startServer() {
   }
   const proc = Bun.spawn(
     [
-      process.execPath, join(import.meta.dir, "../src/main.ts"), "serve", chat, "--model", embed, "--model", rerankModel, "--alias", `claude-*=${SERVED.chat}`,
-      "--port", "0", "--sessions", join(dir, "sessions"), "--max-batch", "4", "--threads", "1", ...authArgs, ...serveArgs,
+      process.execPath,
+      join(import.meta.dir, "../src/main.ts"),
+      "serve",
+      chat,
+      "--model",
+      embed,
+      "--model",
+      rerankModel,
+      "--alias",
+      `claude-*=${SERVED.chat}`,
+      "--port",
+      "0",
+      "--sessions",
+      join(dir, "sessions"),
+      "--max-batch",
+      "4",
+      "--threads",
+      "1",
+      ...authArgs,
+      ...serveArgs,
     ],
     { stdout: "pipe", stderr: "pipe" },
   );
@@ -942,7 +1463,13 @@ async function startServer() {
   }
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 600; i++) {
-    if (await fetch(`${base}/health`).then((r) => r.status === 200, () => false)) return { proc, port, base };
+    if (
+      await fetch(`${base}/health`).then(
+        (r) => r.status === 200,
+        () => false,
+      )
+    )
+      return { proc, port, base };
     await Bun.sleep(100);
   }
   proc.kill("SIGKILL");
@@ -1009,7 +1536,11 @@ function growthOf(before: Rss, after: Rss): { name: string; growth: number }[] {
 
 async function slotsState(base: string): Promise<{ active: number; queued: number; respawns: number } | undefined> {
   try {
-    const s = (await (await fetch(`${base}/slots`, { headers: HARNESS })).json()) as { lanes: { active: number }; queue: { depth: number }; respawns: number }[];
+    const s = (await (await fetch(`${base}/slots`, { headers: HARNESS })).json()) as {
+      lanes: { active: number };
+      queue: { depth: number };
+      respawns: number;
+    }[];
     return { active: s[0]!.lanes.active, queued: s[0]!.queue.depth, respawns: s[0]!.respawns };
   } catch {
     return undefined;
@@ -1035,7 +1566,14 @@ function track(spec: Spec, o: Outcome): void {
   if (spec.method === "DELETE") pool.forget(o.value.id);
 }
 
-async function runMix(server: { base: string; port: number }, seed: number, count: number, rec: Recorder, stopAt: number, progress: boolean): Promise<void> {
+async function runMix(
+  server: { base: string; port: number },
+  seed: number,
+  count: number,
+  rec: Recorder,
+  stopAt: number,
+  progress: boolean,
+): Promise<void> {
   let next = 0;
   let lastReport = performance.now();
   const lane = async () => {
@@ -1049,7 +1587,9 @@ async function runMix(server: { base: string; port: number }, seed: number, coun
       if (progress && performance.now() - lastReport > 10_000) {
         lastReport = performance.now();
         const t = rec.totals();
-        console.error(`fuzz: ${rec.sent}/${count} sent; 5xx ${t.fivexx}, dropped ${t.dropped}, hangs ${t.hangs}, broken replies ${t.problems}, unexpected statuses ${t.unexpected}`);
+        console.error(
+          `fuzz: ${rec.sent}/${count} sent; 5xx ${t.fivexx}, dropped ${t.dropped}, hangs ${t.hangs}, broken replies ${t.problems}, unexpected statuses ${t.unexpected}`,
+        );
       }
     }
   };
@@ -1068,7 +1608,9 @@ const mib = (kb: number) => (kb / 1024).toFixed(1);
 async function main(): Promise<number> {
   if (AUTH && !authSupported()) {
     rmSync(dir, { recursive: true, force: true });
-    fail("fuzz: --auth needs `superfluid serve --key-policy` and `--api-key`, and `bun src/main.ts serve --help` lists neither yet in this checkout; run without --auth until the flags land");
+    fail(
+      "fuzz: --auth needs `superfluid serve --key-policy` and `--api-key`, and `bun src/main.ts serve --help` lists neither yet in this checkout; run without --auth until the flags land",
+    );
   }
   // One deadline for the whole run, warm-up included.
   const stopAt = Date.now() + cfg.deadlineS * 1000;
@@ -1107,9 +1649,18 @@ async function main(): Promise<number> {
 
     const idle = await waitIdle(server.base, 60_000);
     // Afterwards the server must still answer: /health, and a plain chat turn.
-    const healthy = await fetch(`${server.base}/health`).then((r) => r.status === 200, () => false);
-    const chatOk = await fetch(`${server.base}${CHAT}`, { method: "POST", headers: { "content-type": "application/json", ...HARNESS }, body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello" }], max_tokens: 8 }) })
-      .then(async (r) => r.status === 200 && Array.isArray(((await r.json()) as { choices?: unknown[] }).choices), () => false);
+    const healthy = await fetch(`${server.base}/health`).then(
+      (r) => r.status === 200,
+      () => false,
+    );
+    const chatOk = await fetch(`${server.base}${CHAT}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...HARNESS },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello" }], max_tokens: 8 }),
+    }).then(
+      async (r) => r.status === 200 && Array.isArray(((await r.json()) as { choices?: unknown[] }).choices),
+      () => false,
+    );
     // Models the run unloaded are loaded again, so each model's worker is compared with its own baseline.
     await loadAll(server.base);
     const after = await settledRss(pid, before);
@@ -1132,57 +1683,109 @@ async function main(): Promise<number> {
       ["lanes or queue still busy 60 s after the run", idle ? 0 : 1],
       ["server exited", alive ? 0 : 1],
       ["/health or a plain chat failing after the run", (healthy ? 0 : 1) + (chatOk ? 0 : 1)],
-      [`RSS after the run more than 10% above before (server, each model's worker)${grown.length ? `: ${grown.map((g) => g.name).join(", ")}` : ""}`, grown.length],
+      [
+        `RSS after the run more than 10% above before (server, each model's worker)${grown.length ? `: ${grown.map((g) => g.name).join(", ")}` : ""}`,
+        grown.length,
+      ],
     ];
 
-    const rows = [...rec.categories.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([name, c]) => ({
-      category: name,
-      requests: c.latencies.length,
-      statuses: Object.fromEntries([...c.statuses.entries()].sort()),
-      fivexx: c.fivexx,
-      dropped: c.dropped,
-      hangs: c.hangs,
-      broken: c.problems,
-      unexpected: c.unexpected,
-      clientAborted: c.clientAborted,
-      p50ms: quantile(c.latencies, 0.5),
-      p99ms: quantile(c.latencies, 0.99),
-    }));
+    const rows = [...rec.categories.entries()]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([name, c]) => ({
+        category: name,
+        requests: c.latencies.length,
+        statuses: Object.fromEntries([...c.statuses.entries()].sort()),
+        fivexx: c.fivexx,
+        dropped: c.dropped,
+        hangs: c.hangs,
+        broken: c.problems,
+        unexpected: c.unexpected,
+        clientAborted: c.clientAborted,
+        p50ms: quantile(c.latencies, 0.5),
+        p99ms: quantile(c.latencies, 0.99),
+      }));
 
-    const variant = [...(serveArgs.length ? [`serve ${serveArgs.join(" ")}`] : []), ...[...skipped].map((c) => `--skip ${c}`), ...[...only].map((c) => `--only ${c}`)];
-    console.log(`\n${rec.sent} requests in ${wallS.toFixed(1)} s (seed ${cfg.seed}, ${cfg.parallel} in flight; plus ${warm.sent} warm-up${variant.length ? `; ${variant.join(", ")}` : ""})\n`);
-    console.log("| category | requests | statuses | 5xx | dropped | hangs | broken | unexpected | client-aborted | p50 ms | p99 ms |");
+    const variant = [
+      ...(serveArgs.length ? [`serve ${serveArgs.join(" ")}`] : []),
+      ...[...skipped].map((c) => `--skip ${c}`),
+      ...[...only].map((c) => `--only ${c}`),
+    ];
+    console.log(
+      `\n${rec.sent} requests in ${wallS.toFixed(1)} s (seed ${cfg.seed}, ${cfg.parallel} in flight; plus ${warm.sent} warm-up${variant.length ? `; ${variant.join(", ")}` : ""})\n`,
+    );
+    console.log(
+      "| category | requests | statuses | 5xx | dropped | hangs | broken | unexpected | client-aborted | p50 ms | p99 ms |",
+    );
     console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const r of rows) {
-      const st = Object.entries(r.statuses).map(([k, v]) => `${k}:${v}`).join(" ");
-      console.log(`| ${r.category} | ${r.requests} | ${st} | ${r.fivexx} | ${r.dropped} | ${r.hangs} | ${r.broken} | ${r.unexpected} | ${r.clientAborted} | ${r.p50ms.toFixed(1)} | ${r.p99ms.toFixed(1)} |`);
+      const st = Object.entries(r.statuses)
+        .map(([k, v]) => `${k}:${v}`)
+        .join(" ");
+      console.log(
+        `| ${r.category} | ${r.requests} | ${st} | ${r.fivexx} | ${r.dropped} | ${r.hangs} | ${r.broken} | ${r.unexpected} | ${r.clientAborted} | ${r.p50ms.toFixed(1)} | ${r.p99ms.toFixed(1)} |`,
+      );
     }
-    console.log(`| **all** | ${rec.sent} | | ${t.fivexx} | ${t.dropped} | ${t.hangs} | ${t.problems} | ${t.unexpected} | ${t.clientAborted} | | |`);
+    console.log(
+      `| **all** | ${rec.sent} | | ${t.fivexx} | ${t.dropped} | ${t.hangs} | ${t.problems} | ${t.unexpected} | ${t.clientAborted} | | |`,
+    );
     console.log(`\n| RSS (MiB) | before (after warm-up) | peak | after (idle) | change |`);
     console.log("|---|---:|---:|---:|---:|");
     for (const g of growths) {
       const model = g.name.replace(/^worker /, "");
-      const [b, p, a] = g.name === "server" ? [before.server, peak.server, after.server] : [before.workers.get(model)!, peak.workers.get(model) ?? NaN, after.workers.get(model)!];
+      const [b, p, a] =
+        g.name === "server"
+          ? [before.server, peak.server, after.server]
+          : [before.workers.get(model)!, peak.workers.get(model) ?? NaN, after.workers.get(model)!];
       console.log(`| ${g.name} | ${mib(b)} | ${mib(p)} | ${mib(a)} | ${(g.growth * 100).toFixed(1)}% |`);
     }
     console.log(`\nMust be zero:`);
     for (const [name, n] of must) console.log(`  ${n === 0 ? "ok  " : "FAIL"} ${name}: ${n}`);
-    if (logged5xx.length) console.log(`\nServer log (first 5 of ${logged5xx.length}):\n${logged5xx.slice(0, 5).join("\n")}`);
+    if (logged5xx.length)
+      console.log(`\nServer log (first 5 of ${logged5xx.length}):\n${logged5xx.slice(0, 5).join("\n")}`);
     const shown = [...warm.samples.map((s) => ({ ...s, warmup: true })), ...rec.samples];
     if (shown.length) {
-      console.log(`\nFindings (first 3 of each variant and issue; \`--show INDEX --seed ${cfg.seed}\` reprints a request, warm-up ones with --seed ${cfg.seed + 1}):`);
-      for (const s of shown.slice(0, 60)) console.log(`- #${s.index}${"warmup" in s ? " (warm-up)" : ""} ${s.variant}: ${s.issue}\n    ${s.request.slice(0, 300)}\n    -> ${s.response.slice(0, 200).replace(/\r?\n/g, "\\n")}`);
+      console.log(
+        `\nFindings (first 3 of each variant and issue; \`--show INDEX --seed ${cfg.seed}\` reprints a request, warm-up ones with --seed ${cfg.seed + 1}):`,
+      );
+      for (const s of shown.slice(0, 60))
+        console.log(
+          `- #${s.index}${"warmup" in s ? " (warm-up)" : ""} ${s.variant}: ${s.issue}\n    ${s.request.slice(0, 300)}\n    -> ${s.response.slice(0, 200).replace(/\r?\n/g, "\\n")}`,
+        );
       if (shown.length > 60) console.log(`... ${shown.length - 60} more in --json`);
     }
 
     if (cfg.holdS > 0) {
-      console.error(`fuzz: holding the server for ${cfg.holdS} s: pid ${pid}; workers ${childrenOf(pid).map((c) => `${workerModel(c)} ${c}`).join(", ")}`);
+      console.error(
+        `fuzz: holding the server for ${cfg.holdS} s: pid ${pid}; workers ${childrenOf(pid)
+          .map((c) => `${workerModel(c)} ${c}`)
+          .join(", ")}`,
+      );
       await Bun.sleep(cfg.holdS * 1000);
     }
     const failed = must.some(([, n]) => n !== 0);
     const jsonPath = opts.get("json");
     if (jsonPath) {
-      writeFileSync(jsonPath, JSON.stringify({ config: { ...cfg, serveArgs, skipped: [...skipped], only: [...only] }, wallS, sent: rec.sent, warmupSent: warm.sent, rows, totals: t, warmupTotals: w, rssKb: { before: rssJson(before), peak: rssJson(peak), after: rssJson(after) }, mustBeZero: Object.fromEntries(must), serverLog5xx: logged5xx, findings: shown, failed }, null, 2));
+      writeFileSync(
+        jsonPath,
+        JSON.stringify(
+          {
+            config: { ...cfg, serveArgs, skipped: [...skipped], only: [...only] },
+            wallS,
+            sent: rec.sent,
+            warmupSent: warm.sent,
+            rows,
+            totals: t,
+            warmupTotals: w,
+            rssKb: { before: rssJson(before), peak: rssJson(peak), after: rssJson(after) },
+            mustBeZero: Object.fromEntries(must),
+            serverLog5xx: logged5xx,
+            findings: shown,
+            failed,
+          },
+          null,
+          2,
+        ),
+      );
     }
     return failed ? 1 : 0;
   } finally {
@@ -1199,7 +1802,10 @@ const rssJson = (r: Rss) => ({ server: r.server, workers: Object.fromEntries(r.w
 /** Loads every served model the run may have unloaded (/props?autoload=1 waits for the load). */
 async function loadAll(base: string): Promise<void> {
   for (const model of [SERVED.embed, SERVED.rerank]) {
-    await fetch(`${base}/props?model=${model}&autoload=1`, { headers: HARNESS }).then((r) => r.text(), () => "");
+    await fetch(`${base}/props?model=${model}&autoload=1`, { headers: HARNESS }).then(
+      (r) => r.text(),
+      () => "",
+    );
   }
 }
 

@@ -20,7 +20,11 @@ const rounds = Number(flag("rounds", "5"));
 const threads = physicalCores();
 
 // A schema whose replies run long: free text inside a JSON object.
-const SCHEMA = { type: "object", properties: { story: { type: "string" }, tags: { type: "array", items: { type: "string" } } }, required: ["story", "tags"] };
+const SCHEMA = {
+  type: "object",
+  properties: { story: { type: "string" }, tags: { type: "array", items: { type: "string" } } },
+  required: ["story", "tags"],
+};
 
 // 1. Compile time over the corpus.
 const compileMs = accepted.map((c) => {
@@ -28,7 +32,9 @@ const compileMs = accepted.map((c) => {
   compileJsonSchema(c.schema, c.options);
   return performance.now() - t0;
 });
-console.log(`schema compile over ${compileMs.length} corpus schemas: median ${median(compileMs).toFixed(2)} ms, worst ${Math.max(...compileMs).toFixed(2)} ms`);
+console.log(
+  `schema compile over ${compileMs.length} corpus schemas: median ${median(compileMs).toFixed(2)} ms, worst ${Math.max(...compileMs).toFixed(2)} ms`,
+);
 
 // 2. Decode rate through superfluid's worker.
 const gbnf = compileJsonSchema(SCHEMA).gbnf;
@@ -37,7 +43,12 @@ const worker = await WorkerClient.start({ model, maxBatch: 1, maxContext: 1024, 
 async function superfluidRate(constrained: boolean, round: number): Promise<number> {
   const t0 = performance.now();
   const r = await worker
-    .generate({ prompt: [1, 300 + round, 400], sampling: { ...sampling, seed: round + 1 }, maxTokens: replyTokens, ...(constrained ? { grammar: gbnf } : { ignoreEos: true }) })
+    .generate({
+      prompt: [1, 300 + round, 400],
+      sampling: { ...sampling, seed: round + 1 },
+      maxTokens: replyTokens,
+      ...(constrained ? { grammar: gbnf } : { ignoreEos: true }),
+    })
     .result();
   return (r.completionTokens * 1000) / (performance.now() - t0);
 }
@@ -64,13 +75,35 @@ async function llamaRate(constrained: boolean, round: number): Promise<number> {
   return (body.tokens_predicted * 1000) / (performance.now() - t0);
 }
 if (serverDir) {
-  server = Bun.spawn([`${serverDir}/llama-server`, "-m", model, "-c", "1024", "-np", "1", "-t", String(threads), "--host", "127.0.0.1", "--port", String(port)], {
-    env: { ...process.env, LD_LIBRARY_PATH: serverDir },
-    stdout: "ignore",
-    stderr: "ignore",
-  });
+  server = Bun.spawn(
+    [
+      `${serverDir}/llama-server`,
+      "-m",
+      model,
+      "-c",
+      "1024",
+      "-np",
+      "1",
+      "-t",
+      String(threads),
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+    ],
+    {
+      env: { ...process.env, LD_LIBRARY_PATH: serverDir },
+      stdout: "ignore",
+      stderr: "ignore",
+    },
+  );
   for (let i = 0; i < 100; i++) {
-    if ((await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.status).catch(() => 0)) === 200) break;
+    if (
+      (await fetch(`http://127.0.0.1:${port}/health`)
+        .then((r) => r.status)
+        .catch(() => 0)) === 200
+    )
+      break;
     await Bun.sleep(200);
   }
 }
@@ -94,6 +127,8 @@ console.log(`\nreply up to ${replyTokens} tokens, ${threads} threads, median of 
 console.log("| system | unconstrained tok/s | json_schema tok/s | constrained / unconstrained |");
 console.log("|---|---|---|---|");
 const row = (name: string, free: number[], json: number[]) =>
-  console.log(`| ${name} | ${median(free).toFixed(1)} | ${median(json).toFixed(1)} | ${(median(json) / median(free)).toFixed(2)} |`);
+  console.log(
+    `| ${name} | ${median(free).toFixed(1)} | ${median(json).toFixed(1)} | ${(median(json) / median(free)).toFixed(2)} |`,
+  );
 row("superfluid", rows.sfFree!, rows.sfJson!);
 if (server) row("llama-server", rows.llFree!, rows.llJson!);

@@ -63,9 +63,31 @@ const USAGE = `usage: bun bench/http.ts --url URL [options]
                         again, so a reply that goes on copying the text is predictable`;
 
 const { opts, int, num } = parseOptions(USAGE, [
-  "url", "label", "model", "url2", "label2", "model2", "concurrency", "tokens", "rounds", "prompt-words",
-  "warmup", "temperature", "extra", "timeout", "deadline", "wait", "json", "passage",
-  "serve", "llama-server", "lanes", "context", "threads", "cpu-variant", "llama-lib",
+  "url",
+  "label",
+  "model",
+  "url2",
+  "label2",
+  "model2",
+  "concurrency",
+  "tokens",
+  "rounds",
+  "prompt-words",
+  "warmup",
+  "temperature",
+  "extra",
+  "timeout",
+  "deadline",
+  "wait",
+  "json",
+  "passage",
+  "serve",
+  "llama-server",
+  "lanes",
+  "context",
+  "threads",
+  "cpu-variant",
+  "llama-lib",
 ]);
 
 if (opts.has("serve") === opts.has("url")) fail(`give --url or --serve (one of them)\n\n${USAGE}`);
@@ -80,7 +102,8 @@ let waitS = num("wait", 0, 0);
 const jsonPath = opts.get("json");
 const passage = opts.has("passage") ? readFileSync(opts.get("passage")!, "utf8").trim() : undefined;
 const levels = (opts.get("concurrency") ?? "1,2,4,8").split(",").map((s) => Number(s.trim()));
-if (levels.some((c) => !Number.isInteger(c) || c < 1)) fail(`--concurrency must be positive integers, got ${opts.get("concurrency")}`);
+if (levels.some((c) => !Number.isInteger(c) || c < 1))
+  fail(`--concurrency must be positive integers, got ${opts.get("concurrency")}`);
 const lanes = int("lanes", Math.max(...levels), 1);
 const contextPerLane = int("context", 1024, 64);
 const threads = int("threads", 2, 1);
@@ -95,7 +118,10 @@ if (opts.has("extra")) {
 
 // The whole run's deadline: aborts every request in flight when it passes.
 const deadline = new AbortController();
-const deadlineTimer = setTimeout(() => deadline.abort(new Error(`run deadline of ${deadlineS} s passed`)), deadlineS * 1000);
+const deadlineTimer = setTimeout(
+  () => deadline.abort(new Error(`run deadline of ${deadlineS} s passed`)),
+  deadlineS * 1000,
+);
 // Ctrl-C stops the run and prints what was measured; a second one exits at once.
 process.on("SIGINT", () => {
   if (deadline.signal.aborted) process.exit(130);
@@ -121,7 +147,9 @@ async function modelIds(url: string): Promise<string[]> {
   const until = Date.now() + waitS * 1000;
   for (;;) {
     try {
-      const res = await fetch(`${url}/v1/models`, { signal: AbortSignal.any([AbortSignal.timeout(10_000), deadline.signal]) });
+      const res = await fetch(`${url}/v1/models`, {
+        signal: AbortSignal.any([AbortSignal.timeout(10_000), deadline.signal]),
+      });
       if (res.ok) {
         const body = (await res.json()) as { data?: { id?: string }[] };
         return (body.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === "string");
@@ -129,13 +157,19 @@ async function modelIds(url: string): Promise<string[]> {
       // A server still loading its model (llama-server answers 503) is waited for.
       if (res.status !== 503 || Date.now() >= until) throw new Error(`GET ${url}/v1/models: HTTP ${res.status}`);
     } catch (e) {
-      if (Date.now() >= until || deadline.signal.aborted) throw new Error(`${url} does not answer: ${(e as Error).message}`);
+      if (Date.now() >= until || deadline.signal.aborted)
+        throw new Error(`${url} does not answer: ${(e as Error).message}`);
     }
     await Bun.sleep(250);
   }
 }
 
-async function resolveSystem(raw: string, label: string | undefined, model: string | undefined, fallbackModel?: string): Promise<System> {
+async function resolveSystem(
+  raw: string,
+  label: string | undefined,
+  model: string | undefined,
+  fallbackModel?: string,
+): Promise<System> {
   const url = baseUrl(raw);
   const ids = await modelIds(url);
   const chosen = model ?? ids[0] ?? fallbackModel;
@@ -156,8 +190,12 @@ function makePrompts(n: number): string[] {
   return Array.from({ length: n }, () => {
     const id = promptCounter++;
     const rand = uniform(0x9e3779b9 ^ Math.imul(id + 1, 0x85ebca6b));
-    const words = [LEAD_WORDS[id % LEAD_WORDS.length]!, NUMBER_WORDS[Math.floor(id / LEAD_WORDS.length) % NUMBER_WORDS.length]!];
-    if (passage !== undefined) return `${words.join(" ")}\n${passage}\n\n${passage.split(/\s+/).slice(0, 12).join(" ")}`;
+    const words = [
+      LEAD_WORDS[id % LEAD_WORDS.length]!,
+      NUMBER_WORDS[Math.floor(id / LEAD_WORDS.length) % NUMBER_WORDS.length]!,
+    ];
+    if (passage !== undefined)
+      return `${words.join(" ")}\n${passage}\n\n${passage.split(/\s+/).slice(0, 12).join(" ")}`;
     while (words.length < promptWords) words.push(NUMBER_WORDS[Math.floor(rand() * NUMBER_WORDS.length)]!);
     return words.slice(0, promptWords).join(" ");
   });
@@ -221,7 +259,9 @@ async function runRequest(sys: System, prompt: string): Promise<RequestResult> {
       const now = performance.now() - t0;
       const choice = Array.isArray(chunk?.choices) ? chunk.choices[0] : undefined;
       const hasText = typeof choice?.text === "string" && choice.text.length > 0;
-      const hasTokens = Array.isArray(choice?.tokens) ? choice.tokens.length > 0 : Array.isArray(chunk?.tokens) && chunk.tokens.length > 0;
+      const hasTokens = Array.isArray(choice?.tokens)
+        ? choice.tokens.length > 0
+        : Array.isArray(chunk?.tokens) && chunk.tokens.length > 0;
       if (hasText || hasTokens) {
         r.chunks++;
         r.ttftMs ??= now;
@@ -237,7 +277,12 @@ async function runRequest(sys: System, prompt: string): Promise<RequestResult> {
     r.ok = true;
   } catch (e) {
     const err = e as Error;
-    r.error = err.name === "TimeoutError" ? `timed out after ${timeoutS} s` : deadline.signal.aborted ? String(deadline.signal.reason?.message ?? "aborted") : err.message;
+    r.error =
+      err.name === "TimeoutError"
+        ? `timed out after ${timeoutS} s`
+        : deadline.signal.aborted
+          ? String(deadline.signal.reason?.message ?? "aborted")
+          : err.message;
   }
   r.totalMs = performance.now() - t0;
   r.completionTokens = r.usageTokens ?? r.chunks;
@@ -265,7 +310,15 @@ async function runRound(sys: System, prompts: string[], concurrency: number, rou
   const wallMs = performance.now() - t0;
   const done = requests.filter((q) => q.ok);
   const total = done.reduce((n, q) => n + q.completionTokens, 0);
-  return { system: sys.label, concurrency, round, wallMs, tokens: total, tokensPerSecond: total / (wallMs / 1000), requests };
+  return {
+    system: sys.label,
+    concurrency,
+    round,
+    wallMs,
+    tokens: total,
+    tokensPerSecond: total / (wallMs / 1000),
+    requests,
+  };
 }
 
 const median = (xs: number[]): number | undefined => {
@@ -314,9 +367,11 @@ function summarize(sys: System, concurrency: number, measured: Round[]): Summary
     );
   }
   const noUsage = done.filter((q) => q.usageTokens === undefined);
-  if (noUsage.length) notes.push(`${noUsage.length}/${done.length} streams had no usage; tokens counted from chunks (a lower bound)`);
+  if (noUsage.length)
+    notes.push(`${noUsage.length}/${done.length} streams had no usage; tokens counted from chunks (a lower bound)`);
   const multiChunk = done.filter((q) => q.usageTokens !== undefined && q.chunks < q.usageTokens).length;
-  if (rates.length < measured.length) notes.push(`throughput from ${rates.length}/${measured.length} rounds without failures`);
+  if (rates.length < measured.length)
+    notes.push(`throughput from ${rates.length}/${measured.length} rounds without failures`);
   return {
     system: sys.label,
     concurrency,
@@ -361,7 +416,9 @@ if (opts.has("serve")) waitS = Math.max(waitS, 120);
 /** The ggml CPU variant a superfluid reports in /v1/models (runtime.cpu); undefined from other servers. */
 async function reportedVariant(url: string): Promise<string | null | undefined> {
   try {
-    const body = (await (await fetch(`${url}/v1/models`)).json()) as { data?: { runtime?: { cpu?: { variant?: string | null } } }[] };
+    const body = (await (await fetch(`${url}/v1/models`)).json()) as {
+      data?: { runtime?: { cpu?: { variant?: string | null } } }[];
+    };
     return body.data?.[0]?.runtime?.cpu?.variant;
   } catch {
     return undefined;
@@ -370,20 +427,34 @@ async function reportedVariant(url: string): Promise<string | null | undefined> 
 
 const systems: System[] = [];
 try {
-  systems.push(await resolveSystem(urlA, opts.get("label") ?? (opts.has("serve") ? "superfluid" : undefined), opts.get("model")));
-  if (urlB) systems.push(await resolveSystem(urlB, opts.get("label2") ?? (opts.has("llama-server") ? "llama-server" : undefined), opts.get("model2"), opts.get("model") ?? systems[0]!.model));
+  systems.push(
+    await resolveSystem(urlA, opts.get("label") ?? (opts.has("serve") ? "superfluid" : undefined), opts.get("model")),
+  );
+  if (urlB)
+    systems.push(
+      await resolveSystem(
+        urlB,
+        opts.get("label2") ?? (opts.has("llama-server") ? "llama-server" : undefined),
+        opts.get("model2"),
+        opts.get("model") ?? systems[0]!.model,
+      ),
+    );
 } catch (e) {
   clearTimeout(deadlineTimer);
   fail((e as Error).message);
 }
-const variants = await Promise.all(systems.map(async (sys, i) => (i === 1 && servers.variantB !== undefined ? servers.variantB : reportedVariant(sys.url))));
+const variants = await Promise.all(
+  systems.map(async (sys, i) =>
+    i === 1 && servers.variantB !== undefined ? servers.variantB : reportedVariant(sys.url),
+  ),
+);
 const machine = `${machineLine()}; ggml CPU variant: ${systems.map((sys, i) => `${sys.label} ${variants[i] === undefined ? "not reported" : (variants[i] ?? "one CPU backend")}`).join(", ")}`;
 if (systems.length === 2 && systems[0]!.label === systems[1]!.label) systems[1]!.label += " (2)";
 // Two systems get the same prompts in a round (same work), unless they are the
 // same server, where B would find A's prompts in its cache.
 const samePrompts = systems.length === 2 && systems[0]!.url !== systems[1]!.url;
 
-const log = (s: string) => process.stderr.write(s + "\n");
+const log = (s: string) => process.stderr.write(`${s}\n`);
 log(
   `${machine}\n${systems.map((s) => `${s.label}: ${s.url} model ${s.model}`).join("\n")}\n` +
     `concurrency ${levels.join(",")}, ${tokens} tokens per request, ${promptWords} prompt words, ` +
@@ -419,16 +490,22 @@ outer: for (const c of levels) {
     }
   }
   summaries.push(systems.map((sys, i) => summarize(sys, c, measured[i]!)));
-  if (systems.length === 2) roundRatios.push(measured[0]!.map((a, i) => a.tokensPerSecond / (measured[1]![i]?.tokensPerSecond ?? NaN)).filter(Number.isFinite));
+  if (systems.length === 2)
+    roundRatios.push(
+      measured[0]!.map((a, i) => a.tokensPerSecond / (measured[1]![i]?.tokensPerSecond ?? NaN)).filter(Number.isFinite),
+    );
 }
 clearTimeout(deadlineTimer);
-if (deadline.signal.aborted && !stoppedEarly) stoppedEarly = `${String(deadline.signal.reason?.message ?? "stopped")} during the last round`;
+if (deadline.signal.aborted && !stoppedEarly)
+  stoppedEarly = `${String(deadline.signal.reason?.message ?? "stopped")} during the last round`;
 
 // ---------------------------------------------------------------- report
 
 const f = (v: number | undefined, digits = 1) => (v === undefined ? "n/a" : v.toFixed(digits));
-const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || b === 0 ? "n/a" : (a / b).toFixed(2));
-const check = (s: Summary) => (s.failed || s.wrongLength ? `${s.requests - s.failed - s.wrongLength}/${s.requests}` : "ok");
+const ratio = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined || b === 0 ? "n/a" : (a / b).toFixed(2);
+const check = (s: Summary) =>
+  s.failed || s.wrongLength ? `${s.requests - s.failed - s.wrongLength}/${s.requests}` : "ok";
 
 const lines: string[] = [];
 lines.push(
@@ -440,7 +517,9 @@ lines.push(
 );
 if (systems.length === 1) {
   const [a] = systems;
-  lines.push(`| concurrency | ${a!.label} tok/s | rounds min-max | per request tok/s | TTFT ms | ITL ms | prompt tokens | tokens check |`);
+  lines.push(
+    `| concurrency | ${a!.label} tok/s | rounds min-max | per request tok/s | TTFT ms | ITL ms | prompt tokens | tokens check |`,
+  );
   lines.push("|---:|---:|---:|---:|---:|---:|---:|---|");
   for (const [s] of summaries) {
     lines.push(
@@ -456,7 +535,9 @@ if (systems.length === 1) {
   lines.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
   for (const [level, [sa, sb]] of summaries.entries()) {
     const per = roundRatios[level] ?? [];
-    const perRound = per.length ? `${median(per)!.toFixed(2)} (${Math.min(...per).toFixed(2)}-${Math.max(...per).toFixed(2)})` : "n/a";
+    const perRound = per.length
+      ? `${median(per)!.toFixed(2)} (${Math.min(...per).toFixed(2)}-${Math.max(...per).toFixed(2)})`
+      : "n/a";
     lines.push(
       `| ${sa!.concurrency} | ${f(sa!.tokensPerSecond)} | ${f(sb!.tokensPerSecond)} | ${ratio(sa!.tokensPerSecond, sb!.tokensPerSecond)} | ${perRound} | ` +
         `${f(sa!.ttftMs)} | ${f(sb!.ttftMs)} | ${ratio(sa!.ttftMs, sb!.ttftMs)} | ${f(sa!.itlMs, 2)} | ${f(sb!.itlMs, 2)} | ` +
@@ -483,15 +564,28 @@ for (const sys of systems) {
   }
 }
 if (notes.length) lines.push("", "Notes:", ...notes);
-if (stoppedEarly) lines.push("", `Stopped early: ${stoppedEarly}; that level is partial and later levels were not measured.`);
+if (stoppedEarly)
+  lines.push("", `Stopped early: ${stoppedEarly}; that level is partial and later levels were not measured.`);
 console.log(lines.join("\n"));
 
 if (jsonPath) {
   writeFileSync(
     jsonPath,
-    JSON.stringify(
+    `${JSON.stringify(
       {
-        config: { systems, levels, tokens, rounds, promptWords, warmup, temperature, extra, timeoutS, deadlineS, machine },
+        config: {
+          systems,
+          levels,
+          tokens,
+          rounds,
+          promptWords,
+          warmup,
+          temperature,
+          extra,
+          timeoutS,
+          deadlineS,
+          machine,
+        },
         roundRatios,
         startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
         seconds: (performance.now() - started) / 1000,
@@ -501,7 +595,7 @@ if (jsonPath) {
       },
       null,
       2,
-    ) + "\n",
+    )}\n`,
   );
   log(`wrote ${jsonPath}`);
 }

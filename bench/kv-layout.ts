@@ -34,7 +34,15 @@ const rss = () => process.memoryUsage().rss;
 const model = LlamaModel.load(modelPath);
 const vocab = model.vocabInfo.size;
 const bpt = model.kvBytesPerToken;
-const auto = planKv({}, { lanes: LANES, trainedContext: model.trainedContext, bytesPerToken: bpt, free: () => freeForKv(model.llama, model.weightBytes) });
+const auto = planKv(
+  {},
+  {
+    lanes: LANES,
+    trainedContext: model.trainedContext,
+    bytesPerToken: bpt,
+    free: () => freeForKv(model.llama, model.weightBytes),
+  },
+);
 
 const LAYOUTS: Record<string, Partial<EngineOptions>> = {
   lane8k: { cellsPerSequence: 8192 },
@@ -58,14 +66,32 @@ interface Bench {
 const benches: Bench[] = [];
 for (const name of names) {
   const before = rss();
-  const engine = new Engine(model, { lanes: LANES + 1, threads, prefillBudget: 512, cellsPerSequence: 0, ...LAYOUTS[name]! });
+  const engine = new Engine(model, {
+    lanes: LANES + 1,
+    threads,
+    prefillBudget: 512,
+    cellsPerSequence: 0,
+    ...LAYOUTS[name]!,
+  });
   const kvBytes = engine.context.poolCells * bpt;
-  benches.push({ name, engine, kvBytes, rssBytes: rss() - before, window: engine.window, decode: [], decodeBesideLong: [], prefillBesideLong: [] });
-  console.error(`${name}: ${engine.context.shared ? "shared pool" : "per-lane"} ${engine.context.poolCells} cells, window ${engine.window}, KV ${(kvBytes / 2 ** 20).toFixed(0)} MiB, RSS +${((rss() - before) / 2 ** 20).toFixed(0)} MiB`);
+  benches.push({
+    name,
+    engine,
+    kvBytes,
+    rssBytes: rss() - before,
+    window: engine.window,
+    decode: [],
+    decodeBesideLong: [],
+    prefillBesideLong: [],
+  });
+  console.error(
+    `${name}: ${engine.context.shared ? "shared pool" : "per-lane"} ${engine.context.poolCells} cells, window ${engine.window}, KV ${(kvBytes / 2 ** 20).toFixed(0)} MiB, RSS +${((rss() - before) / 2 ** 20).toFixed(0)} MiB`,
+  );
 }
 
 let nextId = 0;
-const ids = (seed: number, n: number) => Array.from({ length: n }, (_, i) => 100 + ((seed * 7919 + i * 104729) % (vocab - 200)));
+const ids = (seed: number, n: number) =>
+  Array.from({ length: n }, (_, i) => 100 + ((seed * 7919 + i * 104729) % (vocab - 200)));
 
 /** Runs jobs to the end on one engine (a live conversation, if any, keeps decoding); seconds taken. */
 function run(engine: Engine, jobs: GenerateJob[]): number {
@@ -75,7 +101,13 @@ function run(engine: Engine, jobs: GenerateJob[]): number {
   while (open.size > 0) for (const f of engine.tick().finished) open.delete(f.id);
   return (performance.now() - started) / 1000;
 }
-const job = (prompt: number[], maxTokens: number): GenerateJob => ({ id: `b${nextId++}`, prompt, sampling: GREEDY, maxTokens, ignoreEos: true });
+const job = (prompt: number[], maxTokens: number): GenerateJob => ({
+  id: `b${nextId++}`,
+  prompt,
+  sampling: GREEDY,
+  maxTokens,
+  ignoreEos: true,
+});
 
 for (let r = 0; r < rounds; r++) {
   for (let k = 0; k < benches.length; k++) {
@@ -90,22 +122,44 @@ for (let r = 0; r < rounds; r++) {
 const withLong = benches.filter((b) => b.window > longTokens + 1000);
 for (const b of withLong) {
   const t = performance.now();
-  b.engine.submit({ id: `long-${b.name}`, prompt: ids(999, longTokens), sampling: GREEDY, maxTokens: 1_000_000, ignoreEos: true });
+  b.engine.submit({
+    id: `long-${b.name}`,
+    prompt: ids(999, longTokens),
+    sampling: GREEDY,
+    maxTokens: 1_000_000,
+    ignoreEos: true,
+  });
   while (b.engine.tick().tokens.length === 0);
   console.error(`${b.name}: ${longTokens}-token prompt prefilled in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 }
 for (let r = 0; r < rounds; r++) {
   for (let k = 0; k < withLong.length; k++) {
     const b = withLong[(r + k) % withLong.length]!;
-    b.decodeBesideLong.push((LANES * 128) / run(b.engine, Array.from({ length: LANES }, (_, i) => job(ids(5000 + r * 100 + i, 40), 128))));
-    b.prefillBesideLong.push((4 * 2000) / run(b.engine, Array.from({ length: 4 }, (_, i) => job(ids(9000 + r * 100 + i, 2000), 1))));
+    b.decodeBesideLong.push(
+      (LANES * 128) /
+        run(
+          b.engine,
+          Array.from({ length: LANES }, (_, i) => job(ids(5000 + r * 100 + i, 40), 128)),
+        ),
+    );
+    b.prefillBesideLong.push(
+      (4 * 2000) /
+        run(
+          b.engine,
+          Array.from({ length: 4 }, (_, i) => job(ids(9000 + r * 100 + i, 2000), 1)),
+        ),
+    );
   }
   console.error(`beside-long round ${r + 1}/${rounds}`);
 }
 
 const f = (n: number) => (Number.isNaN(n) ? "n/a" : n.toFixed(1));
-console.log(`model ${modelPath} (KV ${bpt} bytes a token, trained window ${model.trainedContext}), ${threads} thread(s), ${LANES} lanes, median of ${rounds} interleaved rounds\n`);
-console.log(`| layout | window | KV cells | KV MiB | RSS added MiB | decode 8x128 tok/s | same beside a live ${longTokens}-token conversation | prefill 4x2000 beside it, tok/s |`);
+console.log(
+  `model ${modelPath} (KV ${bpt} bytes a token, trained window ${model.trainedContext}), ${threads} thread(s), ${LANES} lanes, median of ${rounds} interleaved rounds\n`,
+);
+console.log(
+  `| layout | window | KV cells | KV MiB | RSS added MiB | decode 8x128 tok/s | same beside a live ${longTokens}-token conversation | prefill 4x2000 beside it, tok/s |`,
+);
 console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
 for (const b of benches) {
   console.log(
@@ -113,6 +167,14 @@ for (const b of benches) {
   );
 }
 const json = flag("json");
-if (json) writeFileSync(json, JSON.stringify({ model: modelPath, threads, rounds, longTokens, benches: benches.map(({ engine: _, ...b }) => b) }, null, 2));
+if (json)
+  writeFileSync(
+    json,
+    JSON.stringify(
+      { model: modelPath, threads, rounds, longTokens, benches: benches.map(({ engine: _, ...b }) => b) },
+      null,
+      2,
+    ),
+  );
 for (const b of benches) b.engine.close();
 model.free();

@@ -29,7 +29,11 @@ export function machineLine(): string {
 export function pinnedLlamaDir(folder: string, variant: string, scratch: string): string {
   const dir = resolve(folder); // the links must hold from the copy's own folder
   variantIn(dir, variant); // refuses a variant the folder lacks or the CPU cannot run
-  const others = new Set(cpuVariantFiles(dir).filter((v) => v.name !== variant).map((v) => v.path));
+  const others = new Set(
+    cpuVariantFiles(dir)
+      .filter((v) => v.name !== variant)
+      .map((v) => v.path),
+  );
   const out = join(scratch, `llama-${variant}`);
   mkdirSync(out, { recursive: true });
   for (const file of readdirSync(dir)) {

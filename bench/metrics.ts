@@ -33,7 +33,17 @@ const USAGE = `usage: bun bench/metrics.ts [options]
   --max-context N    the server's tokens per lane (default 2048)
   --deadline S       the whole run stops after S seconds (default 1800)`;
 
-const { opts, int } = parseOptions(USAGE, ["model", "concurrency", "tokens", "rounds", "warmup", "scrape-ms", "threads", "max-context", "deadline"]);
+const { opts, int } = parseOptions(USAGE, [
+  "model",
+  "concurrency",
+  "tokens",
+  "rounds",
+  "warmup",
+  "scrape-ms",
+  "threads",
+  "max-context",
+  "deadline",
+]);
 const concurrency = int("concurrency", 4, 1);
 const tokens = int("tokens", 128, 1);
 const rounds = int("rounds", 6, 1);
@@ -43,13 +53,23 @@ const threads = int("threads", 1, 1);
 const maxContext = int("max-context", 2048, 512);
 const deadlineS = int("deadline", 1800, 1);
 
-const log = (s: string) => process.stderr.write(s + "\n");
+const log = (s: string) => process.stderr.write(`${s}\n`);
 const tmp = scratchFolder("metrics-bench-");
 const logPath = join(tmp, "server.log");
 let server: ChildProcess | undefined;
 
 function startServer(model: string): Promise<string> {
-  const args = [...(model === "tiny-chat" ? [] : [model]), "--sessions", join(tmp, "sessions"), "--max-batch", String(concurrency), "--max-context", String(maxContext), "--threads", String(threads)];
+  const args = [
+    ...(model === "tiny-chat" ? [] : [model]),
+    "--sessions",
+    join(tmp, "sessions"),
+    "--max-batch",
+    String(concurrency),
+    "--max-context",
+    String(maxContext),
+    "--threads",
+    String(threads),
+  ];
   return startSuperfluid(args, logPath, (child) => (server = child));
 }
 
@@ -89,7 +109,11 @@ function daemonCpuMs(): number {
 }
 
 /** One round: tokens per second, and the scrapes made during it. */
-async function round(url: string, modelId: string, scraped: boolean): Promise<{ tps: number; scrapes: number; short: boolean; cpuMs: number }> {
+async function round(
+  url: string,
+  modelId: string,
+  scraped: boolean,
+): Promise<{ tps: number; scrapes: number; short: boolean; cpuMs: number }> {
   let scrapes = 0;
   let stop = false;
   const scraper = (async () => {
@@ -103,7 +127,9 @@ async function round(url: string, modelId: string, scraped: boolean): Promise<{ 
   })();
   const cpu0 = daemonCpuMs();
   const t0 = performance.now();
-  const counts = await Promise.all(Array.from({ length: concurrency }, () => oneRequest(url, modelId, ++requestCounter)));
+  const counts = await Promise.all(
+    Array.from({ length: concurrency }, () => oneRequest(url, modelId, ++requestCounter)),
+  );
   const seconds = (performance.now() - t0) / 1000;
   stop = true;
   await scraper;
@@ -124,10 +150,19 @@ const deadline = setTimeout(() => {
 
 try {
   const m = opts.get("model") ?? "large-vocab";
-  const model = m === "large-vocab" ? await ensureFixture("large-vocab") : m === "tiny-chat" ? m : existsSync(m) ? resolve(m) : fail(`--model: no such file ${m}`);
+  const model =
+    m === "large-vocab"
+      ? await ensureFixture("large-vocab")
+      : m === "tiny-chat"
+        ? m
+        : existsSync(m)
+          ? resolve(m)
+          : fail(`--model: no such file ${m}`);
   const url = await startServer(model);
   const modelId = ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
-  log(`metrics: ${modelId}, ${concurrency} streams x ${tokens} tokens a round, ${rounds} rounds a side, scraping every ${scrapeMs} ms`);
+  log(
+    `metrics: ${modelId}, ${concurrency} streams x ${tokens} tokens a round, ${rounds} rounds a side, scraping every ${scrapeMs} ms`,
+  );
   for (let i = 0; i < warmup; i++) await round(url, modelId, i % 2 === 1);
   // none, scraped, none, ..., none: every scraped round has an unscraped one either side.
   const results: Awaited<ReturnType<typeof round>>[] = [];
@@ -135,23 +170,39 @@ try {
     const scraped = i % 2 === 1;
     const r = await round(url, modelId, scraped);
     results.push(r);
-    log(`  round ${i + 1} ${scraped ? "scraped" : "none   "} ${r.tps.toFixed(1)} tok/s, daemon ${r.cpuMs.toFixed(0)} ms CPU${scraped ? ` (${r.scrapes} scrapes)` : ""}${r.short ? " (a short reply: left out)" : ""}`);
+    log(
+      `  round ${i + 1} ${scraped ? "scraped" : "none   "} ${r.tps.toFixed(1)} tok/s, daemon ${r.cpuMs.toFixed(0)} ms CPU${scraped ? ` (${r.scrapes} scrapes)` : ""}${r.short ? " (a short reply: left out)" : ""}`,
+    );
   }
   const kept = (scraped: boolean) => results.filter((r, i) => i % 2 === (scraped ? 1 : 0) && !r.short);
   const none = median(kept(false).map((r) => r.tps));
   const withScrapes = median(kept(true).map((r) => r.tps));
-  const paired = results.flatMap((r, i) => (i % 2 === 1 && !r.short && !results[i - 1]!.short && !results[i + 1]!.short ? [r.tps / ((results[i - 1]!.tps + results[i + 1]!.tps) / 2)] : []));
+  const paired = results.flatMap((r, i) =>
+    i % 2 === 1 && !r.short && !results[i - 1]!.short && !results[i + 1]!.short
+      ? [r.tps / ((results[i - 1]!.tps + results[i + 1]!.tps) / 2)]
+      : [],
+  );
   const sum = (rs: typeof results, f: (r: (typeof results)[number]) => number) => rs.reduce((n, r) => n + f(r), 0);
   const scrapedRounds = results.filter((_, i) => i % 2 === 1);
   const noneRounds = results.filter((_, i) => i % 2 === 0);
   const scrapes = sum(scrapedRounds, (r) => r.scrapes);
   // CPU per round on each side, the difference spread over the scrapes of a round.
-  const cpuPerScrape = (sum(scrapedRounds, (r) => r.cpuMs) / scrapedRounds.length - sum(noneRounds, (r) => r.cpuMs) / noneRounds.length) / (scrapes / scrapedRounds.length);
+  const cpuPerScrape =
+    (sum(scrapedRounds, (r) => r.cpuMs) / scrapedRounds.length - sum(noneRounds, (r) => r.cpuMs) / noneRounds.length) /
+    (scrapes / scrapedRounds.length);
   console.log(
     JSON.stringify({
-      model: modelId, concurrency, tokens, scrapeMs, rounds, scrapes,
-      noneTps: +none.toFixed(2), scrapedTps: +withScrapes.toFixed(2), ratio: +(withScrapes / none).toFixed(4),
-      pairedRatio: +median(paired).toFixed(4), daemonCpuMsPerScrape: +cpuPerScrape.toFixed(2),
+      model: modelId,
+      concurrency,
+      tokens,
+      scrapeMs,
+      rounds,
+      scrapes,
+      noneTps: +none.toFixed(2),
+      scrapedTps: +withScrapes.toFixed(2),
+      ratio: +(withScrapes / none).toFixed(4),
+      pairedRatio: +median(paired).toFixed(4),
+      daemonCpuMsPerScrape: +cpuPerScrape.toFixed(2),
     }),
   );
 } finally {

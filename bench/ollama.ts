@@ -57,16 +57,32 @@ const USAGE = `usage: bun bench/ollama.ts [options]
   --json PATH           also write every round and request as JSON`;
 
 const { opts, int } = parseOptions(USAGE, [
-  "model", "pairs", "concurrency", "tokens", "rounds", "warmup", "prompt-words", "threads", "max-context", "max-batch",
-  "gap-ms", "url", "pid", "timeout", "deadline", "json",
+  "model",
+  "pairs",
+  "concurrency",
+  "tokens",
+  "rounds",
+  "warmup",
+  "prompt-words",
+  "threads",
+  "max-context",
+  "max-batch",
+  "gap-ms",
+  "url",
+  "pid",
+  "timeout",
+  "deadline",
+  "json",
 ]);
 
 type PairName = "raw" | "chat" | "generate";
 const PAIR_NAMES: PairName[] = ["raw", "chat", "generate"];
 const pairs = (opts.get("pairs") ?? "raw,chat").split(",").map((s) => s.trim()) as PairName[];
-if (pairs.some((p) => !PAIR_NAMES.includes(p))) fail(`--pairs must name ${PAIR_NAMES.join(", ")}; got ${opts.get("pairs")}`);
+if (pairs.some((p) => !PAIR_NAMES.includes(p)))
+  fail(`--pairs must name ${PAIR_NAMES.join(", ")}; got ${opts.get("pairs")}`);
 const levels = (opts.get("concurrency") ?? "1,8").split(",").map((s) => Number(s.trim()));
-if (levels.some((c) => !Number.isInteger(c) || c < 1)) fail(`--concurrency must be positive integers, got ${opts.get("concurrency")}`);
+if (levels.some((c) => !Number.isInteger(c) || c < 1))
+  fail(`--concurrency must be positive integers, got ${opts.get("concurrency")}`);
 const tokens = int("tokens", 128, 1);
 const rounds = int("rounds", 5, 1);
 const warmup = int("warmup", 1, 0);
@@ -81,27 +97,43 @@ const jsonPath = opts.get("json");
 const givenUrl = opts.get("url");
 const givenPid = opts.has("pid") ? int("pid", 0, 1) : undefined;
 if (givenPid !== undefined && !givenUrl) fail("--pid goes with --url");
-if (maxBatch < Math.max(...levels)) console.error(`ollama: --max-batch ${maxBatch} is below the highest concurrency; requests will queue`);
-if (threads > navigator.hardwareConcurrency) console.error(`ollama: --threads ${threads} is more than the ${navigator.hardwareConcurrency} cores`);
+if (maxBatch < Math.max(...levels))
+  console.error(`ollama: --max-batch ${maxBatch} is below the highest concurrency; requests will queue`);
+if (threads > navigator.hardwareConcurrency)
+  console.error(`ollama: --threads ${threads} is more than the ${navigator.hardwareConcurrency} cores`);
 
 const deadline = new AbortController();
-const deadlineTimer = setTimeout(() => deadline.abort(new Error(`run deadline of ${deadlineS} s passed`)), deadlineS * 1000);
+const deadlineTimer = setTimeout(
+  () => deadline.abort(new Error(`run deadline of ${deadlineS} s passed`)),
+  deadlineS * 1000,
+);
 
-const log = (s: string) => process.stderr.write(s + "\n");
+const log = (s: string) => process.stderr.write(`${s}\n`);
 
 // ---------------------------------------------------------------- the server
 
-// The server's log and sessions; whatever way the run ends, the server (and its worker, in the same group) does not outlive it.
+// The server's log and sessions; whatever way the run ends, the server (and its worker, in the same group) does not
+// outlive it.
 const tmp = scratchFolder("ollama-bench-");
 let server: ChildProcess | undefined;
 
 const logPath = join(tmp, "server.log");
 const serverLog = () => (existsSync(logPath) ? readFileSync(logPath, "utf8").slice(-2000) : "");
 
-/** Starts superfluid in its own process group, its output to a file (a full pipe would stall it); resolves on /health. */
+/**
+ * Starts superfluid in its own process group, its output to a file (a full pipe would stall it); resolves on /health.
+ */
 async function startServer(modelPath: string): Promise<{ url: string; pid: number }> {
   const port = await freePort();
-  const args = [join(import.meta.dir, "../src/main.ts"), "serve", modelPath, "--port", String(port), "--sessions", join(tmp, "sessions")];
+  const args = [
+    join(import.meta.dir, "../src/main.ts"),
+    "serve",
+    modelPath,
+    "--port",
+    String(port),
+    "--sessions",
+    join(tmp, "sessions"),
+  ];
   args.push("--max-batch", String(maxBatch), "--max-context", String(maxContext), "--threads", String(threads));
   const out = openSync(logPath, "w");
   server = spawnGroup(process.execPath, args, { stdio: ["ignore", out, out] });
@@ -109,7 +141,13 @@ async function startServer(modelPath: string): Promise<{ url: string; pid: numbe
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 1200; i++) {
     if (server.exitCode !== null || server.signalCode !== null) throw new Error(`superfluid exited:\n${serverLog()}`);
-    if (await fetch(`${url}/health`).then((r) => r.status === 200, () => false)) return { url, pid: server.pid! };
+    if (
+      await fetch(`${url}/health`).then(
+        (r) => r.status === 200,
+        () => false,
+      )
+    )
+      return { url, pid: server.pid! };
     await Bun.sleep(100);
   }
   throw new Error(`superfluid did not become healthy in 120 s:\n${serverLog()}`);
@@ -163,7 +201,12 @@ function threadMs(pid: number | undefined): Map<string, number> | undefined {
  * than the 10 ms ticks of utime+stime, unless a thread ended in between (its
  * time went with it), then from the ticks.
  */
-function cpuDelta(t0: Map<string, number> | undefined, t1: Map<string, number> | undefined, tick0: number | undefined, tick1: number | undefined): number | undefined {
+function cpuDelta(
+  t0: Map<string, number> | undefined,
+  t1: Map<string, number> | undefined,
+  tick0: number | undefined,
+  tick1: number | undefined,
+): number | undefined {
   if (t0 && t1 && [...t0.keys()].every((t) => t1.has(t))) {
     let ms = 0;
     for (const [t, v] of t1) ms += v - (t0.get(t) ?? 0);
@@ -176,7 +219,9 @@ function cpuDelta(t0: Map<string, number> | undefined, t1: Map<string, number> |
 function workerOf(pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    const kids = readdirSync(`/proc/${pid}/task`).flatMap((t) => readFileSync(`/proc/${pid}/task/${t}/children`, "utf8").trim().split(/\s+/).filter(Boolean));
+    const kids = readdirSync(`/proc/${pid}/task`).flatMap((t) =>
+      readFileSync(`/proc/${pid}/task/${t}/children`, "utf8").trim().split(/\s+/).filter(Boolean),
+    );
     return kids.length === 1 ? Number(kids[0]) : undefined;
   } catch {
     return undefined;
@@ -196,7 +241,9 @@ let bodyCounter = 0;
 function makeBodies(n: number): string[] {
   return Array.from({ length: n }, () => {
     const rand = uniform(0x51ed270b ^ Math.imul(++bodyCounter, 0x85ebca6b));
-    return Array.from({ length: promptWords - 2 }, () => NUMBER_WORDS[Math.floor(rand() * NUMBER_WORDS.length)]!).join(" ");
+    return Array.from({ length: promptWords - 2 }, () => NUMBER_WORDS[Math.floor(rand() * NUMBER_WORDS.length)]!).join(
+      " ",
+    );
   });
 }
 
@@ -237,16 +284,31 @@ const userTurn = (prompt: string) => [{ role: "user", content: prompt }];
 
 const ROUTES: Record<PairName, Record<Api, Route>> = {
   raw: {
-    ollama: { path: "/api/generate", body: (model, prompt) => ({ model, prompt, raw: true, stream: true, options: ollamaOptions }) },
+    ollama: {
+      path: "/api/generate",
+      body: (model, prompt) => ({ model, prompt, raw: true, stream: true, options: ollamaOptions }),
+    },
     openai: { path: "/v1/completions", body: (model, prompt) => ({ model, prompt, ...openaiFields }) },
   },
   chat: {
-    ollama: { path: "/api/chat", body: (model, prompt) => ({ model, messages: userTurn(prompt), stream: true, options: ollamaOptions }) },
-    openai: { path: "/v1/chat/completions", body: (model, prompt) => ({ model, messages: userTurn(prompt), ...openaiFields }) },
+    ollama: {
+      path: "/api/chat",
+      body: (model, prompt) => ({ model, messages: userTurn(prompt), stream: true, options: ollamaOptions }),
+    },
+    openai: {
+      path: "/v1/chat/completions",
+      body: (model, prompt) => ({ model, messages: userTurn(prompt), ...openaiFields }),
+    },
   },
   generate: {
-    ollama: { path: "/api/generate", body: (model, prompt) => ({ model, prompt, stream: true, options: ollamaOptions }) },
-    openai: { path: "/v1/chat/completions", body: (model, prompt) => ({ model, messages: userTurn(prompt), ...openaiFields }) },
+    ollama: {
+      path: "/api/generate",
+      body: (model, prompt) => ({ model, prompt, stream: true, options: ollamaOptions }),
+    },
+    openai: {
+      path: "/v1/chat/completions",
+      body: (model, prompt) => ({ model, messages: userTurn(prompt), ...openaiFields }),
+    },
   },
 };
 
@@ -276,7 +338,8 @@ async function readOllama(body: ReadableStream<Uint8Array>, r: RequestResult, t0
     const rec = parse(line);
     r.records++;
     if (typeof rec?.error === "string") throw new Error(`stream error: ${rec.error.slice(0, 300)}`);
-    const text = (rec?.response ?? "") + (rec?.message?.content ?? "") + (rec?.thinking ?? "") + (rec?.message?.thinking ?? "");
+    const text =
+      (rec?.response ?? "") + (rec?.message?.content ?? "") + (rec?.thinking ?? "") + (rec?.message?.thinking ?? "");
     if (text.length > 0) r.ttftMs ??= performance.now() - t0;
     if (rec?.done === true) {
       done = true;
@@ -316,7 +379,13 @@ async function readOpenai(body: ReadableStream<Uint8Array>, r: RequestResult, t0
   if (r.completionTokens === undefined) throw new Error("stream had no usage");
 }
 
-async function runRequest(url: string, model: string, pair: PairName, api: Api, prompt: string): Promise<RequestResult> {
+async function runRequest(
+  url: string,
+  model: string,
+  pair: PairName,
+  api: Api,
+  prompt: string,
+): Promise<RequestResult> {
   const route = ROUTES[pair][api];
   const r: RequestResult = { ok: false, totalMs: 0, records: 0, bytes: 0, prompt };
   const signal = AbortSignal.any([AbortSignal.timeout(timeoutS * 1000), deadline.signal]);
@@ -328,13 +397,19 @@ async function runRequest(url: string, model: string, pair: PairName, api: Api, 
       body: JSON.stringify(route.body(model, prompt)),
       signal,
     });
-    if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}: ${(await res.text().catch(() => "")).slice(0, 300)}`);
+    if (!res.ok || !res.body)
+      throw new Error(`HTTP ${res.status}: ${(await res.text().catch(() => "")).slice(0, 300)}`);
     const body = counted(res.body, r);
     await (api === "ollama" ? readOllama(body, r, t0) : readOpenai(body, r, t0));
     r.ok = true;
   } catch (e) {
     const err = e as Error;
-    r.error = err.name === "TimeoutError" ? `timed out after ${timeoutS} s` : deadline.signal.aborted ? String(deadline.signal.reason?.message ?? "aborted") : err.message;
+    r.error =
+      err.name === "TimeoutError"
+        ? `timed out after ${timeoutS} s`
+        : deadline.signal.aborted
+          ? String(deadline.signal.reason?.message ?? "aborted")
+          : err.message;
   }
   r.totalMs = performance.now() - t0;
   return r;
@@ -358,7 +433,15 @@ interface Round {
   requests: RequestResult[];
 }
 
-async function runRound(url: string, model: string, pids: { daemon?: number; worker?: number }, pair: PairName, api: Api, bodies: string[], round: number): Promise<Round> {
+async function runRound(
+  url: string,
+  model: string,
+  pids: { daemon?: number; worker?: number },
+  pair: PairName,
+  api: Api,
+  bodies: string[],
+  round: number,
+): Promise<Round> {
   const concurrency = bodies.length;
   const prompts = makePrompts(bodies);
   const d0 = cpuMs(pids.daemon);
@@ -400,7 +483,8 @@ const median = (xs: number[]): number | undefined => {
   const m = s.length >> 1;
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
-const defined = (xs: (number | undefined)[]): number[] => xs.filter((x): x is number => x !== undefined && Number.isFinite(x));
+const defined = (xs: (number | undefined)[]): number[] =>
+  xs.filter((x): x is number => x !== undefined && Number.isFinite(x));
 const spread = (xs: number[], digits = 0) => {
   if (!xs.length) return "n/a";
   const [lo, hi] = [Math.min(...xs), Math.max(...xs)];
@@ -441,13 +525,17 @@ function side(measured: Round[], label: string): Side {
   const clean = measured.filter(isClean);
   const notes: string[] = [];
   const failed = reqs.length - done.length;
-  if (failed) notes.push(`${label}: ${failed}/${reqs.length} requests failed (${[...new Set(reqs.filter((q) => !q.ok).map((q) => q.error))].slice(0, 3).join("; ")})`);
+  if (failed)
+    notes.push(
+      `${label}: ${failed}/${reqs.length} requests failed (${[...new Set(reqs.filter((q) => !q.ok).map((q) => q.error))].slice(0, 3).join("; ")})`,
+    );
   const wrong = done.filter((q) => q.completionTokens !== tokens);
   if (wrong.length) {
     const got = [...new Set(wrong.map((q) => `${q.completionTokens} (${q.finish})`))];
     notes.push(`${label}: ${wrong.length}/${done.length} replies had ${got.join(", ")} tokens instead of ${tokens}`);
   }
-  if (clean.length < measured.length) notes.push(`${label}: tok/s and CPU from the ${clean.length}/${measured.length} rounds with every reply full`);
+  if (clean.length < measured.length)
+    notes.push(`${label}: tok/s and CPU from the ${clean.length}/${measured.length} rounds with every reply full`);
   const full = done.filter((q) => q.completionTokens === tokens);
   const tps = clean.map((r) => r.tokensPerSecond);
   const daemon = defined(clean.map((r) => r.daemonCpuMs));
@@ -495,8 +583,15 @@ try {
     daemonPid = givenPid;
   } else {
     const m = opts.get("model") ?? "large-vocab";
-    modelFile = m === "large-vocab" ? await ensureFixture("large-vocab") : existsSync(m) ? resolve(m) : fail(`--model: no such file ${m}`);
-    log(`ollama: starting superfluid on ${modelFile} (--max-batch ${maxBatch} --max-context ${maxContext} --threads ${threads})`);
+    modelFile =
+      m === "large-vocab"
+        ? await ensureFixture("large-vocab")
+        : existsSync(m)
+          ? resolve(m)
+          : fail(`--model: no such file ${m}`);
+    log(
+      `ollama: starting superfluid on ${modelFile} (--max-batch ${maxBatch} --max-context ${maxContext} --threads ${threads})`,
+    );
     ({ url, pid: daemonPid } = await startServer(modelFile));
   }
 } catch (e) {
@@ -526,7 +621,10 @@ const started = performance.now();
 
 const fmt = (r: Round) => {
   const bad = r.requests.filter((q) => !q.ok).length;
-  const cpu = r.daemonCpuMs === undefined ? "" : `, daemon CPU ${r.daemonCpuMs.toFixed(0)} ms, worker ${r.workerCpuMs?.toFixed(0) ?? "?"} ms`;
+  const cpu =
+    r.daemonCpuMs === undefined
+      ? ""
+      : `, daemon CPU ${r.daemonCpuMs.toFixed(0)} ms, worker ${r.workerCpuMs?.toFixed(0) ?? "?"} ms`;
   return `${r.tokensPerSecond.toFixed(1)} tok/s in ${(r.wallMs / 1000).toFixed(2)} s${cpu}${bad ? `, ${bad} failed` : ""}`;
 };
 
@@ -559,7 +657,9 @@ outer: for (const pair of pairs) {
       },
       daemonCpuDiffMs: measured.ollama.flatMap((o, i) => {
         const a = measured.openai[i];
-        return a && isClean(o) && isClean(a) && o.daemonCpuMs !== undefined && a.daemonCpuMs !== undefined ? [o.daemonCpuMs - a.daemonCpuMs] : [];
+        return a && isClean(o) && isClean(a) && o.daemonCpuMs !== undefined && a.daemonCpuMs !== undefined
+          ? [o.daemonCpuMs - a.daemonCpuMs]
+          : [];
       }),
     });
   }
@@ -570,7 +670,8 @@ await stopServer();
 // ---------------------------------------------------------------- report
 
 const f = (v: number | undefined, digits = 1) => (v === undefined ? "n/a" : v.toFixed(digits));
-const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || b === 0 ? "n/a" : (a / b).toFixed(2));
+const ratio = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined || b === 0 ? "n/a" : (a / b).toFixed(2);
 const paired = (xs: number[]) => (xs.length ? `${median(xs)!.toFixed(2)} (${spread(xs, 2)})` : "n/a");
 const label = (p: PairName) => `${ROUTES[p].ollama.path}${p === "raw" ? " raw" : ""} / ${ROUTES[p].openai.path}`;
 
@@ -585,7 +686,10 @@ lines.push(
 for (const r of results) {
   const o = r.ollama;
   const a = r.openai;
-  const ok = o.failed + o.wrongLength + a.failed + a.wrongLength === 0 ? "ok" : `${o.requests - o.failed - o.wrongLength}/${o.requests} / ${a.requests - a.failed - a.wrongLength}/${a.requests}`;
+  const ok =
+    o.failed + o.wrongLength + a.failed + a.wrongLength === 0
+      ? "ok"
+      : `${o.requests - o.failed - o.wrongLength}/${o.requests} / ${a.requests - a.failed - a.wrongLength}/${a.requests}`;
   lines.push(
     `| ${label(r.pair)} | ${r.concurrency} | ${f(o.tokensPerSecond)} | ${f(a.tokensPerSecond)} | ${paired(r.ratios.tps)} | ` +
       `${f(o.ttftMs)} | ${f(a.ttftMs)} | ${ratio(o.ttftMs, a.ttftMs)} | ${f(o.totalMs, 0)} | ${f(a.totalMs, 0)} | ${ratio(o.totalMs, a.totalMs)} | ` +
@@ -610,7 +714,7 @@ for (const r of results) {
 lines.push(
   "",
   "tok/s: reply tokens of a round over its wall time (median round). TTFT: request sent to the first record or chunk with text; " +
-    "total: request sent to the end of its stream (median request with a full reply). O/A: Ollama over OpenAI; \"(rounds)\" is the median and range of the " +
+    'total: request sent to the end of its stream (median request with a full reply). O/A: Ollama over OpenAI; "(rounds)" is the median and range of the ' +
     "ratios of adjacent rounds. Daemon CPU: the server process's CPU time over a round and the gap after it " +
     `(${gapMs} ms), from its threads' schedstat (from utime+stime in ${(1000 / clockTicks).toFixed(0)} ms ticks where a thread ended mid-round; the tick figure is also given); ` +
     "worker CPU: the model process's, the same work on both APIs.",
@@ -624,9 +728,25 @@ console.log(lines.join("\n"));
 if (jsonPath) {
   writeFileSync(
     jsonPath,
-    JSON.stringify(
+    `${JSON.stringify(
       {
-        config: { url, model, modelFile, pairs, levels, tokens, rounds, warmup, promptWords, threads, maxContext, maxBatch, gapMs, timeoutS, clockTicks },
+        config: {
+          url,
+          model,
+          modelFile,
+          pairs,
+          levels,
+          tokens,
+          rounds,
+          warmup,
+          promptWords,
+          threads,
+          maxContext,
+          maxBatch,
+          gapMs,
+          timeoutS,
+          clockTicks,
+        },
         startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
         seconds: (performance.now() - started) / 1000,
         stoppedEarly,
@@ -635,11 +755,17 @@ if (jsonPath) {
       },
       null,
       2,
-    ) + "\n",
+    )}\n`,
   );
   log(`wrote ${jsonPath}`);
 }
 // An odd short reply is noted and its round left out; a route that never
 // gives full replies (num_predict or max_tokens not honoured) fails the run.
-const problems = results.some((r) => r.ollama.failed || r.openai.failed || r.ollama.tokensPerSecond === undefined || r.openai.tokensPerSecond === undefined);
+const problems = results.some(
+  (r) =>
+    r.ollama.failed ||
+    r.openai.failed ||
+    r.ollama.tokensPerSecond === undefined ||
+    r.openai.tokensPerSecond === undefined,
+);
 process.exit(stoppedEarly || problems ? 1 : 0);

@@ -35,16 +35,42 @@ export async function startPair(o: PairOptions): Promise<Pair> {
   if (o.cpuVariant) process.env.SUPERFLUID_CPU_VARIANT = o.cpuVariant;
   if (o.llamaLib) process.env.SUPERFLUID_LLAMA_LIB = o.llamaLib;
   const superfluid = await startSuperfluid(
-    [o.model, "--max-batch", String(o.lanes), "--max-context", String(o.contextPerLane), "--threads", String(o.threads), ...(o.serveArgs ?? [])],
+    [
+      o.model,
+      "--max-batch",
+      String(o.lanes),
+      "--max-context",
+      String(o.contextPerLane),
+      "--threads",
+      String(o.threads),
+      ...(o.serveArgs ?? []),
+    ],
     join(o.scratch, "superfluid.log"),
     () => undefined,
   );
   if (o.llamaDir === undefined) return { superfluid };
   const dir = o.cpuVariant ? pinnedLlamaDir(o.llamaDir, o.cpuVariant, o.scratch) : o.llamaDir;
   const port = await freePort();
-  const args = ["-m", o.model, "-c", String(o.contextPerLane * o.lanes), "-np", String(o.lanes), "-t", String(o.threads), "--host", "127.0.0.1", "--port", String(port)];
+  const args = [
+    "-m",
+    o.model,
+    "-c",
+    String(o.contextPerLane * o.lanes),
+    "-np",
+    String(o.lanes),
+    "-t",
+    String(o.threads),
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+  ];
   const log = openSync(join(o.scratch, "llama-server.log"), "w");
-  spawnGroup(join(dir, "llama-server"), args, { stdio: ["ignore", log, log], env: { ...process.env, LD_LIBRARY_PATH: dir }, cwd: o.scratch });
+  spawnGroup(join(dir, "llama-server"), args, {
+    stdio: ["ignore", log, log],
+    env: { ...process.env, LD_LIBRARY_PATH: dir },
+    cwd: o.scratch,
+  });
   closeSync(log);
   return { superfluid, llamaServer: `http://127.0.0.1:${port}`, llamaVariant: variantIn(dir) };
 }
@@ -53,7 +79,10 @@ export async function startPair(o: PairOptions): Promise<Pair> {
 export async function waitForModels(url: string, seconds = 120): Promise<void> {
   const until = Date.now() + seconds * 1000;
   for (;;) {
-    const ok = await fetch(`${url}/v1/models`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${url}/v1/models`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return;
     if (Date.now() > until) throw new Error(`${url} did not answer /v1/models within ${seconds} s`);
     await Bun.sleep(200);

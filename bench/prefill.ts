@@ -31,7 +31,11 @@ const USAGE = `usage: bun bench/prefill.ts [options]
   --llama-lib DIR     superfluid opens this libllama (default: llama-server's own build, DIR)
   --shipped-lib       superfluid opens its own libllama instead`;
 
-const { opts, int } = parseOptions(USAGE, ["model", "llama", "words", "rounds", "threads", "lanes", "context", "cpu-variant", "llama-lib"], ["shipped-lib"]);
+const { opts, int } = parseOptions(
+  USAGE,
+  ["model", "llama", "words", "rounds", "threads", "lanes", "context", "cpu-variant", "llama-lib"],
+  ["shipped-lib"],
+);
 const llamaDir = resolve(opts.get("llama") ?? join(import.meta.dir, "../../shared/anchors/llama.cpp"));
 if (!existsSync(join(llamaDir, "llama-server"))) fail(`no llama-server in ${llamaDir} (--llama DIR)`);
 const words = int("words", 2200, 16);
@@ -43,10 +47,26 @@ const model = opts.get("model") ?? (await ensureFixture("large-vocab"));
 const llamaLib = opts.has("shipped-lib") ? undefined : (opts.get("llama-lib") ?? llamaDir);
 
 const scratch = scratchFolder("sf-bench-prefill-");
-const pair = await startPair({ model, llamaDir, lanes, contextPerLane, threads, cpuVariant: opts.get("cpu-variant"), llamaLib, scratch });
+const pair = await startPair({
+  model,
+  llamaDir,
+  lanes,
+  contextPerLane,
+  threads,
+  cpuVariant: opts.get("cpu-variant"),
+  llamaLib,
+  scratch,
+});
 await waitForModels(pair.llamaServer!);
 const modelIds = await Promise.all(
-  [pair.superfluid, pair.llamaServer!].map(async (url) => ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string; runtime?: { cpu?: { variant: string | null } } }[] }).data[0]!),
+  [pair.superfluid, pair.llamaServer!].map(
+    async (url) =>
+      (
+        (await (await fetch(`${url}/v1/models`)).json()) as {
+          data: { id: string; runtime?: { cpu?: { variant: string | null } } }[];
+        }
+      ).data[0]!,
+  ),
 );
 const sides = [
   { label: "superfluid", url: pair.superfluid, model: modelIds[0]!.id, variant: modelIds[0]!.runtime?.cpu?.variant },
@@ -68,7 +88,15 @@ async function ttft(side: (typeof sides)[number], prompt: string): Promise<{ ms:
   const res = await fetch(`${side.url}/v1/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: side.model, prompt, max_tokens: 2, ignore_eos: true, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({
+      model: side.model,
+      prompt,
+      max_tokens: 2,
+      ignore_eos: true,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
     signal: AbortSignal.timeout(600_000),
     // A fresh connection each time: Bun's pooled connections to llama-server are reset on reuse now and then.
     keepalive: false,
@@ -95,7 +123,9 @@ for (let r = -1; r < rounds; r++) {
     const c = await ttft(sides[i]!, prompt);
     const w = await ttft(sides[i]!, `${prompt}\nand one more line ${r}`);
     tokens = c.promptTokens || tokens;
-    process.stderr.write(`  ${r < 0 ? "warm-up" : `round ${r + 1}/${rounds}`} ${sides[i]!.label}: cold ${c.ms.toFixed(0)} ms (${c.promptTokens} tokens), warm ${w.ms.toFixed(0)} ms\n`);
+    process.stderr.write(
+      `  ${r < 0 ? "warm-up" : `round ${r + 1}/${rounds}`} ${sides[i]!.label}: cold ${c.ms.toFixed(0)} ms (${c.promptTokens} tokens), warm ${w.ms.toFixed(0)} ms\n`,
+    );
     if (r >= 0) {
       cold[i]!.push(c.ms);
       warm[i]!.push(w.ms);
@@ -103,7 +133,8 @@ for (let r = -1; r < rounds; r++) {
   }
 }
 
-const range = (xs: number[]) => `${median(xs).toFixed(2)} (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)})`;
+const range = (xs: number[]) =>
+  `${median(xs).toFixed(2)} (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)})`;
 const ratios = (a: number[], b: number[]) => a.map((x, i) => b[i]! / x); // llama-server time / ours: > 1 favours superfluid
 const lines = [
   `${machineLine()}; ggml CPU variant: superfluid ${sides[0]!.variant ?? "one CPU backend"}, llama-server ${sides[1]!.variant ?? "one CPU backend"}`,

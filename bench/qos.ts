@@ -15,7 +15,9 @@ import { flag } from "./support.ts";
 
 const systems = [flag("url"), flag("url2")].filter((u): u is string => !!u);
 if (systems.length === 0) {
-  console.error("usage: bun bench/qos.ts --url URL [--url2 URL2] [--agents 8] [--agent-words 1500] [--agent-tokens 128] [--rounds 3] [--settle-ms 300]");
+  console.error(
+    "usage: bun bench/qos.ts --url URL [--url2 URL2] [--agents 8] [--agent-words 1500] [--agent-tokens 128] [--rounds 3] [--settle-ms 300]",
+  );
   process.exit(2);
 }
 const agentsN = Number(flag("agents", "8"));
@@ -42,7 +44,11 @@ async function modelOf(url: string): Promise<string> {
 
 /** A greedy streamed chat of one user message, `ignore_eos` so it runs to `maxTokens`. */
 function chat(url: string, model: string, content: string, maxTokens: number, headers: Record<string, string> = {}) {
-  return timedChat(url, { model, messages: [{ role: "user", content }], temperature: 0, max_tokens: maxTokens, ignore_eos: true }, headers);
+  return timedChat(
+    url,
+    { model, messages: [{ role: "user", content }], temperature: 0, max_tokens: maxTokens, ignore_eos: true },
+    headers,
+  );
 }
 
 const results = new Map<string, { idle: number[]; busy: number[]; agentsOk: number; agentsTotal: number }>();
@@ -56,7 +62,9 @@ for (let r = 0; r < rounds; r++) {
     const res = results.get(url)!;
     const question = `quick question number ${r}: ${words(9000 + r, 8)}`;
     res.idle.push((await chat(url, model, question, 8, { "x-superfluid-qos": "interactive" })).firstMs);
-    const agents = Array.from({ length: agentsN }, (_, i) => chat(url, model, words(r * 1000 + i + (url === systems[0] ? 0 : 500), agentWords), agentTokens));
+    const agents = Array.from({ length: agentsN }, (_, i) =>
+      chat(url, model, words(r * 1000 + i + (url === systems[0] ? 0 : 500), agentWords), agentTokens),
+    );
     await Bun.sleep(settleMs);
     const urgent = await chat(url, model, `${question} again`, 8, { "x-superfluid-qos": "interactive" });
     res.busy.push(urgent.firstMs);
@@ -67,11 +75,15 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 
-console.log(`${agentsN} agents x ~${agentWords}-word prompts, ${agentTokens}-token replies; chat sent ${settleMs} ms after them; medians of ${rounds} rounds`);
+console.log(
+  `${agentsN} agents x ~${agentWords}-word prompts, ${agentTokens}-token replies; chat sent ${settleMs} ms after them; medians of ${rounds} rounds`,
+);
 console.log("| system | idle chat TTFT ms | chat TTFT among agents ms | ratio | agents with full replies |");
 console.log("|---|---:|---:|---:|---:|");
 for (const [url, r] of results) {
   const idle = median(r.idle);
   const busy = median(r.busy);
-  console.log(`| ${url} | ${idle.toFixed(1)} | ${busy.toFixed(1)} | ${(busy / idle).toFixed(1)}x | ${r.agentsOk}/${r.agentsTotal} |`);
+  console.log(
+    `| ${url} | ${idle.toFixed(1)} | ${busy.toFixed(1)} | ${(busy / idle).toFixed(1)}x | ${r.agentsOk}/${r.agentsTotal} |`,
+  );
 }

@@ -85,7 +85,12 @@ const { modelPath, rounds, turns, maxTokens, lanes, ctx, threads, forceTools, ti
 // ---------------------------------------------------------------- the conversation
 
 const INSTRUCTIONS = systemText(setup.systemWords);
-const TOOLS = AGENT_TOOLS.map((t) => ({ type: "function", name: t.name, description: t.description, parameters: t.schema }));
+const TOOLS = AGENT_TOOLS.map((t) => ({
+  type: "function",
+  name: t.name,
+  description: t.description,
+  parameters: t.schema,
+}));
 
 type Item = Record<string, unknown>;
 
@@ -123,16 +128,32 @@ async function stream(sys: Server, body: Record<string, unknown>, turn: Turn): P
     turn.cachedTokens = final.usage?.input_tokens_details?.cached_tokens;
     turn.outputTokens = final.usage?.output_tokens;
     const cut = final.status === "incomplete" && final.incomplete_details?.reason === "max_output_tokens";
-    if (final.status !== "completed" && !cut) throw new Error(`response ${final.status}: ${JSON.stringify(final.error ?? final.incomplete_details)}`);
+    if (final.status !== "completed" && !cut)
+      throw new Error(`response ${final.status}: ${JSON.stringify(final.error ?? final.incomplete_details)}`);
   };
-  const res = await timedSse(`${sys.url}/v1/responses`, { authorization: "Bearer unused" }, body, turn, timeoutS, onEvent, onEnd);
+  const res = await timedSse(
+    `${sys.url}/v1/responses`,
+    { authorization: "Bearer unused" },
+    body,
+    turn,
+    timeoutS,
+    onEvent,
+    onEnd,
+  );
   turn.continued = res?.headers.get("x-superfluid-continued") ?? undefined;
   const output: Item[] = Array.isArray(final?.output) ? final.output : [];
   turn.items = output.map((i) => String(i.type));
   return output;
 }
 
-const newTurn = (sys: Server, round: number, n: number): Turn => ({ system: sys.label, round, turn: n, ok: false, totalMs: 0, items: [] });
+const newTurn = (sys: Server, round: number, n: number): Turn => ({
+  system: sys.label,
+  round,
+  turn: n,
+  ok: false,
+  totalMs: 0,
+  items: [],
+});
 
 /** One arm's conversation: its history grows with what its server returns. */
 class Conversation {
@@ -148,7 +169,10 @@ class Conversation {
   ) {}
 
   async turn(n: number): Promise<Turn> {
-    const input = [...this.pending, { type: "message", role: "user", content: [{ type: "input_text", text: stepText(n) }] }];
+    const input = [
+      ...this.pending,
+      { type: "message", role: "user", content: [{ type: "input_text", text: stepText(n) }] },
+    ];
     this.pending = [];
     const body = {
       model: this.sys.model,
@@ -158,7 +182,9 @@ class Conversation {
       max_output_tokens: maxTokens,
       temperature: 0,
       stream: true,
-      ...(this.chained ? { store: true, ...(this.previousId ? { previous_response_id: this.previousId } : {}), input } : { store: false, input: [...this.history, ...input] }),
+      ...(this.chained
+        ? { store: true, ...(this.previousId ? { previous_response_id: this.previousId } : {}), input }
+        : { store: false, input: [...this.history, ...input] }),
     };
     const turn = newTurn(this.sys, this.round, n);
     const cpu0 = groupCpuMs(this.sys);
@@ -174,7 +200,11 @@ class Conversation {
       this.previousId = turn.id;
       this.history.push(...input, ...output);
       for (const call of output.filter((i) => i.type === "function_call")) {
-        this.pending.push({ type: "function_call_output", call_id: call.call_id, output: `output of ${call.name} at step ${n}` });
+        this.pending.push({
+          type: "function_call_output",
+          call_id: call.call_id,
+          output: `output of ${call.name} at step ${n}`,
+        });
       }
     }
     return turn;
@@ -198,7 +228,16 @@ const arm = (label: string, chained: boolean, start: (round: number) => Promise<
   start,
   warmUp: async (s, round) => {
     const input = [{ type: "message", role: "user", content: [{ type: "input_text", text: "Warm up." }] }];
-    const body = { model: s.model, instructions: "Warm-up request.", tools: TOOLS, max_output_tokens: 8, temperature: 0, stream: true, store: false, input };
+    const body = {
+      model: s.model,
+      instructions: "Warm-up request.",
+      tools: TOOLS,
+      max_output_tokens: 8,
+      temperature: 0,
+      stream: true,
+      store: false,
+      input,
+    };
     const turn = newTurn(s, round, 0);
     await stream(s, body, turn);
     return turn;
@@ -232,7 +271,18 @@ const ratioCols = haveLlama ? ["chained/llama", "resent/llama"] : ["chained/rese
 const totalCols = labels.map((l) => `${l} total ms`);
 const useCols = labels.map((l) => `${l} prompt / cached`);
 const cpuCol = `server CPU ms ${labels.join(" / ")}`;
-console.log(tableHead(["turn", ...ttftCols, ...ratioCols, ...totalCols, cpuCol, ...useCols, "output tokens", "sf-chained continued"]));
+console.log(
+  tableHead([
+    "turn",
+    ...ttftCols,
+    ...ratioCols,
+    ...totalCols,
+    cpuCol,
+    ...useCols,
+    "output tokens",
+    "sf-chained continued",
+  ]),
+);
 for (let n = 1; n <= turns; n++) {
   const ttft = labels.map((l) => med(l, n, (t) => t.ttftMs));
   const ratios = haveLlama ? [ratio(ttft[0], ttft[2]), ratio(ttft[1], ttft[2])] : [ratio(ttft[0], ttft[1])];
@@ -240,7 +290,9 @@ for (let n = 1; n <= turns; n++) {
   const cpu = labels.map((l) => f1(med(l, n, (t) => t.cpuMs))).join(" / ");
   const use = labels.map((l) => `${counts(l, n, (t) => t.inputTokens)} / ${counts(l, n, (t) => t.cachedTokens)}`);
   const out = labels.map((l) => counts(l, n, (t) => t.outputTokens)).join(" / ");
-  console.log(`| ${n} | ${[...ttft.map(f1), ...ratios.map(f2), ...totals, cpu, ...use, out, counts(CHAINED, n, (t) => t.continued)].join(" | ")} |`);
+  console.log(
+    `| ${n} | ${[...ttft.map(f1), ...ratios.map(f2), ...totals, cpu, ...use, out, counts(CHAINED, n, (t) => t.continued)].join(" | ")} |`,
+  );
 }
 
 const spanRatios: [string, string, string][] = haveLlama
@@ -254,15 +306,24 @@ const summary = printSpans(results, labels, turns, spanRatios);
 // Total time (to the terminal event) and server CPU too, turns 2..N, the same way.
 if (turns > 1) {
   const later = Array.from({ length: turns - 1 }, (_, i) => i + 2);
-  const spanMedian = (l: string, pick: (t: Turn) => number | undefined) => median(later.map((n) => med(l, n, pick)).filter((x): x is number => x !== undefined));
+  const spanMedian = (l: string, pick: (t: Turn) => number | undefined) =>
+    median(later.map((n) => med(l, n, pick)).filter((x): x is number => x !== undefined));
   console.log("");
-  for (const [name, pick] of [["total ms", (t: Turn) => t.totalMs], ["server CPU ms", (t: Turn) => t.cpuMs]] as const) {
+  for (const [name, pick] of [
+    ["total ms", (t: Turn) => t.totalMs],
+    ["server CPU ms", (t: Turn) => t.cpuMs],
+  ] as const) {
     const ms = labels.map((l) => spanMedian(l, pick));
-    console.log(`${name[0]!.toUpperCase()}${name.slice(1)}, turns 2-${turns} (median of per-turn medians): ${labels.map((l, i) => `${l} ${f1(ms[i])}`).join(", ")}`);
+    console.log(
+      `${name[0]!.toUpperCase()}${name.slice(1)}, turns 2-${turns} (median of per-turn medians): ${labels.map((l, i) => `${l} ${f1(ms[i])}`).join(", ")}`,
+    );
     summary[`${name} 2-${turns}`] = Object.fromEntries(labels.map((l, i) => [l, ms[i]]));
   }
 }
-const statuses = labels.map((l) => `${l} ${[...new Set(results.filter((t) => t.system === l && t.turn > 0 && t.ok).map((t) => t.status))].join("/")}`);
+const statuses = labels.map(
+  (l) =>
+    `${l} ${[...new Set(results.filter((t) => t.system === l && t.turn > 0 && t.ok).map((t) => t.status))].join("/")}`,
+);
 console.log(`Terminal status of the turns: ${statuses.join(", ")}`);
 
 finish(setup, results, summary, { startedAt, arms: labels });

@@ -50,7 +50,11 @@ async function loggingCost(): Promise<void> {
   const stores = await Promise.all(
     windows.map(async (windowMs) => {
       const dir = mkdtempSync(join(tmpdir(), "superfluid-bench-sessions-"));
-      return { windowMs, dir, store: await SessionStore.open(dir, { fsync: !process.argv.includes("--no-sync"), pacing: { windowMs } }) };
+      return {
+        windowMs,
+        dir,
+        store: await SessionStore.open(dir, { fsync: !process.argv.includes("--no-sync"), pacing: { windowMs } }),
+      };
     }),
   );
   const vocab = LlamaModel.load(model, { vocabOnly: true });
@@ -60,12 +64,18 @@ async function loggingCost(): Promise<void> {
   const rate = async (lanes: number, round: number) => {
     const prompts = Array.from({ length: lanes }, (_, i) => [1, 100 + round * 31 + i, 200 + i, 300 + round]);
     const t0 = performance.now();
-    const results = await Promise.all(prompts.map((prompt) => worker.generate({ prompt, sampling: GREEDY, maxTokens: replyTokens, ignoreEos: true }).result()));
+    const results = await Promise.all(
+      prompts.map((prompt) =>
+        worker.generate({ prompt, sampling: GREEDY, maxTokens: replyTokens, ignoreEos: true }).result(),
+      ),
+    );
     return results.reduce((n, r) => n + r.completionTokens, 0) / ((performance.now() - t0) / 1000);
   };
   const range = (xs: number[]) => `${Math.min(...xs).toFixed(3)}-${Math.max(...xs).toFixed(3)}`;
   console.log(`logging cost: ${replyTokens}-token replies, ${rounds} interleaved rounds, ${threads} threads`);
-  console.log("| lanes | window ms | journaled tok/s | no journal tok/s | ratio of medians | per-round ratio, median (range) | fsyncs per round |");
+  console.log(
+    "| lanes | window ms | journaled tok/s | no journal tok/s | ratio of medians | per-round ratio, median (range) | fsyncs per round |",
+  );
   console.log("|---:|---:|---:|---:|---:|---:|---:|");
   for (const lanes of [1, 8]) {
     const withLog: number[][] = stores.map(() => []);
@@ -119,12 +129,32 @@ function freePort(): Promise<number> {
 
 async function startServer(sessions: string, port: number) {
   const proc = Bun.spawn(
-    [process.execPath, join(import.meta.dir, "../src/main.ts"), "serve", model, "--port", String(port), "--sessions", sessions, "--threads", String(threads), "--max-batch", "2", "--max-context", "4096"],
+    [
+      process.execPath,
+      join(import.meta.dir, "../src/main.ts"),
+      "serve",
+      model,
+      "--port",
+      String(port),
+      "--sessions",
+      sessions,
+      "--threads",
+      String(threads),
+      "--max-batch",
+      "2",
+      "--max-context",
+      "4096",
+    ],
     { stdout: "ignore", stderr: "ignore", env: { ...process.env, SUPERFLUID_QUIET: "1" } },
   );
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 600; i++) {
-    if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) {
+    if (
+      await fetch(`${url}/health`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    ) {
       const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
       return { proc, url, model: models.data[0]!.id };
     }
@@ -136,7 +166,13 @@ async function startServer(sessions: string, port: number) {
 
 /** A greedy 8-token streamed chat: ms to its first text, the reply and the cached prompt tokens. */
 async function firstToken(server: { url: string; model: string }, messages: { role: string; content: string }[]) {
-  const r = await timedChat(server.url, { model: server.model, messages, temperature: 0, max_tokens: 8, ignore_eos: true });
+  const r = await timedChat(server.url, {
+    model: server.model,
+    messages,
+    temperature: 0,
+    max_tokens: 8,
+    ignore_eos: true,
+  });
   return { ms: r.firstMs, content: r.content, cached: r.cachedTokens };
 }
 
@@ -158,7 +194,14 @@ async function firstTokenTimes(): Promise<void> {
   // Size the turn in tokens.
   let words = Math.round(promptTokens / 1.3);
   const tok = async (w: number) =>
-    ((await (await fetch(`${server.url}/v1/tokenize`, { method: "POST", body: JSON.stringify({ content: conversation(1, w)[0]!.content }) })).json()) as { tokens: number[] }).tokens.length;
+    (
+      (await (
+        await fetch(`${server.url}/v1/tokenize`, {
+          method: "POST",
+          body: JSON.stringify({ content: conversation(1, w)[0]!.content }),
+        })
+      ).json()) as { tokens: number[] }
+    ).tokens.length;
   for (let i = 0; i < 4; i++) words = Math.max(1, Math.round((words * promptTokens) / (await tok(words))));
   await firstToken(server, conversation(999, 50)); // warm-up: the worker's first request
   const cold: number[] = [];
@@ -178,7 +221,9 @@ async function firstTokenTimes(): Promise<void> {
       cold.push(a.ms);
       warm.push(b.ms);
       restarted.push(r.ms);
-      rows.push(`cycle ${c}: cold ${a.ms.toFixed(1)} ms (cached ${a.cached}), warm ${b.ms.toFixed(1)} ms (cached ${b.cached}), after restart ${r.ms.toFixed(1)} ms (cached ${r.cached}); same reply after restart: ${r.content === b.content}`);
+      rows.push(
+        `cycle ${c}: cold ${a.ms.toFixed(1)} ms (cached ${a.cached}), warm ${b.ms.toFixed(1)} ms (cached ${b.cached}), after restart ${r.ms.toFixed(1)} ms (cached ${r.cached}); same reply after restart: ${r.content === b.content}`,
+      );
     }
   } finally {
     server.proc.kill("SIGKILL");
@@ -187,7 +232,9 @@ async function firstTokenTimes(): Promise<void> {
   }
   console.log(`\nfirst-token times, ~${promptTokens}-token first turn, ${restarts} cycles`);
   rows.forEach((r) => console.log(r));
-  console.log(`median: cold ${median(cold).toFixed(1)} ms, warm ${median(warm).toFixed(1)} ms, after restart ${median(restarted).toFixed(1)} ms`);
+  console.log(
+    `median: cold ${median(cold).toFixed(1)} ms, warm ${median(warm).toFixed(1)} ms, after restart ${median(restarted).toFixed(1)} ms`,
+  );
 }
 
 if (!process.argv.includes("--no-logging-cost")) await loggingCost();

@@ -50,7 +50,11 @@ export interface TimedChat {
 }
 
 /** Streams a chat completion and times it to its first text. */
-export async function timedChat(url: string, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<TimedChat> {
+export async function timedChat(
+  url: string,
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+): Promise<TimedChat> {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",

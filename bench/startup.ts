@@ -47,7 +47,11 @@ interface Sample {
 }
 
 /** Polls /health until 200; a refused connection (no listener yet) is retried at once. */
-async function untilHealthy(url: string, t0: number, exited: () => boolean): Promise<{ listening: number; health: number }> {
+async function untilHealthy(
+  url: string,
+  t0: number,
+  exited: () => boolean,
+): Promise<{ listening: number; health: number }> {
   let listening: number | undefined;
   for (;;) {
     if (exited()) throw new Error("the server exited before /health answered 200");
@@ -69,7 +73,12 @@ async function firstToken(url: string, t0: number): Promise<number> {
   const r = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: "tiny-chat", messages: [{ role: "user", content: "hi" }], stream: true, max_tokens: 16 }),
+    body: JSON.stringify({
+      model: "tiny-chat",
+      messages: [{ role: "user", content: "hi" }],
+      stream: true,
+      max_tokens: 16,
+    }),
   });
   if (r.status !== 200) throw new Error(`chat: ${r.status} ${await r.text()}`);
   const reader = r.body!.getReader();
@@ -90,7 +99,16 @@ async function oneStart(args: Args, cache: string): Promise<Sample> {
   const work = mkdtempSync(join(tmpdir(), "sf-start-"));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const serve = ["serve", "--http", `127.0.0.1:${port}`, "--sessions", join(work, "sessions"), "--threads", String(args.threads), "--no-tui"];
+  const serve = [
+    "serve",
+    "--http",
+    `127.0.0.1:${port}`,
+    "--sessions",
+    join(work, "sessions"),
+    "--threads",
+    String(args.threads),
+    "--no-tui",
+  ];
   const cmd = args.binary ? [args.binary, ...serve] : [process.execPath, join(args.root, "src", "main.ts"), ...serve];
   // A compiled binary runs from an empty folder with no Bun on PATH, as a user runs it.
   const env = { ...process.env, SUPERFLUID_CACHE_DIR: cache, ...(args.binary ? { PATH: "/usr/bin:/bin" } : {}) };
@@ -142,12 +160,29 @@ try {
     load.push(loadavg()[0]!);
   }
   const what = `${args.binary ? `binary ${args.binary}` : `source ${args.root}`}, ${args.cold ? "cold (empty cache each start)" : "cache present"}`;
-  console.log(`${what}: ${args.runs} starts, load average ${Math.min(...load).toFixed(2)}-${Math.max(...load).toFixed(2)}`);
+  console.log(
+    `${what}: ${args.runs} starts, load average ${Math.min(...load).toFixed(2)}-${Math.max(...load).toFixed(2)}`,
+  );
   console.log("| ms from exec | median | min | max |");
   console.log("|---|---|---|---|");
-  console.log(row("first /health answer", samples.map((s) => s.listening)));
-  console.log(row("/health 200", samples.map((s) => s.health)));
-  console.log(row("first chat token", samples.map((s) => s.token)));
+  console.log(
+    row(
+      "first /health answer",
+      samples.map((s) => s.listening),
+    ),
+  );
+  console.log(
+    row(
+      "/health 200",
+      samples.map((s) => s.health),
+    ),
+  );
+  console.log(
+    row(
+      "first chat token",
+      samples.map((s) => s.token),
+    ),
+  );
 } finally {
   for (const dir of caches) rmSync(dir, { recursive: true, force: true });
 }

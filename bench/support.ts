@@ -27,7 +27,10 @@ export interface Options {
   num: (name: string, fallback: number, min: number) => number;
 }
 
-/** The value after `--name` on the command line, else the fallback (for benches with a few loose flags; parseOptions checks them all). */
+/**
+ * The value after `--name` on the command line, else the fallback (for benches with a few loose flags; parseOptions
+ * checks them all).
+ */
 export function flag(name: string, fallback?: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1] : fallback;
@@ -58,7 +61,8 @@ export function parseOptions(usage: string, valued: Iterable<string>, flags: Ite
     const raw = opts.get(name);
     if (raw === undefined) return fallback;
     const v = Number(raw);
-    if (!(whole ? Number.isInteger(v) : Number.isFinite(v)) || v < min) fail(`--${name} must be ${whole ? "an integer" : "a number"} >= ${min}, got ${raw}`);
+    if (!(whole ? Number.isInteger(v) : Number.isFinite(v)) || v < min)
+      fail(`--${name} must be ${whole ? "an integer" : "a number"} >= ${min}, got ${raw}`);
     return v;
   };
   return {
@@ -144,21 +148,35 @@ export function freePort(): Promise<number> {
  * process at once (so a failed start can still be stopped). Resolves with
  * the server's URL once /health answers 200.
  */
-export async function startSuperfluid(args: string[], logPath: string, onSpawn: (child: ChildProcess) => void): Promise<string> {
+export async function startSuperfluid(
+  args: string[],
+  logPath: string,
+  onSpawn: (child: ChildProcess) => void,
+): Promise<string> {
   const port = await freePort();
   const out = openSync(logPath, "w");
-  const child = spawnGroup(process.execPath, [join(import.meta.dir, "../src/main.ts"), "serve", ...args, "--port", String(port)], {
-    stdio: ["ignore", out, out],
-    env: { ...process.env, SUPERFLUID_QUIET: "1" },
-  });
+  const child = spawnGroup(
+    process.execPath,
+    [join(import.meta.dir, "../src/main.ts"), "serve", ...args, "--port", String(port)],
+    {
+      stdio: ["ignore", out, out],
+      env: { ...process.env, SUPERFLUID_QUIET: "1" },
+    },
+  );
   closeSync(out);
   onSpawn(child);
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 1200; i++) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`superfluid exited:\n${readFileSync(logPath, "utf8").slice(-2000)}`);
-    if (await fetch(`${url}/health`).then((r) => r.status === 200, () => false)) return url;
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`superfluid exited:\n${readFileSync(logPath, "utf8").slice(-2000)}`);
+    if (
+      await fetch(`${url}/health`).then(
+        (r) => r.status === 200,
+        () => false,
+      )
+    )
+      return url;
     await Bun.sleep(100);
   }
   throw new Error("superfluid did not become healthy in 120 s");
 }
-

@@ -37,9 +37,20 @@ const USAGE = `usage: bun bench/tick-profile.ts [options]
   --sessions DIR      the sessions folder (default: a scratch folder; put it on tmpfs to see the sync's cost)
   --json PATH         also write every round's figures as JSON`;
 
-const { opts, int } = parseOptions(USAGE, ["model", "lanes", "tokens", "rounds", "threads", "cpu-variant", "llama-lib", "sessions", "json"]);
+const { opts, int } = parseOptions(USAGE, [
+  "model",
+  "lanes",
+  "tokens",
+  "rounds",
+  "threads",
+  "cpu-variant",
+  "llama-lib",
+  "sessions",
+  "json",
+]);
 const laneCounts = (opts.get("lanes") ?? "1,8").split(",").map(Number);
-if (laneCounts.some((n) => !Number.isInteger(n) || n < 1)) fail(`--lanes must be positive integers, got ${opts.get("lanes")}`);
+if (laneCounts.some((n) => !Number.isInteger(n) || n < 1))
+  fail(`--lanes must be positive integers, got ${opts.get("lanes")}`);
 const tokens = int("tokens", 64, 2);
 const rounds = int("rounds", 5, 1);
 const threads = int("threads", 2, 1);
@@ -50,14 +61,23 @@ const scratch = scratchFolder("sf-tick-profile-");
 
 // ---------------------------------------------------------------- CPU per thread group
 
-type Group = "daemon main" | "daemon sync pool" | "prompt thread" | "daemon runtime" | "worker main" | "worker compute" | "worker runtime";
+type Group =
+  | "daemon main"
+  | "daemon sync pool"
+  | "prompt thread"
+  | "daemon runtime"
+  | "worker main"
+  | "worker compute"
+  | "worker runtime";
 
 /** CPU nanoseconds per thread group of the server (the daemon and its worker processes). */
 function groupCpu(daemonPid: number): Map<Group, number> {
   const out = new Map<Group, number>();
   if (!existsSync("/proc/self/schedstat")) return out;
   const add = (g: Group, ns: number) => out.set(g, (out.get(g) ?? 0) + ns);
-  const workers = readdirSync("/proc").filter((p) => /^\d+$/.test(p) && ppid(Number(p)) === daemonPid).map(Number);
+  const workers = readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p) && ppid(Number(p)) === daemonPid)
+    .map(Number);
   for (const [pid, isWorker] of [[daemonPid, false], ...workers.map((w) => [w, true])] as [number, boolean][]) {
     let tids: string[];
     try {
@@ -73,7 +93,8 @@ function groupCpu(daemonPid: number): Map<Group, number> {
         else if (!isWorker && comm.startsWith("Bun Pool")) add("daemon sync pool", ns);
         else if (!isWorker && comm === "Worker") add("prompt thread", ns);
         // ggml's compute threads carry the program's name (or OpenMP's); Bun's own have theirs.
-        else if (isWorker && (comm === "bun.exe" || comm === "bun" || comm.startsWith("superfluid"))) add("worker compute", ns);
+        else if (isWorker && (comm === "bun.exe" || comm === "bun" || comm.startsWith("superfluid")))
+          add("worker compute", ns);
         else add(isWorker ? "worker runtime" : "daemon runtime", ns);
       } catch {} // the thread ended while read
     }
@@ -192,18 +213,33 @@ for (const lanes of laneCounts) {
   let server: ChildProcess | undefined;
   const sessions = opts.get("sessions") ?? join(scratch, `sessions-${lanes}`);
   const url = await startSuperfluid(
-    [model, "--max-batch", String(lanes), "--max-context", "1024", "--threads", String(threads), "--sessions", sessions],
+    [
+      model,
+      "--max-batch",
+      String(lanes),
+      "--max-context",
+      "1024",
+      "--threads",
+      String(threads),
+      "--sessions",
+      sessions,
+    ],
     join(scratch, `superfluid-${lanes}.log`),
     (child) => (server = child),
   );
-  const listed = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string; runtime?: { cpu?: { variant: string | null } } }[] };
+  const listed = (await (await fetch(`${url}/v1/models`)).json()) as {
+    data: { id: string; runtime?: { cpu?: { variant: string | null } } }[];
+  };
   const modelId = listed.data[0]!.id;
-  if (lanes === laneCounts[0]) lines[0] += `; ggml CPU variant ${listed.data[0]!.runtime?.cpu?.variant ?? "none (one CPU backend)"}; ${threads} decode threads`;
+  if (lanes === laneCounts[0])
+    lines[0] += `; ggml CPU variant ${listed.data[0]!.runtime?.cpu?.variant ?? "none (one CPU backend)"}; ${threads} decode threads`;
   await round(url, modelId, server!.pid!, lanes); // warm-up
   const mine: RoundFigures[] = [];
   for (let r = 0; r < rounds; r++) {
     const f = await round(url, modelId, server!.pid!, lanes);
-    process.stderr.write(`  ${lanes} lanes round ${r + 1}/${rounds}: ${f.ticks} ticks, ITL ${f.itlMs.toFixed(2)} ms, decode ${f.decode.toFixed(3)} ms a tick\n`);
+    process.stderr.write(
+      `  ${lanes} lanes round ${r + 1}/${rounds}: ${f.ticks} ticks, ITL ${f.itlMs.toFixed(2)} ms, decode ${f.decode.toFixed(3)} ms a tick\n`,
+    );
     mine.push(f);
   }
   all.push(...mine);
@@ -217,15 +253,37 @@ for (const lanes of laneCounts) {
     "| part | ms a tick | share of the tick period |",
     "|---|---:|---:|",
   );
-  const row = (name: string, v: number) => lines.push(`| ${name} | ${v.toFixed(3)} | ${((100 * v) / period).toFixed(1)}% |`);
-  row("worker: llama_decode", m((f) => f.decode));
-  row("worker: sampling", m((f) => f.sample));
-  row("worker: rest of the tick (admission, staging, bookkeeping)", m((f) => f.engineOther));
-  row("worker: between ticks (IPC send, event-loop turn)", m((f) => f.between));
+  const row = (name: string, v: number) =>
+    lines.push(`| ${name} | ${v.toFixed(3)} | ${((100 * v) / period).toFixed(1)}% |`);
+  row(
+    "worker: llama_decode",
+    m((f) => f.decode),
+  );
+  row(
+    "worker: sampling",
+    m((f) => f.sample),
+  );
+  row(
+    "worker: rest of the tick (admission, staging, bookkeeping)",
+    m((f) => f.engineOther),
+  );
+  row(
+    "worker: between ticks (IPC send, event-loop turn)",
+    m((f) => f.between),
+  );
   row("**worker: outside llama_decode, on the decode path**", outside);
-  row("daemon: reading the tick and journaling it", m((f) => f.onTick));
-  row("daemon: delivering to the streams", m((f) => f.deliver));
-  row("daemon: waiting for the journal sync (overlaps the next decode)", m((f) => f.durableWait));
+  row(
+    "daemon: reading the tick and journaling it",
+    m((f) => f.onTick),
+  );
+  row(
+    "daemon: delivering to the streams",
+    m((f) => f.deliver),
+  );
+  row(
+    "daemon: waiting for the journal sync (overlaps the next decode)",
+    m((f) => f.durableWait),
+  );
   lines.push("", `Tick period ${period.toFixed(3)} ms; client ITL ${m((f) => f.itlMs).toFixed(3)} ms.`, "");
   const groups = [...new Set(mine.flatMap((f) => Object.keys(f.cpu)))].sort();
   if (groups.length) {
@@ -235,5 +293,9 @@ for (const lanes of laneCounts) {
   }
 }
 console.log(lines.join("\n"));
-if (opts.has("json")) writeFileSync(opts.get("json")!, JSON.stringify({ machine: lines[0], tokens, rounds, threads, rounds_: all }, null, 2) + "\n");
+if (opts.has("json"))
+  writeFileSync(
+    opts.get("json")!,
+    `${JSON.stringify({ machine: lines[0], tokens, rounds, threads, rounds_: all }, null, 2)}\n`,
+  );
 process.exit(0);

@@ -35,7 +35,21 @@ export const COMMON_USAGE = `  --model M          tiny-chat (default), large-voc
   --timeout S        per-request timeout in seconds (default 120)
   --json PATH        also write every turn's measurements`;
 
-const VALUED = ["model", "rounds", "turns", "max-tokens", "system-words", "threads", "lanes", "ctx", "llama", "force-tools", "gap-ms", "timeout", "json"];
+const VALUED = [
+  "model",
+  "rounds",
+  "turns",
+  "max-tokens",
+  "system-words",
+  "threads",
+  "lanes",
+  "ctx",
+  "llama",
+  "force-tools",
+  "gap-ms",
+  "timeout",
+  "json",
+];
 const FLAGS = ["shipped-lib"];
 
 export interface Setup {
@@ -63,8 +77,16 @@ export interface Setup {
   tmp: string;
 }
 
-/** Reads the common flags and the script's own (`valued`, `flags`), makes the fixture model if named, and the scratch folder. */
-export async function readSetup(name: string, usage: string, valued: string[] = [], flags: string[] = []): Promise<Setup> {
+/**
+ * Reads the common flags and the script's own (`valued`, `flags`), makes the fixture model if named, and the scratch
+ * folder.
+ */
+export async function readSetup(
+  name: string,
+  usage: string,
+  valued: string[] = [],
+  flags: string[] = [],
+): Promise<Setup> {
   const { opts, int } = parseOptions(usage, [...VALUED, ...valued], [...FLAGS, ...flags]);
   const llamaDir = resolve(opts.get("llama") ?? join(import.meta.dir, "../../shared/anchors/llama.cpp"));
   const modelArg = opts.get("model") ?? "tiny-chat";
@@ -77,7 +99,8 @@ export async function readSetup(name: string, usage: string, valued: string[] = 
   const haveLlama = existsSync(join(llamaDir, "llama-server"));
   if (!haveLlama) console.error(`${name}: no llama-server in ${llamaDir}; superfluid runs alone`);
   const threads = int("threads", 1, 1);
-  if (threads > navigator.hardwareConcurrency) console.error(`${name}: --threads ${threads} is more than the ${navigator.hardwareConcurrency} cores`);
+  if (threads > navigator.hardwareConcurrency)
+    console.error(`${name}: --threads ${threads} is more than the ${navigator.hardwareConcurrency} cores`);
   return {
     name,
     opts,
@@ -116,7 +139,13 @@ export interface Server {
 }
 
 /** Starts a server in its own process group; resolves once /health answers 200 and /v1/models names the model. */
-async function startProcess(label: string, cmd: string, args: string[], env: Record<string, string>, port?: number): Promise<Server> {
+async function startProcess(
+  label: string,
+  cmd: string,
+  args: string[],
+  env: Record<string, string>,
+  port?: number,
+): Promise<Server> {
   const child = spawnGroup(cmd, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   const log: string[] = [];
   let found!: (port: number) => void;
@@ -137,7 +166,12 @@ async function startProcess(label: string, cmd: string, args: string[], env: Rec
   const url = `http://127.0.0.1:${p}`;
   for (let i = 0; i < 1200; i++) {
     if (child.exitCode !== null) throw unhealthy();
-    if (await fetch(`${url}/health`).then((r) => r.status === 200, () => false)) {
+    if (
+      await fetch(`${url}/health`).then(
+        (r) => r.status === 200,
+        () => false,
+      )
+    ) {
       const body = (await (await fetch(`${url}/v1/models`)).json()) as { data?: { id: string }[] };
       return { label, url, model: body.data?.[0]?.id ?? "model", child, log };
     }
@@ -148,9 +182,20 @@ async function startProcess(label: string, cmd: string, args: string[], env: Rec
 
 /** superfluid on the setup's model, lanes, context and threads, with its own sessions folder. */
 export function startSuperfluid(s: Setup, label: string, sessions: string): Promise<Server> {
-  const args = [join(import.meta.dir, "../src/main.ts"), "serve", s.modelPath, "--port", "0", "--sessions", join(s.tmp, sessions)];
+  const args = [
+    join(import.meta.dir, "../src/main.ts"),
+    "serve",
+    s.modelPath,
+    "--port",
+    "0",
+    "--sessions",
+    join(s.tmp, sessions),
+  ];
   args.push("--max-batch", String(s.lanes), "--max-context", String(s.ctx), "--threads", String(s.threads));
-  return startProcess(label, process.execPath, args, { ...(s.sameBuild ? { SUPERFLUID_LLAMA_LIB: s.llamaDir } : {}), SUPERFLUID_QUIET: "1" });
+  return startProcess(label, process.execPath, args, {
+    ...(s.sameBuild ? { SUPERFLUID_LLAMA_LIB: s.llamaDir } : {}),
+    SUPERFLUID_QUIET: "1",
+  });
 }
 
 /** llama.cpp's llama-server on the same model, lanes, context and threads. */
@@ -159,7 +204,19 @@ export async function startLlama(s: Setup, label = "llama-server"): Promise<Serv
   // --reasoning off: superfluid's templates run with thinking off unless a
   // request asks; llama-server's default turns it on where the template
   // supports it, which changes both the prompt and the reply.
-  const args = ["-m", s.modelPath, "-c", String(s.ctx * s.lanes), "-np", String(s.lanes), "-t", String(s.threads), "--jinja", "--reasoning", "off"];
+  const args = [
+    "-m",
+    s.modelPath,
+    "-c",
+    String(s.ctx * s.lanes),
+    "-np",
+    String(s.lanes),
+    "-t",
+    String(s.threads),
+    "--jinja",
+    "--reasoning",
+    "off",
+  ];
   args.push("--host", "127.0.0.1", "--port", String(port));
   return startProcess(label, join(s.llamaDir, "llama-server"), args, { LD_LIBRARY_PATH: s.llamaDir }, port);
 }
@@ -182,7 +239,8 @@ export function groupCpuMs(server: Server): number | undefined {
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
       // Fields after the command name (which may hold spaces): state, ppid, pgrp.
       if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) !== group) continue;
-      for (const tid of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+      for (const tid of readdirSync(`/proc/${pid}/task`))
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
     } catch {} // the process or thread ended while read
   }
   return ns / 1e6;
@@ -213,7 +271,15 @@ export const AGENT_TOOLS = [
   {
     name: "read_file",
     description: "Read a file of the repository, optionally a range of lines.",
-    schema: { type: "object", properties: { path: { type: "string" }, offset: { type: "integer", minimum: 0 }, limit: { type: "integer", minimum: 1 } }, required: ["path"] },
+    schema: {
+      type: "object",
+      properties: {
+        path: { type: "string" },
+        offset: { type: "integer", minimum: 0 },
+        limit: { type: "integer", minimum: 1 },
+      },
+      required: ["path"],
+    },
   },
   {
     name: "edit_file",
@@ -227,17 +293,26 @@ export const AGENT_TOOLS = [
   {
     name: "run",
     description: "Run a shell command in the repository and return its output.",
-    schema: { type: "object", properties: { command: { type: "string" }, timeout: { type: "integer", minimum: 1, maximum: 600 } }, required: ["command"] },
+    schema: {
+      type: "object",
+      properties: { command: { type: "string" }, timeout: { type: "integer", minimum: 1, maximum: 600 } },
+      required: ["command"],
+    },
   },
   {
     name: "search",
     description: "Search the repository for a regular expression.",
-    schema: { type: "object", properties: { pattern: { type: "string" }, glob: { type: "string" } }, required: ["pattern"] },
+    schema: {
+      type: "object",
+      properties: { pattern: { type: "string" }, glob: { type: "string" } },
+      required: ["pattern"],
+    },
   },
 ];
 
 /** The user message of turn `n`. */
-export const stepText = (n: number) => `Step ${n}: open src/module${n}.ts, check how it handles errors from the parser, and report what you find.`;
+export const stepText = (n: number) =>
+  `Step ${n}: open src/module${n}.ts, check how it handles errors from the parser, and report what you find.`;
 
 /** One measured request: the warm-up (turn 0) or a turn of a conversation. */
 export interface TimedTurn {
@@ -279,7 +354,8 @@ export async function timedSse(
       signal: AbortSignal.timeout(timeoutS * 1000),
       keepalive: false,
     });
-    if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}: ${(await res.text().catch(() => "")).slice(0, 300)}`);
+    if (!res.ok || !res.body)
+      throw new Error(`HTTP ${res.status}: ${(await res.text().catch(() => "")).slice(0, 300)}`);
     for await (const ev of sseEvents(res.body)) {
       if (ev.error !== undefined) throw new Error(`stream error: ${ev.error.slice(0, 300)}`);
       onEvent(JSON.parse(ev.data!), performance.now() - t0);
@@ -300,7 +376,10 @@ export async function timedSse(
 export interface Arm<T extends TimedTurn> {
   label: string;
   start(round: number): Promise<Server>;
-  /** A request that takes a fresh process through the same code, sharing only the template's first tokens with the conversation. */
+  /**
+   * A request that takes a fresh process through the same code, sharing only the template's first tokens with the
+   * conversation.
+   */
   warmUp(server: Server, round: number): Promise<T>;
   /** A new conversation on the server; its history grows with what that server returns. */
   conversation(server: Server, round: number): { turn(n: number): Promise<T> };
@@ -315,7 +394,11 @@ export interface Arm<T extends TimedTurn> {
  * timed. Only one request is in flight at a time. Stops the servers after the
  * round, whatever happened. `describe` gives a turn's progress line.
  */
-export async function runRounds<T extends TimedTurn>(s: Setup, arms: Arm<T>[], describe: (t: T) => string): Promise<T[]> {
+export async function runRounds<T extends TimedTurn>(
+  s: Setup,
+  arms: Arm<T>[],
+  describe: (t: T) => string,
+): Promise<T[]> {
   const results: T[] = [];
   for (let round = 0; round < s.rounds; round++) {
     const servers: Server[] = [];
@@ -355,7 +438,8 @@ export const median = (xs: number[]): number | undefined => {
 };
 export const f1 = (x: number | undefined) => (x === undefined ? "-" : x.toFixed(1));
 export const f2 = (x: number | undefined) => (x === undefined ? "-" : x.toFixed(2));
-export const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || b === 0 ? undefined : a / b);
+export const ratio = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined || b === 0 ? undefined : a / b;
 
 /** Per-turn lookups over the successful turns of the results. */
 export function byTurn<T extends TimedTurn>(results: T[]) {
@@ -363,7 +447,12 @@ export function byTurn<T extends TimedTurn>(results: T[]) {
   return {
     of,
     /** The median over rounds of a measurement. */
-    med: (label: string, n: number, pick: (t: T) => number | undefined) => median(of(label, n).map(pick).filter((x): x is number => x !== undefined)),
+    med: (label: string, n: number, pick: (t: T) => number | undefined) =>
+      median(
+        of(label, n)
+          .map(pick)
+          .filter((x): x is number => x !== undefined),
+      ),
     /** Counts per round, joined when the rounds disagree. */
     counts: (label: string, n: number, pick: (t: T) => number | string | undefined) => {
       const vals = [...new Set(of(label, n).map((t) => pick(t) ?? "-"))];
@@ -386,16 +475,25 @@ export function tableHead(columns: string[]): string {
 export function printSpans(results: TimedTurn[], labels: string[], turns: number, ratios: [string, string, string][]) {
   const { med } = byTurn(results);
   console.log("");
-  console.log(`| turns | ${labels.map((l) => `${l} TTFT ms`).join(" | ")}${ratios.map(([name]) => ` | ${name}`).join("")} |`);
+  console.log(
+    `| turns | ${labels.map((l) => `${l} TTFT ms`).join(" | ")}${ratios.map(([name]) => ` | ${name}`).join("")} |`,
+  );
   console.log(`|---|${labels.map(() => "---:").join("|")}${ratios.map(() => "|---:").join("")}|`);
-  const spans: [string, number[]][] = [["0 (warm-up, a fresh process)", [0]], ["1", [1]]];
+  const spans: [string, number[]][] = [
+    ["0 (warm-up, a fresh process)", [0]],
+    ["1", [1]],
+  ];
   if (turns > 1) spans.push([`2-${turns}`, Array.from({ length: turns - 1 }, (_, i) => i + 2)]);
   const summary: Record<string, Record<string, number | undefined>> = {};
   for (const [name, ns] of spans) {
-    const ms = labels.map((l) => median(ns.map((n) => med(l, n, (t) => t.ttftMs)).filter((x): x is number => x !== undefined)));
+    const ms = labels.map((l) =>
+      median(ns.map((n) => med(l, n, (t) => t.ttftMs)).filter((x): x is number => x !== undefined)),
+    );
     const row = Object.fromEntries(labels.map((l, i) => [l, ms[i]]));
     summary[name] = row;
-    console.log(`| ${name} | ${ms.map(f1).join(" | ")}${ratios.map(([, a, b]) => ` | ${f2(ratio(row[a], row[b]))}`).join("")} |`);
+    console.log(
+      `| ${name} | ${ms.map(f1).join(" | ")}${ratios.map(([, a, b]) => ` | ${f2(ratio(row[a], row[b]))}`).join("")} |`,
+    );
   }
   return summary;
 }
@@ -404,12 +502,28 @@ export function printSpans(results: TimedTurn[], labels: string[], turns: number
 export function finish(s: Setup, results: TimedTurn[], summary: unknown, config: Record<string, unknown>): never {
   const failed = results.filter((t) => !t.ok);
   if (failed.length) {
-    console.log(`\n${failed.length} turns failed, e.g. ${failed.slice(0, 3).map((t) => `${t.system} round ${t.round + 1} turn ${t.turn}: ${t.error}`).join("; ")}`);
+    console.log(
+      `\n${failed.length} turns failed, e.g. ${failed
+        .slice(0, 3)
+        .map((t) => `${t.system} round ${t.round + 1} turn ${t.turn}: ${t.error}`)
+        .join("; ")}`,
+    );
   }
   if (s.jsonPath) {
-    const common = { model: s.modelPath, rounds: s.rounds, turns: s.turns, maxTokens: s.maxTokens, systemWords: s.systemWords, threads: s.threads, lanes: s.lanes };
+    const common = {
+      model: s.modelPath,
+      rounds: s.rounds,
+      turns: s.turns,
+      maxTokens: s.maxTokens,
+      systemWords: s.systemWords,
+      threads: s.threads,
+      lanes: s.lanes,
+    };
     const more = { ctx: s.ctx, llamaDir: s.llamaDir, sameBuild: s.sameBuild, forceTools: s.forceTools, gapMs: s.gapMs };
-    writeFileSync(s.jsonPath, JSON.stringify({ config: { ...common, ...more, ...config }, summary, turns: results }, null, 2));
+    writeFileSync(
+      s.jsonPath,
+      JSON.stringify({ config: { ...common, ...more, ...config }, summary, turns: results }, null, 2),
+    );
   }
   process.exit(failed.length ? 1 : 0);
 }

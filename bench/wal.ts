@@ -57,7 +57,12 @@ interface RoundResult {
 }
 
 function summarize(latUs: number[], blockedUs: number[], wallMs: number): RoundResult {
-  return { commitsPerSec: (latUs.length * 1000) / wallMs, p50us: pct(latUs, 50), p99us: pct(latUs, 99), blockedP50us: pct(blockedUs, 50) };
+  return {
+    commitsPerSec: (latUs.length * 1000) / wallMs,
+    p50us: pct(latUs, 50),
+    p99us: pct(latUs, 99),
+    blockedP50us: pct(blockedUs, 50),
+  };
 }
 
 async function runLog(dir: string, fsync: boolean): Promise<RoundResult> {
@@ -86,10 +91,19 @@ function runSqlite(dir: string): RoundResult {
   const db = new Database(join(dir, "sessions.db"), { create: true });
   db.run("PRAGMA journal_mode = WAL");
   db.run("PRAGMA synchronous = FULL");
-  db.run("CREATE TABLE events (session INTEGER NOT NULL, event_id INTEGER NOT NULL, epoch INTEGER NOT NULL, ts_unix_ms INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (session, event_id))");
+  db.run(
+    "CREATE TABLE events (session INTEGER NOT NULL, event_id INTEGER NOT NULL, epoch INTEGER NOT NULL, ts_unix_ms INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (session, event_id))",
+  );
   const insert = db.prepare("INSERT INTO events VALUES (?, ?, ?, ?, ?)");
   const next = new Array<number>(sessions).fill(1);
-  for (let l = 0; l < sessions; l++) insert.run(l + 1, 0, 1, Date.now(), JSON.stringify({ Created: { parent: null, params: { model: "bench", lane: l } } }));
+  for (let l = 0; l < sessions; l++)
+    insert.run(
+      l + 1,
+      0,
+      1,
+      Date.now(),
+      JSON.stringify({ Created: { parent: null, params: { model: "bench", lane: l } } }),
+    );
   const commit = db.transaction((t: number) => {
     const now = Date.now();
     for (let l = 0; l < sessions; l++) insert.run(l + 1, next[l]!++, 1, now, JSON.stringify(tokenBody(t, l)));
@@ -120,7 +134,9 @@ try {
   const out = Bun.spawnSync(["df", "-T", baseDir]).stdout.toString().trim().split("\n").pop()!.split(/\s+/);
   fsType = `${out[1]} (${out[0]})`;
 } catch {}
-console.error(`# ${ticks} ticks x ${sessions} sessions, ${rounds} rounds, dir ${baseDir} ${fsType}; ${process.platform}/${process.arch}, bun ${Bun.version}`);
+console.error(
+  `# ${ticks} ticks x ${sessions} sessions, ${rounds} rounds, dir ${baseDir} ${fsType}; ${process.platform}/${process.arch}, bun ${Bun.version}`,
+);
 
 const results: Record<SystemName, RoundResult[]> = { log: [], sqlite: [], "log-nosync": [] };
 // One unmeasured warm-up pass of each.
@@ -191,9 +207,15 @@ const summary = names.map((n) => ({
 console.log(`| system | commits/s | p50 commit (µs) | p99 commit (µs) | event loop blocked per commit, p50 (µs) |`);
 console.log(`|---|---:|---:|---:|---:|`);
 for (const s of summary)
-  console.log(`| ${label[s.system]} | ${s.commitsPerSec.toFixed(0)} | ${s.p50us.toFixed(0)} | ${s.p99us.toFixed(0)} | ${s.blockedP50us.toFixed(1)} |`);
+  console.log(
+    `| ${label[s.system]} | ${s.commitsPerSec.toFixed(0)} | ${s.p50us.toFixed(0)} | ${s.p99us.toFixed(0)} | ${s.blockedP50us.toFixed(1)} |`,
+  );
 console.log("");
 console.log(
   `Open (replay and verify) of a ${replay.records}-record log (${(replay.bytes / 1e6).toFixed(1)} MB): median ${median(replay.openMs).toFixed(0)} ms (min ${Math.min(...replay.openMs).toFixed(0)}, max ${Math.max(...replay.openMs).toFixed(0)}) over ${replay.openMs.length} opens`,
 );
-if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ ticks, rounds, sessions, dir: baseDir, fsType, results, summary, replay }, null, 2));
+if (jsonOut)
+  writeFileSync(
+    jsonOut,
+    JSON.stringify({ ticks, rounds, sessions, dir: baseDir, fsType, results, summary, replay }, null, 2),
+  );

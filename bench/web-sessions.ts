@@ -69,7 +69,13 @@ interface Superfluid {
 
 async function waitHealthy(url: string, path = "/health"): Promise<void> {
   for (let i = 0; i < 1200; i++) {
-    if (await fetch(`${url}${path}`).then((r) => r.ok, () => false)) return;
+    if (
+      await fetch(`${url}${path}`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return;
     await Bun.sleep(50);
   }
   throw new Error(`${url} never became healthy`);
@@ -78,7 +84,22 @@ async function waitHealthy(url: string, path = "/health"): Promise<void> {
 async function startSuperfluid(sessions: string, extra: string[] = []): Promise<Superfluid> {
   const [port, webPort] = [await freePort(), await freePort()];
   const proc = Bun.spawn(
-    [process.execPath, join(import.meta.dir, "../src/main.ts"), "serve", model, "--port", String(port), "--threads", threads, "--web", `127.0.0.1:${webPort}`, "--sessions", sessions, "--no-tui", ...extra],
+    [
+      process.execPath,
+      join(import.meta.dir, "../src/main.ts"),
+      "serve",
+      model,
+      "--port",
+      String(port),
+      "--threads",
+      threads,
+      "--web",
+      `127.0.0.1:${webPort}`,
+      "--sessions",
+      sessions,
+      "--no-tui",
+      ...extra,
+    ],
     { stdout: "ignore", stderr: "ignore", env: { ...process.env, SUPERFLUID_QUIET: "1" } },
   );
   const url = `http://127.0.0.1:${port}`;
@@ -102,8 +123,15 @@ async function rpc(s: Superfluid, request: unknown): Promise<any> {
 }
 
 /** A Generate over /web/ws: when its first token arrived, the decode rate after it, the summary's counts. */
-async function wsGenerate(s: Superfluid, session: number, maxTokens: number): Promise<{ firstAt: number; rate: number; warm: number; count: number }> {
-  const ws = new WebSocket(`${s.web.replace("http", "ws")}/web/ws`, { headers: { origin: s.web }, protocols: ["superfluid.v1", `superfluid.token.${s.token}`] } as any);
+async function wsGenerate(
+  s: Superfluid,
+  session: number,
+  maxTokens: number,
+): Promise<{ firstAt: number; rate: number; warm: number; count: number }> {
+  const ws = new WebSocket(`${s.web.replace("http", "ws")}/web/ws`, {
+    headers: { origin: s.web },
+    protocols: ["superfluid.v1", `superfluid.token.${s.token}`],
+  } as any);
   await new Promise((resolve, reject) => {
     ws.onopen = resolve;
     ws.onerror = reject;
@@ -125,7 +153,12 @@ async function wsGenerate(s: Superfluid, session: number, maxTokens: number): Pr
   ws.close();
   if (!summary.Generated) throw new Error(JSON.stringify(summary));
   const g = summary.Generated;
-  return { firstAt: first, rate: ((g.tokens_generated - firstTokens) * 1000) / (end - first), warm: g.warm_prefix, count: g.tokens_generated };
+  return {
+    firstAt: first,
+    rate: ((g.tokens_generated - firstTokens) * 1000) / (end - first),
+    warm: g.warm_prefix,
+    count: g.tokens_generated,
+  };
 }
 
 /** A streamed chat completion: decode rate from its first token to its last. */
@@ -134,7 +167,15 @@ async function httpGenerate(url: string, content: string, maxTokens: number): Pr
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: models.data[0]!.id, messages: [{ role: "user", content }], max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({
+      model: models.data[0]!.id,
+      messages: [{ role: "user", content }],
+      max_tokens: maxTokens,
+      temperature: 0,
+      ignore_eos: true,
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
   });
   let first = NaN;
   let last = NaN;
@@ -167,7 +208,10 @@ async function overhead(): Promise<void> {
         const session = (await rpc(s, { Create: { parent: null, params: GREEDY } })).Created.session;
         await rpc(s, { AppendMessage: { session, role: 1, text: content } });
         const g = await wsGenerate(s, session, tokens);
-        if (g.count < tokens) throw new Error(`the session's reply ended after ${g.count} tokens; use a model that does not end its turn early`);
+        if (g.count < tokens)
+          throw new Error(
+            `the session's reply ended after ${g.count} tokens; use a model that does not end its turn early`,
+          );
         return g.rate;
       };
       let a: number;
@@ -195,28 +239,55 @@ async function overhead(): Promise<void> {
 }
 
 /** llama-server: turn 1 on slot 0, save the slot, restart, restore it, time turn 2 to its first token. */
-async function llamaRestartCycle(prompt1: string, prompt2: string): Promise<{ ms: number; restoreMs: number; cached: number }> {
+async function llamaRestartCycle(
+  prompt1: string,
+  prompt2: string,
+): Promise<{ ms: number; restoreMs: number; cached: number }> {
   const slots = mkdtempSync(join(tmpdir(), "superfluid-bench-slots-"));
   const port = await freePort();
   const start = () =>
-    Bun.spawn([llamaServer, "-m", model, "--port", String(port), "-t", threads, "-np", "1", "--slot-save-path", `${slots}/`, "-c", "8192"], {
-      stdout: "ignore",
-      stderr: "ignore",
-      env: { ...process.env, LD_LIBRARY_PATH: join(llamaServer, "..") },
-    });
+    Bun.spawn(
+      [
+        llamaServer,
+        "-m",
+        model,
+        "--port",
+        String(port),
+        "-t",
+        threads,
+        "-np",
+        "1",
+        "--slot-save-path",
+        `${slots}/`,
+        "-c",
+        "8192",
+      ],
+      {
+        stdout: "ignore",
+        stderr: "ignore",
+        env: { ...process.env, LD_LIBRARY_PATH: join(llamaServer, "..") },
+      },
+    );
   const url = `http://127.0.0.1:${port}`;
   const completion = (prompt: string) =>
-    fetch(`${url}/completion`, { method: "POST", body: JSON.stringify({ prompt, n_predict: 16, temperature: 0, cache_prompt: true, id_slot: 0, stream: true }) });
+    fetch(`${url}/completion`, {
+      method: "POST",
+      body: JSON.stringify({ prompt, n_predict: 16, temperature: 0, cache_prompt: true, id_slot: 0, stream: true }),
+    });
   let proc = start();
   try {
     await waitHealthy(url);
     await (await completion(prompt1)).text();
-    await (await fetch(`${url}/slots/0?action=save`, { method: "POST", body: JSON.stringify({ filename: "conv.bin" }) })).text();
+    await (
+      await fetch(`${url}/slots/0?action=save`, { method: "POST", body: JSON.stringify({ filename: "conv.bin" }) })
+    ).text();
     await stop(proc);
     proc = start();
     await waitHealthy(url);
     const t0 = performance.now();
-    await (await fetch(`${url}/slots/0?action=restore`, { method: "POST", body: JSON.stringify({ filename: "conv.bin" }) })).text();
+    await (
+      await fetch(`${url}/slots/0?action=restore`, { method: "POST", body: JSON.stringify({ filename: "conv.bin" }) })
+    ).text();
     const restoreMs = performance.now() - t0;
     const res = await completion(prompt2);
     let ms = NaN;
@@ -274,7 +345,9 @@ async function restarts(): Promise<void> {
   }
   console.log(`\nsecond turn's first token after a restart, ~${promptTokens}-token first turn, ${cycles} cycles`);
   rows.forEach((r) => console.log(r));
-  console.log(`median: no park ${median(cold).toFixed(1)} ms, --park ${median(parked).toFixed(1)} ms, llama-server ${median(llama).toFixed(1)} ms; --park / llama-server ${(median(parked) / median(llama)).toFixed(2)}`);
+  console.log(
+    `median: no park ${median(cold).toFixed(1)} ms, --park ${median(parked).toFixed(1)} ms, llama-server ${median(llama).toFixed(1)} ms; --park / llama-server ${(median(parked) / median(llama)).toFixed(2)}`,
+  );
 }
 
 if (!process.argv.includes("--no-overhead")) await overhead();

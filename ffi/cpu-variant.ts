@@ -46,7 +46,20 @@ export function cpuVariantFiles(dir: string): CpuVariantFile[] {
  * The order ggml_backend_load_all_from_path registers backends in (the CPU
  * last): llama.cpp numbers devices in it, and the first GPU takes the layers.
  */
-const GGML_BACKEND_ORDER = ["blas", "zdnn", "cann", "cuda", "hip", "metal", "rpc", "sycl", "vulkan", "opencl", "hexagon", "musa"];
+const GGML_BACKEND_ORDER = [
+  "blas",
+  "zdnn",
+  "cann",
+  "cuda",
+  "hip",
+  "metal",
+  "rpc",
+  "sycl",
+  "vulkan",
+  "opencl",
+  "hexagon",
+  "musa",
+];
 
 /**
  * The loadable backends beside the CPU's (a GPU build's), to load when the
@@ -84,12 +97,16 @@ export function chooseCpuVariant(dir: string, pin: string | undefined): CpuVaria
     const file = files.find((f) => f.name === pin);
     if (!file) {
       const names = files.map((f) => f.name).join(", ");
-      throw new Error(`SUPERFLUID_CPU_VARIANT=${pin}: no such CPU variant in ${dir} (${names || "this build has one CPU backend"})`);
+      throw new Error(
+        `SUPERFLUID_CPU_VARIANT=${pin}: no such CPU variant in ${dir} (${names || "this build has one CPU backend"})`,
+      );
     }
     const lib = openScored(file.path);
     if (lib.score <= 0) {
       lib.close();
-      throw new Error(`SUPERFLUID_CPU_VARIANT=${pin}: this CPU (${cpuModel()}) lacks the instructions the ${pin} variant needs`);
+      throw new Error(
+        `SUPERFLUID_CPU_VARIANT=${pin}: this CPU (${cpuModel()}) lacks the instructions the ${pin} variant needs`,
+      );
     }
     return { name: file.name, path: file.path, pinned: true, close: lib.close };
   }
@@ -126,7 +143,8 @@ export interface CpuInfo {
 
 /** How messages name the machine's kernels: "AMD EPYC 9B14, ggml CPU variant zen4". */
 export function describeCpu(cpu: CpuInfo): string {
-  const variant = cpu.variant === null ? "one CPU backend" : `ggml CPU variant ${cpu.variant}${cpu.pinned ? " (pinned)" : ""}`;
+  const variant =
+    cpu.variant === null ? "one CPU backend" : `ggml CPU variant ${cpu.variant}${cpu.pinned ? " (pinned)" : ""}`;
   return `${cpu.model}, ${variant}`;
 }
 

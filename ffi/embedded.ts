@@ -10,8 +10,11 @@ import { cacheDir } from "./paths.ts";
 /** Copies the embedded library set into one cache folder; returns it, or undefined when none is embedded. */
 export function extractEmbeddedLibraries(): string | undefined {
   if (embeddedFiles.length === 0) return undefined;
-  // Names, sizes and contents (hashed at build time, not re-read here): another build of the libraries gets another folder.
-  const id = createHash("sha256").update(embeddedFiles.map((f) => `${basename(f.name)}:${f.size}:${f.sha256 ?? ""}`).join("\n")).digest("hex");
+  // Names, sizes and contents (hashed at build time, not re-read here): another build of the libraries gets another
+  // folder.
+  const id = createHash("sha256")
+    .update(embeddedFiles.map((f) => `${basename(f.name)}:${f.size}:${f.sha256 ?? ""}`).join("\n"))
+    .digest("hex");
   const dir = join(cacheDir(), "lib", id.slice(0, 16));
   const done = join(dir, ".complete");
   if (existsSync(done)) return dir;

@@ -24,7 +24,9 @@ export function platformPackage(platform = process.platform, arch = process.arch
   if (platform === "linux") return `@node-llama-cpp/linux-${arch}`;
   if (platform === "darwin") return arch === "arm64" ? "@node-llama-cpp/mac-arm64-metal" : "@node-llama-cpp/mac-x64";
   if (platform === "win32") return `@node-llama-cpp/win-${arch}`;
-  throw new Error(`superfluid has no prebuilt libllama for ${platform}-${arch}; set SUPERFLUID_LLAMA_LIB to your own build`);
+  throw new Error(
+    `superfluid has no prebuilt libllama for ${platform}-${arch}; set SUPERFLUID_LLAMA_LIB to your own build`,
+  );
 }
 
 // libllama.so, libllama.so.0, libllama.v0.4.0.so, libllama.dylib, llama.dll, ...

@@ -8,7 +8,10 @@ import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { cstr, handle, type Llama } from "./llama.ts";
 
-/** sizeof(struct ggml_threadpool_params): bool cpumask[512]; int n_threads, prio; uint32 poll; bool strict_cpu, paused (padded). */
+/**
+ * sizeof(struct ggml_threadpool_params): bool cpumask[512]; int n_threads, prio; uint32 poll; bool strict_cpu, paused
+ * (padded).
+ */
 const PARAMS_SIZE = 528;
 
 interface ThreadpoolApi {

@@ -8,7 +8,10 @@ export const MAX_CP = 0x10ffff;
 export type CharSet = readonly CodeRange[];
 
 export function normalize(ranges: readonly CodeRange[]): CodeRange[] {
-  const sorted = ranges.filter(([a, b]) => a <= b).map(([a, b]) => [a, b] as CodeRange).sort((x, y) => x[0] - y[0]);
+  const sorted = ranges
+    .filter(([a, b]) => a <= b)
+    .map(([a, b]) => [a, b] as CodeRange)
+    .sort((x, y) => x[0] - y[0]);
   const out: CodeRange[] = [];
   for (const r of sorted) {
     const last = out[out.length - 1];
@@ -90,14 +93,31 @@ export const SURROGATES: CharSet = [[0xd800, 0xdfff]];
 export const ANY_CHAR: CharSet = complement(SURROGATES);
 
 export const DIGIT: CharSet = [[0x30, 0x39]];
-export const WORD: CharSet = normalize([[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]]);
+export const WORD: CharSet = normalize([
+  [0x30, 0x39],
+  [0x41, 0x5a],
+  [0x5f, 0x5f],
+  [0x61, 0x7a],
+]);
 /** ECMAScript \s: WhiteSpace and LineTerminator. */
 export const SPACE: CharSet = normalize([
-  [0x09, 0x0d], [0x20, 0x20], [0xa0, 0xa0], [0x1680, 0x1680], [0x2000, 0x200a],
-  [0x2028, 0x2029], [0x202f, 0x202f], [0x205f, 0x205f], [0x3000, 0x3000], [0xfeff, 0xfeff],
+  [0x09, 0x0d],
+  [0x20, 0x20],
+  [0xa0, 0xa0],
+  [0x1680, 0x1680],
+  [0x2000, 0x200a],
+  [0x2028, 0x2029],
+  [0x202f, 0x202f],
+  [0x205f, 0x205f],
+  [0x3000, 0x3000],
+  [0xfeff, 0xfeff],
 ]);
 /** What ECMAScript `.` matches (without the s flag). */
-export const DOT: CharSet = subtract(ANY_CHAR, [[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]);
+export const DOT: CharSet = subtract(ANY_CHAR, [
+  [0x0a, 0x0a],
+  [0x0d, 0x0d],
+  [0x2028, 0x2029],
+]);
 
 /**
  * Split several sets into disjoint atoms such that each input set is a union
@@ -105,10 +125,11 @@ export const DOT: CharSet = subtract(ANY_CHAR, [[0x0a, 0x0a], [0x0d, 0x0d], [0x2
  */
 export function partition(sets: CharSet[]): CharSet[] {
   const points = new Set<number>();
-  for (const s of sets) for (const [a, b] of s) {
-    points.add(a);
-    points.add(b + 1);
-  }
+  for (const s of sets)
+    for (const [a, b] of s) {
+      points.add(a);
+      points.add(b + 1);
+    }
   const bounds = [...points].sort((x, y) => x - y);
   const atoms = new Map<string, CodeRange[]>();
   for (let i = 0; i + 1 < bounds.length; i++) {

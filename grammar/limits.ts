@@ -23,13 +23,18 @@ export interface GrammarLimits {
   maxMillis: number;
   /** GBNF text size, in bytes (UTF-16 code units). */
   maxGbnfBytes: number;
-  /** Rules as llama.cpp holds them: named rules plus those it makes for groups and repetitions (~2-4 µs each to load). */
+  /**
+   * Rules as llama.cpp holds them: named rules plus those it makes for groups and repetitions (~2-4 µs each to load).
+   */
   maxRules: number;
   /** Elements (characters, references, markers) in those rules: repetitions copy their body. */
   maxElements: number;
   /** Parse stacks one step of llama.cpp's grammar engine may build (alternatives that start alike multiply them). */
   maxStacks: number;
-  /** Parse stacks over two steps (every stack alive after a character is advanced again; ambiguous alternatives multiply). */
+  /**
+   * Parse stacks over two steps (every stack alive after a character is advanced again; ambiguous alternatives
+   * multiply).
+   */
   maxStackPairs: number;
   /** Rule references one step may expand before reaching a character (llama.cpp recurses once per reference). */
   maxChain: number;

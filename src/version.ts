@@ -34,13 +34,18 @@ export function platformName(platform = process.platform, arch = process.arch): 
 }
 
 async function fromSource(): Promise<{ version: string; llamaCpp: string; platform: string }> {
-  const pkg = (await import("../package.json")).default as { version: string; optionalDependencies?: Record<string, string> };
+  const pkg = (await import("../package.json")).default as {
+    version: string;
+    optionalDependencies?: Record<string, string>;
+  };
   let llamaCpp = "unknown";
   try {
     const name = platformPackage();
     const pkgJson = createRequire(import.meta.url).resolve(`${name}/package.json`);
     const bins = join(dirname(pkgJson), "bins");
-    const release = readdirSync(bins).map((sub) => llamaCppRelease(join(bins, sub))).find((r) => r !== undefined);
+    const release = readdirSync(bins)
+      .map((sub) => llamaCppRelease(join(bins, sub)))
+      .find((r) => r !== undefined);
     // No recorded release: the package version is the next best name for the build.
     llamaCpp = release ?? `${name}@${(JSON.parse(readFileSync(pkgJson, "utf8")) as { version: string }).version}`;
   } catch {

@@ -77,9 +77,7 @@ export function cls(ranges: CodeRange[], negated = false): Expr {
 /** Class from a string of single characters and "a-z" style ranges given as pairs. */
 export function chars(...items: (string | [string, string])[]): Expr {
   const ranges: CodeRange[] = items.map((it) =>
-    typeof it === "string"
-      ? [it.codePointAt(0)!, it.codePointAt(0)!]
-      : [it[0].codePointAt(0)!, it[1].codePointAt(0)!],
+    typeof it === "string" ? [it.codePointAt(0)!, it.codePointAt(0)!] : [it[0].codePointAt(0)!, it[1].codePointAt(0)!],
   );
   return cls(ranges);
 }

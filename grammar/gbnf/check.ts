@@ -136,7 +136,8 @@ function synthesizedItem(e: Expr): number {
     case "alt":
       return 1 + synthesized(e);
     case "repeat": {
-      const body = e.body.kind === "seq" || e.body.kind === "alt" || e.body.kind === "repeat" ? 1 + synthesized(e.body) : 0;
+      const body =
+        e.body.kind === "seq" || e.body.kind === "alt" || e.body.kind === "repeat" ? 1 + synthesized(e.body) : 0;
       return body + (e.max === null ? 1 : e.max - e.min);
     }
     default:
@@ -165,10 +166,22 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
 
   for (const r of g.rules) {
     if (!RULE_NAME.test(r.name)) {
-      problems.push({ severity: "error", code: "invalid-rule-name", rule: r.name, message: `rule name '${r.name}' may only contain letters, digits and '-'`, ...locOf(r) });
+      problems.push({
+        severity: "error",
+        code: "invalid-rule-name",
+        rule: r.name,
+        message: `rule name '${r.name}' may only contain letters, digits and '-'`,
+        ...locOf(r),
+      });
     }
     if (firstRule.has(r.name)) {
-      problems.push({ severity: "error", code: "duplicate-rule", rule: r.name, message: `rule '${r.name}' is defined more than once (llama.cpp keeps only the last definition)`, ...locOf(r) });
+      problems.push({
+        severity: "error",
+        code: "duplicate-rule",
+        rule: r.name,
+        message: `rule '${r.name}' is defined more than once (llama.cpp keeps only the last definition)`,
+        ...locOf(r),
+      });
     } else {
       firstRule.set(r.name, r);
     }
@@ -179,13 +192,31 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
   for (const r of g.rules) {
     walk(r.body, (e) => {
       if (e.kind === "ref" && !defs.has(e.name)) {
-        problems.push({ severity: "error", code: "undefined-rule", rule: r.name, message: `rule '${r.name}' references undefined rule '${e.name}'`, ...locOf(e) });
+        problems.push({
+          severity: "error",
+          code: "undefined-rule",
+          rule: r.name,
+          message: `rule '${r.name}' references undefined rule '${e.name}'`,
+          ...locOf(e),
+        });
       } else if (e.kind === "token") {
-        problems.push({ severity: "warning", code: "token-reference", rule: r.name, message: `rule '${r.name}' uses a token reference, which depends on the model's vocabulary`, ...locOf(e) });
+        problems.push({
+          severity: "warning",
+          code: "token-reference",
+          rule: r.name,
+          message: `rule '${r.name}' uses a token reference, which depends on the model's vocabulary`,
+          ...locOf(e),
+        });
       } else if (e.kind === "repeat") {
         const cost = repetitionCost(e);
         if (cost >= REPETITION_BUDGET) {
-          problems.push({ severity: "error", code: "repetition-limit", rule: r.name, message: `repetition in rule '${r.name}' expands to ${cost} rules; llama.cpp refuses ${REPETITION_BUDGET} or more`, ...locOf(e) });
+          problems.push({
+            severity: "error",
+            code: "repetition-limit",
+            rule: r.name,
+            message: `repetition in rule '${r.name}' expands to ${cost} rules; llama.cpp refuses ${REPETITION_BUDGET} or more`,
+            ...locOf(e),
+          });
         }
       }
     });
@@ -199,7 +230,13 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
   const limits = limitsWith(opts.limits);
   const tooBig = sizeProblem(defs, root, limits);
   if (tooBig) {
-    problems.push({ severity: "error", code: tooBig.code, rule: tooBig.rule, limit: tooBig.limit, message: tooBig.message });
+    problems.push({
+      severity: "error",
+      code: tooBig.code,
+      rule: tooBig.rule,
+      limit: tooBig.limit,
+      message: tooBig.message,
+    });
     return problems;
   }
 
@@ -212,7 +249,13 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
     if (firstRule.get(r.name) !== r) continue;
     if (!productive.has(r.name)) {
       const what = r.name === root ? "the grammar matches nothing" : "no finite string matches it";
-      problems.push({ severity: "error", code: "empty-language", rule: r.name, message: `rule '${r.name}' can never complete (${what}); every alternative needs itself or an impossible element`, ...locOf(r) });
+      problems.push({
+        severity: "error",
+        code: "empty-language",
+        rule: r.name,
+        message: `rule '${r.name}' can never complete (${what}); every alternative needs itself or an impossible element`,
+        ...locOf(r),
+      });
     }
   }
 
@@ -233,13 +276,25 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
     if (comp.length > 1 || self) {
       const cycle = [...comp, comp[0]].join(" -> ");
       const kind = comp.length > 1 ? "indirect" : "direct";
-      problems.push({ severity: "error", code: "left-recursion", rule: comp[0], message: `${kind} left recursion: ${cycle} (llama.cpp cannot match left-recursive rules)`, ...locOf(firstRule.get(comp[0]!)!) });
+      problems.push({
+        severity: "error",
+        code: "left-recursion",
+        rule: comp[0],
+        message: `${kind} left recursion: ${cycle} (llama.cpp cannot match left-recursive rules)`,
+        ...locOf(firstRule.get(comp[0]!)!),
+      });
     }
   }
   for (const r of g.rules) {
     walk(r.body, (e) => {
       if (e.kind === "repeat" && e.max === null && exprNullable(e.body, isNullable)) {
-        problems.push({ severity: "error", code: "left-recursion", rule: r.name, message: `unbounded repetition of an expression that can match empty in rule '${r.name}' becomes left recursion in llama.cpp`, ...locOf(e) });
+        problems.push({
+          severity: "error",
+          code: "left-recursion",
+          rule: r.name,
+          message: `unbounded repetition of an expression that can match empty in rule '${r.name}' becomes left recursion in llama.cpp`,
+          ...locOf(e),
+        });
       }
     });
   }
@@ -259,7 +314,13 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
     }
     for (const r of g.rules) {
       if (firstRule.get(r.name) === r && !seen.has(r.name)) {
-        problems.push({ severity: "warning", code: "unused-rule", rule: r.name, message: `rule '${r.name}' is not reachable from '${root}'`, ...locOf(r) });
+        problems.push({
+          severity: "warning",
+          code: "unused-rule",
+          rule: r.name,
+          message: `rule '${r.name}' is not reachable from '${root}'`,
+          ...locOf(r),
+        });
       }
     }
   }
@@ -267,7 +328,14 @@ export function checkGbnf(g: Grammar, opts: CheckOptions = {}): GbnfProblem[] {
   if (!problems.some((p) => p.severity === "error")) {
     const order = components.map((c) => names[c[0]!]!);
     for (const p of costProblems(defs, root, order, limits)) {
-      problems.push({ severity: "error", code: p.code, rule: p.rule, limit: p.limit, message: p.message, ...locOf(firstRule.get(p.rule) ?? {}) });
+      problems.push({
+        severity: "error",
+        code: p.code,
+        rule: p.rule,
+        limit: p.limit,
+        message: p.message,
+        ...locOf(firstRule.get(p.rule) ?? {}),
+      });
     }
   }
   return problems;
@@ -289,7 +357,9 @@ export function checkGbnfText(source: string, opts: CheckOptions = {}): { gbnf: 
   const limits = limitsWith(opts.limits);
   const tooBig = (limit: "maxGbnfBytes" | "maxRules", what: string) => ({
     gbnf: source,
-    errors: [{ severity: "error" as const, code: "grammar-size" as const, limit, message: overLimit(what, limit, limits) }],
+    errors: [
+      { severity: "error" as const, code: "grammar-size" as const, limit, message: overLimit(what, limit, limits) },
+    ],
   });
   if (source.length > limits.maxGbnfBytes) return tooBig("maxGbnfBytes", `the grammar is ${source.length} bytes`);
   const heads = countRuleHeads(source);

@@ -40,10 +40,20 @@ export interface CostProblem {
 export function sizeProblem(defs: Map<string, Expr>, root: string, limits: GrammarLimits): CostProblem | undefined {
   const size = grammarSize(defs);
   if (size.rules > limits.maxRules) {
-    return { code: "grammar-size", rule: root, limit: "maxRules", message: overLimit(`the grammar expands to ${size.rules} rules in llama.cpp`, "maxRules", limits) };
+    return {
+      code: "grammar-size",
+      rule: root,
+      limit: "maxRules",
+      message: overLimit(`the grammar expands to ${size.rules} rules in llama.cpp`, "maxRules", limits),
+    };
   }
   if (size.elements > limits.maxElements) {
-    return { code: "grammar-size", rule: root, limit: "maxElements", message: overLimit(`the grammar expands to ${size.elements} elements in llama.cpp`, "maxElements", limits) };
+    return {
+      code: "grammar-size",
+      rule: root,
+      limit: "maxElements",
+      message: overLimit(`the grammar expands to ${size.elements} elements in llama.cpp`, "maxElements", limits),
+    };
   }
   return undefined;
 }
@@ -78,7 +88,12 @@ const isTailCall = (p: Prof) => p.f === 0 && p.e === 1 && p.g === 0 && p.k === 0
  * against the limits. `order` lists the rules callees-first along left edges
  * (so the grammar must have no left recursion and no undefined rules).
  */
-export function costProblems(defs: Map<string, Expr>, root: string, order: string[], limits: GrammarLimits): CostProblem[] {
+export function costProblems(
+  defs: Map<string, Expr>,
+  root: string,
+  order: string[],
+  limits: GrammarLimits,
+): CostProblem[] {
   const prof = new Profiler(limits);
   for (const name of order) prof.defineFirst(name, defs.get(name)!);
   for (const name of order) prof.defineFull(name, defs.get(name)!);
@@ -199,10 +214,32 @@ function continuations(owners: Owner[], calls: CallSite[], prof: Profiler): Cont
 function positionProblems(owners: Owner[], cont: Cont[], prof: Profiler, limits: GrammarLimits): CostProblem[] {
   const cap = prof.cap;
   const checks = [
-    { code: "parse-stacks", limit: "maxStacks", cap: cap.f, what: (n: string) => `split into ${n} parse stacks at one character (alternatives that can start alike multiply them)` },
-    { code: "parse-stacks", limit: "maxStackPairs", cap: cap.g, what: (n: string) => `lead to ${n} parse stacks over two characters (alternatives that match the same text multiply them)` },
-    { code: "rule-depth", limit: "maxChain", cap: cap.r, what: (n: string) => `expand ${n} nested rule references before reaching a character` },
-    { code: "rule-depth", limit: "maxGrowth", cap: cap.h, what: (n: string) => `push ${n} continuations onto a parse stack before reaching a character` },
+    {
+      code: "parse-stacks",
+      limit: "maxStacks",
+      cap: cap.f,
+      what: (n: string) =>
+        `split into ${n} parse stacks at one character (alternatives that can start alike multiply them)`,
+    },
+    {
+      code: "parse-stacks",
+      limit: "maxStackPairs",
+      cap: cap.g,
+      what: (n: string) =>
+        `lead to ${n} parse stacks over two characters (alternatives that match the same text multiply them)`,
+    },
+    {
+      code: "rule-depth",
+      limit: "maxChain",
+      cap: cap.r,
+      what: (n: string) => `expand ${n} nested rule references before reaching a character`,
+    },
+    {
+      code: "rule-depth",
+      limit: "maxGrowth",
+      cap: cap.h,
+      what: (n: string) => `push ${n} continuations onto a parse stack before reaching a character`,
+    },
   ] as const;
   const worst = checks.map(() => ({ value: Infinity, rule: "" }));
   const over = (k: number, v: number, rule: string) => {

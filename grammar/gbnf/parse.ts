@@ -142,13 +142,23 @@ class Parser {
       const e = this.peek(1);
       this.pos += 2;
       switch (e) {
-        case "x": return this.hex(2, start);
-        case "u": return this.hex(4, start);
-        case "U": return this.hex(8, start);
-        case "t": return 9;
-        case "r": return 13;
-        case "n": return 10;
-        case "\\": case '"': case "[": case "]": case "-":
+        case "x":
+          return this.hex(2, start);
+        case "u":
+          return this.hex(4, start);
+        case "U":
+          return this.hex(8, start);
+        case "t":
+          return 9;
+        case "r":
+          return 13;
+        case "n":
+          return 10;
+        case "\\":
+        case '"':
+        case "[":
+        case "]":
+        case "-":
           return e.charCodeAt(0);
         default:
           this.fail(`unknown escape '\\${e ?? ""}'`, start);

@@ -39,16 +39,16 @@ function classChar(cp: number): string {
 export function printLiteral(value: string): string {
   let out = '"';
   for (const ch of value) out += literalChar(ch.codePointAt(0)!);
-  return out + '"';
+  return `${out}"`;
 }
 
 export function printClass(ranges: CodeRange[], negated: boolean): string {
   let out = negated ? "[^" : "[";
   for (const [lo, hi] of ranges) {
     out += classChar(lo);
-    if (hi !== lo) out += "-" + classChar(hi);
+    if (hi !== lo) out += `-${classChar(hi)}`;
   }
-  return out + "]";
+  return `${out}]`;
 }
 
 function printRepeatSuffix(min: number, max: number | null): string {
@@ -103,7 +103,7 @@ export function printAlt(e: Expr): string {
 
 /** Print a grammar, one rule per line. */
 export function printGbnf(g: Grammar): string {
-  return g.rules.map((r) => `${r.name} ::= ${printAlt(r.body)}`).join("\n") + "\n";
+  return `${g.rules.map((r) => `${r.name} ::= ${printAlt(r.body)}`).join("\n")}\n`;
 }
 
 /** Print a single expression as a GBNF rule body. */

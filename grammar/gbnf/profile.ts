@@ -36,10 +36,14 @@ export interface Prof {
 export const EMPTY_PROF: Readonly<Prof> = { f: 0, e: 1, g: 0, k: 0, r: 0, h: 0 };
 const CHAR_PROF: Readonly<Prof> = { f: 1, e: 0, g: 0, k: 1, r: 0, h: 1 };
 
-const same = (a: Prof, b: Prof) => a.f === b.f && a.e === b.e && a.g === b.g && a.k === b.k && a.r === b.r && a.h === b.h;
+const same = (a: Prof, b: Prof) =>
+  a.f === b.f && a.e === b.e && a.g === b.g && a.k === b.k && a.r === b.r && a.h === b.h;
 
 export class Profiler {
-  /** Values are clamped just above their limits: the arithmetic is monotone, so over/under stays right and nothing overflows. */
+  /**
+   * Values are clamped just above their limits: the arithmetic is monotone, so over/under stays right and nothing
+   * overflows.
+   */
   readonly cap: Readonly<Prof>;
   private readonly first = new Map<string, Prof>();
   private readonly full = new Map<string, Prof>();
@@ -64,7 +68,14 @@ export class Profiler {
 
   private clamp(p: Prof): Prof {
     const c = this.cap;
-    return { f: Math.min(p.f, c.f), e: Math.min(p.e, c.e), g: Math.min(p.g, c.g), k: Math.min(p.k, c.k), r: Math.min(p.r, c.r), h: Math.min(p.h, c.h) };
+    return {
+      f: Math.min(p.f, c.f),
+      e: Math.min(p.e, c.e),
+      g: Math.min(p.g, c.g),
+      k: Math.min(p.k, c.k),
+      r: Math.min(p.r, c.r),
+      h: Math.min(p.h, c.h),
+    };
   }
 
   /** `a` (pushing a continuation for what follows when `push`), then `b`. */

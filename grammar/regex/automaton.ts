@@ -35,7 +35,8 @@ export function buildNfa(root: RNode): Nfa {
   const edges: { set: CharSet; to: number }[][] = [];
   const eps: number[][] = [];
   const add = (): number => {
-    if (edges.length >= MAX_NFA_STATES) throw new RegexError("pattern is too complex to combine with other string constraints", true);
+    if (edges.length >= MAX_NFA_STATES)
+      throw new RegexError("pattern is too complex to combine with other string constraints", true);
     edges.push([]);
     eps.push([]);
     return edges.length - 1;
@@ -119,7 +120,7 @@ export function productDfa(nodes: RNode[], o: ProductOptions): Dfa | null {
   // The counter saturates at minLength when there is no maximum.
   const cap = o.maxLength ?? o.minLength;
   type Tuple = { sets: number[][]; count: number };
-  const keyOf = (t: Tuple) => t.sets.map((s) => s.join(",")).join("|") + "#" + t.count;
+  const keyOf = (t: Tuple) => `${t.sets.map((s) => s.join(",")).join("|")}#${t.count}`;
   const index = new Map<string, number>();
   const tuples: Tuple[] = [];
   const raw: { accept: boolean; edges: { set: CharSet; to: number }[] }[] = [];
@@ -221,7 +222,13 @@ export function minimize(dfa: Dfa): Dfa {
         list.push(e.set);
         byBlock.set(block[e.to]!, list);
       }
-      const sig = block[i] + ":" + [...byBlock].map(([bl, sets]) => `${bl}=${cs.key(cs.union(...sets))}`).sort().join(";");
+      const sig =
+        block[i] +
+        ":" +
+        [...byBlock]
+          .map(([bl, sets]) => `${bl}=${cs.key(cs.union(...sets))}`)
+          .sort()
+          .join(";");
       let id = sigs.get(sig);
       if (id === undefined) {
         id = sigs.size;

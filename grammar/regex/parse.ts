@@ -116,7 +116,10 @@ class RegexParser {
       max = m[2] === undefined ? min : m[3] === "" ? null : Number(m[3]);
       if (max !== null && max < min) this.invalid("quantifier range out of order");
       if ((max ?? min) > MAX_QUANTIFIER) {
-        throw new RegexError(`quantifier count ${max ?? min} at offset ${this.pos} is above the limit of ${MAX_QUANTIFIER} (maxCount)`, true);
+        throw new RegexError(
+          `quantifier count ${max ?? min} at offset ${this.pos} is above the limit of ${MAX_QUANTIFIER} (maxCount)`,
+          true,
+        );
       }
       this.pos += m[0].length - 1;
     } else {
@@ -178,12 +181,18 @@ class RegexParser {
     if (e === undefined) this.invalid("trailing backslash");
     this.pos++;
     switch (e) {
-      case "d": return cs.DIGIT;
-      case "D": return cs.complement(cs.DIGIT);
-      case "w": return cs.WORD;
-      case "W": return cs.complement(cs.WORD);
-      case "s": return cs.SPACE;
-      case "S": return cs.complement(cs.SPACE);
+      case "d":
+        return cs.DIGIT;
+      case "D":
+        return cs.complement(cs.DIGIT);
+      case "w":
+        return cs.WORD;
+      case "W":
+        return cs.complement(cs.WORD);
+      case "s":
+        return cs.SPACE;
+      case "S":
+        return cs.complement(cs.SPACE);
       case "p":
       case "P":
         this.pos -= 2;
@@ -194,11 +203,16 @@ class RegexParser {
 
   private charEscapeValue(e: string, inClass: boolean): number {
     switch (e) {
-      case "t": return 9;
-      case "n": return 10;
-      case "v": return 11;
-      case "f": return 12;
-      case "r": return 13;
+      case "t":
+        return 9;
+      case "n":
+        return 10;
+      case "v":
+        return 11;
+      case "f":
+        return 12;
+      case "r":
+        return 13;
       case "b":
         if (inClass) return 8;
         break;
@@ -325,7 +339,10 @@ export function lengthRange(n: RNode): [number, number | null] {
       );
     case "alt": {
       const rs = n.alts.map(lengthRange);
-      return [Math.min(...rs.map((r) => r[0])), rs.some((r) => r[1] === null) ? null : Math.max(...rs.map((r) => r[1]!))];
+      return [
+        Math.min(...rs.map((r) => r[0])),
+        rs.some((r) => r[1] === null) ? null : Math.max(...rs.map((r) => r[1]!)),
+      ];
     }
     case "rep": {
       const [a, b] = lengthRange(n.body);

@@ -47,7 +47,8 @@ function isAtom(e: Expr): boolean {
 
 /** `min` to `max` (null: unbounded) copies of `body`, unambiguously, with no count above `limit`. */
 export function boundedRepeat(body: Expr, min: number, max: number | null, limit = REPEAT_LIMIT): Expr {
-  if (max === null) return min <= limit ? repeat(body, min, null) : seq(exactly(body, min, limit), repeat(body, 0, null));
+  if (max === null)
+    return min <= limit ? repeat(body, min, null) : seq(exactly(body, min, limit), repeat(body, 0, null));
   if (max <= limit) return repeat(body, min, max);
   return seq(exactly(body, min, limit), upTo(body, max - min));
 }
@@ -67,7 +68,10 @@ function upTo(body: Expr, n: number): Expr {
   if (n <= BLOCK) return repeat(body, 0, n);
   const q = Math.floor(n / BLOCK);
   const block = repeat(body, BLOCK, BLOCK);
-  return alt(seq(upTo(block, q - 1), repeat(body, 0, BLOCK - 1)), seq(exactly(block, q, BLOCK), repeat(body, 0, n % BLOCK)));
+  return alt(
+    seq(upTo(block, q - 1), repeat(body, 0, BLOCK - 1)),
+    seq(exactly(block, q, BLOCK), repeat(body, 0, n % BLOCK)),
+  );
 }
 
 export function nullable(n: RNode): boolean {
@@ -158,7 +162,12 @@ export function rawSetExpr(set: CharSet): Expr | null {
   if (cs.equal(s, cs.ANY_CHAR)) return { kind: "any" };
   if (s.length === 1 && s[0]![0] === s[0]![1]) return lit(String.fromCodePoint(s[0]![0]));
   const comp = cs.subtract(cs.complement(s), cs.SURROGATES);
-  return comp.length < s.length ? cls(comp.map(([a, b]) => [a, b]), true) : cls(s.map(([a, b]) => [a, b]));
+  return comp.length < s.length
+    ? cls(
+        comp.map(([a, b]) => [a, b]),
+        true,
+      )
+    : cls(s.map(([a, b]) => [a, b]));
 }
 
 /**

@@ -49,12 +49,22 @@ export class CompileBudget {
   step(units = 1): void {
     this.steps += units;
     if (this.steps > this.limits.maxWork) {
-      throw this.error("maxWork", keywordOf(this.at), this.at, `compiling the schema takes more than ${this.limits.maxWork} steps (maxWork): nested $ref, allOf and anyOf multiply`);
+      throw this.error(
+        "maxWork",
+        keywordOf(this.at),
+        this.at,
+        `compiling the schema takes more than ${this.limits.maxWork} steps (maxWork): nested $ref, allOf and anyOf multiply`,
+      );
     }
     if (this.steps >= this.nextClock) {
       this.nextClock = this.steps + CLOCK_EVERY;
       if (performance.now() > this.deadline) {
-        throw this.error("maxMillis", keywordOf(this.at), this.at, `compiling the schema took more than ${this.limits.maxMillis} ms (maxMillis)`);
+        throw this.error(
+          "maxMillis",
+          keywordOf(this.at),
+          this.at,
+          `compiling the schema took more than ${this.limits.maxMillis} ms (maxMillis)`,
+        );
       }
     }
   }
@@ -63,7 +73,12 @@ export class CompileBudget {
   branch(keyword: string, at: string): void {
     if (++this.branches > this.limits.maxBranches) {
       const max = this.limits.maxBranches;
-      throw this.error("maxBranches", keyword, at, `expanding anyOf/oneOf takes more than ${max} branch compilations (maxBranches): nested or sibling anyOf/oneOf multiply`);
+      throw this.error(
+        "maxBranches",
+        keyword,
+        at,
+        `expanding anyOf/oneOf takes more than ${max} branch compilations (maxBranches): nested or sibling anyOf/oneOf multiply`,
+      );
     }
   }
 
@@ -73,8 +88,20 @@ export class CompileBudget {
     this.bytes += bytes;
     // Each named rule is at least one rule in llama.cpp, so this refuses early
     // what the final size check (../gbnf/cost.ts) would refuse anyway.
-    if (this.rules > this.limits.maxRules) throw this.error("maxRules", keywordOf(this.at), this.at, `the grammar needs more than ${this.limits.maxRules} rules (maxRules)`);
-    if (this.bytes > this.limits.maxGbnfBytes) throw this.error("maxGbnfBytes", keywordOf(this.at), this.at, `the grammar grows past ${this.limits.maxGbnfBytes} bytes (maxGbnfBytes)`);
+    if (this.rules > this.limits.maxRules)
+      throw this.error(
+        "maxRules",
+        keywordOf(this.at),
+        this.at,
+        `the grammar needs more than ${this.limits.maxRules} rules (maxRules)`,
+      );
+    if (this.bytes > this.limits.maxGbnfBytes)
+      throw this.error(
+        "maxGbnfBytes",
+        keywordOf(this.at),
+        this.at,
+        `the grammar grows past ${this.limits.maxGbnfBytes} bytes (maxGbnfBytes)`,
+      );
     this.step();
   }
 }
@@ -88,6 +115,7 @@ export function keywordOf(path: string): string {
   if (segs.length === 0) return "";
   const last = segs[segs.length - 1]!;
   const parent = segs[segs.length - 2];
-  if (parent === "properties" || parent === "$defs" || parent === "definitions" || /^\d+$/.test(last)) return parent ?? last;
+  if (parent === "properties" || parent === "$defs" || parent === "definitions" || /^\d+$/.test(last))
+    return parent ?? last;
   return last;
 }

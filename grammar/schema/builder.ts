@@ -7,7 +7,10 @@ import { ref } from "../gbnf/ast.ts";
 import { printExpr } from "../gbnf/print.ts";
 
 export function sanitizeName(hint: string): string {
-  const s = hint.replace(/[^a-zA-Z0-9-]+/g, "-").replace(/-+/g, "-").replace(/^-|-$/g, "");
+  const s = hint
+    .replace(/[^a-zA-Z0-9-]+/g, "-")
+    .replace(/-+/g, "-")
+    .replace(/^-|-$/g, "");
   return s === "" ? "r" : s.length > 40 ? s.slice(0, 40).replace(/-$/, "") : s;
 }
 

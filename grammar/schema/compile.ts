@@ -40,7 +40,11 @@ const MAX_DEPTH = 200;
 /** GBNF for values satisfying every schema in `parts`. */
 export function compileParts(parts: Part[], hint: string, ctx: Ctx): Expr {
   if (++ctx.depth > MAX_DEPTH) {
-    throw new SchemaError("$ref", parts[0]?.path ?? "", "schema nesting is too deep (or recursion never reaches a value)");
+    throw new SchemaError(
+      "$ref",
+      parts[0]?.path ?? "",
+      "schema nesting is too deep (or recursion never reaches a value)",
+    );
   }
   const outer = ctx.budget.at;
   ctx.budget.at = parts[parts.length - 1]?.path ?? outer;
@@ -98,7 +102,13 @@ function compileGroup(norm: Norm, hint: string, ctx: Ctx): Expr {
     try {
       const e = compileParts(parts, `${hint}-${i + 1}`, ctx);
       alts.push(e);
-      if (g.kind === "oneOf") norms.push(normalize(parts.filter((p) => !isTrivial(p.schema)), ctx));
+      if (g.kind === "oneOf")
+        norms.push(
+          normalize(
+            parts.filter((p) => !isTrivial(p.schema)),
+            ctx,
+          ),
+        );
     } catch (err) {
       // A branch that contradicts its siblings just drops out.
       if (err instanceof SchemaError && err.kind === "unsatisfiable") continue;
@@ -106,7 +116,12 @@ function compileGroup(norm: Norm, hint: string, ctx: Ctx): Expr {
     }
   }
   if (alts.length === 0) {
-    throw new SchemaError(g.kind, g.at, `no ${g.kind} branch can be satisfied together with its sibling keywords`, "unsatisfiable");
+    throw new SchemaError(
+      g.kind,
+      g.at,
+      `no ${g.kind} branch can be satisfied together with its sibling keywords`,
+      "unsatisfiable",
+    );
   }
   if (g.kind === "oneOf") {
     for (let i = 0; i < norms.length; i++) {
@@ -137,18 +152,34 @@ function finish(ctx: Ctx, root: Expr): CompileResult {
   const errors = gbnfErrors(grammar, { limits: ctx.budget.limits });
   if (errors.length) {
     const e = errors[0]!;
-    if (e.limit) throw ctx.budget.error(e.limit, "", "", `the compiled grammar is too costly for llama.cpp: ${e.message}`);
+    if (e.limit)
+      throw ctx.budget.error(e.limit, "", "", `the compiled grammar is too costly for llama.cpp: ${e.message}`);
     if (e.code === "empty-language") {
-      throw new SchemaError("$ref", "", `only infinitely deep values satisfy this recursive schema (${e.message})`, "unsatisfiable");
+      throw new SchemaError(
+        "$ref",
+        "",
+        `only infinitely deep values satisfy this recursive schema (${e.message})`,
+        "unsatisfiable",
+      );
     }
     if (e.code === "left-recursion") {
-      throw new SchemaError("$ref", "", `recursive $ref that can recur before any character is produced cannot be compiled (${e.message})`);
+      throw new SchemaError(
+        "$ref",
+        "",
+        `recursive $ref that can recur before any character is produced cannot be compiled (${e.message})`,
+      );
     }
     throw new SchemaError("$ref", "", `the schema compiles to a grammar llama.cpp cannot use: ${e.message}`, "invalid");
   }
   const gbnf = printGbnf(grammar);
   const maxBytes = ctx.budget.limits.maxGbnfBytes;
-  if (gbnf.length > maxBytes) throw ctx.budget.error("maxGbnfBytes", "", "", `the compiled grammar is ${gbnf.length} bytes, above the limit of ${maxBytes} (maxGbnfBytes)`);
+  if (gbnf.length > maxBytes)
+    throw ctx.budget.error(
+      "maxGbnfBytes",
+      "",
+      "",
+      `the compiled grammar is ${gbnf.length} bytes, above the limit of ${maxBytes} (maxGbnfBytes)`,
+    );
   return { gbnf, grammar, ignored: [...ctx.ignored] };
 }
 

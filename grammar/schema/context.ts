@@ -43,7 +43,10 @@ export class Ctx {
   depth = 0;
   readonly budget: CompileBudget;
 
-  constructor(readonly root: unknown, opts: CompileOptions) {
+  constructor(
+    readonly root: unknown,
+    opts: CompileOptions,
+  ) {
     this.budget = opts.budget ?? new CompileBudget(opts.limits);
     this.b = new RuleBuilder(opts.layout, (bytes) => this.budget.grow(bytes));
     this.strict = opts.strict ?? true;
@@ -53,16 +56,27 @@ export class Ctx {
   /** A keyword that cannot be enforced: throw, or note it when not strict. */
   unsupported(keyword: string, schemaPath: string, detail?: string): void {
     const at = pointer(schemaPath, keyword);
-    if (this.strict) throw new SchemaError(keyword, at, detail ?? `keyword '${keyword}' cannot be enforced by the grammar`);
+    if (this.strict)
+      throw new SchemaError(keyword, at, detail ?? `keyword '${keyword}' cannot be enforced by the grammar`);
     this.ignored.add(at);
   }
 
   /** Resolve a local $ref ("#", "#/$defs/x", "#/definitions/x", any local JSON pointer). */
   resolve(ref: unknown, refPath: string): Part {
     if (typeof ref !== "string") throw new SchemaError("$ref", refPath, "$ref must be a string", "invalid");
-    if (!ref.startsWith("#")) throw new SchemaError("$ref", refPath, `remote $ref '${ref}' is not supported (only references into this schema)`);
+    if (!ref.startsWith("#"))
+      throw new SchemaError(
+        "$ref",
+        refPath,
+        `remote $ref '${ref}' is not supported (only references into this schema)`,
+      );
     const frag = ref.slice(1);
-    if (frag !== "" && !frag.startsWith("/")) throw new SchemaError("$ref", refPath, `anchor $ref '${ref}' is not supported (use a JSON pointer such as #/$defs/name)`);
+    if (frag !== "" && !frag.startsWith("/"))
+      throw new SchemaError(
+        "$ref",
+        refPath,
+        `anchor $ref '${ref}' is not supported (use a JSON pointer such as #/$defs/name)`,
+      );
     let cur: unknown = this.root;
     let path = "";
     for (const raw of frag === "" ? [] : frag.slice(1).split("/")) {
@@ -96,7 +110,12 @@ export function deepEqual(a: unknown, b: unknown): boolean {
   }
   const ka = Object.keys(a as object);
   const kb = Object.keys(b as object);
-  return ka.length === kb.length && ka.every((k) => k in (b as object) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+  return (
+    ka.length === kb.length &&
+    ka.every(
+      (k) => k in (b as object) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]),
+    )
+  );
 }
 
 /** A canonical text per JSON value: equal texts exactly for deepEqual values (hashable, unlike deepEqual). */

@@ -36,7 +36,10 @@ function required(n: Norm): Set<string> {
 
 function tryNormalize(parts: Part[], ctx: Ctx): Norm | null {
   try {
-    return normalize(parts.filter((p) => !isTrivial(p.schema)), ctx);
+    return normalize(
+      parts.filter((p) => !isTrivial(p.schema)),
+      ctx,
+    );
   } catch (e) {
     if (e instanceof SchemaError) return null;
     throw e;
@@ -49,12 +52,14 @@ function excludes(a: Norm, b: Norm, ctx: Ctx, depth: number): boolean {
   const acc = acceptedTypes(b);
   const shared = [...gen].filter((t) => acc.has(t));
   if (shared.length === 0) return true;
-  if (a.enumValues !== null && a.enumValues.every((v) => !matchesAll(v, a, ctx) || !matchesAll(v, b, ctx))) return true;
+  if (a.enumValues?.every((v) => !matchesAll(v, a, ctx) || !matchesAll(v, b, ctx))) return true;
   if (shared.length === 1 && shared[0] === "number") {
     // Generated numbers lie in a's range; b accepts only its own range.
     const sep = (lo: Norm, hi: Norm) =>
-      lo.hi !== null && hi.lo !== null &&
-      (cmpDec(lo.hi.value, hi.lo.value) < 0 || (cmpDec(lo.hi.value, hi.lo.value) === 0 && (lo.hi.exclusive || hi.lo.exclusive)));
+      lo.hi !== null &&
+      hi.lo !== null &&
+      (cmpDec(lo.hi.value, hi.lo.value) < 0 ||
+        (cmpDec(lo.hi.value, hi.lo.value) === 0 && (lo.hi.exclusive || hi.lo.exclusive)));
     if (sep(a, b) || sep(b, a)) return true;
   }
   if (shared.length === 1 && shared[0] === "object") {
@@ -71,7 +76,8 @@ function excludes(a: Norm, b: Norm, ctx: Ctx, depth: number): boolean {
       if (ra.has(key) && pa && pb && pa.length && pb.length) {
         const na = tryNormalize(pa, ctx);
         const nb = tryNormalize(pb, ctx);
-        if (na && nb && na.groups.length === 0 && nb.groups.length === 0 && disjoint(na, nb, ctx, depth + 1)) return true;
+        if (na && nb && na.groups.length === 0 && nb.groups.length === 0 && disjoint(na, nb, ctx, depth + 1))
+          return true;
       }
     }
   }

@@ -12,7 +12,19 @@ import type { Ctx, Part } from "./context.ts";
 import { SchemaError } from "./errors.ts";
 import { NUMBER_FORMATS, STRING_FORMATS } from "./formats.ts";
 import {
-  anyArray, anyInteger, anyNumber, anyObject, anyValue, booleanExpr, jsonStringLiteral, jsonValueLiteral, literalTrie, MAX_NUMBER_DIGITS, nullExpr, sepWs, ws,
+  anyArray,
+  anyInteger,
+  anyNumber,
+  anyObject,
+  anyValue,
+  booleanExpr,
+  jsonStringLiteral,
+  jsonValueLiteral,
+  literalTrie,
+  MAX_NUMBER_DIGITS,
+  nullExpr,
+  sepWs,
+  ws,
 } from "./json.ts";
 import type { NumBound, Norm } from "./normalize.ts";
 import { type Caps, type Dec, decimalRange, integerRange, toDec } from "./numbers.ts";
@@ -45,10 +57,18 @@ export function emitNorm(n: Norm, hint: string, ctx: Ctx, compileParts: SubCompi
     // Only values that also satisfy every sibling keyword are offered.
     const values = n.enumValues.filter((v) => n.flat.every((p) => valueMatches(v, p.schema, p.path, ctx)));
     ctx.budget.step(values.length);
-    if (values.length === 0) throw unsat(n.enumAt.endsWith("/const") ? "const" : "enum", n.enumAt, "no enum/const value satisfies the other constraints");
+    if (values.length === 0)
+      throw unsat(
+        n.enumAt.endsWith("/const") ? "const" : "enum",
+        n.enumAt,
+        "no enum/const value satisfies the other constraints",
+      );
     const strings = values.filter((v): v is string => typeof v === "string");
     const others = values.filter((v) => typeof v !== "string");
-    return alt(...(strings.length ? [literalTrie(strings.map((v) => JSON.stringify(v)))] : []), ...others.map((v) => jsonValueLiteral(v, b)));
+    return alt(
+      ...(strings.length ? [literalTrie(strings.map((v) => JSON.stringify(v)))] : []),
+      ...others.map((v) => jsonValueLiteral(v, b)),
+    );
   }
   // Without `type`, generate the types whose keywords appear (a schema with
   // `properties` is meant to describe objects); with none, any value.
@@ -102,15 +122,21 @@ function emitNumber(n: Norm, hint: string, ctx: Ctx, integerOnly: boolean): Expr
   for (const f of n.numberFormats) {
     const nf = NUMBER_FORMATS[f.name]!;
     if (nf.integer) integer = true;
-    if (nf.min !== undefined && (lo === null || nf.min > lo.raw)) lo = { value: toDec(nf.min), exclusive: false, raw: nf.min, keyword: "format", at: f.at };
-    if (nf.max !== undefined && (hi === null || nf.max < hi.raw)) hi = { value: toDec(nf.max), exclusive: false, raw: nf.max, keyword: "format", at: f.at };
+    if (nf.min !== undefined && (lo === null || nf.min > lo.raw))
+      lo = { value: toDec(nf.min), exclusive: false, raw: nf.min, keyword: "format", at: f.at };
+    if (nf.max !== undefined && (hi === null || nf.max < hi.raw))
+      hi = { value: toDec(nf.max), exclusive: false, raw: nf.max, keyword: "format", at: f.at };
   }
   const empty = () => unsat((lo ?? hi)!.keyword, (lo ?? hi)!.at, "the numeric bounds leave no value");
   if (integer) {
     if (!lo && !hi) return anyInteger(ctx.b);
     for (const bd of [lo, hi]) {
-      if (bd && bd.exclusive && Math.abs(bd.raw) > TWO53) {
-        throw new SchemaError(bd.keyword, bd.at, "an exclusive bound beyond 2^53 cannot be enforced exactly (doubles there are not consecutive integers)");
+      if (bd?.exclusive && Math.abs(bd.raw) > TWO53) {
+        throw new SchemaError(
+          bd.keyword,
+          bd.at,
+          "an exclusive bound beyond 2^53 cannot be enforced exactly (doubles there are not consecutive integers)",
+        );
       }
     }
     let l = lo ? (lo.exclusive ? floorDec(lo.value) + 1n : ceilDec(lo.value)) : null;
@@ -139,11 +165,19 @@ function emitNumber(n: Norm, hint: string, ctx: Ctx, integerOnly: boolean): Expr
     // the bound" true after the validator rounds the text to a double.
     const intDigits = Math.max(9, intDigitsOf(lo), intDigitsOf(hi));
     if (intDigits > 15) {
-      throw new SchemaError(excl.keyword, excl.at, "exclusive bounds on numbers of magnitude 1e15 or more cannot be enforced exactly");
+      throw new SchemaError(
+        excl.keyword,
+        excl.at,
+        "exclusive bounds on numbers of magnitude 1e15 or more cannot be enforced exactly",
+      );
     }
     caps = { intDigits, fracDigits: 15 - intDigits };
   }
-  const e = decimalRange(lo && { value: lo.value, exclusive: lo.exclusive }, hi && { value: hi.value, exclusive: hi.exclusive }, caps);
+  const e = decimalRange(
+    lo && { value: lo.value, exclusive: lo.exclusive },
+    hi && { value: hi.value, exclusive: hi.exclusive },
+    caps,
+  );
   if (e === null) throw empty();
   return ctx.b.rule(`${hint}-num`, e);
 }
@@ -211,7 +245,8 @@ function emitObject(n: Norm, hint: string, ctx: Ctx, compileParts: SubCompile): 
   let extra: Expr | null = null;
   if (shape.extras) {
     const value = orNull(() => compileParts(shape.extraParts, `${hint}-extra`, ctx));
-    if (value !== null) extra = b.rule(`${hint}-extra-kv`, seq(stringExcluding(shape.mentioned, b), W, lit(":"), S, value, W));
+    if (value !== null)
+      extra = b.rule(`${hint}-extra-kv`, seq(stringExcluding(shape.mentioned, b), W, lit(":"), S, value, W));
   }
   const comma = (x: Expr) => seq(lit(","), S, x);
   // T(i): the rest after at least one member was written; F(i): nothing yet.

@@ -23,7 +23,13 @@ export class SchemaError extends Error {
   readonly kind: SchemaErrorKind;
   /** For kind "limit": the GrammarLimits entry that was exceeded. */
   readonly limit?: keyof GrammarLimits;
-  constructor(keyword: string, path: string, detail: string, kind: SchemaErrorKind = "unsupported", limit?: keyof GrammarLimits) {
+  constructor(
+    keyword: string,
+    path: string,
+    detail: string,
+    kind: SchemaErrorKind = "unsupported",
+    limit?: keyof GrammarLimits,
+  ) {
     const where = path === "" ? "/" : path;
     super(`constraint unsatisfiable: ${detail} (${keyword === "" ? "" : `keyword '${keyword}' `}at ${where})`);
     this.name = "SchemaError";
@@ -37,5 +43,5 @@ export class SchemaError extends Error {
 
 /** Append segments to a JSON pointer (RFC 6901 escaping). */
 export function pointer(path: string, ...segments: (string | number)[]): string {
-  return path + segments.map((s) => "/" + String(s).replace(/~/g, "~0").replace(/\//g, "~1")).join("");
+  return path + segments.map((s) => `/${String(s).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("");
 }

@@ -29,7 +29,14 @@ function prettyWs(b: RuleBuilder): Expr {
 }
 
 const HEX = chars(["0", "9"], ["a", "f"], ["A", "F"]);
-const RAW_STRING_CHAR = cls([[0x22, 0x22], [0x5c, 0x5c], [0x00, 0x1f]], true);
+const RAW_STRING_CHAR = cls(
+  [
+    [0x22, 0x22],
+    [0x5c, 0x5c],
+    [0x00, 0x1f],
+  ],
+  true,
+);
 
 /**
  * One character inside a JSON string, in any of JSON's spellings. \u escapes
@@ -43,7 +50,10 @@ export function stringChar(b: RuleBuilder): Expr {
       seq(chars(["0", "9"], ["a", "c"], ["A", "C"], ["e", "f"], ["E", "F"]), repeat(hex, 3, 3)),
       seq(chars("d", "D"), chars(["0", "7"]), repeat(hex, 2, 2)),
     );
-    return alt(RAW_STRING_CHAR, seq(lit("\\"), alt(chars('"', "\\", "/", "b", "f", "n", "r", "t"), seq(lit("u"), nonSurrogate))));
+    return alt(
+      RAW_STRING_CHAR,
+      seq(lit("\\"), alt(chars('"', "\\", "/", "b", "f", "n", "r", "t"), seq(lit("u"), nonSurrogate))),
+    );
   });
 }
 
@@ -95,9 +105,7 @@ export function nullExpr(): Expr {
 
 /** Any JSON value. */
 export function anyValue(b: RuleBuilder): Expr {
-  return b.fixed("value", () =>
-    alt(anyObject(b), anyArray(b), anyString(b), anyNumber(b), booleanExpr(b), nullExpr()),
-  );
+  return b.fixed("value", () => alt(anyObject(b), anyArray(b), anyString(b), anyNumber(b), booleanExpr(b), nullExpr()));
 }
 
 /** Any JSON object (what response_format json_object asks for). */
@@ -116,9 +124,17 @@ export function anyArray(b: RuleBuilder): Expr {
 }
 
 const SHORT_ESCAPES = new Map<number, string>([
-  [0x08, "\\b"], [0x09, "\\t"], [0x0a, "\\n"], [0x0c, "\\f"], [0x0d, "\\r"],
+  [0x08, "\\b"],
+  [0x09, "\\t"],
+  [0x0a, "\\n"],
+  [0x0c, "\\f"],
+  [0x0d, "\\r"],
 ]);
-const RAW_OK: CharSet = cs.subtract(cs.ANY_CHAR, [[0x00, 0x1f], [0x22, 0x22], [0x5c, 0x5c]]);
+const RAW_OK: CharSet = cs.subtract(cs.ANY_CHAR, [
+  [0x00, 0x1f],
+  [0x22, 0x22],
+  [0x5c, 0x5c],
+]);
 
 function hexDigitSet(nibbles: number[], canonical: boolean): Expr {
   const ranges: [number, number][] = [];
@@ -148,7 +164,14 @@ export function encodeJsonSet(set: CharSet, canonical = false): Expr | null {
     else {
       // Prefer the shorter of [..] and [^..] spellings.
       const comp = cs.subtract(cs.complement(raw), cs.SURROGATES);
-      alts.push(comp.length < raw.length ? cls(comp.map(([a, b]) => [a, b]), true) : cls(raw.map(([a, b]) => [a, b])));
+      alts.push(
+        comp.length < raw.length
+          ? cls(
+              comp.map(([a, b]) => [a, b]),
+              true,
+            )
+          : cls(raw.map(([a, b]) => [a, b])),
+      );
     }
   }
   if (cs.has(s, 0x22)) alts.push(lit('\\"'));
@@ -227,7 +250,15 @@ export function jsonValueLiteral(v: unknown, b: RuleBuilder): Expr {
     const entries = Object.entries(v as Record<string, unknown>);
     if (entries.length === 0) return seq(lit("{"), ws(b), lit("}"));
     const members = entries.map(([k, x], i) =>
-      seq(i === 0 ? EMPTY : seq(lit(","), sepWs(b)), jsonStringLiteral(k), ws(b), lit(":"), sepWs(b), jsonValueLiteral(x, b), ws(b)),
+      seq(
+        i === 0 ? EMPTY : seq(lit(","), sepWs(b)),
+        jsonStringLiteral(k),
+        ws(b),
+        lit(":"),
+        sepWs(b),
+        jsonValueLiteral(x, b),
+        ws(b),
+      ),
     );
     return seq(lit("{"), ws(b), ...members, lit("}"));
   }

@@ -6,7 +6,7 @@
 // only knows its own part's properties).
 
 import type { Part } from "./context.ts";
-import { Ctx, canonical, isObject } from "./context.ts";
+import { type Ctx, canonical, isObject } from "./context.ts";
 import { SchemaError, pointer } from "./errors.ts";
 import { NUMBER_FORMATS, STRING_FORMATS } from "./formats.ts";
 import { ANNOTATIONS, ENFORCED, FAMILY_OF, JSON_TYPES, type JsonType } from "./keywords.ts";
@@ -123,9 +123,26 @@ export function isPureRef(schema: unknown): schema is { $ref: unknown } {
 
 export function normalize(parts: Part[], ctx: Ctx): Norm {
   const n: Norm = {
-    flat: [], types: null, typesAt: "", families: new Set(), enumValues: null, enumAt: "",
-    lo: null, hi: null, minLength: 0, maxLength: null, minLengthAt: "", patterns: [], stringFormats: [],
-    numberFormats: [], minItems: 0, maxItems: null, minItemsAt: "", arrays: [], objects: [], groups: [],
+    flat: [],
+    types: null,
+    typesAt: "",
+    families: new Set(),
+    enumValues: null,
+    enumAt: "",
+    lo: null,
+    hi: null,
+    minLength: 0,
+    maxLength: null,
+    minLengthAt: "",
+    patterns: [],
+    stringFormats: [],
+    numberFormats: [],
+    minItems: 0,
+    maxItems: null,
+    minItemsAt: "",
+    arrays: [],
+    objects: [],
+    groups: [],
   };
   const inlining: string[] = [];
   let merged = 0;
@@ -139,13 +156,19 @@ export function normalize(parts: Part[], ctx: Ctx): Norm {
     ctx.budget.step();
     const s = part.schema;
     if (s === true) return;
-    if (s === false) throw new SchemaError("false", part.path, "the schema is `false`, which no value satisfies", "unsatisfiable");
+    if (s === false)
+      throw new SchemaError("false", part.path, "the schema is `false`, which no value satisfies", "unsatisfiable");
     if (!isObject(s)) throw new SchemaError("type", part.path, "a schema must be an object or a boolean", "invalid");
     const stripped: Record<string, unknown> = { ...s };
     if ("$ref" in s) {
       const target = ctx.resolve(s.$ref, pointer(part.path, "$ref"));
       if (inlining.includes(target.path)) {
-        throw new SchemaError("$ref", pointer(part.path, "$ref"), "circular $ref that never reaches a property or item", "invalid");
+        throw new SchemaError(
+          "$ref",
+          pointer(part.path, "$ref"),
+          "circular $ref that never reaches a property or item",
+          "invalid",
+        );
       }
       inlining.push(target.path);
       include(target, "$ref", pointer(part.path, "$ref"));
@@ -154,9 +177,12 @@ export function normalize(parts: Part[], ctx: Ctx): Norm {
     }
     if ("allOf" in s) {
       const list = s.allOf;
-      if (!Array.isArray(list) || list.length === 0) throw new SchemaError("allOf", pointer(part.path, "allOf"), "allOf must be a non-empty array", "invalid");
+      if (!Array.isArray(list) || list.length === 0)
+        throw new SchemaError("allOf", pointer(part.path, "allOf"), "allOf must be a non-empty array", "invalid");
       entries(list, "allOf", pointer(part.path, "allOf"), ctx);
-      list.forEach((sub, i) => include({ schema: sub, path: pointer(part.path, "allOf", i) }, "allOf", pointer(part.path, "allOf")));
+      list.forEach((sub, i) =>
+        include({ schema: sub, path: pointer(part.path, "allOf", i) }, "allOf", pointer(part.path, "allOf")),
+      );
       delete stripped.allOf;
     }
     const owner = n.flat.length;
@@ -222,7 +248,8 @@ function addKeywords(n: Norm, s: Record<string, unknown>, path: string, owner: n
         if (typeof v === "boolean") {
           throw new SchemaError(k, at(k), `boolean ${k} (draft-04 style) is not supported; give the bound as a number`);
         }
-        if (typeof v !== "number" || !Number.isFinite(v)) throw new SchemaError(k, at(k), `${k} must be a number`, "invalid");
+        if (typeof v !== "number" || !Number.isFinite(v))
+          throw new SchemaError(k, at(k), `${k} must be a number`, "invalid");
         const b: NumBound = { value: toDec(v), exclusive: k.startsWith("exclusive"), raw: v, keyword: k, at: at(k) };
         if (k === "minimum" || k === "exclusiveMinimum") {
           const c = n.lo === null ? 1 : cmpDec(b.value, n.lo.value);
@@ -278,14 +305,17 @@ function addKeywords(n: Norm, s: Record<string, unknown>, path: string, owner: n
         }
         break;
       case "additionalItems":
-        if (Array.isArray(s.items)) arr().items = v === true ? undefined : v === false ? false : { schema: v, path: at(k) };
+        if (Array.isArray(s.items))
+          arr().items = v === true ? undefined : v === false ? false : { schema: v, path: at(k) };
         break;
       case "properties":
         if (!isObject(v)) throw new SchemaError(k, at(k), "properties must be an object", "invalid");
-        for (const [name, ps] of entries(Object.entries(v), k, at(k), ctx)) obj().properties.set(name, { schema: ps, path: pointer(path, k, name) });
+        for (const [name, ps] of entries(Object.entries(v), k, at(k), ctx))
+          obj().properties.set(name, { schema: ps, path: pointer(path, k, name) });
         break;
       case "required":
-        if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) throw new SchemaError(k, at(k), "required must be an array of strings", "invalid");
+        if (!Array.isArray(v) || !v.every((x) => typeof x === "string"))
+          throw new SchemaError(k, at(k), "required must be an array of strings", "invalid");
         obj().required = [...new Set(entries(v as string[], k, at(k), ctx))];
         break;
       case "additionalProperties":
@@ -293,8 +323,14 @@ function addKeywords(n: Norm, s: Record<string, unknown>, path: string, owner: n
         break;
       case "anyOf":
       case "oneOf":
-        if (!Array.isArray(v) || v.length === 0) throw new SchemaError(k, at(k), `${k} must be a non-empty array`, "invalid");
-        n.groups.push({ kind: k, branches: entries(v, k, at(k), ctx).map((x, i) => ({ schema: x, path: pointer(path, k, i) })), at: at(k), owner });
+        if (!Array.isArray(v) || v.length === 0)
+          throw new SchemaError(k, at(k), `${k} must be a non-empty array`, "invalid");
+        n.groups.push({
+          kind: k,
+          branches: entries(v, k, at(k), ctx).map((x, i) => ({ schema: x, path: pointer(path, k, i) })),
+          at: at(k),
+          owner,
+        });
         break;
       case "$ref":
       case "allOf":

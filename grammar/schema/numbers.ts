@@ -136,8 +136,14 @@ export function integerRange(lo: bigint | null, hi: bigint | null): Expr | null 
 // A fraction is a digit string s standing for 0.s. Bounds on it are digit
 // strings too (f for the low side, g for the high side; "" stands for 0).
 
-interface Low { f: string; strict: boolean }
-interface High { g: string; strict: boolean }
+interface Low {
+  f: string;
+  strict: boolean;
+}
+interface High {
+  g: string;
+  strict: boolean;
+}
 
 /** "0"* [1-9] [0-9]* with at most `cap` digits in all. */
 function nonZeroDigits(cap: number | null): Expr | null {
@@ -153,7 +159,8 @@ function nonZeroDigits(cap: number | null): Expr | null {
  * false the empty string is excluded. Null when no string qualifies.
  */
 function fraction(lo: Low | null, hi: High | null, cap: number | null, allowEmpty: boolean): Expr | null {
-  const emptyOk = allowEmpty && (lo === null || (lo.f === "" && !lo.strict)) && (hi === null || hi.g !== "" || !hi.strict);
+  const emptyOk =
+    allowEmpty && (lo === null || (lo.f === "" && !lo.strict)) && (hi === null || hi.g !== "" || !hi.strict);
   if (cap === 0) return emptyOk ? EMPTY : null;
   // Every e passed here is non-empty, so "e?" adds exactly the empty string.
   const withEmpty = (e: Expr | null): Expr | null => (e === null ? (emptyOk ? EMPTY : null) : emptyOk ? opt(e) : e);
@@ -161,7 +168,7 @@ function fraction(lo: Low | null, hi: High | null, cap: number | null, allowEmpt
   // Closed forms once neither bound has digits left: the rest is just
   // "anything", "not all zeros" or "all zeros".
   if ((lo === null || lo.f === "") && (hi === null || hi.g === "")) {
-    const positive = lo !== null && lo.strict;
+    const positive = lo?.strict;
     if (hi !== null) {
       if (hi.strict || positive) return emptyOk ? EMPTY : null; // s < 0 or 0 < s ≤ 0
       return withEmpty(repeat(lit("0"), 1, cap));
@@ -191,7 +198,8 @@ function fraction(lo: Low | null, hi: High | null, cap: number | null, allowEmpt
   for (const g of groups.values()) {
     const rest = fraction(g.lo, g.hi, cap === null ? null : cap - 1, true);
     if (rest === null) continue;
-    const first = g.digits.length === 1 ? lit(String(g.digits[0])) : digitClass(g.digits[0]!, g.digits[g.digits.length - 1]!);
+    const first =
+      g.digits.length === 1 ? lit(String(g.digits[0])) : digitClass(g.digits[0]!, g.digits[g.digits.length - 1]!);
     alts.push(seq(first, rest));
   }
   return withEmpty(alts.length ? alt(...alts) : null);
@@ -218,8 +226,14 @@ export interface Caps {
   fracDigits: number;
 }
 
-interface MagLow { int: bigint; tail: Low }
-interface MagHigh { int: bigint; tail: High | null }
+interface MagLow {
+  int: bigint;
+  tail: Low;
+}
+interface MagHigh {
+  int: bigint;
+  tail: High | null;
+}
 
 // Non-negative magnitudes m (written without sign) with lo ≤ m ≤ hi.
 function magnitude(lo: MagLow, hi: MagHigh | null, caps: Caps | null): Expr | null {
@@ -265,22 +279,24 @@ export function decimalRange(lo: Bound | null, hi: Bound | null, caps: Caps | nu
   // x ≥ 0, written without a sign.
   const zero: Dec = { neg: false, int: 0n, frac: "" };
   if (hi === null || cmpDec(hi.value, zero) >= 0) {
-    const mlo: MagLow = lo === null || lo.value.neg
-      ? { int: 0n, tail: { f: "", strict: false } }
-      : { int: lo.value.int, tail: { f: lo.value.frac, strict: lo.exclusive } };
-    const mhi: MagHigh | null = hi === null ? null : { int: hi.value.int, tail: { g: hi.value.frac, strict: hi.exclusive } };
+    const mlo: MagLow =
+      lo === null || lo.value.neg
+        ? { int: 0n, tail: { f: "", strict: false } }
+        : { int: lo.value.int, tail: { f: lo.value.frac, strict: lo.exclusive } };
+    const mhi: MagHigh | null =
+      hi === null ? null : { int: hi.value.int, tail: { g: hi.value.frac, strict: hi.exclusive } };
     const e = magnitude(mlo, mhi, caps);
     if (e) alts.push(e);
   }
   // x < 0, written "-" m with m = -x > 0 (so "-0" never appears).
   if (lo === null || lo.value.neg) {
-    const mlo: MagLow = hi !== null && hi.value.neg
+    const mlo: MagLow = hi?.value.neg
       ? { int: hi.value.int, tail: { f: hi.value.frac, strict: hi.exclusive } }
       : { int: 0n, tail: { f: "", strict: true } };
-    const mhi: MagHigh | null = lo === null ? null : { int: lo.value.int, tail: { g: lo.value.frac, strict: lo.exclusive } };
+    const mhi: MagHigh | null =
+      lo === null ? null : { int: lo.value.int, tail: { g: lo.value.frac, strict: lo.exclusive } };
     const e = magnitude(mlo, mhi, caps);
     if (e) alts.push(seq(lit("-"), e));
   }
   return alts.length ? alt(...alts) : null;
 }
-

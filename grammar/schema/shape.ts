@@ -41,8 +41,11 @@ export function objectShape(n: Norm, ctx: Ctx): ObjectShape {
   const declared = mentioned.filter((k) => propertyParts(n, k) !== null);
   // A part keeps extra keys out if additionalProperties is false, or — by
   // this compiler's policy — absent while the part lists properties.
-  const extras = n.objects.every((o) =>
-    o.additional === true || (typeof o.additional === "object") || (o.additional === undefined && (o.properties.size === 0 || ctx.openObjects)),
+  const extras = n.objects.every(
+    (o) =>
+      o.additional === true ||
+      typeof o.additional === "object" ||
+      (o.additional === undefined && (o.properties.size === 0 || ctx.openObjects)),
   );
   const extraParts = n.objects.flatMap((o) => (typeof o.additional === "object" ? [o.additional] : []));
   return { declared, mentioned, required, extras, extraParts };

@@ -99,7 +99,10 @@ export function stringExcluding(keys: string[], b: RuleBuilder): Expr {
     const alts: Expr[] = [];
     if (!t.end) alts.push(EMPTY);
     for (const [cp, child] of t.next) alts.push(seq(encodeJsonSet(cs.single(cp), true)!, build(child)));
-    const others = encodeJsonSet(cs.subtract(cs.ANY_CHAR, cs.normalize([...t.next.keys()].map((c) => [c, c] as [number, number]))), true);
+    const others = encodeJsonSet(
+      cs.subtract(cs.ANY_CHAR, cs.normalize([...t.next.keys()].map((c) => [c, c] as [number, number]))),
+      true,
+    );
     if (others) alts.push(seq(others, star(anyChar)));
     return alt(...alts);
   };

@@ -93,7 +93,12 @@ export function valueMatches(v: unknown, schema: unknown, path: string, ctx: Ctx
         try {
           re = new RegExp(kv as string, "u");
         } catch (e) {
-          throw new SchemaError("pattern", pointer(path, k), `invalid regular expression: ${(e as Error).message}`, "invalid");
+          throw new SchemaError(
+            "pattern",
+            pointer(path, k),
+            `invalid regular expression: ${(e as Error).message}`,
+            "invalid",
+          );
         }
         if (!re.test(v)) return false;
         break;
@@ -123,13 +128,15 @@ export function valueMatches(v: unknown, schema: unknown, path: string, ctx: Ctx
         break;
       case "prefixItems":
         if (Array.isArray(v) && Array.isArray(kv)) {
-          for (let i = 0; i < Math.min(v.length, kv.length); i++) if (!sub(v[i], kv[i], pointer(path, k, i))) return false;
+          for (let i = 0; i < Math.min(v.length, kv.length); i++)
+            if (!sub(v[i], kv[i], pointer(path, k, i))) return false;
         }
         break;
       case "items":
         if (Array.isArray(v)) {
           if (Array.isArray(kv)) {
-            for (let i = 0; i < Math.min(v.length, kv.length); i++) if (!sub(v[i], kv[i], pointer(path, k, i))) return false;
+            for (let i = 0; i < Math.min(v.length, kv.length); i++)
+              if (!sub(v[i], kv[i], pointer(path, k, i))) return false;
           } else {
             const start = Array.isArray(s.prefixItems) ? s.prefixItems.length : 0;
             for (let i = start; i < v.length; i++) if (!sub(v[i], kv, pointer(path, k))) return false;

@@ -5,7 +5,15 @@
 // on disk are the same thing.
 import { randomBytes } from "node:crypto";
 
-export type BatchStatus = "validating" | "failed" | "in_progress" | "finalizing" | "completed" | "expired" | "cancelling" | "cancelled";
+export type BatchStatus =
+  | "validating"
+  | "failed"
+  | "in_progress"
+  | "finalizing"
+  | "completed"
+  | "expired"
+  | "cancelling"
+  | "cancelled";
 
 /** Statuses a batch never leaves. */
 export const TERMINAL: ReadonlySet<BatchStatus> = new Set(["failed", "completed", "expired", "cancelled"]);
@@ -71,7 +79,13 @@ export const newLineId = (): string => hexId("batch_req_");
 export const newRequestId = (): string => hexId("req_");
 
 export function emptyUsage(): BatchUsage {
-  return { input_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 0 };
+  return {
+    input_tokens: 0,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: 0,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 0,
+  };
 }
 
 export interface NewBatch {
@@ -136,7 +150,11 @@ export function startCancelling(b: Batch): void {
 }
 
 /** The batch's last move: completed, cancelled or expired, with the files its results went to. */
-export function finish(b: Batch, status: "completed" | "cancelled" | "expired", files: { output: string | null; error: string | null }): void {
+export function finish(
+  b: Batch,
+  status: "completed" | "cancelled" | "expired",
+  files: { output: string | null; error: string | null },
+): void {
   b.status = status;
   const at = nowSec();
   if (status === "completed") b.completed_at = at;
@@ -148,7 +166,12 @@ export function finish(b: Batch, status: "completed" | "cancelled" | "expired", 
 
 /** Adds a successful line's token usage (a chat.completion's `usage`). */
 export function addUsage(b: Batch, usage: unknown): void {
-  const u = usage as { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown }; completion_tokens_details?: { reasoning_tokens?: unknown } } | null;
+  const u = usage as {
+    prompt_tokens?: unknown;
+    completion_tokens?: unknown;
+    prompt_tokens_details?: { cached_tokens?: unknown };
+    completion_tokens_details?: { reasoning_tokens?: unknown };
+  } | null;
   if (!u || typeof u !== "object") return;
   const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
   b.usage.input_tokens += n(u.prompt_tokens);

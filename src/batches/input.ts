@@ -29,12 +29,17 @@ export const MAX_ERRORS = 100;
 export const MAX_BODY_DEPTH = 256;
 /** Longest line: the HTTP reader's bound on a request body (100 MiB), so one line is never held past it. */
 export const MAX_LINE_BYTES = 100 * 1024 * 1024;
-/** custom_ids up to this length are remembered as they are; longer ones by a digest, so the check's memory stays small. */
+/**
+ * custom_ids up to this length are remembered as they are; longer ones by a digest, so the check's memory stays small.
+ */
 const SHORT_ID = 64;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-/** Whether a parsed value nests deeper than `limit` arrays and objects (iterative: a deep value cannot exhaust the stack here). */
+/**
+ * Whether a parsed value nests deeper than `limit` arrays and objects (iterative: a deep value cannot exhaust the stack
+ * here).
+ */
 function nestsDeeperThan(value: unknown, limit: number): boolean {
   const stack: [unknown, number][] = [[value, 1]];
   while (stack.length > 0) {
@@ -50,8 +55,14 @@ function nestsDeeperThan(value: unknown, limit: number): boolean {
 function lineProblem(value: unknown, endpoint: string, seen: SeenIds): Omit<BatchError, "line"> | undefined {
   if (!isObject(value)) return { code: "invalid_json_line", message: "This line is not a JSON object.", param: null };
   const { custom_id, method, url, body } = value;
-  if (custom_id === undefined || custom_id === null) return { code: "missing_required_parameter", message: "Missing required parameter: 'custom_id'.", param: "custom_id" };
-  if (typeof custom_id !== "string" || custom_id === "") return { code: "invalid_custom_id", message: "custom_id must be a non-empty string.", param: "custom_id" };
+  if (custom_id === undefined || custom_id === null)
+    return {
+      code: "missing_required_parameter",
+      message: "Missing required parameter: 'custom_id'.",
+      param: "custom_id",
+    };
+  if (typeof custom_id !== "string" || custom_id === "")
+    return { code: "invalid_custom_id", message: "custom_id must be a non-empty string.", param: "custom_id" };
   if (seen.has(custom_id)) {
     return {
       code: "duplicate_custom_id",
@@ -59,12 +70,23 @@ function lineProblem(value: unknown, endpoint: string, seen: SeenIds): Omit<Batc
       param: "custom_id",
     };
   }
-  if (method !== "POST") return { code: "invalid_method", message: `method must be 'POST', not ${JSON.stringify(method ?? null)}.`, param: "method" };
+  if (method !== "POST")
+    return {
+      code: "invalid_method",
+      message: `method must be 'POST', not ${JSON.stringify(method ?? null)}.`,
+      param: "method",
+    };
   if (url !== endpoint) {
-    return { code: "url_mismatch", message: `The url ${JSON.stringify(url ?? null)} does not match the batch's endpoint '${endpoint}'.`, param: "url" };
+    return {
+      code: "url_mismatch",
+      message: `The url ${JSON.stringify(url ?? null)} does not match the batch's endpoint '${endpoint}'.`,
+      param: "url",
+    };
   }
-  if (!isObject(body)) return { code: "invalid_body", message: "body must be a JSON object (the request's body).", param: "body" };
-  if (nestsDeeperThan(body, MAX_BODY_DEPTH)) return { code: "invalid_body", message: `body is nested deeper than ${MAX_BODY_DEPTH} levels.`, param: "body" };
+  if (!isObject(body))
+    return { code: "invalid_body", message: "body must be a JSON object (the request's body).", param: "body" };
+  if (nestsDeeperThan(body, MAX_BODY_DEPTH))
+    return { code: "invalid_body", message: `body is nested deeper than ${MAX_BODY_DEPTH} levels.`, param: "body" };
   return undefined;
 }
 
@@ -89,7 +111,12 @@ class SeenIds {
 
 /** The first problem with one line as read (undefined: over MAX_LINE_BYTES); a good line's custom_id is remembered. */
 function textProblem(text: string | undefined, endpoint: string, seen: SeenIds): Omit<BatchError, "line"> | undefined {
-  if (text === undefined) return { code: "invalid_json_line", message: `This line is longer than ${MAX_LINE_BYTES} bytes (100 MiB).`, param: null };
+  if (text === undefined)
+    return {
+      code: "invalid_json_line",
+      message: `This line is longer than ${MAX_LINE_BYTES} bytes (100 MiB).`,
+      param: null,
+    };
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -115,14 +142,20 @@ export async function checkInputFile(path: string, endpoint: string): Promise<In
   for await (const { number, text } of fileLines(path, MAX_LINE_BYTES)) {
     if (text !== undefined && isBlank(text)) continue;
     if (++requests > MAX_LINES) {
-      errors.push({ code: "too_many_tasks", message: `The batch has more than ${MAX_LINES} requests; at most ${MAX_LINES} are accepted.`, param: null, line: null });
+      errors.push({
+        code: "too_many_tasks",
+        message: `The batch has more than ${MAX_LINES} requests; at most ${MAX_LINES} are accepted.`,
+        param: null,
+        line: null,
+      });
       break;
     }
     const problem = textProblem(text, endpoint, seen);
     if (problem) errors.push({ ...problem, line: number });
     if (errors.length >= MAX_ERRORS) break;
   }
-  if (errors.length === 0 && requests === 0) errors.push({ code: "empty_file", message: "The batch input file is empty.", param: null, line: null });
+  if (errors.length === 0 && requests === 0)
+    errors.push({ code: "empty_file", message: "The batch input file is empty.", param: null, line: null });
   return errors.length > 0 ? { ok: false, errors } : { ok: true, total: requests };
 }
 

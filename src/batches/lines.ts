@@ -8,7 +8,9 @@ import { open } from "node:fs/promises";
 export interface FileLine {
   /** Counts every line from 1, blank ones included. */
   number: number;
-  /** The line without its newline; undefined for a line over the reader's limit (its bytes were skipped, never held). */
+  /**
+   * The line without its newline; undefined for a line over the reader's limit (its bytes were skipped, never held).
+   */
   text: string | undefined;
 }
 
@@ -45,7 +47,11 @@ export async function* fileLines(path: string, maxLineBytes: number): AsyncGener
       partBytes += piece.length;
     };
     const line = (): FileLine => {
-      const text = tooLong ? undefined : parts.length === 1 ? parts[0]!.toString("utf8") : Buffer.concat(parts, partBytes).toString("utf8");
+      const text = tooLong
+        ? undefined
+        : parts.length === 1
+          ? parts[0]!.toString("utf8")
+          : Buffer.concat(parts, partBytes).toString("utf8");
       parts = [];
       partBytes = 0;
       tooLong = false;

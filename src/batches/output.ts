@@ -29,7 +29,9 @@ export interface LineReply {
   body: unknown;
 }
 
-/** A reply as its recorded result; a non-2xx one also carries its error's code and message, as the error file shows it. */
+/**
+ * A reply as its recorded result; a non-2xx one also carries its error's code and message, as the error file shows it.
+ */
 export function resultOf(i: number, customId: string, reply: LineReply): LineResult {
   const ok = reply.status >= 200 && reply.status < 300;
   const response = { status_code: reply.status, request_id: newRequestId(), body: reply.body };
@@ -37,7 +39,10 @@ export function resultOf(i: number, customId: string, reply: LineReply): LineRes
   if (!ok) {
     const e = (reply.body as { error?: { code?: unknown; type?: unknown; message?: unknown } } | null)?.error;
     const code = typeof e?.code === "string" ? e.code : typeof e?.type === "string" ? e.type : "server_error";
-    error = { code, message: typeof e?.message === "string" ? e.message : `the request failed with status ${reply.status}` };
+    error = {
+      code,
+      message: typeof e?.message === "string" ? e.message : `the request failed with status ${reply.status}`,
+    };
   }
   return { i, ok, out: { id: newLineId(), custom_id: customId, response, error } };
 }
@@ -48,7 +53,10 @@ export function expiredLine(line: BatchLine): OutputLine {
     id: newLineId(),
     custom_id: line.customId,
     response: null,
-    error: { code: "batch_expired", message: "This request could not be executed before the completion window expired." },
+    error: {
+      code: "batch_expired",
+      message: "This request could not be executed before the completion window expired.",
+    },
   };
 }
 
@@ -104,18 +112,25 @@ export async function writeOutputFiles(
 ): Promise<{ output: string | null; error: string | null }> {
   const batchId = batch.id;
   const owner = batch.owner === undefined ? {} : { owner: batch.owner };
-  const output = counts.completed > 0 ? await files.stage(jsonl(outputLines(state, batchId, true, NO_UNRUN))) : undefined;
+  const output =
+    counts.completed > 0 ? await files.stage(jsonl(outputLines(state, batchId, true, NO_UNRUN))) : undefined;
   let error: StagedFile | undefined;
   try {
-    error = counts.failed + unrun.count > 0 ? await files.stage(jsonl(outputLines(state, batchId, false, unrun))) : undefined;
+    error =
+      counts.failed + unrun.count > 0 ? await files.stage(jsonl(outputLines(state, batchId, false, unrun))) : undefined;
   } catch (err) {
     if (output) await files.discard(output);
     throw err;
   }
   let outputId: string | null = null;
   try {
-    if (output) outputId = (await files.commit(output, { filename: `${batchId}_output.jsonl`, purpose: "batch_output", ...owner })).id;
-    const errorId = error ? (await files.commit(error, { filename: `${batchId}_error.jsonl`, purpose: "batch_output", ...owner })).id : null;
+    if (output)
+      outputId = (
+        await files.commit(output, { filename: `${batchId}_output.jsonl`, purpose: "batch_output", ...owner })
+      ).id;
+    const errorId = error
+      ? (await files.commit(error, { filename: `${batchId}_error.jsonl`, purpose: "batch_output", ...owner })).id
+      : null;
     return { output: outputId, error: errorId };
   } catch (err) {
     // A commit failed (the disk, not the quota): neither file is left behind.

@@ -41,7 +41,17 @@ export class BatchRun {
         // The executor answers errors as replies; anything thrown is the server's fault
         // (logged here: its message may name this machine's folders, so the line does not carry it).
         console.error(`superfluid: batch line ${line.customId}: ${(err as Error)?.message ?? String(err)}`);
-        reply = { status: 500, body: { error: { message: "internal error while running this request", type: "server_error", param: null, code: null } } };
+        reply = {
+          status: 500,
+          body: {
+            error: {
+              message: "internal error while running this request",
+              type: "server_error",
+              param: null,
+              code: null,
+            },
+          },
+        };
       } finally {
         this.inFlight = undefined;
       }

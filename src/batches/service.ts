@@ -52,7 +52,10 @@ export interface BatchServiceOptions {
   /** /v1/embeddings lines, when served: each runs on the model it names. Without it such batches are refused. */
   embeddings?: {
     execute: LineExecutor;
-    /** The served id a model name means (an alias's target), for the batch's `model`; the name itself when no model has it. */
+    /**
+     * The served id a model name means (an alias's target), for the batch's `model`; the name itself when no model has
+     * it.
+     */
     modelOf: (name: string) => string;
   };
   limits?: QueueLimits;
@@ -87,9 +90,11 @@ function metadataOf(raw: unknown): Record<string, string> | null {
   if (raw === undefined || raw === null) return null;
   if (!isObject(raw)) throw invalidRequest("metadata must be an object of string values", "metadata");
   const entries = Object.entries(raw);
-  if (entries.length > 16) throw invalidRequest(`metadata has ${entries.length} keys; at most 16 are allowed`, "metadata");
+  if (entries.length > 16)
+    throw invalidRequest(`metadata has ${entries.length} keys; at most 16 are allowed`, "metadata");
   for (const [key, value] of entries) {
-    if (key.length > 64) throw invalidRequest(`metadata key '${key.slice(0, 64)}...' is longer than 64 characters`, "metadata");
+    if (key.length > 64)
+      throw invalidRequest(`metadata key '${key.slice(0, 64)}...' is longer than 64 characters`, "metadata");
     if (typeof value !== "string") throw invalidRequest(`metadata.${key} must be a string`, `metadata.${key}`);
     if (value.length > 512) throw invalidRequest(`metadata.${key} is longer than 512 characters`, `metadata.${key}`);
   }
@@ -116,7 +121,14 @@ const unservedEndpoint =
   (endpoint: string): LineExecutor =>
   async () => ({
     status: 400,
-    body: { error: { message: `this server does not run ${endpoint} batch lines`, type: "invalid_request_error", param: null, code: "unsupported_endpoint" } },
+    body: {
+      error: {
+        message: `this server does not run ${endpoint} batch lines`,
+        type: "invalid_request_error",
+        param: null,
+        code: "unsupported_endpoint",
+      },
+    },
   });
 
 export class BatchService {
@@ -133,7 +145,10 @@ export class BatchService {
     private readonly state: BatchState,
     private readonly opts: BatchServiceOptions,
   ) {
-    this.queue = new BatchQueue(opts.limits ?? DEFAULT_QUEUE_LIMITS, (id) => void this.track(this.runBatch(this.entries.get(id)!)));
+    this.queue = new BatchQueue(
+      opts.limits ?? DEFAULT_QUEUE_LIMITS,
+      (id) => void this.track(this.runBatch(this.entries.get(id)!)),
+    );
     this.windowSec = opts.windowSec ?? WINDOW_SEC;
     this.log = opts.log ?? ((line) => console.error(line));
   }
@@ -160,10 +175,15 @@ export class BatchService {
     return service;
   }
 
-  /** Takes up every batch a previous run left unfinished, in creation order (once, when the server is ready to run them). */
+  /**
+   * Takes up every batch a previous run left unfinished, in creation order (once, when the server is ready to run
+   * them).
+   */
   start(): void {
     let resumed = 0;
-    const unfinished = [...this.entries.values()].filter((e) => !TERMINAL.has(e.stored.batch.status)).sort((a, b) => a.stored.seq - b.stored.seq);
+    const unfinished = [...this.entries.values()]
+      .filter((e) => !TERMINAL.has(e.stored.batch.status))
+      .sort((a, b) => a.stored.seq - b.stored.seq);
     for (const e of unfinished) {
       const b = e.stored.batch;
       resumed++;
@@ -174,27 +194,41 @@ export class BatchService {
         this.queue.enqueue(b.id);
       }
     }
-    if (resumed > 0) this.log(`superfluid: batches: ${resumed} unfinished batch${resumed === 1 ? "" : "es"} taken up again`);
+    if (resumed > 0)
+      this.log(`superfluid: batches: ${resumed} unfinished batch${resumed === 1 ? "" : "es"} taken up again`);
   }
 
   /** POST /v1/batches, by a request of scope `owner`. */
   async create(body: unknown, owner?: string): Promise<Batch> {
     if (!isObject(body)) throw invalidRequest("request body must be a JSON object");
     const { input_file_id: fileId, completion_window: window } = body;
-    if (fileId === undefined || fileId === null) throw invalidRequest("you must provide an input_file_id parameter", "input_file_id", "missing_required_parameter");
+    if (fileId === undefined || fileId === null)
+      throw invalidRequest(
+        "you must provide an input_file_id parameter",
+        "input_file_id",
+        "missing_required_parameter",
+      );
     if (typeof fileId !== "string") throw invalidRequest("input_file_id must be a string", "input_file_id");
     const endpoint = endpointOf(body.endpoint, this.opts.embeddings !== undefined);
-    if (window !== undefined && window !== null && window !== WINDOW) throw invalidRequest(`completion_window must be '${WINDOW}'`, "completion_window");
+    if (window !== undefined && window !== null && window !== WINDOW)
+      throw invalidRequest(`completion_window must be '${WINDOW}'`, "completion_window");
     const metadata = metadataOf(body.metadata);
     this.refuseWhenFull();
     const file = this.opts.files.get(fileId, owner);
     if (!file) throw new RequestError(404, `No such File object: ${fileId}`, "file_not_found", "input_file_id");
-    if (file.purpose !== "batch") throw invalidRequest(`the file ${fileId} has purpose '${file.purpose}'; a batch's input file must be uploaded with purpose 'batch'`, "input_file_id");
+    if (file.purpose !== "batch")
+      throw invalidRequest(
+        `the file ${fileId} has purpose '${file.purpose}'; a batch's input file must be uploaded with purpose 'batch'`,
+        "input_file_id",
+      );
     // The batch's own copy, checked and later run: the upload may go meanwhile.
-    let staged: string | undefined = await this.state.stageInput(this.opts.files.contentPath(fileId)).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === "ENOENT") throw new RequestError(404, `No such File object: ${fileId}`, "file_not_found", "input_file_id");
-      throw err;
-    });
+    let staged: string | undefined = await this.state
+      .stageInput(this.opts.files.contentPath(fileId))
+      .catch((err: NodeJS.ErrnoException) => {
+        if (err.code === "ENOENT")
+          throw new RequestError(404, `No such File object: ${fileId}`, "file_not_found", "input_file_id");
+        throw err;
+      });
     try {
       const check = await checkInputFile(staged, endpoint);
       if (this.stopping) throw new RequestError(503, "the server is shutting down", "server_shutting_down");
@@ -207,7 +241,10 @@ export class BatchService {
         model: await this.modelOf(endpoint, check.ok ? staged : undefined),
         total: check.ok ? check.total : 0,
       });
-      const e: Entry = { stored: { seq: this.nextSeq++, batch: b, ...(owner === undefined ? {} : { owner }) }, done: new Set() };
+      const e: Entry = {
+        stored: { seq: this.nextSeq++, batch: b, ...(owner === undefined ? {} : { owner }) },
+        done: new Set(),
+      };
       if (!check.ok) {
         failValidation(b, check.errors);
         this.saveNew(e);
@@ -246,12 +283,16 @@ export class BatchService {
     return named === undefined ? "" : this.opts.embeddings.modelOf(named);
   }
 
-  /** A new batch's first save: one that fails is not created (500), since nothing would run or list it after a restart. */
+  /**
+   * A new batch's first save: one that fails is not created (500), since nothing would run or list it after a restart.
+   */
   private saveNew(e: Entry): void {
     try {
       this.state.save(e.stored);
     } catch (err) {
-      this.log(`superfluid: batch ${e.stored.batch.id}: its state could not be written, so it was not created: ${(err as Error).message}`);
+      this.log(
+        `superfluid: batch ${e.stored.batch.id}: its state could not be written, so it was not created: ${(err as Error).message}`,
+      );
       // The message names no path: the error's own may, and it stays in the server log.
       throw new RequestError(500, "the batch could not be written to disk, so it was not created", "batch_not_saved");
     }
@@ -269,7 +310,8 @@ export class BatchService {
   /** The batch `id` when the scope `owner` sees it (it created it), else a 404 as for an id never created. */
   private visible(id: string, owner: string | undefined): Entry {
     const e = this.entries.get(id);
-    if (!e || e.stored.owner !== owner) throw new RequestError(404, `No batch found with id '${id}'`, "batch_not_found", "batch_id");
+    if (!e || e.stored.owner !== owner)
+      throw new RequestError(404, `No batch found with id '${id}'`, "batch_not_found", "batch_id");
     return e;
   }
 
@@ -278,12 +320,15 @@ export class BatchService {
     return this.visible(id, owner).stored.batch;
   }
 
-  /** GET /v1/batches: the scope `owner`'s batches, newest first, `limit` (1-100, default 20) after its batch `after`. */
+  /**
+   * GET /v1/batches: the scope `owner`'s batches, newest first, `limit` (1-100, default 20) after its batch `after`.
+   */
   list(query: { limit?: string | null; after?: string | null }, owner?: string): BatchList {
     let limit = 20;
     if (query.limit !== undefined && query.limit !== null) {
       limit = Number(query.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidRequest("limit must be an integer from 1 to 100", "limit");
+      if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+        throw invalidRequest("limit must be an integer from 1 to 100", "limit");
     }
     const all = [...this.entries.values()]
       .filter((e) => e.stored.owner === owner)
@@ -296,7 +341,13 @@ export class BatchService {
       from = at + 1;
     }
     const data = all.slice(from, from + limit);
-    return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + limit < all.length };
+    return {
+      object: "list",
+      data,
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+      has_more: from + limit < all.length,
+    };
   }
 
   /**
@@ -319,7 +370,10 @@ export class BatchService {
     return b;
   }
 
-  /** Stops every batch between or within lines (the line in flight is aborted and not recorded) and waits for them; their state on disk resumes them on the next open. */
+  /**
+   * Stops every batch between or within lines (the line in flight is aborted and not recorded) and waits for them;
+   * their state on disk resumes them on the next open.
+   */
   async stop(): Promise<void> {
     this.stopping = true;
     for (const e of this.entries.values()) {
@@ -370,11 +424,17 @@ export class BatchService {
   private armExpiry(e: Entry): void {
     clearTimeout(e.expiry);
     const ms = e.stored.batch.expires_at * 1000 - Date.now();
-    e.expiry = setTimeout(() => (ms > MAX_TIMER_MS ? this.armExpiry(e) : this.expire(e)), Math.max(0, Math.min(ms, MAX_TIMER_MS)));
+    e.expiry = setTimeout(
+      () => (ms > MAX_TIMER_MS ? this.armExpiry(e) : this.expire(e)),
+      Math.max(0, Math.min(ms, MAX_TIMER_MS)),
+    );
     (e.expiry as { unref?: () => void }).unref?.();
   }
 
-  /** The completion window has passed: a waiting batch ends at once, a running one after its request in flight is aborted. */
+  /**
+   * The completion window has passed: a waiting batch ends at once, a running one after its request in flight is
+   * aborted.
+   */
   private expire(e: Entry): void {
     const b = e.stored.batch;
     if (this.stopping || TERMINAL.has(b.status) || b.status === "finalizing") return;
@@ -397,7 +457,14 @@ export class BatchService {
       if (b.status !== "finalizing") {
         const input = this.inputOf(b);
         if (input === undefined) {
-          failValidation(b, [{ code: "file_not_found", message: `this batch's copy of its input file ${b.input_file_id} is missing`, param: "input_file_id", line: null }]);
+          failValidation(b, [
+            {
+              code: "file_not_found",
+              message: `this batch's copy of its input file ${b.input_file_id} is missing`,
+              param: "input_file_id",
+              line: null,
+            },
+          ]);
           return await this.saveEnd(e);
         }
         if (b.status === "validating") {
@@ -406,8 +473,14 @@ export class BatchService {
         }
         const log = await this.state.openResults(b.id);
         const execute = b.endpoint === EMBEDDINGS_ENDPOINT ? this.opts.embeddings?.execute : this.opts.execute;
-        // Batches for the embeddings route stay on disk if a later start serves none: they fail every line rather than the batch.
-        const run = new BatchRun(batchLines(input, (i) => e.done.has(i)), log, execute ?? unservedEndpoint(b.endpoint), (r) => this.count(e, r));
+        // Batches for the embeddings route stay on disk if a later start serves none: they fail every line rather than
+        // the batch.
+        const run = new BatchRun(
+          batchLines(input, (i) => e.done.has(i)),
+          log,
+          execute ?? unservedEndpoint(b.endpoint),
+          (r) => this.count(e, r),
+        );
         e.run = run;
         if (this.stopping) run.stop("shutdown");
         else if (e.stop) run.stop(e.stop);
@@ -424,7 +497,11 @@ export class BatchService {
         this.save(e);
       }
       if (b.status === "finalizing") {
-        finish(b, "completed", await writeOutputFiles(this.opts.files, this.state, { id: b.id, owner: e.stored.owner }, b.request_counts));
+        finish(
+          b,
+          "completed",
+          await writeOutputFiles(this.opts.files, this.state, { id: b.id, owner: e.stored.owner }, b.request_counts),
+        );
         await this.saveEnd(e);
       }
     } catch (err) {
@@ -434,7 +511,10 @@ export class BatchService {
     }
   }
 
-  /** A cancelled or expired batch's end: what ran goes to its files (an expired one's unrun lines as `batch_expired` errors). */
+  /**
+   * A cancelled or expired batch's end: what ran goes to its files (an expired one's unrun lines as `batch_expired`
+   * errors).
+   */
   private async finishStopped(e: Entry, status: "cancelled" | "expired"): Promise<void> {
     const b = e.stored.batch;
     try {
@@ -449,7 +529,17 @@ export class BatchService {
                 for await (const line of batchLines(input, (i) => e.done.has(i))) yield expiredLine(line);
               },
             };
-      finish(b, status, await writeOutputFiles(this.opts.files, this.state, { id: b.id, owner: e.stored.owner }, b.request_counts, unrun));
+      finish(
+        b,
+        status,
+        await writeOutputFiles(
+          this.opts.files,
+          this.state,
+          { id: b.id, owner: e.stored.owner },
+          b.request_counts,
+          unrun,
+        ),
+      );
       await this.saveEnd(e);
     } catch (err) {
       await this.fail(e, err);
@@ -465,8 +555,18 @@ export class BatchService {
     // The quota's message names no path; other failures' messages may, so they stay in the server log.
     const error: BatchError =
       err instanceof FilesQuotaError
-        ? { code: "files_quota_exceeded", message: `the output files do not fit: ${err.message} (--files-max-bytes)`, param: null, line: null }
-        : { code: "batch_failed", message: "the server could not record this batch's results", param: null, line: null };
+        ? {
+            code: "files_quota_exceeded",
+            message: `the output files do not fit: ${err.message} (--files-max-bytes)`,
+            param: null,
+            line: null,
+          }
+        : {
+            code: "batch_failed",
+            message: "the server could not record this batch's results",
+            param: null,
+            line: null,
+          };
     b.errors = { object: "list", data: [error] };
     await this.saveEnd(e);
   }

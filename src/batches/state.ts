@@ -11,7 +11,21 @@
 // batch outlives the upload's deletion or expiry; it goes once the batch
 // has ended.
 import { randomBytes } from "node:crypto";
-import { closeSync, constants, existsSync, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, renameSync, truncateSync, unlinkSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  truncateSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
 import { copyFile, link, open, rename, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { makePrivateDir, openPrivate, PRIVATE_FILE_MODE } from "../runtime/private-files.ts";
@@ -26,7 +40,9 @@ export interface OutputLine {
   error: { code: string; message: string } | null;
 }
 
-/** A request's recorded result: its index in the input, and whether it goes to the output file (else the error file). */
+/**
+ * A request's recorded result: its index in the input, and whether it goes to the output file (else the error file).
+ */
 export interface LineResult {
   i: number;
   ok: boolean;
@@ -147,7 +163,8 @@ export class BatchState {
       try {
         const stored = JSON.parse(readFileSync(join(this.dir, name), "utf8")) as StoredBatch;
         if (typeof stored.seq !== "number" || stored.batch?.object !== "batch") throw new Error("not a batch record");
-        if (stored.owner !== undefined && typeof stored.owner !== "string") throw new Error("its owner is not a string");
+        if (stored.owner !== undefined && typeof stored.owner !== "string")
+          throw new Error("its owner is not a string");
         out.push(stored);
       } catch (err) {
         warn(`superfluid: batches: ${name} is unreadable and was skipped (${(err as Error).message})`);
@@ -156,7 +173,9 @@ export class BatchState {
     return out.sort((a, b) => a.seq - b.seq);
   }
 
-  /** Replaces a batch's record: the new one is whole on disk before the old one goes (a crash leaves one or the other). */
+  /**
+   * Replaces a batch's record: the new one is whole on disk before the old one goes (a crash leaves one or the other).
+   */
   save(stored: StoredBatch): void {
     const path = this.recordPath(stored.batch.id);
     const tmp = `${path}.tmp`;
@@ -192,7 +211,8 @@ export class BatchState {
         const n = readSync(fd, chunk, 0, chunk.length, offset);
         if (n <= 0) break;
         offset += n;
-        pending = pending.length === 0 ? Buffer.from(chunk.subarray(0, n)) : Buffer.concat([pending, chunk.subarray(0, n)]);
+        pending =
+          pending.length === 0 ? Buffer.from(chunk.subarray(0, n)) : Buffer.concat([pending, chunk.subarray(0, n)]);
         let start = 0;
         for (let nl = pending.indexOf(0x0a); nl >= 0; nl = pending.indexOf(0x0a, start)) {
           let r: LineResult;
@@ -244,7 +264,7 @@ export class ResultLog {
 
   /** Appends one result and returns once it is on disk (fdatasync). */
   async append(r: LineResult): Promise<void> {
-    await this.handle.appendFile(JSON.stringify(r) + "\n");
+    await this.handle.appendFile(`${JSON.stringify(r)}\n`);
     await this.handle.datasync();
   }
 

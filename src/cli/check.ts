@@ -13,7 +13,9 @@ export function runCheck(argv: string[]): number {
   try {
     const t0 = performance.now();
     const llama = loadLlama();
-    console.log(`libllama: ${llama.location.llama} (${llama.location.source}, llama.cpp ${llama.release.tag}), opened in ${(performance.now() - t0).toFixed(0)} ms`);
+    console.log(
+      `libllama: ${llama.location.llama} (${llama.location.source}, llama.cpp ${llama.release.tag}), opened in ${(performance.now() - t0).toFixed(0)} ms`,
+    );
     console.log(`cpu: ${describeCpu(llama.cpu!)}`);
     if (modelPath) {
       const model = LlamaModel.load(modelPath, { vocabOnly: true });

@@ -63,7 +63,9 @@ export const BUILTIN_KV_POOL = 131_072;
  */
 function resolveServed(options: ServeOptions, log: (line: string) => void): ModelPath[] | "builtin" {
   if (options.models.length > 0) return options.models.map((token) => resolveModel(token, options.modelDirs));
-  log(`superfluid: no model named; serving the built-in ${BUILTIN_MODEL_ID} (hand-set weights: every chat turn gets one fixed sentence; for smoke tests, not for answers)`);
+  log(
+    `superfluid: no model named; serving the built-in ${BUILTIN_MODEL_ID} (hand-set weights: every chat turn gets one fixed sentence; for smoke tests, not for answers)`,
+  );
   return "builtin";
 }
 
@@ -77,10 +79,16 @@ async function builtinModel(): Promise<ModelPath> {
  * min(the main window, 8192)). It is not a served model of its own: FIM
  * requests to the served model run on it, and it keeps no session log.
  */
-async function loadFimModel(options: ServeOptions, mainWindow: number, log: (line: string) => void): Promise<ServedModel> {
+async function loadFimModel(
+  options: ServeOptions,
+  mainWindow: number,
+  log: (line: string) => void,
+): Promise<ServedModel> {
   const resolved = await resolveModel(options.fimModel!, options.modelDirs);
   const maxContext = options.fimMaxContext ?? Math.min(mainWindow, 8192);
-  log(`superfluid: loading FIM model ${resolved.id} from ${resolved.path} (${options.fimMaxBatch} lanes x ${maxContext} tokens) ...`);
+  log(
+    `superfluid: loading FIM model ${resolved.id} from ${resolved.path} (${options.fimMaxBatch} lanes x ${maxContext} tokens) ...`,
+  );
   const fim = await ServedModel.load({
     id: resolved.id,
     model: resolved.path,
@@ -97,19 +105,27 @@ async function loadFimModel(options: ServeOptions, mainWindow: number, log: (lin
   logSpeculation(options, fim, log);
   if (!fim.hasFimTokens) {
     await fim.close();
-    throw new Error(`--fim-model ${options.fimModel}: ${resolved.id} has no fill-in-the-middle tokens (prefix, suffix and middle)`);
+    throw new Error(
+      `--fim-model ${options.fimModel}: ${resolved.id} has no fill-in-the-middle tokens (prefix, suffix and middle)`,
+    );
   }
   return fim;
 }
 
-/** The strategy a model's worker resolved --speculate to, once per model when speculation was asked for (docs/cli.md#speculative-decoding). */
+/**
+ * The strategy a model's worker resolved --speculate to, once per model when speculation was asked for
+ * (docs/cli.md#speculative-decoding).
+ */
 function logSpeculation(options: ServeOptions, model: ServedModel, log: (line: string) => void): void {
   if (!options.speculation) return;
   const info = model.worker.info;
   log(`superfluid: speculation: ${info.speculation}${info.speculationNote ? ` (${info.speculationNote})` : ""}`);
 }
 
-/** A served id as one folder name under <sessions>/models/: `/` as `--` (the Hugging Face cache's way), nothing that climbs out. */
+/**
+ * A served id as one folder name under <sessions>/models/: `/` as `--` (the Hugging Face cache's way), nothing that
+ * climbs out.
+ */
 export function sessionsFolderOf(id: string): string {
   const name = id.replace(/\//g, "--").replace(/[^\w.-]/g, "_");
   return /^\.+$/.test(name) ? `_${name}` : name;
@@ -142,12 +158,19 @@ class ModelLoader {
       ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
     });
     const primary = source.id === this.primaryId;
-    const sizing = o.kvPool !== undefined ? `a shared KV pool of ${o.kvPool} cells` : this.maxContext !== undefined ? `${this.maxContext} tokens each` : "KV sized from free memory";
+    const sizing =
+      o.kvPool !== undefined
+        ? `a shared KV pool of ${o.kvPool} cells`
+        : this.maxContext !== undefined
+          ? `${this.maxContext} tokens each`
+          : "KV sized from free memory";
     this.log(
       `superfluid: loading ${source.id} from ${source.path} (${o.maxBatch} lanes, ${sizing}, ${o.threads} threads; ` +
         `needs ${formatBytes(fit.weightBytes + fit.kvBytes)} of ${formatBytes(fit.free.bytes)} free) ...`,
     );
-    const store = primary ? this.sessions : await SessionStore.open(join(o.sessions, "models", sessionsFolderOf(source.id)), { cache: o.sessionsCache });
+    const store = primary
+      ? this.sessions
+      : await SessionStore.open(join(o.sessions, "models", sessionsFolderOf(source.id)), { cache: o.sessionsCache });
     const started = performance.now();
     // Under the TUI the bar would draw over the screen: plain lines into its log instead.
     const progress = showLoadProgress(source.id, source.path, fit.weightBytes, this.log, o.tui ? false : undefined);
@@ -172,13 +195,25 @@ class ModelLoader {
       });
     } catch (err) {
       if (!primary) await store.close().catch(() => undefined);
-      throw err instanceof RequestError ? err : new RequestError(500, `model '${source.id}' did not load: ${(err as Error).message}`, "model_load_failed", "model");
+      throw err instanceof RequestError
+        ? err
+        : new RequestError(
+            500,
+            `model '${source.id}' did not load: ${(err as Error).message}`,
+            "model_load_failed",
+            "model",
+          );
     } finally {
       progress.done();
     }
     if (!primary) this.stores.set(model, store);
-    this.log(`superfluid: ${source.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s` + (primary ? "" : ` (session log ${store.path})`));
-    this.log(`superfluid: decoding on ${describeCpu(model.worker.info.library.cpu)}, ${model.worker.info.threads} threads`);
+    this.log(
+      `superfluid: ${source.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s` +
+        (primary ? "" : ` (session log ${store.path})`),
+    );
+    this.log(
+      `superfluid: decoding on ${describeCpu(model.worker.info.library.cpu)}, ${model.worker.info.threads} threads`,
+    );
     this.log(`superfluid: ${model.worker.info.kv.summary}`);
     logSpeculation(o, model, this.log);
     if (primary && o.fimModel !== undefined) {
@@ -197,7 +232,11 @@ class ModelLoader {
     const store = this.stores.get(model);
     this.stores.delete(model);
     // What is still buffered belongs to generations the unload cut off, none of it delivered.
-    await store?.close().catch((err: Error) => this.log(`superfluid: the session log of ${model.id} could not take its last records: ${err.message}`));
+    await store
+      ?.close()
+      .catch((err: Error) =>
+        this.log(`superfluid: the session log of ${model.id} could not take its last records: ${err.message}`),
+      );
   }
 }
 
@@ -213,7 +252,10 @@ export interface RunningServer {
 
 /** A test's way into the start (test/http/startup.test.ts). */
 export interface StartSeams {
-  /** Called once the listener is up, before any model loads; the start waits for it. `startup.held`: requests waiting for the start. */
+  /**
+   * Called once the listener is up, before any model loads; the start waits for it. `startup.held`: requests waiting
+   * for the start.
+   */
   listening?(url: string, startup: { readonly held: number }): Promise<void> | void;
 }
 
@@ -222,7 +264,12 @@ export interface StartSeams {
  * logger the flags describe. `screen` is the TUI's log region: it takes the
  * lines stderr would, and JSON logs go to <sessions>/logs unless --log-dir.
  */
-export async function startServer(options: ServeOptions, log?: (line: string) => void, screen?: (line: string) => void, seams: StartSeams = {}): Promise<RunningServer> {
+export async function startServer(
+  options: ServeOptions,
+  log?: (line: string) => void,
+  screen?: (line: string) => void,
+  seams: StartSeams = {},
+): Promise<RunningServer> {
   const logDir = options.logDir ?? (screen ? join(options.sessions, "logs") : undefined);
   const logger = new Logger({
     ...(logDir === undefined ? {} : { logDir }),
@@ -258,7 +305,13 @@ export async function startServer(options: ServeOptions, log?: (line: string) =>
   }
 }
 
-async function startServing(options: ServeOptions, sessions: SessionStore, log: (line: string) => void, logger: Logger, seams: StartSeams): Promise<RunningServer> {
+async function startServing(
+  options: ServeOptions,
+  sessions: SessionStore,
+  log: (line: string) => void,
+  logger: Logger,
+  seams: StartSeams,
+): Promise<RunningServer> {
   const r = sessions.recovered;
   log(
     `superfluid: session log ${sessions.path} (epoch ${sessions.epoch}; ${r.sessions} sessions, ${r.records} records replayed` +
@@ -323,9 +376,16 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     operatorSampling: options.sampling,
     ...(options.specMaxTemperature === undefined ? {} : { specMaxTemperature: options.specMaxTemperature }),
     maxTokens: options.maxTokens,
-    qos: { defaultQos: options.defaultQos, honourHeader: options.qosHeader, allowBatchInvariant: options.allowBatchInvariant },
+    qos: {
+      defaultQos: options.defaultQos,
+      honourHeader: options.qosHeader,
+      allowBatchInvariant: options.allowBatchInvariant,
+    },
     keepaliveSec: options.nonstreamKeepalive,
-    fim: { deadlineMs: options.completionDeadlineMs, buckets: new TokenBuckets(options.completionRate, options.completionBurst) },
+    fim: {
+      deadlineMs: options.completionDeadlineMs,
+      buckets: new TokenBuckets(options.completionRate, options.completionBurst),
+    },
     files,
     responses,
     batches,
@@ -334,7 +394,12 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   const keys = new KeyRing(options.apiKeys, options.policyKeys);
   const gate = new RequestGate(keys, options.rateLimitRpm);
   const metrics = new ServerMetrics(registry, gate);
-  const app = createApp(ctx, { bind: options.host, authenticated: keys.enabled, origins: options.webOrigins }, gate, metrics);
+  const app = createApp(
+    ctx,
+    { bind: options.host, authenticated: keys.enabled, origins: options.webOrigins },
+    gate,
+    metrics,
+  );
   const startup = new StartupGate(app);
   let listener: Listener;
   try {
@@ -358,17 +423,38 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
     for (const model of resolved === "builtin" ? [await builtinModel()] : resolved) named.push(await sourceOf(model));
     const fromDirs = await modelDirSources(options.modelDirs, new Set(named.map((s) => s.id)), log);
     const several = named.length > 1 || fromDirs.length > 0;
-    const maxContext = options.maxContext ?? (several && options.kvPool === undefined ? SHARED_DEFAULT_CONTEXT : undefined);
-    if (maxContext !== options.maxContext) log(`superfluid: several models may be loaded: each gets a window of ${maxContext} tokens (set --max-context to change it)`);
+    const maxContext =
+      options.maxContext ?? (several && options.kvPool === undefined ? SHARED_DEFAULT_CONTEXT : undefined);
+    if (maxContext !== options.maxContext)
+      log(
+        `superfluid: several models may be loaded: each gets a window of ${maxContext} tokens (set --max-context to change it)`,
+      );
     const builtinPool = resolved === "builtin" && maxContext === undefined && options.kvPool === undefined;
     if (builtinPool) {
-      log(`superfluid: the built-in model's lanes share one KV pool of its whole window (--kv-pool ${BUILTIN_KV_POOL} unless --max-context or --kv-pool is given): it starts sooner than with a buffer per lane`);
+      log(
+        `superfluid: the built-in model's lanes share one KV pool of its whole window (--kv-pool ${BUILTIN_KV_POOL} unless --max-context or --kv-pool is given): it starts sooner than with a buffer per lane`,
+      );
     }
-    loader = new ModelLoader(builtinPool ? { ...options, kvPool: BUILTIN_KV_POOL } : options, sessions, primaryId, maxContext, log);
+    loader = new ModelLoader(
+      builtinPool ? { ...options, kvPool: BUILTIN_KV_POOL } : options,
+      sessions,
+      primaryId,
+      maxContext,
+      log,
+    );
     for (const source of [...named, ...fromDirs]) registry.know(source);
-    if (fromDirs.length > 0) log(`superfluid: ${fromDirs.length} more models known from --model-dir, loaded on first use: ${fromDirs.map((s) => s.id).join(", ")}`);
+    if (fromDirs.length > 0)
+      log(
+        `superfluid: ${fromDirs.length} more models known from --model-dir, loaded on first use: ${fromDirs.map((s) => s.id).join(", ")}`,
+      );
     const unserved = options.aliases.find((a) => !registry.known().some((e) => e.id === a.target));
-    if (unserved) throw new Error(`--alias ${unserved.name}=${unserved.target}: no served model has the id '${unserved.target}' (served: ${registry.known().map((e) => e.id).join(", ")})`);
+    if (unserved)
+      throw new Error(
+        `--alias ${unserved.name}=${unserved.target}: no served model has the id '${unserved.target}' (served: ${registry
+          .known()
+          .map((e) => e.id)
+          .join(", ")})`,
+      );
     for (const alias of options.aliases) registry.alias(alias.name, alias.target);
     try {
       // One at a time, so each fit check sees the memory the previous model took.
@@ -400,7 +486,12 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
   starting = false;
   startup.ready();
   log(authLine(options, loopback));
-  log(`superfluid: serving ${registry.all().map((m) => m.id).join(", ")} at ${url}/v1`);
+  log(
+    `superfluid: serving ${registry
+      .all()
+      .map((m) => m.id)
+      .join(", ")} at ${url}/v1`,
+  );
   registry.startIdleTimeout(options.idleTimeoutSec, log);
   batches.start();
   return {
@@ -420,7 +511,9 @@ async function startServing(options: ServeOptions, sessions: SessionStore, log: 
       await registry.close();
       // What is still buffered belongs to generations the stop cut off, none of it
       // delivered: a log that cannot take it (disk full) is reported, and the stop goes on.
-      await sessions.close().catch((err: Error) => log(`superfluid: the session log could not take its last records: ${err.message}`));
+      await sessions
+        .close()
+        .catch((err: Error) => log(`superfluid: the session log could not take its last records: ${err.message}`));
     },
   };
 }
@@ -444,13 +537,21 @@ function startSessionListener(
   const service = new SessionService({
     store: sessions,
     model,
-    defaults: { operatorSampling: options.sampling, ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }) },
+    defaults: {
+      operatorSampling: options.sampling,
+      ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }),
+    },
     ...(park ? { park: { dir: park, sweep: () => void sweepParkDir(park, budget) } } : {}),
     completionBuckets: new TokenBuckets(options.completionRate, options.completionBurst),
     metricsText: () => metrics.scrape(),
   });
   const { token, path } = mintToken(options.sessions);
-  const web = startWebListener({ host: address.host, port: address.port, service, auth: (port) => new WebAuth(token, options.webOrigins, port) });
+  const web = startWebListener({
+    host: address.host,
+    port: address.port,
+    service,
+    auth: (port) => new WebAuth(token, options.webOrigins, port),
+  });
   log(`superfluid: session API at ${web.url}/web (token in ${path}); chat page: ${web.url}/#token=${token}`);
   return web;
 }
@@ -473,13 +574,17 @@ function removeOwnReadyFile(path: string, url: string): void {
   }
 }
 
-/** What the startup log says about keys: the warning of docs/api/security.md#keys when the port is open to the network without one. */
+/**
+ * What the startup log says about keys: the warning of docs/api/security.md#keys when the port is open to the network
+ * without one.
+ */
 function authLine(options: ServeOptions, loopback: boolean): string {
   if (options.policyKeys.length > 0) {
     const global = options.apiKeys.length > 0 ? ` and ${options.apiKeys.length} global --api-key` : "";
     return `superfluid: authentication is on: ${options.policyKeys.length} policy keys (${options.policyKeys.map((k) => k.name).join(", ")})${global}`;
   }
-  if (options.apiKeys.length > 0) return `superfluid: authentication is on (--api-key, ${options.apiKeys.length} key${options.apiKeys.length > 1 ? "s" : ""})`;
+  if (options.apiKeys.length > 0)
+    return `superfluid: authentication is on (--api-key, ${options.apiKeys.length} key${options.apiKeys.length > 1 ? "s" : ""})`;
   if (loopback) return "superfluid: authentication is off (listening on loopback only)";
   return "superfluid: WARNING --api-key not set. Authentication is OFF — anyone who can reach this port can use the API. Bind loopback or set --api-key.";
 }
@@ -529,8 +634,10 @@ export async function runServe(argv: string[]): Promise<number> {
     return 1;
   }
   tui?.watch(server.url);
-  // Under --log-file, --log-dir or the TUI (whose screen stderr would scribble over), what other modules report with console.error lands in the log too.
-  const unrouteConsole = options.logFile !== undefined || options.logDir !== undefined || tui ? routeConsole(server.logger) : () => {};
+  // Under --log-file, --log-dir or the TUI (whose screen stderr would scribble over), what other modules report with
+  // console.error lands in the log too.
+  const unrouteConsole =
+    options.logFile !== undefined || options.logDir !== undefined || tui ? routeConsole(server.logger) : () => {};
   await stop;
   tui?.line("superfluid: stopping ...");
   await server.close();

@@ -33,7 +33,8 @@ export class StartupGate {
         this.heldNow++;
         return this.done
           .then(() => {
-            if (this.failure) throw new RequestError(503, `the server did not start: ${this.failure.message}`, "server_shutting_down");
+            if (this.failure)
+              throw new RequestError(503, `the server did not start: ${this.failure.message}`, "server_shutting_down");
             return app.fetch(request);
           })
           .finally(() => {
@@ -64,7 +65,8 @@ export class StartupGate {
   async failed(err: Error): Promise<void> {
     this.failure = err;
     this.settled = true;
-    const answered = this.heldNow === 0 ? Promise.resolve() : new Promise<void>((resolve) => (this.allAnswered = resolve));
+    const answered =
+      this.heldNow === 0 ? Promise.resolve() : new Promise<void>((resolve) => (this.allAnswered = resolve));
     this.release();
     await answered;
     await Bun.sleep(ANSWER_GRACE_MS);

@@ -107,8 +107,11 @@ export function nodeStats(history: Scrape[]): NodeStats {
   const prev = history.length > 1 ? history.at(-2)! : undefined;
   const oldest = history.find((s) => now.at - s.at <= WINDOW_MS) ?? now;
   const models = new Set<string>();
-  for (const s of now.samples) if (s.name === "superfluid_pool_blocks_total" && s.labels.model) models.add(s.labels.model);
-  const queue = Object.fromEntries(QOS_CLASSES.map((c) => [c, total(now, "superfluid_queue_depth", { class: c })])) as NodeStats["queue"];
+  for (const s of now.samples)
+    if (s.name === "superfluid_pool_blocks_total" && s.labels.model) models.add(s.labels.model);
+  const queue = Object.fromEntries(
+    QOS_CLASSES.map((c) => [c, total(now, "superfluid_queue_depth", { class: c })]),
+  ) as NodeStats["queue"];
   const stats: NodeStats = {
     host: now.samples.find((s) => s.name === "superfluid_node_info")?.labels.host,
     models: [...models],
@@ -132,15 +135,23 @@ export function nodeStats(history: Scrape[]): NodeStats {
   // cache) plus prefilled ones; over the window when prompts arrived in it,
   // else since the server started, so an idle node still shows its record.
   const hit = (from: Scrape | undefined) => {
-    const warm = from ? counterDelta(from, now, "superfluid_warm_prefix_tokens_total") : total(now, "superfluid_warm_prefix_tokens_total");
-    const cold = from ? counterDelta(from, now, "superfluid_prefill_tokens_total") : total(now, "superfluid_prefill_tokens_total");
+    const warm = from
+      ? counterDelta(from, now, "superfluid_warm_prefix_tokens_total")
+      : total(now, "superfluid_warm_prefix_tokens_total");
+    const cold = from
+      ? counterDelta(from, now, "superfluid_prefill_tokens_total")
+      : total(now, "superfluid_prefill_tokens_total");
     return warm + cold > 0 ? warm / (warm + cold) : undefined;
   };
   stats.prefixHitRate = (oldest !== now ? hit(oldest) : undefined) ?? hit(undefined);
   // Speculation's acceptance the same way: over the window when drafts were proposed in it, else since the start.
   const accept = (from: Scrape | undefined) => {
-    const proposed = from ? counterDelta(from, now, "superfluid_spec_proposed_total") : total(now, "superfluid_spec_proposed_total");
-    const accepted = from ? counterDelta(from, now, "superfluid_spec_accepted_total") : total(now, "superfluid_spec_accepted_total");
+    const proposed = from
+      ? counterDelta(from, now, "superfluid_spec_proposed_total")
+      : total(now, "superfluid_spec_proposed_total");
+    const accepted = from
+      ? counterDelta(from, now, "superfluid_spec_accepted_total")
+      : total(now, "superfluid_spec_accepted_total");
     return proposed > 0 ? accepted / proposed : undefined;
   };
   stats.specAcceptRate = (oldest !== now ? accept(oldest) : undefined) ?? accept(undefined);

@@ -20,7 +20,9 @@ const POLL_MS = 1000;
 /** A scrape that takes longer than this counts as down (the server waits up to 5 s for a busy worker). */
 const SCRAPE_TIMEOUT_MS = 6000;
 
-/** One monitored server: its target, its last state and its recent scrapes (shared with `serve --tui`, src/cli/tui.ts). */
+/**
+ * One monitored server: its target, its last state and its recent scrapes (shared with `serve --tui`, src/cli/tui.ts).
+ */
 export interface Node {
   target: string;
   url: string;
@@ -46,7 +48,12 @@ export function newNode(target: string): Node {
 
 /** What renderLines draws for a node: its stats once it has answered. */
 export function nodeView(n: Node): { target: string; state: string; detail?: string; stats?: NodeStats } {
-  return { target: n.target, state: n.state, detail: n.detail, stats: n.state === "up" && n.history.length ? nodeStats(n.history) : undefined };
+  return {
+    target: n.target,
+    state: n.state,
+    detail: n.detail,
+    stats: n.state === "up" && n.history.length ? nodeStats(n.history) : undefined,
+  };
 }
 
 /** Scrapes one node's /metrics once (skipped while a scrape is in flight) and updates its state. */
@@ -84,15 +91,27 @@ export async function poll(node: Node, apiKey: string | undefined): Promise<void
 }
 
 /** Queue classes, short enough for one line (legend in docs/cli.md#top). */
-const SHORT_CLASS: Record<(typeof QOS_CLASSES)[number], string> = { interactive: "int", completion: "cmp", agent: "agt", background: "bg" };
+const SHORT_CLASS: Record<(typeof QOS_CLASSES)[number], string> = {
+  interactive: "int",
+  completion: "cmp",
+  agent: "agt",
+  background: "bg",
+};
 
 const rate = (n: number | undefined) => (n === undefined ? "-" : n >= 100 ? n.toFixed(0) : n.toFixed(1));
 const ms = (s: number | undefined) => (s === undefined ? "-" : `${(s * 1000).toFixed(s < 0.1 ? 1 : 0)}ms`);
 const pct = (f: number | undefined) => (f === undefined ? "-" : `${(f * 100).toFixed(1)}%`);
 
 /** The screen's lines for the current state (no escapes: the caller clips and paints). */
-export function renderLines(nodes: { target: string; state: string; detail?: string; stats?: NodeStats }[], clock: Date, title = "superfluid top"): string[] {
-  const lines = [`${title} · ${nodes.length} node${nodes.length === 1 ? "" : "s"} · every 1 s · ${clock.toTimeString().slice(0, 8)} · q quits`, ""];
+export function renderLines(
+  nodes: { target: string; state: string; detail?: string; stats?: NodeStats }[],
+  clock: Date,
+  title = "superfluid top",
+): string[] {
+  const lines = [
+    `${title} · ${nodes.length} node${nodes.length === 1 ? "" : "s"} · every 1 s · ${clock.toTimeString().slice(0, 8)} · q quits`,
+    "",
+  ];
   for (const n of nodes) {
     const s = n.stats;
     const head = `${n.target}  ${n.state}`;
@@ -104,9 +123,14 @@ export function renderLines(nodes: { target: string; state: string; detail?: str
     const lanes = `${s.lanesActive}/${s.lanesTotal ?? "?"}`;
     const queue = QOS_CLASSES.map((c) => `${SHORT_CLASS[c]} ${s.queue[c]}`).join(" ");
     lines.push(`  lanes ${lanes}   queue ${queue}`);
-    lines.push(`  decode ${rate(s.decodeRate)} tok/s   prefill ${rate(s.prefillRate)} tok/s   ttft p50 ${ms(s.ttftP50)} p95 ${ms(s.ttftP95)}`);
+    lines.push(
+      `  decode ${rate(s.decodeRate)} tok/s   prefill ${rate(s.prefillRate)} tok/s   ttft p50 ${ms(s.ttftP50)} p95 ${ms(s.ttftP95)}`,
+    );
     const kv = s.kvTotal > 0 ? `${s.kvUsed}/${s.kvTotal} (${pct(s.kvUsed / s.kvTotal)})` : "-";
-    lines.push(`  prefix hit ${pct(s.prefixHitRate)}   kv ${kv}   preemptions ${s.preemptions}   spec accept ${pct(s.specAcceptRate)}`, "");
+    lines.push(
+      `  prefix hit ${pct(s.prefixHitRate)}   kv ${kv}   preemptions ${s.preemptions}   spec accept ${pct(s.specAcceptRate)}`,
+      "",
+    );
   }
   return lines;
 }
@@ -146,10 +170,7 @@ export async function runTop(argv: string[]): Promise<number> {
   const paint = () => {
     const width = out.columns || 80;
     const height = out.rows || 24;
-    const lines = renderLines(
-      nodes.map(nodeView),
-      new Date(),
-    ).slice(0, height);
+    const lines = renderLines(nodes.map(nodeView), new Date()).slice(0, height);
     // Home, each line clipped and its rest erased, then erase below: no flicker from a full clear.
     out.write(`\x1b[H${lines.map((l) => `${l.slice(0, width)}\x1b[K`).join("\r\n")}\x1b[J`);
   };

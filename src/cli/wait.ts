@@ -53,7 +53,8 @@ export async function probe(url: string, apiKey: string | undefined, budgetMs: n
     });
     const text = await res.text();
     if (res.status === 200) return { ready: true };
-    if (res.status === 401) return { ready: false, final: true, why: apiKey ? "401: the key was refused" : "401: needs --api-key" };
+    if (res.status === 401)
+      return { ready: false, final: true, why: apiKey ? "401: the key was refused" : "401: needs --api-key" };
     return { ready: false, final: false, why: `${res.status}${describeBody(text)}` };
   } catch (err) {
     return { ready: false, final: false, why: describeError(err) };
@@ -88,8 +89,16 @@ export function processAlive(pid: number): boolean {
   }
 }
 
-/** Polls until ready (0), a refused key, the watched process gone or the deadline (1). Reports on stdout (ready) and stderr (why not). */
-export async function waitReady(url: string, apiKey: string | undefined, timeoutS: number, pid?: number): Promise<number> {
+/**
+ * Polls until ready (0), a refused key, the watched process gone or the deadline (1). Reports on stdout (ready) and
+ * stderr (why not).
+ */
+export async function waitReady(
+  url: string,
+  apiKey: string | undefined,
+  timeoutS: number,
+  pid?: number,
+): Promise<number> {
   const start = performance.now();
   const deadline = start + timeoutS * 1000;
   for (;;) {
@@ -119,7 +128,12 @@ export async function waitReady(url: string, apiKey: string | undefined, timeout
 export async function runWait(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseFlags(argv, { timeout: { value: true }, pid: { value: true }, "api-key": { value: true }, help: { aliases: ["h"] } });
+    parsed = parseFlags(argv, {
+      timeout: { value: true },
+      pid: { value: true },
+      "api-key": { value: true },
+      help: { aliases: ["h"] },
+    });
   } catch (err) {
     if (err instanceof FlagError) {
       console.error(`superfluid wait: ${err.message}\n\n${USAGE}`);

@@ -132,6 +132,8 @@ function free(claimed: Uint8Array, from: number, to: number): boolean {
 
 /** Drops the whitespace llama.cpp strips beside a token, up to the next claimed position. */
 function stripAround(text: string, claimed: Uint8Array, from: number, to: number, token: ControlToken): void {
-  if (token.lstrip) for (let i = from - 1; i >= 0 && claimed[i] === 0 && isSpace(text.charCodeAt(i)); i--) claimed[i] = 1;
-  if (token.rstrip) for (let i = to; i < text.length && claimed[i] === 0 && isSpace(text.charCodeAt(i)); i++) claimed[i] = 1;
+  if (token.lstrip)
+    for (let i = from - 1; i >= 0 && claimed[i] === 0 && isSpace(text.charCodeAt(i)); i--) claimed[i] = 1;
+  if (token.rstrip)
+    for (let i = to; i < text.length && claimed[i] === 0 && isSpace(text.charCodeAt(i)); i++) claimed[i] = 1;
 }

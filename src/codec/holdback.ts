@@ -30,5 +30,9 @@ export function seekMarker(
   const at = buffered.indexOf(marker);
   if (at >= 0) return { before: buffered.slice(0, at), after: buffered.slice(at + marker.length) };
   const keep = final ? 0 : partialSuffixLength(buffered, [marker]);
-  return { before: buffered.slice(0, buffered.length - keep), after: undefined, held: buffered.slice(buffered.length - keep) };
+  return {
+    before: buffered.slice(0, buffered.length - keep),
+    after: undefined,
+    held: buffered.slice(buffered.length - keep),
+  };
 }

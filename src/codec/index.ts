@@ -14,7 +14,13 @@ export {
   type RenderedPrompt,
 } from "./template.ts";
 export type { PromptSegment } from "./segments.ts";
-export { renderToTokens, tokenizeSegments, tokenizeText, type PromptTokens, type PromptTokenOptions } from "./prompt.ts";
+export {
+  renderToTokens,
+  tokenizeSegments,
+  tokenizeText,
+  type PromptTokens,
+  type PromptTokenOptions,
+} from "./prompt.ts";
 export { ControlTokens, type ControlToken } from "./control-tokens.ts";
 export { IncrementalDecoder } from "./detokenizer.ts";
 export { StopMatcher, type StopResult } from "./stop.ts";

@@ -27,7 +27,9 @@ export interface ChatMessage {
   reasoning_content?: string | null;
 }
 
-/** A message in the form templates expect; `content` is null only where the client left it out of a non-assistant turn. */
+/**
+ * A message in the form templates expect; `content` is null only where the client left it out of a non-assistant turn.
+ */
 export type ReferenceMessage = Omit<ChatMessage, "content"> & { content: string | null };
 
 export function toReferenceForm(m: ChatMessage): ReferenceMessage {
@@ -65,7 +67,9 @@ function contentText(content: ChatMessage["content"]): string | null {
 function tryParseObject(text: string): Record<string, unknown> | undefined {
   try {
     const value: unknown = JSON.parse(text);
-    return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    return value !== null && typeof value === "object" && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }
@@ -86,12 +90,16 @@ const isFields = (x: unknown): x is Fields => x !== null && typeof x === "object
 /** The function of a tool in OpenAI's nested form (`{type, function: {...}}`) or a flat one. */
 function filledFunction(fn: Fields): Fields {
   // A description the client left out goes where OpenAI's form has it, after the name.
-  const out: Fields = fn.description === undefined ? { ...("name" in fn ? { name: fn.name } : {}), description: "", ...fn } : { ...fn };
+  const out: Fields =
+    fn.description === undefined ? { ...("name" in fn ? { name: fn.name } : {}), description: "", ...fn } : { ...fn };
   const params: Fields = isFields(out.parameters) ? { ...out.parameters } : { type: "object" };
   if (!isFields(params.properties)) params.properties = {};
   else {
     params.properties = Object.fromEntries(
-      Object.entries(params.properties).map(([name, p]) => [name, isFields(p) && p.description === undefined ? { ...p, description: "" } : p]),
+      Object.entries(params.properties).map(([name, p]) => [
+        name,
+        isFields(p) && p.description === undefined ? { ...p, description: "" } : p,
+      ]),
     );
   }
   out.parameters = params;
@@ -103,7 +111,10 @@ function filledFunction(fn: Fields): Fields {
  * set to its empty value; undefined when none was absent (a second render
  * would fail the same way).
  */
-export function withOptionalFieldsFilled<M extends ChatMessage, T>(messages: M[], tools: T[] | null | undefined): { messages: M[]; tools: T[] | undefined } | undefined {
+export function withOptionalFieldsFilled<M extends ChatMessage, T>(
+  messages: M[],
+  tools: T[] | null | undefined,
+): { messages: M[]; tools: T[] | undefined } | undefined {
   const filledTools = tools?.map((t) => {
     if (!isFields(t)) return t;
     return (isFields(t.function) ? { ...t, function: filledFunction(t.function) } : filledFunction(t)) as T;

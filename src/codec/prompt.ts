@@ -64,7 +64,8 @@ export function renderToTokens(
 
 function bosFromText(tokenizer: Tokenizer, controls: ControlTokens, text: string): number {
   const ids = tokenizeText(tokenizer, controls, text, { addSpecial: false });
-  if (ids.length !== 1) throw new Error("addBos needs a BOS id: pass bosToken, or give the template a bos_token that is one token");
+  if (ids.length !== 1)
+    throw new Error("addBos needs a BOS id: pass bosToken, or give the template a bos_token that is one token");
   return ids[0]!;
 }
 
@@ -75,7 +76,7 @@ function bosFromText(tokenizer: Tokenizer, controls: ControlTokens, text: string
  */
 function endsInsideBlock(segments: PromptSegment[], open: string, close: string): boolean {
   const last = segments[segments.length - 1];
-  if (!last || !last.trusted) return false;
+  if (!last?.trusted) return false;
   const at = last.text.lastIndexOf(open);
   return at >= 0 && !last.text.includes(close, at + open.length);
 }
@@ -108,7 +109,12 @@ export function tokenizeSegments(tokenizer: Tokenizer, controls: ControlTokens, 
  * gives with parse_special (lstrip/rstrip included), in linear time.
  * `addSpecial` frames it as the vocabulary asks (BOS, EOS, CLS/SEP).
  */
-export function tokenizeText(tokenizer: Tokenizer, controls: ControlTokens, text: string, opts: { addSpecial: boolean }): number[] {
+export function tokenizeText(
+  tokenizer: Tokenizer,
+  controls: ControlTokens,
+  text: string,
+  opts: { addSpecial: boolean },
+): number[] {
   const tokens = tokenizePieces(tokenizer, controls.split(text, { strip: true }));
   if (!opts.addSpecial) return tokens;
   const frame = specialFrame(tokenizer);

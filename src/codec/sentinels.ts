@@ -26,7 +26,12 @@ export function sentinel(nonce: string, index: number): string {
  * Cuts the real render at the places the sentinel render had sentinels, or
  * returns undefined when the two renders do not line up.
  */
-export function align(real: string, masked: string, nonce: string, contents: Map<number, string>): PromptSegment[] | undefined {
+export function align(
+  real: string,
+  masked: string,
+  nonce: string,
+  contents: Map<number, string>,
+): PromptSegment[] | undefined {
   const pattern = new RegExp(`${SENTINEL_OPEN}${nonce}([\\uE010-\\uE019]+)${SENTINEL_CLOSE}`, "g");
   // split with a capture group alternates: scaffold, index, scaffold, index, ..., scaffold
   const parts = masked.split(pattern);

@@ -2,14 +2,29 @@
 // others print today's date into the system prompt). Local time and English
 // names, as Python's datetime.strftime gives under the default C locale.
 
-const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const MONTHS = [
+  "January",
+  "February",
+  "March",
+  "April",
+  "May",
+  "June",
+  "July",
+  "August",
+  "September",
+  "October",
+  "November",
+  "December",
+];
 const DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
 
 const pad = (n: number, width = 2, fill = "0") => String(n).padStart(width, fill);
 
 function dayOfYear(d: Date): number {
   const start = new Date(d.getFullYear(), 0, 1);
-  return Math.round((new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime() - start.getTime()) / 86_400_000) + 1;
+  return (
+    Math.round((new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime() - start.getTime()) / 86_400_000) + 1
+  );
 }
 
 function utcOffset(d: Date): string {

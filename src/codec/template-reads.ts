@@ -33,7 +33,10 @@ export function identifierRead(root: unknown, name: string): boolean {
     }
     const node = value as Node;
     if (node.type === "Identifier") return node.value === name;
-    if ((node.type === "FilterExpression" || node.type === "FilterStatement") && isNode(node.filter, "CallExpression")) {
+    if (
+      (node.type === "FilterExpression" || node.type === "FilterStatement") &&
+      isNode(node.filter, "CallExpression")
+    ) {
       // `x | tojson(indent=4)`: the callee names a filter; its arguments are expressions.
       if (visit(node.filter.args)) return true;
     }

@@ -53,8 +53,21 @@ export interface RenderedPrompt {
 
 /** Names the renderer itself provides; chat_template_kwargs may not replace them. */
 const RESERVED = new Set([
-  "messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "raise_exception", "strftime_now",
-  "range", "namespace", "true", "false", "none", "True", "False", "None",
+  "messages",
+  "tools",
+  "add_generation_prompt",
+  "bos_token",
+  "eos_token",
+  "raise_exception",
+  "strftime_now",
+  "range",
+  "namespace",
+  "true",
+  "false",
+  "none",
+  "True",
+  "False",
+  "None",
 ]);
 
 const JINJA_CONSTANTS = { true: true, false: false, none: null, True: true, False: false, None: null };

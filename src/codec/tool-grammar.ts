@@ -9,7 +9,16 @@
 // and only the template's own separators around and between calls. A small
 // model given room for whitespace spends its tokens on it (a newline and
 // twenty tabs between every pair of JSON tokens, call after call).
-import { CompileBudget, compileJsonSchema, gbnfErrors, namespaceGrammar, printGbnf, type Expr, type Grammar, type Rule } from "../../grammar/index.ts";
+import {
+  CompileBudget,
+  compileJsonSchema,
+  gbnfErrors,
+  namespaceGrammar,
+  printGbnf,
+  type Expr,
+  type Grammar,
+  type Rule,
+} from "../../grammar/index.ts";
 
 export interface ToolSpec {
   name: string;
@@ -34,7 +43,17 @@ export type CallShape = (tool: ToolSpec, args: Expr) => Expr;
 export const jsonObjectCall =
   (argsKey = "arguments"): CallShape =>
   (tool, args) =>
-    seq(lit('{"name":'), SP, lit(JSON.stringify(tool.name)), lit(","), SP, lit(`${JSON.stringify(argsKey)}:`), SP, args, lit("}"));
+    seq(
+      lit('{"name":'),
+      SP,
+      lit(JSON.stringify(tool.name)),
+      lit(","),
+      SP,
+      lit(`${JSON.stringify(argsKey)}:`),
+      SP,
+      args,
+      lit("}"),
+    );
 
 /**
  * GBNF (root rule `root`) whose root is `wrap(call)`, where `call` matches one
@@ -47,7 +66,12 @@ export function forcedCallGrammar(tools: ToolSpec[], shape: CallShape, wrap: (ca
   const budget = new CompileBudget();
   const calls = tools.map((tool, i) => {
     budget.at = `/tools/${i}/function/parameters`;
-    rules.push(...namespaceGrammar(compileJsonSchema(tool.parameters ?? { type: "object" }, { layout: "compact", budget }).grammar, `tc${i}`));
+    rules.push(
+      ...namespaceGrammar(
+        compileJsonSchema(tool.parameters ?? { type: "object" }, { layout: "compact", budget }).grammar,
+        `tc${i}`,
+      ),
+    );
     rules.push({ name: `tc${i}-call`, body: shape(tool, ref(`tc${i}-root`)) });
     return ref(`tc${i}-call`);
   });
@@ -74,5 +98,7 @@ export function callArray(call: Expr): Expr {
  * per line (each newline optional: the templates write them, models may not).
  */
 export function toolCallGrammar(tools: ToolSpec[], wire: { open: string; close: string }, parallel: boolean): string {
-  return forcedCallGrammar(tools, jsonObjectCall(), (call) => oneOrMore(seq(lit(wire.open), NL, call, NL, lit(wire.close)), parallel, NL));
+  return forcedCallGrammar(tools, jsonObjectCall(), (call) =>
+    oneOrMore(seq(lit(wire.open), NL, call, NL, lit(wire.close)), parallel, NL),
+  );
 }

@@ -126,19 +126,35 @@ export function freeMemory(): FreeMemory {
  * plans it from the memory left after the weights (its smallest pool is one
  * window of min(trained window, 4096) tokens, which is what may not fit).
  */
-export function fitFigures(path: string, file: GgufFile, trainedContext: number, sizing: KvSizing, free: FreeMemory = freeMemory()): FitFigures {
+export function fitFigures(
+  path: string,
+  file: GgufFile,
+  trainedContext: number,
+  sizing: KvSizing,
+  free: FreeMemory = freeMemory(),
+): FitFigures {
   const weightBytes = weightBytesOf(path);
   const bytesPerToken = kvBytesPerToken(file);
   const left: FreeMemory = { bytes: Math.max(0, free.bytes - weightBytes), where: free.where };
   const plan = planKv(
-    { ...(sizing.maxContext === undefined ? {} : { maxContext: sizing.maxContext }), ...(sizing.kvPool === undefined ? {} : { poolCells: sizing.kvPool }) },
+    {
+      ...(sizing.maxContext === undefined ? {} : { maxContext: sizing.maxContext }),
+      ...(sizing.kvPool === undefined ? {} : { poolCells: sizing.kvPool }),
+    },
     { lanes: sizing.lanes, trainedContext, bytesPerToken, free: () => left },
   );
   return { weightBytes, kvBytes: plan.poolBytes, kvCells: plan.poolCells, bytesPerToken, free };
 }
 
 /** Throws ModelTooLargeError when weights plus KV exceed the free memory. */
-export function checkFit(id: string, path: string, file: GgufFile, trainedContext: number, sizing: KvSizing, free?: FreeMemory): FitFigures {
+export function checkFit(
+  id: string,
+  path: string,
+  file: GgufFile,
+  trainedContext: number,
+  sizing: KvSizing,
+  free?: FreeMemory,
+): FitFigures {
   const figures = fitFigures(path, file, trainedContext, sizing, free);
   if (figures.weightBytes + figures.kvBytes > figures.free.bytes) throw new ModelTooLargeError(id, figures);
   return figures;

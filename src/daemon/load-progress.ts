@@ -47,14 +47,23 @@ export interface LoadProgress {
 }
 
 /** Shows the progress of loading `id` from `path` (`weightBytes` of files) until done() is called. */
-export function showLoadProgress(id: string, path: string, weightBytes: number, log: (line: string) => void, tty = process.stderr.isTTY === true): LoadProgress {
+export function showLoadProgress(
+  id: string,
+  path: string,
+  weightBytes: number,
+  log: (line: string) => void,
+  tty = process.stderr.isTTY === true,
+): LoadProgress {
   const started = performance.now();
   let lastLog = 0;
   let drawn = false;
   const line = () => {
     const seconds = ((performance.now() - started) / 1000).toFixed(0);
     const resident = workerResidentBytes(path);
-    const share = resident === undefined || weightBytes <= 0 ? "" : ` ${Math.min(99, Math.floor((100 * resident) / weightBytes))}% of ${formatBytes(weightBytes)} resident,`;
+    const share =
+      resident === undefined || weightBytes <= 0
+        ? ""
+        : ` ${Math.min(99, Math.floor((100 * resident) / weightBytes))}% of ${formatBytes(weightBytes)} resident,`;
     return `superfluid: loading ${id}:${share} ${seconds} s`;
   };
   const timer = setInterval(

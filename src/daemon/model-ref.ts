@@ -36,7 +36,9 @@ export function servedIdOfFile(path: string): string {
 
 /** Folders a reference is looked up in: each --model-dir, then the Hugging Face cache. */
 export function searchRoots(modelDirs: string[], env = process.env): string[] {
-  const hub = env.HF_HUB_CACHE ?? join(env.HF_HOME ?? join(env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "huggingface"), "hub");
+  const hub =
+    env.HF_HUB_CACHE ??
+    join(env.HF_HOME ?? join(env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "huggingface"), "hub");
   return [...modelDirs.map((d) => resolve(d)), hub];
 }
 

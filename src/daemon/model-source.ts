@@ -7,14 +7,26 @@ import { statSync } from "node:fs";
 import { basename } from "node:path";
 import { describeModel, readGguf, type GgufFile } from "../gguf/index.ts";
 import { RequestError } from "./request-error.ts";
-import { ggufFilesUnder, ModelNotFoundError, pickFile, resolveModel, servedIdOfFile, type ModelPath } from "./model-ref.ts";
+import {
+  ggufFilesUnder,
+  ModelNotFoundError,
+  pickFile,
+  resolveModel,
+  servedIdOfFile,
+  type ModelPath,
+} from "./model-ref.ts";
 import type { ModelSource } from "./registry.ts";
 
 /** Reads a resolved model's GGUF header; a file that is not GGUF is 400 `unsupported_runtime`. */
 export async function sourceOf(resolved: ModelPath): Promise<ModelSource> {
   const name = basename(resolved.path);
   const notGguf = (why: string) =>
-    new RequestError(400, `runtime llamacpp cannot serve ${name}: it reads a GGUF file, and this one is not (${why})`, "unsupported_runtime", "id");
+    new RequestError(
+      400,
+      `runtime llamacpp cannot serve ${name}: it reads a GGUF file, and this one is not (${why})`,
+      "unsupported_runtime",
+      "id",
+    );
   // Only a regular file is opened: a FIFO would block the read until someone writes to it, a device never ends.
   let regular: boolean;
   try {
@@ -48,7 +60,12 @@ export async function describeToken(token: string, modelDirs: string[]): Promise
     // The lookup's own message names this machine's folders; the client is told only what it asked for.
     // A path the file system refuses outright (a NUL in it, too long) names no model either.
     if (!(err instanceof ModelNotFoundError) && !(err as NodeJS.ErrnoException).code) throw err;
-    throw new RequestError(404, `no model file or local reference '${printable(token)}' was found (nothing is downloaded)`, "model_not_found", "id");
+    throw new RequestError(
+      404,
+      `no model file or local reference '${printable(token)}' was found (nothing is downloaded)`,
+      "model_not_found",
+      "id",
+    );
   }
   return sourceOf(resolved);
 }
@@ -59,7 +76,11 @@ export async function describeToken(token: string, modelDirs: string[]): Promise
  * registered under its full file name instead; a file that is not a
  * readable GGUF is skipped. `log` says both.
  */
-export async function modelDirSources(dirs: string[], taken: Set<string>, log: (line: string) => void): Promise<ModelSource[]> {
+export async function modelDirSources(
+  dirs: string[],
+  taken: Set<string>,
+  log: (line: string) => void,
+): Promise<ModelSource[]> {
   const out: ModelSource[] = [];
   for (const dir of dirs) {
     const files = ggufFilesUnder(dir).filter((f) => pickFile([f], undefined) !== undefined);

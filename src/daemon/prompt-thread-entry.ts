@@ -23,7 +23,9 @@ function load(opts: PromptThreadOptions): Loaded {
   const model = LlamaModel.load(opts.model, { vocabOnly: true });
   try {
     const templateOpts = { bosToken: opts.bosText, eosToken: opts.eosText, loadedAt: opts.loadedAt };
-    const chat = opts.chatTemplate ? new ChatTemplate(opts.chatTemplate, templateOpts) : new ChatTemplate(FALLBACK_TEMPLATE, {});
+    const chat = opts.chatTemplate
+      ? new ChatTemplate(opts.chatTemplate, templateOpts)
+      : new ChatTemplate(FALLBACK_TEMPLATE, {});
     const tool = opts.toolTemplate ? new ChatTemplate(opts.toolTemplate, templateOpts) : chat;
     return { model, controls: controlTokensOf(model), chat, tool };
   } catch (err) {
@@ -41,8 +43,16 @@ function answer(loaded: Loaded, request: Extract<ThreadRequest, { type: "render"
   try {
     if (request.type === "render") {
       const template = request.tools ? loaded.tool : loaded.chat;
-      const rendered = renderToTokens(template, loaded.model, loaded.controls, request.input, { addBos: request.addBos, bosToken: request.bosToken });
-      reply({ type: "done", id: request.id, tokens: Int32Array.from(rendered.tokens), endsInReasoning: rendered.endsInReasoning });
+      const rendered = renderToTokens(template, loaded.model, loaded.controls, request.input, {
+        addBos: request.addBos,
+        bosToken: request.bosToken,
+      });
+      reply({
+        type: "done",
+        id: request.id,
+        tokens: Int32Array.from(rendered.tokens),
+        endsInReasoning: rendered.endsInReasoning,
+      });
     } else {
       const tokens = request.parseSpecial
         ? tokenizeText(loaded.model, loaded.controls, request.text, { addSpecial: request.addSpecial })
@@ -51,7 +61,12 @@ function answer(loaded: Loaded, request: Extract<ThreadRequest, { type: "render"
     }
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    reply({ type: "error", id: request.id, message, ...(err instanceof TemplateError ? { templateKind: err.kind } : {}) });
+    reply({
+      type: "error",
+      id: request.id,
+      message,
+      ...(err instanceof TemplateError ? { templateKind: err.kind } : {}),
+    });
   }
 }
 

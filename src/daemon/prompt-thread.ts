@@ -82,7 +82,9 @@ interface Pending {
  */
 function entryUrl(): string {
   const beside = new URL("./prompt-thread-entry.ts", import.meta.url);
-  return beside.protocol === "file:" && existsSync(fileURLToPath(beside)) ? beside.href : "./daemon/prompt-thread-entry.ts";
+  return beside.protocol === "file:" && existsSync(fileURLToPath(beside))
+    ? beside.href
+    : "./daemon/prompt-thread-entry.ts";
 }
 
 // Threads start one at a time: each compiles the libllama shim with TinyCC,
@@ -143,7 +145,9 @@ export class PromptThread {
       worker = await this.worker();
     }
     const id = this.nextId++;
-    const answer = new Promise<Extract<ThreadReply, { type: "done" }>>((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    const answer = new Promise<Extract<ThreadReply, { type: "done" }>>((resolve, reject) =>
+      this.pending.set(id, { resolve, reject }),
+    );
     worker.postMessage(request(id));
     return answer;
   }
@@ -197,7 +201,10 @@ export class PromptThread {
     if (!pending) return;
     this.pending.delete(reply.id);
     if (reply.type === "done") pending.resolve(reply);
-    else pending.reject(reply.templateKind ? new TemplateError(reply.message, reply.templateKind) : new Error(reply.message));
+    else
+      pending.reject(
+        reply.templateKind ? new TemplateError(reply.message, reply.templateKind) : new Error(reply.message),
+      );
   }
 
   /** The thread died under us: what it had in hand fails, and the next request starts another. */

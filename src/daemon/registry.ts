@@ -50,7 +50,9 @@ export class RegistryEntry {
   served?: ServedModel;
   loading?: Promise<ServedModel>;
   unloading?: Promise<void>;
-  /** Why the last load started by a synchronous lookup failed: the next such lookup is told, the one after tries again. */
+  /**
+   * Why the last load started by a synchronous lookup failed: the next such lookup is told, the one after tries again.
+   */
   failure?: Error;
   /** Last time a request named it (ms since the epoch): the idle timeout counts from here. */
   lastUsed = Date.now();
@@ -178,12 +180,16 @@ export class ModelRegistry {
     const failure = entry.failure;
     if (failure && !entry.loading) {
       entry.failure = undefined;
-      throw failure instanceof RequestError ? failure : new RequestError(500, `model '${entry.id}' did not load: ${failure.message}`, "model_load_failed", "model");
+      throw failure instanceof RequestError
+        ? failure
+        : new RequestError(500, `model '${entry.id}' did not load: ${failure.message}`, "model_load_failed", "model");
     }
     this.ensureLoaded(entry).catch((err: Error) => {
       entry.failure = err;
     });
-    throw new RequestError(503, `model '${entry.id}' is loading; retry shortly`, "model_loading", "model", { "retry-after": String(LOADING_RETRY_SEC) });
+    throw new RequestError(503, `model '${entry.id}' is loading; retry shortly`, "model_loading", "model", {
+      "retry-after": String(LOADING_RETRY_SEC),
+    });
   }
 
   /**
@@ -200,7 +206,8 @@ export class ModelRegistry {
 
   /** Loads a known model (or waits for it) and makes it the default: POST /v1/models/load. */
   async loadAsDefault(name: string): Promise<ServedModel> {
-    if (!this.hooks) throw new RequestError(400, "dynamic model loading is not enabled on this server", "unsupported_runtime");
+    if (!this.hooks)
+      throw new RequestError(400, "dynamic model loading is not enabled on this server", "unsupported_runtime");
     const entry = this.entry(name) ?? this.know(await this.hooks.describe(name));
     entry.lastUsed = Date.now();
     const model = await this.loadEntry(entry);
@@ -225,8 +232,15 @@ export class ModelRegistry {
     if (entry.loading && !entry.served) await entry.loading.catch(() => undefined);
     const model = entry.served;
     if (!model) throw new RequestError(400, `model '${entry.id}' is not loaded`, "model_not_loaded", "id");
-    if (!this.hooks) throw new RequestError(400, "dynamic model loading is not enabled on this server", "unsupported_runtime");
-    if (this.all().length <= 1) throw new RequestError(400, `model '${entry.id}' is the last loaded model and cannot be unloaded`, "last_model", "id");
+    if (!this.hooks)
+      throw new RequestError(400, "dynamic model loading is not enabled on this server", "unsupported_runtime");
+    if (this.all().length <= 1)
+      throw new RequestError(
+        400,
+        `model '${entry.id}' is the last loaded model and cannot be unloaded`,
+        "last_model",
+        "id",
+      );
     if (this.defaultId === entry.id) this.defaultId = this.all().find((m) => m !== model)?.id;
     const hooks = this.hooks;
     entry.unloading = (async () => {
@@ -248,19 +262,22 @@ export class ModelRegistry {
    */
   startIdleTimeout(sec: number, log: (line: string) => void = () => {}): void {
     if (sec <= 0 || !this.hooks) return;
-    this.idleTimer = setInterval(() => {
-      const now = Date.now();
-      const defaultModel = this.default;
-      for (const entry of this.entries.values()) {
-        const model = entry.served;
-        if (!model || entry.unloading || entry.loading || model === defaultModel) continue;
-        // A generation still running keeps it in use, however long ago it started.
-        if (model.worker.inflightCount > 0) entry.lastUsed = now;
-        if (now - entry.lastUsed < sec * 1000) continue;
-        log(`superfluid: unloading ${entry.id}: idle for ${sec} s (--idle-timeout)`);
-        this.unload(entry.id).catch((err: Error) => log(`superfluid: could not unload ${entry.id}: ${err.message}`));
-      }
-    }, Math.max(50, (sec * 1000) / 4));
+    this.idleTimer = setInterval(
+      () => {
+        const now = Date.now();
+        const defaultModel = this.default;
+        for (const entry of this.entries.values()) {
+          const model = entry.served;
+          if (!model || entry.unloading || entry.loading || model === defaultModel) continue;
+          // A generation still running keeps it in use, however long ago it started.
+          if (model.worker.inflightCount > 0) entry.lastUsed = now;
+          if (now - entry.lastUsed < sec * 1000) continue;
+          log(`superfluid: unloading ${entry.id}: idle for ${sec} s (--idle-timeout)`);
+          this.unload(entry.id).catch((err: Error) => log(`superfluid: could not unload ${entry.id}: ${err.message}`));
+        }
+      },
+      Math.max(50, (sec * 1000) / 4),
+    );
     this.idleTimer.unref?.();
   }
 
@@ -280,14 +297,16 @@ export class ModelRegistry {
     // An unload under way finishes before the model loads again.
     while (entry.unloading) await entry.unloading.catch(() => undefined);
     if (entry.served) return entry.served;
-    if (!this.hooks) throw new RequestError(400, "dynamic model loading is not enabled on this server", "unsupported_runtime");
+    if (!this.hooks)
+      throw new RequestError(400, "dynamic model loading is not enabled on this server", "unsupported_runtime");
     return this.ensureLoaded(entry);
   }
 
   /** One load per model at a time: every request for it waits on the same promise. */
   private ensureLoaded(entry: RegistryEntry): Promise<ServedModel> {
     if (entry.served) return Promise.resolve(entry.served);
-    if (this.closed) return Promise.reject(new RequestError(503, "the server is shutting down", "server_shutting_down"));
+    if (this.closed)
+      return Promise.reject(new RequestError(503, "the server is shutting down", "server_shutting_down"));
     entry.loading ??= this.hooks!.load(entry.source)
       .then(async (model) => {
         if (this.closed) {
@@ -308,9 +327,15 @@ export class ModelRegistry {
 }
 
 function unloadingError(id: string): RequestError {
-  return new RequestError(503, `model '${id}' is being unloaded; it loads again on the next request once the unload is done`, "model_unloading", "model", {
-    "retry-after": String(LOADING_RETRY_SEC),
-  });
+  return new RequestError(
+    503,
+    `model '${id}' is being unloaded; it loads again on the next request once the unload is done`,
+    "model_unloading",
+    "model",
+    {
+      "retry-after": String(LOADING_RETRY_SEC),
+    },
+  );
 }
 
 /**

@@ -20,8 +20,14 @@ export class RequestError extends Error {
 }
 
 /** A 400: the request itself is at fault. */
-export const invalidRequest = (message: string, field: string | null = null, code: string | null = null) => new RequestError(400, message, code, field);
+export const invalidRequest = (message: string, field: string | null = null, code: string | null = null) =>
+  new RequestError(400, message, code, field);
 
 /** A 400 for media content (images, audio, files) on a runtime that reads text only. */
 export const unsupportedMedia = (kind: string, field: string) =>
-  new RequestError(400, `this server's llamacpp runtime does not accept ${kind}: it has no media path`, "unsupported_input", field);
+  new RequestError(
+    400,
+    `this server's llamacpp runtime does not accept ${kind}: it has no media path`,
+    "unsupported_input",
+    field,
+  );

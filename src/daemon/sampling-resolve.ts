@@ -57,9 +57,15 @@ function resolveRungs(request: Rung, operator: OperatorSampling, model: Sampling
  * a temperature only when it came from the model's defaults: a high default
  * temperature makes drafts rarely accepted, a caller's choice is kept.
  */
-export function resolveSampling(request: RequestSampling, operator: OperatorSampling, model: SamplingDefaults, modelTemperatureCap?: number): SamplingSpec {
+export function resolveSampling(
+  request: RequestSampling,
+  operator: OperatorSampling,
+  model: SamplingDefaults,
+  modelTemperatureCap?: number,
+): SamplingSpec {
   const r = resolveRungs(request, operator, model);
-  const fromModel = request.temperature === undefined && operator.temperature === undefined && model.temperature !== undefined;
+  const fromModel =
+    request.temperature === undefined && operator.temperature === undefined && model.temperature !== undefined;
   if (fromModel && modelTemperatureCap !== undefined) r.temperature = Math.min(r.temperature, modelTemperatureCap);
   return {
     ...r,

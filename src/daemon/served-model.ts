@@ -22,8 +22,6 @@ export interface ServedModelOptions extends Omit<WorkerOptions, "journal"> {
 /** Reasoning markers a model's vocabulary must hold for its reasoning channel to be active. */
 export const THINK_MARKERS = { open: "<think>", close: "</think>" };
 
-
-
 /** The runtime a served model generates on, as /v1/models and /props name it. */
 export interface Runtime {
   readonly id: "llamacpp";
@@ -37,7 +35,11 @@ export class ServedModel {
   readonly loadedAt = new Date();
   get runtime(): Runtime {
     const { model, variant } = this.worker.info.library.cpu;
-    return { id: "llamacpp", version: `llama.cpp ${releaseLabel(this.tokenizer.llama.release)}`, cpu: { model, variant } };
+    return {
+      id: "llamacpp",
+      version: `llama.cpp ${releaseLabel(this.tokenizer.llama.release)}`,
+      cpu: { model, variant },
+    };
   }
   /** --fim-model: the model (in its own worker) that this one's fill-in-the-middle requests run on. */
   fimModel?: ServedModel;
@@ -73,7 +75,8 @@ export class ServedModel {
   static async load(opts: ServedModelOptions): Promise<ServedModel> {
     const info = describeModel(await readGguf(opts.model));
     const tokenizer = LlamaModel.load(opts.model, { vocabOnly: true });
-    const text = (id: number | undefined) => (id === undefined ? undefined : Buffer.from(tokenizer.tokenBytes(id, true)).toString("utf8"));
+    const text = (id: number | undefined) =>
+      id === undefined ? undefined : Buffer.from(tokenizer.tokenBytes(id, true)).toString("utf8");
     const journal = opts.sessions ? new SessionJournal(opts.sessions, opts.id, tokenizer) : undefined;
     const [worker, prompts] = await Promise.allSettled([
       WorkerClient.start({ ...opts, ...(journal ? { journal } : {}) }),
@@ -87,25 +90,41 @@ export class ServedModel {
       }),
     ]);
     if (worker.status === "rejected" || prompts.status === "rejected") {
-      await Promise.all([worker.status === "fulfilled" && worker.value.close(), prompts.status === "fulfilled" && prompts.value.close()]);
+      await Promise.all([
+        worker.status === "fulfilled" && worker.value.close(),
+        prompts.status === "fulfilled" && prompts.value.close(),
+      ]);
       tokenizer.free();
       throw worker.status === "rejected" ? worker.reason : (prompts as PromiseRejectedResult).reason;
     }
     const single = (s: string) => tokenizer.tokenize(s, { parseSpecial: true }).length === 1;
     const thinks = single(THINK_MARKERS.open) && single(THINK_MARKERS.close);
     let maxTokenBytes = 1;
-    for (let t = 0; t < tokenizer.vocabInfo.size; t++) maxTokenBytes = Math.max(maxTokenBytes, tokenizer.tokenBytes(t).length);
+    for (let t = 0; t < tokenizer.vocabInfo.size; t++)
+      maxTokenBytes = Math.max(maxTokenBytes, tokenizer.tokenBytes(t).length);
     const templateSource = info.toolUseTemplate ?? info.chatTemplate ?? "";
     const toolDialect = templateSource ? detectToolDialect(templateSource, single) : undefined;
-    const callOpenerTokens = (toolDialect?.openers ?? []).filter(single).map((s) => tokenizer.tokenize(s, { parseSpecial: true })[0]!);
-    return new ServedModel(opts.id, opts.model, info, tokenizer, worker.value, prompts.value, thinks, maxTokenBytes, toolDialect, callOpenerTokens);
+    const callOpenerTokens = (toolDialect?.openers ?? [])
+      .filter(single)
+      .map((s) => tokenizer.tokenize(s, { parseSpecial: true })[0]!);
+    return new ServedModel(
+      opts.id,
+      opts.model,
+      info,
+      tokenizer,
+      worker.value,
+      prompts.value,
+      thinks,
+      maxTokenBytes,
+      toolDialect,
+      callOpenerTokens,
+    );
   }
 
   /** Tokens one request may hold in all: prompt plus reply. */
   get contextWindow(): number {
     return this.worker.info.contextPerSequence;
   }
-
 
   /** The dialect object of /v1/models (docs/api/openai.md#models). */
   dialect() {
@@ -140,9 +159,15 @@ export class ServedModel {
   retire(): void {
     const id = this.id;
     this.worker.generate = () => {
-      throw new RequestError(503, `model '${id}' is being unloaded; it loads again on the next request once the unload is done`, "model_unloading", "model", {
-        "retry-after": "2",
-      });
+      throw new RequestError(
+        503,
+        `model '${id}' is being unloaded; it loads again on the next request once the unload is done`,
+        "model_unloading",
+        "model",
+        {
+          "retry-after": "2",
+        },
+      );
     };
   }
 

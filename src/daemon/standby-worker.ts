@@ -37,7 +37,10 @@ export function startStandbyWorker(): void {
  * messages going to `onMessage`; undefined when there is none or it has
  * died (the caller spawns a worker of its own).
  */
-export function claimStandbyWorker(argv: string[], onMessage: (message: WorkerToDaemon) => void): WorkerProcess | undefined {
+export function claimStandbyWorker(
+  argv: string[],
+  onMessage: (message: WorkerToDaemon) => void,
+): WorkerProcess | undefined {
   const claimed = standby;
   standby = undefined;
   if (!claimed || !alive(claimed.proc)) return undefined;

@@ -10,7 +10,14 @@ import type { EngineSnapshot, FinishEvent, GenerateRequest } from "../engine/job
 import type { TokenLogprob } from "../engine/logprobs.ts";
 import type { ClassLanes } from "../engine/scheduler.ts";
 import { speculationFlags, type SpeculationSettings } from "../engine/speculation-directive.ts";
-import { PROTOCOL_VERSION, type DaemonToWorker, type LoraAdapterInfo, type LoraMessage, type WorkerInfo, type WorkerToDaemon } from "../engine/protocol.ts";
+import {
+  PROTOCOL_VERSION,
+  type DaemonToWorker,
+  type LoraAdapterInfo,
+  type LoraMessage,
+  type WorkerInfo,
+  type WorkerToDaemon,
+} from "../engine/protocol.ts";
 import { RequestError } from "./request-error.ts";
 import type { GenerationJournal } from "../session-log/journal.ts";
 import { Channel } from "./channel.ts";
@@ -33,7 +40,10 @@ export interface WorkerOptions {
   /** Pressure watermarks, percent of the pool's cells. */
   pressureHigh?: number;
   pressureLow?: number;
-  /** Percent of the pool's cells pinned prompt prefixes may hold (--pin-budget-pct; 0 = pins protect nothing; default: the worker's, 50). */
+  /**
+   * Percent of the pool's cells pinned prompt prefixes may hold (--pin-budget-pct; 0 = pins protect nothing; default:
+   * the worker's, 50).
+   */
   pinBudgetPct?: number;
   /** Lane caps per class (--class-lanes). */
   classLanes?: ClassLanes;
@@ -122,7 +132,9 @@ export class Generation implements AsyncIterable<GenerationEvent> {
     /** The message that starts it, kept to resend when the worker dies before admitting it. */
     readonly job: Extract<DaemonToWorker, { type: "generate" }>,
     private readonly onCancel: (id: string) => void,
-    /** Told of its first token and its end: the daemon's scheduling policy follows them (src/runtime/sched-policy.ts). */
+    /**
+     * Told of its first token and its end: the daemon's scheduling policy follows them (src/runtime/sched-policy.ts).
+     */
     private readonly track?: GenerationTrack,
   ) {}
 
@@ -183,12 +195,18 @@ function unpackVectors(data: string, dimensions: number): Float32Array[] {
   return vectors;
 }
 
-/** The request asked a model for what its worker does not do (a chat model asked to embed, an embedding model to generate). */
+/**
+ * The request asked a model for what its worker does not do (a chat model asked to embed, an embedding model to
+ * generate).
+ */
 function unsupportedModel(message: string): RequestError {
   return new RequestError(400, message, "unsupported_model", "model");
 }
 
-/** Respawns in a row with no successful tick before we stop retrying until the next request (docs/design.md#worker-failure). */
+/**
+ * Respawns in a row with no successful tick before we stop retrying until the next request
+ * (docs/design.md#worker-failure).
+ */
 const MAX_IDLE_RESPAWNS = 3;
 
 export class WorkerClient {
@@ -217,9 +235,15 @@ export class WorkerClient {
   private respawnsSinceTick = 0;
   private readonly pendingStats = new Map<string, (answer: { snapshot: EngineSnapshot; at: number }) => void>();
   /** Embed requests sent and not yet answered. */
-  private readonly pendingEmbeds = new Map<string, { resolve: (result: EmbedResult) => void; reject: (err: Error) => void }>();
+  private readonly pendingEmbeds = new Map<
+    string,
+    { resolve: (result: EmbedResult) => void; reject: (err: Error) => void }
+  >();
   /** LoRA admin messages sent and not yet answered. */
-  private readonly pendingLora = new Map<string, { resolve: (adapters: LoraAdapterInfo[]) => void; reject: (err: Error) => void }>();
+  private readonly pendingLora = new Map<
+    string,
+    { resolve: (adapters: LoraAdapterInfo[]) => void; reject: (err: Error) => void }
+  >();
   /**
    * The LoRA adapters loaded (docs/api/lora.md), as the worker last confirmed
    * them: a replacement worker loads them again before it takes a request.
@@ -247,7 +271,10 @@ export class WorkerClient {
     return this.proc?.pid;
   }
 
-  /** Work an unload waits for (registry drain) and the idle timeout counts as use: generations, embed jobs, held requests. */
+  /**
+   * Work an unload waits for (registry drain) and the idle timeout counts as use: generations, embed jobs, held
+   * requests.
+   */
   get inflightCount(): number {
     return this.inflight.size + this.pendingEmbeds.size + this.held;
   }
@@ -308,7 +335,9 @@ export class WorkerClient {
    */
   generate(req: GenerateRequest, opts: { durable?: boolean; journaled?: boolean } = {}): Generation {
     if (this.info && !this.info.capabilities.generate) {
-      throw unsupportedModel(`this model is an embedding model: it serves /v1/embeddings and /v1/rerank, not text generation`);
+      throw unsupportedModel(
+        `this model is an embedding model: it serves /v1/embeddings and /v1/rerank, not text generation`,
+      );
     }
     const id = randomUUID();
     const job = { type: "generate" as const, ...req, id, ignoreEos: req.ignoreEos ?? false };
@@ -319,7 +348,12 @@ export class WorkerClient {
         throw new JournalError(err as Error);
       }
     }
-    const generation = new Generation(id, job, (gid) => this.sendWhenReady({ type: "cancel", id: gid }), trackGeneration());
+    const generation = new Generation(
+      id,
+      job,
+      (gid) => this.sendWhenReady({ type: "cancel", id: gid }),
+      trackGeneration(),
+    );
     generation.durable = opts.durable !== false;
     this.inflight.set(id, generation);
     this.sendWhenReady(job);
@@ -339,7 +373,9 @@ export class WorkerClient {
    */
   embed(inputs: number[][], signal?: AbortSignal): Promise<EmbedResult> {
     if (this.info && !this.info.capabilities.embeddings) {
-      return Promise.reject(unsupportedModel(`this model does not embed: its GGUF declares no pooling type (not an embedding model)`));
+      return Promise.reject(
+        unsupportedModel(`this model does not embed: its GGUF declares no pooling type (not an embedding model)`),
+      );
     }
     const id = randomUUID();
     return new Promise<EmbedResult>((resolve, reject) => {
@@ -380,20 +416,28 @@ export class WorkerClient {
 
   /** Unloads an adapter by id (404 when none has it). */
   unloadLora(id: number): Promise<LoraAdapterInfo[]> {
-    if (!this.adapters.some((a) => a.id === id)) return Promise.reject(new RequestError(404, `no LoRA adapter with id ${id} is loaded`, "adapter_not_found", "id"));
+    if (!this.adapters.some((a) => a.id === id))
+      return Promise.reject(
+        new RequestError(404, `no LoRA adapter with id ${id} is loaded`, "adapter_not_found", "id"),
+      );
     return this.lora({ type: "lora-unload", id: randomUUID(), adapter: id });
   }
 
   /** Sets loaded adapters' scales (404 naming the first id no adapter has). */
   scaleLora(scales: { id: number; scale: number }[]): Promise<LoraAdapterInfo[]> {
     const unknown = scales.find((s) => !this.adapters.some((a) => a.id === s.id));
-    if (unknown) return Promise.reject(new RequestError(404, `no LoRA adapter with id ${unknown.id} is loaded`, "adapter_not_found", "id"));
+    if (unknown)
+      return Promise.reject(
+        new RequestError(404, `no LoRA adapter with id ${unknown.id} is loaded`, "adapter_not_found", "id"),
+      );
     return this.lora({ type: "lora-scale", id: randomUUID(), scales });
   }
 
   private lora(message: LoraMessage): Promise<LoraAdapterInfo[]> {
     if (this.info && !this.info.capabilities.generate) {
-      return Promise.reject(unsupportedModel("this model is an embedding model: LoRA adapters apply to text generation only"));
+      return Promise.reject(
+        unsupportedModel("this model is an embedding model: LoRA adapters apply to text generation only"),
+      );
     }
     return new Promise<LoraAdapterInfo[]>((resolve, reject) => {
       this.pendingLora.set(message.id, {
@@ -426,7 +470,9 @@ export class WorkerClient {
       this.pendingLora.set(id, {
         resolve: () => {},
         reject: (err) => {
-          console.error(`superfluid: LoRA adapter ${adapter.id} (${adapter.path}) could not be loaded again after a worker restart: ${err.message}`);
+          console.error(
+            `superfluid: LoRA adapter ${adapter.id} (${adapter.path}) could not be loaded again after a worker restart: ${err.message}`,
+          );
           this.adapters = this.adapters.filter((a) => a.id !== adapter.id);
         },
       });
@@ -498,7 +544,12 @@ export class WorkerClient {
     if (o.pressureLow !== undefined) args.push("--pressure-low", String(o.pressureLow));
     if (o.pinBudgetPct !== undefined) args.push("--pin-budget-pct", String(o.pinBudgetPct));
     if (o.classLanes && Object.keys(o.classLanes).length > 0) {
-      args.push("--class-lanes", Object.entries(o.classLanes).map(([name, n]) => `${name}=${n}`).join(","));
+      args.push(
+        "--class-lanes",
+        Object.entries(o.classLanes)
+          .map(([name, n]) => `${name}=${n}`)
+          .join(","),
+      );
     }
     if (o.starvationTicks !== undefined) args.push("--starvation-ticks", String(o.starvationTicks));
     if (o.speculation) args.push(...speculationFlags(o.speculation));
@@ -506,13 +557,17 @@ export class WorkerClient {
     const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     // A worker that does not answer in time is killed, so onExit replaces it (or gives up).
     const timer = setTimeout(() => {
-      settle.reject(new WorkerStartError(`worker for ${o.model} did not become ready within ${o.startTimeoutMs ?? 120000} ms`));
+      settle.reject(
+        new WorkerStartError(`worker for ${o.model} did not become ready within ${o.startTimeoutMs ?? 120000} ms`),
+      );
       proc.kill("SIGKILL");
     }, o.startTimeoutMs ?? 120000);
     const onMessage = (message: WorkerToDaemon) => {
       if (message.type === "ready") {
         if (message.info.protocol !== PROTOCOL_VERSION) {
-          settle.reject(new WorkerStartError(`worker speaks protocol ${message.info.protocol}, daemon ${PROTOCOL_VERSION}`));
+          settle.reject(
+            new WorkerStartError(`worker speaks protocol ${message.info.protocol}, daemon ${PROTOCOL_VERSION}`),
+          );
           proc.kill("SIGKILL");
           return;
         }
@@ -529,7 +584,10 @@ export class WorkerClient {
         this.pendingStats.delete(message.id);
       } else if (message.type === "embedded") {
         this.respawnsSinceTick = 0;
-        this.settleEmbed(message.id, { vectors: unpackVectors(message.data, message.dimensions), dimensions: message.dimensions });
+        this.settleEmbed(message.id, {
+          vectors: unpackVectors(message.data, message.dimensions),
+          dimensions: message.dimensions,
+        });
       } else if (message.type === "embed-failed") {
         this.settleEmbed(message.id, new RequestError(500, `embedding failed: ${message.error}`));
       } else if (message.type === "lora" || message.type === "lora-failed") {
@@ -541,7 +599,12 @@ export class WorkerClient {
       claimStandbyWorker(args.slice(1), onMessage) ??
       // The environment as it is now (Bun.spawn alone passes the one the process started with):
       // it carries what the daemon set since, SUPERFLUID_SCHED_RESET among it (src/runtime/sched-policy.ts).
-      Bun.spawn(selfCommand(...args), { stdio: ["ignore", "inherit", "inherit"], serialization: "json", ipc: onMessage, env: { ...process.env } });
+      Bun.spawn(selfCommand(...args), {
+        stdio: ["ignore", "inherit", "inherit"],
+        serialization: "json",
+        ipc: onMessage,
+        env: { ...process.env },
+      });
     this.proc = proc;
     proc.exited.then((code) => {
       clearTimeout(timer);
@@ -634,17 +697,20 @@ export class WorkerClient {
     const handled = performance.now();
     profile.ticks++;
     profile.onTickMs += handled - now;
-    this.afterDurable(() => {
-      const delivering = performance.now();
-      profile.durableWaitMs += delivering - handled;
-      for (const [generation, cachedTokens] of admitted) generation.events.push({ type: "admitted", cachedTokens });
-      for (const [generation, entry] of tokens) {
-        generation.events.push({ type: "tokens", ...entry });
-        generation.notePrefilled();
-      }
-      for (const [generation, f] of finished) this.deliverFinish(generation, f);
-      profile.deliverMs += performance.now() - delivering;
-    }, finished.map(([generation]) => generation));
+    this.afterDurable(
+      () => {
+        const delivering = performance.now();
+        profile.durableWaitMs += delivering - handled;
+        for (const [generation, cachedTokens] of admitted) generation.events.push({ type: "admitted", cachedTokens });
+        for (const [generation, entry] of tokens) {
+          generation.events.push({ type: "tokens", ...entry });
+          generation.notePrefilled();
+        }
+        for (const [generation, f] of finished) this.deliverFinish(generation, f);
+        profile.deliverMs += performance.now() - delivering;
+      },
+      finished.map(([generation]) => generation),
+    );
   }
 
   /** Delivers a finish and closes the generation's stream. */
@@ -689,7 +755,10 @@ export class WorkerClient {
     // Embed requests are cheap to repeat and hold no stream: they fail, and the client retries
     // (told so with a 503 when the worker was stopped on purpose: an unload, a shutdown).
     const embedError = () =>
-      this.refusal?.() ?? (this.closing ? new RequestError(503, "the server is shutting down", "server_shutting_down") : new WorkerCrashedError(detail));
+      this.refusal?.() ??
+      (this.closing
+        ? new RequestError(503, "the server is shutting down", "server_shutting_down")
+        : new WorkerCrashedError(detail));
     for (const id of [...this.pendingEmbeds.keys()]) this.settleEmbed(id, embedError());
     // An adapter change the dead worker never answered is not known to have happened.
     for (const [id, pending] of [...this.pendingLora]) {
@@ -717,7 +786,14 @@ export class WorkerClient {
     for (const generation of waiting) {
       generation.queuedAt = performance.now();
       if (!generation.cancelRequested) this.sendWhenReady(generation.job);
-      else this.finishOne({ id: generation.id, reason: "cancelled", promptTokens: generation.job.prompt.length, cachedTokens: 0, completionTokens: 0 });
+      else
+        this.finishOne({
+          id: generation.id,
+          reason: "cancelled",
+          promptTokens: generation.job.prompt.length,
+          cachedTokens: 0,
+          completionTokens: 0,
+        });
     }
   }
 }

@@ -66,8 +66,20 @@ export class LlamaContext {
     const { api, shim } = model.llama;
     this.shared = opts.sharedCells !== undefined;
     const cells = opts.sharedCells ?? opts.sequences * opts.cellsPerSequence;
-    const ctx = shim.sf_context_new(model.handle, cells, opts.batchSize, opts.microBatchSize, opts.sequences, opts.threads, false, -1, this.shared);
-    const layout = this.shared ? `a shared pool of ${cells} cells` : `${opts.sequences} x ${opts.cellsPerSequence} cells`;
+    const ctx = shim.sf_context_new(
+      model.handle,
+      cells,
+      opts.batchSize,
+      opts.microBatchSize,
+      opts.sequences,
+      opts.threads,
+      false,
+      -1,
+      this.shared,
+    );
+    const layout = this.shared
+      ? `a shared pool of ${cells} cells`
+      : `${opts.sequences} x ${opts.cellsPerSequence} cells`;
     this.handle = handle(ctx, `context of ${layout} (out of memory?)`);
     this.memory = handle(api.llama_get_memory(this.handle), "context memory");
     this.sequences = api.llama_n_seq_max(this.handle);
@@ -167,7 +179,9 @@ export class LlamaContext {
 
   /** Loads a state export into an empty sequence; false (and the sequence emptied) when llama.cpp refuses it. */
   importSequence(seq: number, blob: Uint8Array): boolean {
-    const read = Number(this.model.llama.api.llama_state_seq_set_data(this.handle, ptr(blob), BigInt(blob.length), seq));
+    const read = Number(
+      this.model.llama.api.llama_state_seq_set_data(this.handle, ptr(blob), BigInt(blob.length), seq),
+    );
     if (read === 0) this.truncate(seq, 0);
     return read !== 0;
   }

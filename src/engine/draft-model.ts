@@ -15,7 +15,10 @@ import { LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
 import { commonPrefix } from "./token-prefix.ts";
 
-/** One lane's drafting request: its sequence, the tokens its KV holds, the token it feeds next, and the draft length wanted. */
+/**
+ * One lane's drafting request: its sequence, the tokens its KV holds, the token it feeds next, and the draft length
+ * wanted.
+ */
 export interface DraftRequest {
   seq: number;
   held: readonly number[];

@@ -39,9 +39,7 @@ export interface EmbedJob {
   inputs: number[][];
 }
 
-export type EmbedOutcome =
-  | { id: string; vectors: Float32Array[] }
-  | { id: string; error: string };
+export type EmbedOutcome = { id: string; vectors: Float32Array[] } | { id: string; error: string };
 
 export interface EmbedderOptions {
   threads: number;
@@ -102,7 +100,17 @@ export class Embedder {
     this.sequences = Math.max(1, Math.min(256, opts.sequences ?? DEFAULT_SEQUENCES));
     // One shared pool (kv_unified) of one decode's tokens: every decode starts
     // from empty memory, so all inputs of a step draw from the same cells.
-    const ctx = shim.sf_context_new(model.handle, opts.window, opts.window, opts.window, this.sequences, opts.threads, true, POOLING_UNSPECIFIED, true);
+    const ctx = shim.sf_context_new(
+      model.handle,
+      opts.window,
+      opts.window,
+      opts.window,
+      this.sequences,
+      opts.threads,
+      true,
+      POOLING_UNSPECIFIED,
+      true,
+    );
     this.ctx = handle(ctx, `embedding context of ${opts.window} tokens (out of memory?)`);
     const pooling = api.llama_pooling_type(this.ctx);
     this.pooling = POOLING_NAMES[pooling] ?? "none";
@@ -110,7 +118,8 @@ export class Embedder {
       api.llama_free(this.ctx);
       throw new Error("the model pools no embeddings (no pooling type in its GGUF)");
     }
-    this.dimensions = pooling === POOLING_RANK ? Math.max(1, api.llama_model_n_cls_out(model.handle)) : model.embeddingLength;
+    this.dimensions =
+      pooling === POOLING_RANK ? Math.max(1, api.llama_model_n_cls_out(model.handle)) : model.embeddingLength;
     const memory = api.llama_get_memory(this.ctx);
     this.memory = memory && typeof memory !== "bigint" ? memory : null;
     this.window = api.llama_n_ubatch(this.ctx);
@@ -155,7 +164,10 @@ export class Embedder {
         if (input.length === 0 || input.length > this.window) {
           // The daemon checks sizes first; a job that slips through fails alone.
           this.drop(entry);
-          outcomes.push({ id: entry.job.id, error: `input ${entry.next} has ${input.length} tokens; an input holds 1-${this.window}` });
+          outcomes.push({
+            id: entry.job.id,
+            error: `input ${entry.next} has ${input.length} tokens; an input holds 1-${this.window}`,
+          });
           continue pack;
         }
         if (picked.length === this.sequences || n + input.length > this.window) break pack;
@@ -201,7 +213,10 @@ export class Embedder {
     return outcomes;
   }
 
-  /** The live numbers in the generation engine's snapshot shape, so /slots reads an embedding worker too: one tick is one decode. */
+  /**
+   * The live numbers in the generation engine's snapshot shape, so /slots reads an embedding worker too: one tick is
+   * one decode.
+   */
   snapshot(): EngineSnapshot {
     const queuedInputs = this.queue.reduce((sum, q) => sum + q.job.inputs.length - q.next, 0);
     const zero4: [number, number, number, number] = [0, 0, 0, 0];
@@ -239,7 +254,16 @@ export class Embedder {
       specAccepted: 0,
       parks: 0,
       parkResumes: 0,
-      prefixCache: { poolEntries: 0, hostEntries: 0, hostBytes: 0, hostBudgetBytes: 0, spills: 0, imports: 0, importFailures: 0, hostEvictions: 0 },
+      prefixCache: {
+        poolEntries: 0,
+        hostEntries: 0,
+        hostBytes: 0,
+        hostBudgetBytes: 0,
+        spills: 0,
+        imports: 0,
+        importFailures: 0,
+        hostEvictions: 0,
+      },
       pins: { count: 0, tokens: 0, budgetTokens: 0, yielded: 0 },
       decodeRate: 0,
       prefillRate: 0,
@@ -263,7 +287,15 @@ export class Embedder {
   }
 
   private decode(n: number): void {
-    const status = this.model.llama.shim.sf_decode(this.ctx, this.batch, n, this.tokens, this.positions, this.seqIds, this.outputs);
+    const status = this.model.llama.shim.sf_decode(
+      this.ctx,
+      this.batch,
+      n,
+      this.tokens,
+      this.positions,
+      this.seqIds,
+      this.outputs,
+    );
     if (status !== 0) throw new DecodeError(status);
   }
 

@@ -19,7 +19,16 @@ import { commonPrefix } from "./token-prefix.ts";
 import { modelIdentity, openPark, sealPark } from "./park.ts";
 import { lookupDraft, RequestYield, SpeculationGates, type SpeculationConfig } from "./speculation.ts";
 import { ModelDrafter, type DraftRequest } from "./draft-model.ts";
-import { ClassQueues, DEFAULT_QOS, PrefillBudget, preempts, QOS, QOS_NAMES, type ClassLanes, type QosClass } from "./scheduler.ts";
+import {
+  ClassQueues,
+  DEFAULT_QOS,
+  PrefillBudget,
+  preempts,
+  QOS,
+  QOS_NAMES,
+  type ClassLanes,
+  type QosClass,
+} from "./scheduler.ts";
 
 export interface EngineOptions {
   lanes: number;
@@ -30,7 +39,9 @@ export interface EngineOptions {
   /** Shared layout: the most tokens one conversation may hold (default: the whole pool). */
   window?: number;
   threads: number;
-  /** Prompt tokens per tick across lanes (64-4096), or 0 for the adaptive controller (docs/design.md#prefill-budget). */
+  /**
+   * Prompt tokens per tick across lanes (64-4096), or 0 for the adaptive controller (docs/design.md#prefill-budget).
+   */
   prefillBudget: number;
   /** Lane caps per class (--class-lanes). */
   classLanes?: ClassLanes;
@@ -76,7 +87,10 @@ const RATE_WINDOW = 64;
 interface Lane {
   job: GenerateJob;
   qos: QosClass;
-  /** The tokens its KV must hold before the next sample: the prompt, or after a preemption the prompt and the reply so far. */
+  /**
+   * The tokens its KV must hold before the next sample: the prompt, or after a preemption the prompt and the reply so
+   * far.
+   */
   target: number[];
   /** Tick of its last prefill chunk, for the starvation rule. */
   prefilledAt: number;
@@ -102,7 +116,10 @@ interface Lane {
   drafts?: RequestYield;
 }
 
-/** A lane's place in a staged batch: its first output row, what its KV held before, and the draft staged after its next token. */
+/**
+ * A lane's place in a staged batch: its first output row, what its KV held before, and the draft staged after its next
+ * token.
+ */
 interface StagedLane {
   lane: Lane;
   row: number;
@@ -110,13 +127,18 @@ interface StagedLane {
   draft: number[];
 }
 
-/** Shared prompt tokens that make a queued request wait for another lane's prefill (docs/design.md#burst-coalescing). */
+/**
+ * Shared prompt tokens that make a queued request wait for another lane's prefill (docs/design.md#burst-coalescing).
+ */
 const COALESCE_MIN = 1024;
 
 /** Queue-aging period in ticks (--starvation-ticks). */
 const STARVATION_TICKS = 8;
 
-/** Tick lengths the adaptive prefill budget aims at on llama.cpp: a lane free, every lane busy (docs/design.md#prefill-budget). */
+/**
+ * Tick lengths the adaptive prefill budget aims at on llama.cpp: a lane free, every lane busy
+ * (docs/design.md#prefill-budget).
+ */
 const TICK_TARGET_FREE_MS = 50;
 const TICK_TARGET_BUSY_MS = 250;
 
@@ -142,7 +164,10 @@ const PRESSURE_LOW = 0.7;
 /** Default share of the pool's cells pinned prefixes may hold, percent (docs/design.md#pinned-prefixes). */
 const PIN_BUDGET_PCT = 50;
 
-/** The most cells a draft model's own KV pool takes (its lanes share it; one that overflows just drafts nothing that tick). */
+/**
+ * The most cells a draft model's own KV pool takes (its lanes share it; one that overflows just drafts nothing that
+ * tick).
+ */
 const DRAFT_POOL_MAX = 262144;
 
 /** Most pins one request may carry (Anthropic allows 4 cache breakpoints). */
@@ -209,7 +234,11 @@ export class Engine {
     const sequences = sequencesFor(opts.lanes);
     if (opts.speculation) this.gates = new SpeculationGates(opts.speculation);
     this.queue = new ClassQueues(opts.starvationTicks ?? STARVATION_TICKS);
-    this.prefill = new PrefillBudget({ budget: opts.prefillBudget, targetFreeMs: TICK_TARGET_FREE_MS, targetBusyMs: TICK_TARGET_BUSY_MS });
+    this.prefill = new PrefillBudget({
+      budget: opts.prefillBudget,
+      targetFreeMs: TICK_TARGET_FREE_MS,
+      targetBusyMs: TICK_TARGET_BUSY_MS,
+    });
     this.context = new LlamaContext(model, {
       sequences,
       cellsPerSequence: opts.cellsPerSequence,
@@ -222,13 +251,19 @@ export class Engine {
       try {
         if (!opts.draftModel) throw new Error("the draft-model strategy needs its draft model");
         // One thread: a second pool of spinning threads beside the model's would slow every decode of both.
-        this.drafter = new ModelDrafter(opts.draftModel, { sequences, cells: Math.min(this.context.poolCells, DRAFT_POOL_MAX), threads: 1 });
+        this.drafter = new ModelDrafter(opts.draftModel, {
+          sequences,
+          cells: Math.min(this.context.poolCells, DRAFT_POOL_MAX),
+          threads: 1,
+        });
       } catch (err) {
         this.context.free();
         throw err;
       }
     }
-    this.window = this.context.shared ? Math.min(opts.window ?? this.context.poolCells, this.context.poolCells) : this.context.cellsPerSequence;
+    this.window = this.context.shared
+      ? Math.min(opts.window ?? this.context.poolCells, this.context.poolCells)
+      : this.context.cellsPerSequence;
     this.pool = new KvPool(this.context, {
       hostCacheBytes: typeof opts.hostCacheBytes === "function" ? opts.hostCacheBytes() : (opts.hostCacheBytes ?? 0),
       pressureHigh: opts.pressureHigh ?? PRESSURE_HIGH,
@@ -412,7 +447,8 @@ export class Engine {
     if (this.recent.length > RATE_WINDOW) this.recent.shift();
     // The throughput gate compares pure decode ticks only (a prompt chunk would weigh on either side).
     // Sampling counts too: a draft's positions are each sampled.
-    if (prefilled === 0) this.gates?.observe(outputs.decoding, outputs.depth, events.tokens.length, performance.now() - staging);
+    if (prefilled === 0)
+      this.gates?.observe(outputs.decoding, outputs.depth, events.tokens.length, performance.now() - staging);
     this.pool.relievePressure();
     const ended = performance.now();
     const t = this.timing;
@@ -447,7 +483,9 @@ export class Engine {
       completionTokens: lane.generated,
       ...(error ? { error } : {}),
       ...(clientError ? { clientError } : {}),
-      ...(lane.drafts && lane.drafts.proposed > 0 ? { spec: { proposed: lane.drafts.proposed, accepted: lane.drafts.accepted } } : {}),
+      ...(lane.drafts && lane.drafts.proposed > 0
+        ? { spec: { proposed: lane.drafts.proposed, accepted: lane.drafts.accepted } }
+        : {}),
       ...(parked ? { parked } : {}),
       ...(lane.resumedTokens !== undefined ? { resumedTokens: lane.resumedTokens } : {}),
     });
@@ -564,7 +602,8 @@ export class Engine {
         const before = (a: number[], b: number[]) => a[0]! - b[0]! || a[1]! - b[1]! || a[2]! - b[2]!;
         let victim: Lane | undefined;
         for (const lane of this.lanes) {
-          if (lane.qos !== qos || lane.cancelled || this.counters.ticks < lane.protectedUntil || rank(lane)[0]! <= 0) continue;
+          if (lane.qos !== qos || lane.cancelled || this.counters.ticks < lane.protectedUntil || rank(lane)[0]! <= 0)
+            continue;
           if (!victim || before(rank(lane), rank(victim)) > 0) victim = lane;
         }
         return victim;
@@ -584,7 +623,10 @@ export class Engine {
     return this.pool.liveCells + this.pool.cellsToSeat(target) + headroom <= this.pool.capacity;
   }
 
-  /** A queued item may start now: its class is under its lane cap, it is not waiting for a shared prefill, and no new adapter set waits. */
+  /**
+   * A queued item may start now: its class is under its lane cap, it is not waiting for a shared prefill, and no new
+   * adapter set waits.
+   */
   private admissible(item: Queued, qos: QosClass): boolean {
     // A new adapter set waits for the requests under the current one; only those (paused ones) may start.
     if (this.pendingAdapters && !item.paused) return false;
@@ -625,20 +667,40 @@ export class Engine {
     if (this.waiting.delete(job.id)) this.counters.coalesced++;
     const room = this.window;
     if (job.prompt.length === 0 || job.prompt.length >= room) {
-      const error = job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
-      events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true });
+      const error =
+        job.prompt.length === 0 ? "empty prompt" : `prompt of ${job.prompt.length} tokens does not fit ${room} cells`;
+      events.finished.push({
+        id: job.id,
+        reason: "error",
+        promptTokens: job.prompt.length,
+        cachedTokens: 0,
+        completionTokens: 0,
+        error,
+        clientError: true,
+      });
       return undefined;
     }
     let chain: SamplerChain;
     try {
       // ignore_eos never samples an end-of-generation token (as llama.cpp does), except
       // under a grammar, whose only way to finish is one.
-      const banned = [...(job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : []), ...(job.bannedTokens ?? [])];
+      const banned = [
+        ...(job.ignoreEos && job.grammar === undefined ? this.model.vocabInfo.eog : []),
+        ...(job.bannedTokens ?? []),
+      ];
       const grammar = job.grammar === undefined ? undefined : { gbnf: job.grammar, trigger: job.grammarTrigger };
       chain = new SamplerChain(this.model, job.sampling, job.prompt, grammar, banned, job.positionSeeded ?? false);
     } catch (err) {
       const clientError = err instanceof GrammarError;
-      events.finished.push({ id: job.id, reason: "error", promptTokens: job.prompt.length, cachedTokens: 0, completionTokens: 0, error: (err as Error).message, clientError });
+      events.finished.push({
+        id: job.id,
+        reason: "error",
+        promptTokens: job.prompt.length,
+        cachedTokens: 0,
+        completionTokens: 0,
+        error: (err as Error).message,
+        clientError,
+      });
       return undefined;
     }
     this.pin(job);
@@ -659,7 +721,12 @@ export class Engine {
       cancelled: false,
       order: 0,
     };
-    if (this.opts.speculation && job.grammar === undefined && job.logprobs === undefined && Object.keys(job.sampling.logitBias ?? {}).length === 0) {
+    if (
+      this.opts.speculation &&
+      job.grammar === undefined &&
+      job.logprobs === undefined &&
+      Object.keys(job.sampling.logitBias ?? {}).length === 0
+    ) {
       lane.drafts = new RequestYield(this.opts.speculation);
       this.gates!.requestStarted();
     }
@@ -743,7 +810,9 @@ export class Engine {
         !victim ||
         lane.qos > victim.qos ||
         (lane.qos === victim.qos && (lane.next !== undefined) > (victim.next !== undefined)) ||
-        (lane.qos === victim.qos && (lane.next !== undefined) === (victim.next !== undefined) && lane.prefilledAt >= victim.prefilledAt)
+        (lane.qos === victim.qos &&
+          (lane.next !== undefined) === (victim.next !== undefined) &&
+          lane.prefilledAt >= victim.prefilledAt)
       ) {
         victim = lane;
       }
@@ -804,7 +873,13 @@ export class Engine {
    * into more steps (8 decode tokens on sequences 7..0 took 23 ms against
    * 14.5 ms for 0..7, measured here).
    */
-  private stageBatch(): { staged: number; sampled: StagedLane[]; rollback: [KvSequence, number][]; depth: number; decoding: number } {
+  private stageBatch(): {
+    staged: number;
+    sampled: StagedLane[];
+    rollback: [KvSequence, number][];
+    depth: number;
+    decoding: number;
+  } {
     const chunk = new Map<Lane, number>(); // tokens each lane puts in this tick
     const prefilling: Lane[] = [];
     let decoding = 0;
@@ -818,12 +893,18 @@ export class Engine {
     // One engine step per tick: at most one micro-batch of prompt, so a cancel
     // or an urgent request is seen at the next step (docs/design.md#the-engine-tick:
     // the worker reads its messages between ticks).
-    let budget = Math.min(this.prefill.next(this.newcomerCouldStart()), this.context.microBatchSize, this.context.batchSize - decoding);
+    let budget = Math.min(
+      this.prefill.next(this.newcomerCouldStart()),
+      this.context.microBatchSize,
+      this.context.batchSize - decoding,
+    );
     const tick = this.counters.ticks;
     const starving = (l: Lane) => tick - l.prefilledAt >= (this.opts.starvationTicks ?? STARVATION_TICKS);
     const remaining = (l: Lane) => l.target.length - l.seq.tokens.length;
     // Starving lanes first, then by class, then shortest remaining prompt first (docs/design.md#prefill-budget).
-    prefilling.sort((a, b) => Number(starving(b)) - Number(starving(a)) || a.qos - b.qos || remaining(a) - remaining(b));
+    prefilling.sort(
+      (a, b) => Number(starving(b)) - Number(starving(a)) || a.qos - b.qos || remaining(a) - remaining(b),
+    );
     for (const lane of prefilling) {
       if (budget <= 0) break;
       const take = Math.min(budget, remaining(lane));
@@ -833,9 +914,11 @@ export class Engine {
     // Rule 2: in a tick where an interactive or completion prompt finishes
     // prefilling, nothing of a lower class is prefilled beside it.
     let finishing = Infinity;
-    for (const lane of prefilling) if (preempts(lane.qos) && chunk.get(lane) === remaining(lane)) finishing = Math.min(finishing, lane.qos);
+    for (const lane of prefilling)
+      if (preempts(lane.qos) && chunk.get(lane) === remaining(lane)) finishing = Math.min(finishing, lane.qos);
     // A starving lane keeps its chunk (else rule 2 could hold it back for ever).
-    if (finishing !== Infinity) for (const lane of prefilling) if (lane.qos > finishing && !starving(lane)) chunk.delete(lane);
+    if (finishing !== Infinity)
+      for (const lane of prefilling) if (lane.qos > finishing && !starving(lane)) chunk.delete(lane);
     const ctx = this.context;
     let planned = 0;
     for (const count of chunk.values()) planned += count;
@@ -964,7 +1047,11 @@ export class Engine {
         if (lane.job.logprobs === undefined) events.tokens.push([lane.job.id, token]);
         else {
           const logits = this.context.logits(row);
-          events.tokens.push([lane.job.id, token, positionLogprobs(logits, token, lane.job.logprobs, lane.job.sampling.logitBias)]);
+          events.tokens.push([
+            lane.job.id,
+            token,
+            positionLogprobs(logits, token, lane.job.logprobs, lane.job.sampling.logitBias),
+          ]);
         }
       }
       if (end) this.finish(events, lane, end.reason, end.error, end.clientError ?? false);
@@ -991,7 +1078,13 @@ export class Engine {
   private makeRoom(events: TickEvents, need: number): void {
     if (this.pool.evictForSpace(need)) return;
     if (this.lanes.size <= 1) {
-      for (const lane of [...this.lanes]) this.finish(events, lane, "error", `the KV pool (${this.pool.capacity} cells) has no room for this request's next step`);
+      for (const lane of [...this.lanes])
+        this.finish(
+          events,
+          lane,
+          "error",
+          `the KV pool (${this.pool.capacity} cells) has no room for this request's next step`,
+        );
       return;
     }
     let victim: Lane | undefined;

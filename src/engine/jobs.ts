@@ -143,7 +143,9 @@ export interface EngineSnapshot {
   prefixCopies: number;
   /** Queued requests that waited for another lane's prefill of their prefix instead of prefilling it too. */
   coalesced: number;
-  /** Cached prefixes moved out of the pool because KV occupancy crossed the high watermark (or, shared, their share). */
+  /**
+   * Cached prefixes moved out of the pool because KV occupancy crossed the high watermark (or, shared, their share).
+   */
   pressureEvictions: number;
   /** Cached prefixes (and paused lanes' cells) moved out of a shared pool to make room for a tick. */
   spaceEvictions: number;

@@ -62,7 +62,8 @@ export function cutCells(seq: CellOwner, others?: Iterable<CellOwner>): void {
 
 /** One of the owners holds cells of `lineage` at positions from `from` on. */
 function borrowsPast(owners: Iterable<CellOwner>, lineage: number, from: number): boolean {
-  for (const o of owners) if (o.cells.borrowed.some((r) => r.lineage === lineage && Math.min(r.to, o.tokens.length) > from)) return true;
+  for (const o of owners)
+    if (o.cells.borrowed.some((r) => r.lineage === lineage && Math.min(r.to, o.tokens.length) > from)) return true;
   return false;
 }
 

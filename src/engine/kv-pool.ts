@@ -31,9 +31,13 @@ export interface KvPoolOptions {
   /** KV occupancy (0-1) that makes cached prefixes leave the pool, and the occupancy eviction brings it down to. */
   pressureHigh: number;
   pressureLow: number;
-  /** Lanes: in a shared pool cached prefixes keep at most one lane's share of the cells (docs/design.md#prefix-cache). */
+  /**
+   * Lanes: in a shared pool cached prefixes keep at most one lane's share of the cells (docs/design.md#prefix-cache).
+   */
   lanes: number;
-  /** Percent of the pool's cells pinned prefixes may hold (docs/design.md#pinned-prefixes); 0 = they protect nothing. */
+  /**
+   * Percent of the pool's cells pinned prefixes may hold (docs/design.md#pinned-prefixes); 0 = they protect nothing.
+   */
   pinBudgetPct: number;
   /** Clock for pin expiry, in milliseconds. */
   now?: () => number;
@@ -46,7 +50,6 @@ const MIN_PREFIX_REUSE = 16;
 export function sequencesFor(lanes: number): number {
   return Math.min(256, Math.max(4, lanes + 2));
 }
-
 
 export class KvPool {
   readonly sequences: KvSequence[];
@@ -67,9 +70,18 @@ export class KvPool {
   ) {
     this.shared = context.shared;
     this.capacity = context.poolCells;
-    this.sequences = Array.from({ length: context.sequences }, (_, index) => ({ index, tokens: [], live: false, cells: emptyCells() }));
+    this.sequences = Array.from({ length: context.sequences }, (_, index) => ({
+      index,
+      tokens: [],
+      live: false,
+      cells: emptyCells(),
+    }));
     this.cache = new PrefixCache(context, { bytes: opts.hostCacheBytes, tokens: this.capacity });
-    this.pins = new PinSet({ capacity: this.capacity, budgetPct: opts.pinBudgetPct, ...(opts.now ? { now: opts.now } : {}) });
+    this.pins = new PinSet({
+      capacity: this.capacity,
+      budgetPct: opts.pinBudgetPct,
+      ...(opts.now ? { now: opts.now } : {}),
+    });
   }
 
   /** Cells in use, shared cells counted once. */
@@ -95,7 +107,8 @@ export class KvPool {
   cellsToSeat(prompt: number[]): number {
     let shared = 0;
     if (this.shared) {
-      for (const s of this.sequences) if (s.live) shared = Math.max(shared, commonPrefix(s.tokens, prompt, prompt.length - 1));
+      for (const s of this.sequences)
+        if (s.live) shared = Math.max(shared, commonPrefix(s.tokens, prompt, prompt.length - 1));
     }
     return prompt.length - (shared >= MIN_PREFIX_REUSE ? shared : 0);
   }
@@ -137,7 +150,8 @@ export class KvPool {
     const inHost = worth(found.host?.length ?? 0);
     const live = worth(donorLen);
     let seq: KvSequence;
-    const holder = inPool > 0 && inPool >= inHost && inPool >= live ? this.sequences[found.pool!.entry.seq.index]! : undefined;
+    const holder =
+      inPool > 0 && inPool >= inHost && inPool >= live ? this.sequences[found.pool!.entry.seq.index]! : undefined;
     if (holder && this.pinnedLength(holder) <= inPool) {
       seq = holder;
       this.keepOnly(seq, inPool);
@@ -258,7 +272,10 @@ export class KvPool {
     for (const pin of cut) if (!this.sequences.some((s) => isPrefix(pin.tokens, s.tokens))) this.pins.yieldPin(pin);
   }
 
-  /** Cuts a cached sequence to `length` tokens (the rest to the host tier); what stays is still a cache entry. False when nothing was cut. */
+  /**
+   * Cuts a cached sequence to `length` tokens (the rest to the host tier); what stays is still a cache entry. False
+   * when nothing was cut.
+   */
   private trimCached(seq: KvSequence, length: number): boolean {
     if (seq.tokens.length <= length) return false;
     this.keepOnly(seq, length);

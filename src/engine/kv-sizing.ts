@@ -129,12 +129,14 @@ export function planKv(req: KvRequest, facts: KvFacts): KvPlan {
     // A share of 4096 per lane when memory holds it at all; else one 4096-cell window.
     const floor = wantedFloor * bpt <= left ? wantedFloor : Math.min(ceiling, MIN_LANE_SHARE);
     pool = align(Math.min(ceiling, Math.max(budget, floor)));
-    if (pool >= align(ceiling)) why = `${facts.lanes} lanes x ${trained}, all they can use (${share} would allow ${budget})`;
+    if (pool >= align(ceiling))
+      why = `${facts.lanes} lanes x ${trained}, all they can use (${share} would allow ${budget})`;
     else if (budget >= floor) why = `${share}: ${Math.floor(pool / facts.lanes)} cells a lane`;
     else why = `a floor of ${floor} cells, above ${share} (${budget}): memory is short`;
   }
   const window = Math.min(trained, pool, req.maxContext ?? Infinity);
-  const reasonWindow = window === req.maxContext ? "--max-context" : window === trained ? "the model's trained window" : "the whole pool";
+  const reasonWindow =
+    window === req.maxContext ? "--max-context" : window === trained ? "the model's trained window" : "the whole pool";
   return {
     layout: "shared",
     sequences,

@@ -76,7 +76,10 @@ export class LlamaModel {
     return Number(this.llama.api.llama_model_size(this.handle));
   }
 
-  /** Recurrent, hybrid or sliding-window state: what decides whether a rejected draft can be cut off the KV (a full load only). */
+  /**
+   * Recurrent, hybrid or sliding-window state: what decides whether a rejected draft can be cut off the KV (a full load
+   * only).
+   */
   memoryKind(): ModelMemoryKind {
     const api = this.llama.api;
     return {
@@ -188,7 +191,9 @@ export class LlamaModel {
 
   /** A control, user-defined or unknown token (turn markers, the stop set), not text. */
   isSpecial(token: number): boolean {
-    return this.isEog(token) || (this.llama.api.llama_vocab_get_attr(this.vocab, token) & (ATTR_NORMAL | ATTR_BYTE)) === 0;
+    return (
+      this.isEog(token) || (this.llama.api.llama_vocab_get_attr(this.vocab, token) & (ATTR_NORMAL | ATTR_BYTE)) === 0
+    );
   }
 
   isEog(token: number): boolean {

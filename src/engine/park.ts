@@ -71,7 +71,13 @@ export function tokenDigest(tokens: ArrayLike<number>, count = tokens.length): s
  * 0600. Returns the file's size.
  */
 export function sealPark(path: string, identity: string, tokens: readonly number[], blob: Uint8Array): number {
-  const header: ParkHeader = { model: identity, tokens: tokens.length, digest: tokenDigest(tokens), blobBytes: blob.length, encoding: "lossless" };
+  const header: ParkHeader = {
+    model: identity,
+    tokens: tokens.length,
+    digest: tokenDigest(tokens),
+    blobBytes: blob.length,
+    encoding: "lossless",
+  };
   const headerBytes = Buffer.from(JSON.stringify(header), "utf8");
   const prefix = Buffer.alloc(PREFIX_BYTES);
   MAGIC.copy(prefix, 0);
@@ -111,7 +117,10 @@ function readExactly(fd: number, length: number, position: number): Buffer | und
 
 export type ParkLookup =
   | { ok: true; tokens: number; blob: Uint8Array }
-  /** missing: no file; stale: another model, version or history, or no better than `atLeast`; corrupt: not a whole artifact (deleted). */
+  /**
+   * missing: no file; stale: another model, version or history, or no better than `atLeast`; corrupt: not a whole
+   * artifact (deleted).
+   */
   | { ok: false; why: "missing" | "stale" | "corrupt" };
 
 /**
@@ -132,7 +141,7 @@ export function openPark(path: string, identity: string, prompt: readonly number
   try {
     const size = fstatSync(fd).size;
     const prefix = readExactly(fd, PREFIX_BYTES, 0);
-    if (!prefix || !prefix.subarray(0, MAGIC.length).equals(MAGIC)) {
+    if (!prefix?.subarray(0, MAGIC.length).equals(MAGIC)) {
       corrupt = true;
       return { ok: false, why: "corrupt" };
     }
@@ -147,11 +156,17 @@ export function openPark(path: string, identity: string, prompt: readonly number
       header = undefined;
     }
     const blobAt = PREFIX_BYTES + headerLength;
-    if (!header || !Number.isSafeInteger(header.blobBytes) || !Number.isSafeInteger(header.tokens) || size !== blobAt + header.blobBytes + CHECKSUM_BYTES) {
+    if (
+      !header ||
+      !Number.isSafeInteger(header.blobBytes) ||
+      !Number.isSafeInteger(header.tokens) ||
+      size !== blobAt + header.blobBytes + CHECKSUM_BYTES
+    ) {
       corrupt = true;
       return { ok: false, why: "corrupt" };
     }
-    if (header.model !== identity || header.tokens <= atLeast || header.tokens > prompt.length) return { ok: false, why: "stale" };
+    if (header.model !== identity || header.tokens <= atLeast || header.tokens > prompt.length)
+      return { ok: false, why: "stale" };
     if (header.digest !== tokenDigest(prompt, header.tokens)) return { ok: false, why: "stale" };
     const rest = readExactly(fd, header.blobBytes + CHECKSUM_BYTES, blobAt);
     if (!rest) {

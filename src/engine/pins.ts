@@ -147,7 +147,10 @@ export class PinSet {
     return best;
   }
 
-  /** The protecting pins that are prefixes of `tokens` longer than `length` (what cutting `tokens` to `length` takes away). */
+  /**
+   * The protecting pins that are prefixes of `tokens` longer than `length` (what cutting `tokens` to `length` takes
+   * away).
+   */
   cutBy(tokens: readonly number[], length: number): Pin[] {
     if (!this.protects || this.sorted.length === 0) return [];
     this.expire();

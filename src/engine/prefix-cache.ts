@@ -75,7 +75,12 @@ export class PrefixCache {
 
   /** The longest prefix of `prompt` (at most `max` tokens) held in the pool and in host memory. */
   lookup(prompt: number[], max: number): CacheLookup {
-    const found = this.tree.longest(prompt, max, (e) => e.kind, (a, b) => b.usedAt - a.usedAt);
+    const found = this.tree.longest(
+      prompt,
+      max,
+      (e) => e.kind,
+      (a, b) => b.usedAt - a.usedAt,
+    );
     return {
       pool: found.get("pool") as CacheLookup["pool"],
       host: found.get("host") as CacheLookup["host"],
@@ -89,7 +94,12 @@ export class PrefixCache {
    */
   spill(seq: CachedSequence, keep = 0): void {
     const tokens = seq.tokens;
-    if (this.hostLimits.bytes === 0 || tokens.length - keep < MIN_SPILL_TOKENS || tokens.length > this.hostLimits.tokens) return;
+    if (
+      this.hostLimits.bytes === 0 ||
+      tokens.length - keep < MIN_SPILL_TOKENS ||
+      tokens.length > this.hostLimits.tokens
+    )
+      return;
     const covered = this.tree.longest(tokens, tokens.length, () => "any").get("any");
     if (covered && covered.length === tokens.length) return;
     const blob = this.context.exportSequence(seq.index);
@@ -141,7 +151,9 @@ export class PrefixCache {
   /** Evicts least recently used host entries until the tier is within its limits. */
   private trimHost(): void {
     if (this.hostBytes <= this.hostLimits.bytes && this.hostTokens <= this.hostLimits.tokens) return;
-    const host = [...this.tree.entries()].filter((e): e is Extract<CacheEntry, { kind: "host" }> => e.kind === "host").sort((a, b) => a.usedAt - b.usedAt);
+    const host = [...this.tree.entries()]
+      .filter((e): e is Extract<CacheEntry, { kind: "host" }> => e.kind === "host")
+      .sort((a, b) => a.usedAt - b.usedAt);
     for (const e of host) {
       if (this.hostBytes <= this.hostLimits.bytes && this.hostTokens <= this.hostLimits.tokens) break;
       this.dropHost(e);

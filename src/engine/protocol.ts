@@ -31,7 +31,9 @@ export interface WorkerInfo {
   threads: number;
   prefillBudget: number;
   vocab: { size: number; bos: number; eos: number; eot: number; addBos: boolean; eog: number[] };
-  /** A worker serves either generation (a chat model) or embeddings (a model whose GGUF declares pooling), never both. */
+  /**
+   * A worker serves either generation (a chat model) or embeddings (a model whose GGUF declares pooling), never both.
+   */
   capabilities: { generate: boolean; prefixCopy: boolean; embeddings: boolean; grammar: boolean };
   /** An embedding worker's facts (src/engine/embedder.ts); absent on a generation worker. */
   embedding?: {
@@ -45,7 +47,10 @@ export interface WorkerInfo {
   };
   /** The libllama the worker opened, and the processor and ggml CPU variant its kernels run on (ffi/cpu-variant.ts). */
   library: { path: string; source: string; cpu: CpuInfo };
-  /** The speculative decoding the worker runs (--speculate; docs/cli.md#speculative-decoding): "off" on embedding workers. */
+  /**
+   * The speculative decoding the worker runs (--speculate; docs/cli.md#speculative-decoding): "off" on embedding
+   * workers.
+   */
   speculation: SpeculationStrategyName;
   /** Why `--speculate auto` decodes this model plainly. */
   speculationNote?: string;

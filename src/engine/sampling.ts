@@ -51,7 +51,10 @@ export function argmax(row: Float32Array, banned?: ReadonlySet<number>): number 
 }
 
 function logitsRow(model: LlamaModel, context: Pointer, i: number): Float32Array {
-  return floatView(handle(model.llama.api.llama_get_logits_ith(context, i), `logits for batch index ${i}`), model.vocabInfo.size);
+  return floatView(
+    handle(model.llama.api.llama_get_logits_ith(context, i), `logits for batch index ${i}`),
+    model.vocabInfo.size,
+  );
 }
 
 /** llama.cpp reads 0xFFFFFFFF as "pick a random seed": a seed that lands there moves one down. */
@@ -151,8 +154,14 @@ export class SamplerChain {
     this.stateless = !hasPenalties(spec);
     const { api, shim } = model.llama;
     if (grammar !== undefined) {
-      const g = grammar.trigger === undefined ? api.llama_sampler_init_grammar(model.vocab, cstr(grammar.gbnf), cstr("root")) : lazyGrammar(model, grammar.gbnf, grammar.trigger);
-      if (!g || typeof g === "bigint") throw new GrammarError("the request's grammar (from response_format, grammar or tools) did not compile on this engine");
+      const g =
+        grammar.trigger === undefined
+          ? api.llama_sampler_init_grammar(model.vocab, cstr(grammar.gbnf), cstr("root"))
+          : lazyGrammar(model, grammar.gbnf, grammar.trigger);
+      if (!g || typeof g === "bigint")
+        throw new GrammarError(
+          "the request's grammar (from response_format, grammar or tools) did not compile on this engine",
+        );
       this.grammar = g;
     }
     const chain = handle(shim.sf_sampler_chain_new(), "sampler chain");
@@ -263,7 +272,10 @@ export class SamplerChain {
     const { seed, index } = this.positionSeeded!;
     const old = api.llama_sampler_chain_remove(this.handle, index);
     if (old) api.llama_sampler_free(old);
-    api.llama_sampler_chain_add(this.handle, handle(api.llama_sampler_init_dist(positionSeed(seed, position)), "dist sampler"));
+    api.llama_sampler_chain_add(
+      this.handle,
+      handle(api.llama_sampler_init_dist(positionSeed(seed, position)), "dist sampler"),
+    );
   }
 
   free(): void {

@@ -10,12 +10,18 @@ export const QOS_NAMES = ["interactive", "completion", "agent", "background"] as
 export type QosName = (typeof QOS_NAMES)[number];
 
 /** Each class by name. */
-export const QOS = { interactive: 0, completion: 1, agent: 2, background: 3 } as const satisfies Record<QosName, QosClass>;
+export const QOS = { interactive: 0, completion: 1, agent: 2, background: 3 } as const satisfies Record<
+  QosName,
+  QosClass
+>;
 
 /** The class of a request that names none (docs/api/openai.md#qos-classes). */
 export const DEFAULT_QOS: QosClass = QOS.agent;
 
-/** A class from its own name (case-insensitive); undefined when it names none. Aliases are the HTTP layer's (src/http/qos.ts). */
+/**
+ * A class from its own name (case-insensitive); undefined when it names none. Aliases are the HTTP layer's
+ * (src/http/qos.ts).
+ */
 export function qosByName(name: string): QosClass | undefined {
   const i = QOS_NAMES.indexOf(name.trim().toLowerCase() as QosName);
   return i < 0 ? undefined : (i as QosClass);
@@ -117,14 +123,20 @@ export type ClassLanes = Partial<Record<QosName, number>>;
  * name: the classes' own names by default (what the daemon passes a worker);
  * the serve flag also takes the aliases (src/http/qos.ts).
  */
-export function parseLaneCaps(raw: string, maxBatch: number, classOf: (name: string) => QosClass | undefined = qosByName): ClassLanes {
+export function parseLaneCaps(
+  raw: string,
+  maxBatch: number,
+  classOf: (name: string) => QosClass | undefined = qosByName,
+): ClassLanes {
   const caps: ClassLanes = {};
   for (const part of raw.split(",")) {
     const m = /^\s*([\w-]+)\s*=\s*(\d+)\s*$/.exec(part);
     const qos = m ? classOf(m[1]!) : undefined;
-    if (!m || qos === undefined) throw new Error(`--class-lanes expects class=N[,class=N...] with classes ${QOS_NAMES.join(", ")}; got '${part}'`);
+    if (!m || qos === undefined)
+      throw new Error(`--class-lanes expects class=N[,class=N...] with classes ${QOS_NAMES.join(", ")}; got '${part}'`);
     const n = Number(m[2]);
-    if (n < 1 || n > maxBatch) throw new Error(`--class-lanes ${QOS_NAMES[qos]}=${n}: each cap must be between 1 and --max-batch (${maxBatch})`);
+    if (n < 1 || n > maxBatch)
+      throw new Error(`--class-lanes ${QOS_NAMES[qos]}=${n}: each cap must be between 1 and --max-batch (${maxBatch})`);
     caps[QOS_NAMES[qos]] = n;
   }
   return caps;
@@ -167,7 +179,10 @@ export class PrefillBudget {
   /** Prompt tokens for the next tick; `laneFree` when a newcomer could be admitted after it. */
   next(laneFree: boolean): number {
     // An unknown or degenerate cost (a 0 ms tick) says nothing: fall back to the plain budget.
-    const cost = this.msPerToken !== undefined && this.msPerToken > 0 && Number.isFinite(this.msPerToken) ? this.msPerToken : undefined;
+    const cost =
+      this.msPerToken !== undefined && this.msPerToken > 0 && Number.isFinite(this.msPerToken)
+        ? this.msPerToken
+        : undefined;
     if (this.policy.budget === 0) {
       const target = laneFree ? this.policy.targetFreeMs : this.policy.targetBusyMs;
       return cost === undefined ? 512 : clamp(Math.floor(target / cost), 256, 4096);

@@ -43,7 +43,8 @@ export class SpeculationRefusedError extends Error {}
 export function cannotCutDraft(kind: ModelMemoryKind): string | undefined {
   if (kind.recurrent) return "it keeps recurrent state, which cannot drop a rejected draft";
   if (kind.hybrid) return "it is a hybrid model whose recurrent layers cannot drop a rejected draft";
-  if (kind.slidingWindow > 0) return `it uses sliding-window attention (${kind.slidingWindow} tokens), whose cells cannot be restored once a rejected draft pushed them out`;
+  if (kind.slidingWindow > 0)
+    return `it uses sliding-window attention (${kind.slidingWindow} tokens), whose cells cannot be restored once a rejected draft pushed them out`;
   return undefined;
 }
 
@@ -52,11 +53,15 @@ export function cannotCutDraft(kind: ModelMemoryKind): string | undefined {
  * `prompt-lookup` on a model that cannot cut a draft throws
  * SpeculationRefusedError; `auto` on one decodes plainly, saying why.
  */
-export function resolveSpeculation(settings: SpeculationSettings | undefined, kind: ModelMemoryKind): ResolvedSpeculation {
+export function resolveSpeculation(
+  settings: SpeculationSettings | undefined,
+  kind: ModelMemoryKind,
+): ResolvedSpeculation {
   if (!settings) return { strategy: "off" };
   const why = cannotCutDraft(kind);
   if (why !== undefined) {
-    if (settings.directive !== "auto") throw new SpeculationRefusedError(`--speculate ${settings.directive}: this model cannot use it: ${why}`);
+    if (settings.directive !== "auto")
+      throw new SpeculationRefusedError(`--speculate ${settings.directive}: this model cannot use it: ${why}`);
     return { strategy: "off", reason: `auto: ${why}; decoding plainly` };
   }
   const { directive, draftModel: _, ...tuning } = settings;
@@ -65,7 +70,10 @@ export function resolveSpeculation(settings: SpeculationSettings | undefined, ki
 }
 
 /** Settings for a directive with every tuning value at its default. */
-export function speculationSettings(directive: SpeculationDirective, tuning: Partial<Omit<SpeculationSettings, "directive">> = {}): SpeculationSettings {
+export function speculationSettings(
+  directive: SpeculationDirective,
+  tuning: Partial<Omit<SpeculationSettings, "directive">> = {},
+): SpeculationSettings {
   return { directive, ...SPECULATION_DEFAULTS, ...tuning };
 }
 
@@ -75,15 +83,25 @@ export function speculationSettings(directive: SpeculationDirective, tuning: Par
  */
 export function speculationFlags(s: SpeculationSettings): string[] {
   return [
-    "--speculate", s.directive === "draft-model" ? `draft-model:${s.draftModel}` : s.directive,
-    "--spec-draft-tokens", String(s.draftTokens),
-    "--spec-min-yield", String(s.minYield),
-    "--spec-yield-rounds", String(s.yieldRounds),
-    "--spec-throughput-gate", s.throughputGate ? "on" : "off",
-    "--spec-adaptive", s.adaptive ? "on" : "off",
-    "--spec-min-speedup", String(s.minSpeedup),
-    "--spec-gate-probe-tokens", String(s.probeTokens),
-    "--spec-gate-reprobe", String(s.reprobe),
-    "--spec-gate-reprobe-max", String(s.reprobeMax),
+    "--speculate",
+    s.directive === "draft-model" ? `draft-model:${s.draftModel}` : s.directive,
+    "--spec-draft-tokens",
+    String(s.draftTokens),
+    "--spec-min-yield",
+    String(s.minYield),
+    "--spec-yield-rounds",
+    String(s.yieldRounds),
+    "--spec-throughput-gate",
+    s.throughputGate ? "on" : "off",
+    "--spec-adaptive",
+    s.adaptive ? "on" : "off",
+    "--spec-min-speedup",
+    String(s.minSpeedup),
+    "--spec-gate-probe-tokens",
+    String(s.probeTokens),
+    "--spec-gate-reprobe",
+    String(s.reprobe),
+    "--spec-gate-reprobe-max",
+    String(s.reprobeMax),
   ];
 }

@@ -16,7 +16,10 @@
 // depth the adaptive gate tries) are compared (the throughput gate), an "off"
 // measured again after a growing number of requests.
 
-/** The strategies a worker can run on llama.cpp: drafts from the lane's own context, or from a small model (./draft-model.ts). */
+/**
+ * The strategies a worker can run on llama.cpp: drafts from the lane's own context, or from a small model
+ * (./draft-model.ts).
+ */
 export type SpecStrategy = "prompt-lookup" | "draft-model";
 
 export interface SpeculationConfig {
@@ -184,7 +187,10 @@ export class SpeculationGates {
     return this.depths.find((d) => (state.sides.get(d)?.ticks ?? 0) < this.config.probeTokens) ?? 0;
   }
 
-  /** A pure decode tick with `lanes` lanes decoding, asked to draft `depth` deep (0: plain), emitted `tokens` tokens in `ms`. */
+  /**
+   * A pure decode tick with `lanes` lanes decoding, asked to draft `depth` deep (0: plain), emitted `tokens` tokens in
+   * `ms`.
+   */
   observe(lanes: number, depth: number, tokens: number, ms: number): void {
     if (!this.config.throughputGate || this.abandoned || tokens === 0) return;
     const state = this.state(lanes);

@@ -189,7 +189,10 @@ export class FileStore {
       if (!name.endsWith(".json")) continue;
       const meta = await this.readMeta(name);
       if (meta === undefined) continue;
-      const size = await stat(this.dataPath(meta.id)).then((s) => s.size, () => -1);
+      const size = await stat(this.dataPath(meta.id)).then(
+        (s) => s.size,
+        () => -1,
+      );
       if (size !== meta.bytes) {
         // Its content is missing or not what was recorded: not a file we can serve.
         await unlink(join(this.dir, name)).catch(ignoreMissing);
@@ -197,13 +200,16 @@ export class FileStore {
         continue;
       }
       // Written by a version that left modes to the umask: tightened, as new files are.
-      await Promise.all([join(this.dir, name), this.dataPath(meta.id)].map((p) => chmod(p, PRIVATE_FILE_MODE).catch(() => {})));
+      await Promise.all(
+        [join(this.dir, name), this.dataPath(meta.id)].map((p) => chmod(p, PRIVATE_FILE_MODE).catch(() => {})),
+      );
       metas.push(meta);
     }
     for (const name of names) {
       // Content whose metadata never landed: a commit cut short, or a delete midway.
       const id = name.endsWith(".data") ? name.slice(0, -5) : undefined;
-      if (id !== undefined && ID.test(id) && !names.has(`${id}.json`)) await unlink(join(this.dir, name)).catch(ignoreMissing);
+      if (id !== undefined && ID.test(id) && !names.has(`${id}.json`))
+        await unlink(join(this.dir, name)).catch(ignoreMissing);
     }
     metas.sort((a, b) => a.seq - b.seq);
     for (const meta of metas) this.add(meta);
@@ -237,7 +243,8 @@ export class FileStore {
   /** The expiry instant of a file: the earlier of --files-expiry after its upload and its own expires_after. */
   private expiresAt(meta: StoredMeta): number | null {
     // Rounded up to the second: a file lives at least as long as it was given.
-    const byFlag = this.opts.expirySec === undefined ? null : Math.ceil((meta.created_ms + this.opts.expirySec * 1000) / 1000);
+    const byFlag =
+      this.opts.expirySec === undefined ? null : Math.ceil((meta.created_ms + this.opts.expirySec * 1000) / 1000);
     const own = meta.client_expires_at;
     if (byFlag === null) return own;
     return own === null ? byFlag : Math.min(own, byFlag);
@@ -271,7 +278,11 @@ export class FileStore {
    * count against the quota until it is committed or discarded.
    */
   async stage(body: FileBody): Promise<StagedUpload> {
-    const staged: Staged = { path: join(this.tmpDir, `${randomBytes(12).toString("hex")}.part`), bytes: 0, settled: false };
+    const staged: Staged = {
+      path: join(this.tmpDir, `${randomBytes(12).toString("hex")}.part`),
+      bytes: 0,
+      settled: false,
+    };
     const fh = await open(staged.path, "wx", PRIVATE_FILE_MODE);
     try {
       for await (const chunk of chunksOf(body)) {
@@ -302,7 +313,10 @@ export class FileStore {
   }
 
   /** Makes a staged upload a file of scope `info.owner`, durably (content and metadata synced) before it resolves. */
-  async commit(upload: StagedUpload, info: { filename: string; purpose: string; expiresAfterSec?: number; owner?: string }): Promise<FileRecord> {
+  async commit(
+    upload: StagedUpload,
+    info: { filename: string; purpose: string; expiresAfterSec?: number; owner?: string },
+  ): Promise<FileRecord> {
     const staged = upload as Staged;
     if (staged.settled) throw new Error("this upload was already committed or discarded");
     staged.settled = true;
@@ -315,7 +329,8 @@ export class FileStore {
       seq: this.nextSeq++,
       filename: info.filename,
       purpose: info.purpose,
-      client_expires_at: info.expiresAfterSec === undefined ? null : Math.ceil((now + info.expiresAfterSec * 1000) / 1000),
+      client_expires_at:
+        info.expiresAfterSec === undefined ? null : Math.ceil((now + info.expiresAfterSec * 1000) / 1000),
       ...(info.owner === undefined ? {} : { owner: info.owner }),
     };
     const data = this.dataPath(meta.id);
@@ -341,7 +356,13 @@ export class FileStore {
   }
 
   /** Streams the body to disk and stores it as a file: stage() then commit(). */
-  async create(input: { filename: string; purpose: string; body: FileBody; expiresAfterSec?: number; owner?: string }): Promise<FileRecord> {
+  async create(input: {
+    filename: string;
+    purpose: string;
+    body: FileBody;
+    expiresAfterSec?: number;
+    owner?: string;
+  }): Promise<FileRecord> {
     const staged = await this.stage(input.body);
     return this.commit(staged, input);
   }
@@ -383,7 +404,12 @@ export class FileStore {
     matching.sort((a, b) => (desc ? b.meta.seq - a.meta.seq : a.meta.seq - b.meta.seq));
     const limit = opts.limit ?? Infinity;
     const data = matching.slice(0, limit).map((e) => e.record);
-    return { data, has_more: matching.length > data.length, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+    return {
+      data,
+      has_more: matching.length > data.length,
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+    };
   }
 
   /** The content file on disk, for streaming reads (open it before relying on it: a delete may remove it). */
@@ -415,7 +441,10 @@ export class FileStore {
       this.used += entry.meta.bytes;
       throw err;
     }
-    this.tombstones.set(id, { seq: entry.meta.seq, ...(entry.meta.owner === undefined ? {} : { owner: entry.meta.owner }) });
+    this.tombstones.set(id, {
+      seq: entry.meta.seq,
+      ...(entry.meta.owner === undefined ? {} : { owner: entry.meta.owner }),
+    });
     if (this.tombstones.size > MAX_TOMBSTONES) this.tombstones.delete(this.tombstones.keys().next().value!);
     await unlink(this.dataPath(id)).catch(ignoreMissing);
     await syncDir(this.dir);

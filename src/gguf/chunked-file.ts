@@ -56,7 +56,8 @@ export class ChunkedFile {
 
   /** Make sure `n` bytes from `pos` are buffered; throws if the file is too short. */
   private ensure(n: number, what: string): void {
-    if (n > this.size - this.pos) this.fail(`truncated file: ${what} needs ${n} bytes, only ${this.size - this.pos} left`);
+    if (n > this.size - this.pos)
+      this.fail(`truncated file: ${what} needs ${n} bytes, only ${this.size - this.pos} left`);
     const have = this.bufStart + this.buf.length - this.pos;
     if (have >= n) return;
     const want = Math.min(Math.max(n, this.nextChunk), this.size - this.pos);
@@ -81,22 +82,53 @@ export class ChunkedFile {
     return off;
   }
 
-  u8(what = "u8"): number { const o = this.at(1, what); return this.view.getUint8(o); }
-  i8(what = "i8"): number { const o = this.at(1, what); return this.view.getInt8(o); }
-  u16(what = "u16"): number { const o = this.at(2, what); return this.view.getUint16(o, true); }
-  i16(what = "i16"): number { const o = this.at(2, what); return this.view.getInt16(o, true); }
-  u32(what = "u32"): number { const o = this.at(4, what); return this.view.getUint32(o, true); }
-  i32(what = "i32"): number { const o = this.at(4, what); return this.view.getInt32(o, true); }
-  f32(what = "f32"): number { const o = this.at(4, what); return this.view.getFloat32(o, true); }
-  f64(what = "f64"): number { const o = this.at(8, what); return this.view.getFloat64(o, true); }
-  u64(what = "u64"): bigint { const o = this.at(8, what); return this.view.getBigUint64(o, true); }
-  i64(what = "i64"): bigint { const o = this.at(8, what); return this.view.getBigInt64(o, true); }
+  u8(what = "u8"): number {
+    const o = this.at(1, what);
+    return this.view.getUint8(o);
+  }
+  i8(what = "i8"): number {
+    const o = this.at(1, what);
+    return this.view.getInt8(o);
+  }
+  u16(what = "u16"): number {
+    const o = this.at(2, what);
+    return this.view.getUint16(o, true);
+  }
+  i16(what = "i16"): number {
+    const o = this.at(2, what);
+    return this.view.getInt16(o, true);
+  }
+  u32(what = "u32"): number {
+    const o = this.at(4, what);
+    return this.view.getUint32(o, true);
+  }
+  i32(what = "i32"): number {
+    const o = this.at(4, what);
+    return this.view.getInt32(o, true);
+  }
+  f32(what = "f32"): number {
+    const o = this.at(4, what);
+    return this.view.getFloat32(o, true);
+  }
+  f64(what = "f64"): number {
+    const o = this.at(8, what);
+    return this.view.getFloat64(o, true);
+  }
+  u64(what = "u64"): bigint {
+    const o = this.at(8, what);
+    return this.view.getBigUint64(o, true);
+  }
+  i64(what = "i64"): bigint {
+    const o = this.at(8, what);
+    return this.view.getBigInt64(o, true);
+  }
 
   /** A u64 that must be a safe integer no larger than `max` (a count or length). */
   count(what: string, max: number): number {
     const start = this.pos;
     const v = this.u64(what);
-    if (v > BigInt(max)) this.fail(`${what} ${v} is impossible for a file of this size (corrupt or truncated file)`, start);
+    if (v > BigInt(max))
+      this.fail(`${what} ${v} is impossible for a file of this size (corrupt or truncated file)`, start);
     return Number(v);
   }
 

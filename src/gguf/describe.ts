@@ -219,7 +219,7 @@ export function describeModel(file: GgufFile): ModelInfo {
     vocabSize,
     tokenizerModel: str(md["tokenizer.ggml.model"]),
     chatTemplate: str(md["tokenizer.chat_template"]),
-    toolUseTemplate: namedChatTemplates["tool_use"],
+    toolUseTemplate: namedChatTemplates.tool_use,
     namedChatTemplates,
     specialTokens,
     fimTokens,

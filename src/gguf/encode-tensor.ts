@@ -59,10 +59,14 @@ const Q8_0_BLOCK_BYTES = 34; // f16 scale + 32 int8
 /** Bytes per element group for a supported writer type. */
 export function encodedSize(type: number, elements: number): number {
   switch (type) {
-    case GgmlType.F32: return elements * 4;
-    case GgmlType.F16: return elements * 2;
-    case GgmlType.Q8_0: return (elements / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES;
-    default: throw new Error(`gguf writer: tensor type ${type} is not supported (F32, F16, Q8_0 only)`);
+    case GgmlType.F32:
+      return elements * 4;
+    case GgmlType.F16:
+      return elements * 2;
+    case GgmlType.Q8_0:
+      return (elements / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES;
+    default:
+      throw new Error(`gguf writer: tensor type ${type} is not supported (F32, F16, Q8_0 only)`);
   }
 }
 

@@ -29,13 +29,27 @@ const MAX_ARRAY_NESTING = 4;
 /** Smallest encoded size of one value of a type, used to bound array counts by the file size. */
 function minValueSize(type: number): number {
   switch (type) {
-    case T.UINT8: case T.INT8: case T.BOOL: return 1;
-    case T.UINT16: case T.INT16: return 2;
-    case T.UINT32: case T.INT32: case T.FLOAT32: return 4;
-    case T.UINT64: case T.INT64: case T.FLOAT64: return 8;
-    case T.STRING: return 8; // length prefix
-    case T.ARRAY: return 12; // element type + count
-    default: return 1;
+    case T.UINT8:
+    case T.INT8:
+    case T.BOOL:
+      return 1;
+    case T.UINT16:
+    case T.INT16:
+      return 2;
+    case T.UINT32:
+    case T.INT32:
+    case T.FLOAT32:
+      return 4;
+    case T.UINT64:
+    case T.INT64:
+    case T.FLOAT64:
+      return 8;
+    case T.STRING:
+      return 8; // length prefix
+    case T.ARRAY:
+      return 12; // element type + count
+    default:
+      return 1;
   }
 }
 
@@ -45,23 +59,41 @@ function safeBig(v: bigint): number | bigint {
 
 function readScalar(f: ChunkedFile, type: number, key: string): GgufValue {
   switch (type) {
-    case T.UINT8: return f.u8(key);
-    case T.INT8: return f.i8(key);
-    case T.UINT16: return f.u16(key);
-    case T.INT16: return f.i16(key);
-    case T.UINT32: return f.u32(key);
-    case T.INT32: return f.i32(key);
-    case T.FLOAT32: return f.f32(key);
-    case T.FLOAT64: return f.f64(key);
-    case T.UINT64: return safeBig(f.u64(key));
-    case T.INT64: return safeBig(f.i64(key));
-    case T.BOOL: return f.u8(key) !== 0; // lenient: any non-zero byte is true
-    case T.STRING: return f.string(key);
-    default: return f.fail(`unknown value type ${type} for "${key}"`, f.pos - 4);
+    case T.UINT8:
+      return f.u8(key);
+    case T.INT8:
+      return f.i8(key);
+    case T.UINT16:
+      return f.u16(key);
+    case T.INT16:
+      return f.i16(key);
+    case T.UINT32:
+      return f.u32(key);
+    case T.INT32:
+      return f.i32(key);
+    case T.FLOAT32:
+      return f.f32(key);
+    case T.FLOAT64:
+      return f.f64(key);
+    case T.UINT64:
+      return safeBig(f.u64(key));
+    case T.INT64:
+      return safeBig(f.i64(key));
+    case T.BOOL:
+      return f.u8(key) !== 0; // lenient: any non-zero byte is true
+    case T.STRING:
+      return f.string(key);
+    default:
+      return f.fail(`unknown value type ${type} for "${key}"`, f.pos - 4);
   }
 }
 
-function readValue(f: ChunkedFile, type: number, key: string, depth: number): { value: GgufValue; typeName: GgufTypeName } {
+function readValue(
+  f: ChunkedFile,
+  type: number,
+  key: string,
+  depth: number,
+): { value: GgufValue; typeName: GgufTypeName } {
   if (type !== T.ARRAY) {
     const value = readScalar(f, type, key);
     return { value, typeName: SCALAR_TYPE_NAME[type]! };
@@ -99,7 +131,7 @@ function parse(f: ChunkedFile): GgufFile {
     const type = f.u32(`type of "${key}"`);
     if (type > T.FLOAT64) f.fail(`unknown value type ${type} for "${key}"`, typeAt);
     const { value, typeName } = readValue(f, type, key, 0);
-    if (Object.prototype.hasOwnProperty.call(metadata, key)) f.fail(`duplicate metadata key "${key}"`, typeAt);
+    if (Object.hasOwn(metadata, key)) f.fail(`duplicate metadata key "${key}"`, typeAt);
     metadata[key] = value;
     types[key] = typeName;
   }
@@ -107,7 +139,8 @@ function parse(f: ChunkedFile): GgufFile {
   let alignment = GGUF_DEFAULT_ALIGNMENT;
   if (metadata["general.alignment"] !== undefined) {
     const a = metadata["general.alignment"];
-    if (typeof a !== "number" || a <= 0 || (a & (a - 1)) !== 0) f.fail(`general.alignment ${String(a)} is not a power of two`);
+    if (typeof a !== "number" || a <= 0 || (a & (a - 1)) !== 0)
+      f.fail(`general.alignment ${String(a)} is not a power of two`);
     alignment = a;
   }
 
@@ -117,7 +150,8 @@ function parse(f: ChunkedFile): GgufFile {
     const at = f.pos;
     const name = f.string(`tensor #${i} name`);
     const nDims = f.u32(`tensor "${name}" n_dims`);
-    if (nDims < 1 || nDims > GGML_MAX_DIMS) f.fail(`tensor "${name}" has ${nDims} dimensions (1..${GGML_MAX_DIMS} allowed)`, at);
+    if (nDims < 1 || nDims > GGML_MAX_DIMS)
+      f.fail(`tensor "${name}" has ${nDims} dimensions (1..${GGML_MAX_DIMS} allowed)`, at);
     const dims: number[] = [];
     let elements = 1;
     for (let d = 0; d < nDims; d++) {

@@ -23,12 +23,33 @@ export const GgufValueType = {
 
 /** Short names callers use to pick a value type explicitly (reader reports these too). */
 export type GgufScalarTypeName =
-  | "u8" | "i8" | "u16" | "i16" | "u32" | "i32" | "u64" | "i64"
-  | "f32" | "f64" | "bool" | "string";
+  | "u8"
+  | "i8"
+  | "u16"
+  | "i16"
+  | "u32"
+  | "i32"
+  | "u64"
+  | "i64"
+  | "f32"
+  | "f64"
+  | "bool"
+  | "string";
 export type GgufTypeName = GgufScalarTypeName | `array<${GgufScalarTypeName}>` | "array<array>";
 
 export const SCALAR_TYPE_CODE: Record<GgufScalarTypeName, number> = {
-  u8: 0, i8: 1, u16: 2, i16: 3, u32: 4, i32: 5, f32: 6, bool: 7, string: 8, u64: 10, i64: 11, f64: 12,
+  u8: 0,
+  i8: 1,
+  u16: 2,
+  i16: 3,
+  u32: 4,
+  i32: 5,
+  f32: 6,
+  bool: 7,
+  string: 8,
+  u64: 10,
+  i64: 11,
+  f64: 12,
 };
 
 export const SCALAR_TYPE_NAME: Record<number, GgufScalarTypeName> = Object.fromEntries(

@@ -6,9 +6,25 @@
 
 import { closeSync, fsyncSync, openSync, writeSync } from "node:fs";
 import { encodedSize, encodeValues, Q8_0_BLOCK } from "./encode-tensor.ts";
-import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GgmlType, GgufValueType as T, SCALAR_TYPE_CODE, type GgufScalarTypeName } from "./types.ts";
+import {
+  GGUF_DEFAULT_ALIGNMENT,
+  GGUF_MAGIC,
+  GgmlType,
+  GgufValueType as T,
+  SCALAR_TYPE_CODE,
+  type GgufScalarTypeName,
+} from "./types.ts";
 
-type NumArray = readonly number[] | Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array;
+type NumArray =
+  | readonly number[]
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Uint8Array
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array;
 type BigArray = readonly (bigint | number)[] | BigInt64Array | BigUint64Array;
 
 /** A metadata value with its GGUF type spelled out. */
@@ -17,7 +33,18 @@ export type TypedValue =
   | { type: "u64" | "i64"; value: number | bigint }
   | { type: "bool"; value: boolean }
   | { type: "string"; value: string }
-  | { type: "array<u8>" | "array<i8>" | "array<u16>" | "array<i16>" | "array<u32>" | "array<i32>" | "array<f32>" | "array<f64>"; value: NumArray }
+  | {
+      type:
+        | "array<u8>"
+        | "array<i8>"
+        | "array<u16>"
+        | "array<i16>"
+        | "array<u32>"
+        | "array<i32>"
+        | "array<f32>"
+        | "array<f64>";
+      value: NumArray;
+    }
   | { type: "array<u64>" | "array<i64>"; value: BigArray }
   | { type: "array<bool>"; value: readonly boolean[] }
   | { type: "array<string>"; value: readonly string[] };
@@ -29,7 +56,15 @@ export type TypedValue =
  * (u64 when ≥ 2^63); string[] → array<string>; boolean[] → array<bool>;
  * number[] → array<i32> when all fit, else array<f32>.
  */
-export type MetaValue = TypedValue | string | boolean | number | bigint | readonly string[] | readonly boolean[] | readonly number[];
+export type MetaValue =
+  | TypedValue
+  | string
+  | boolean
+  | number
+  | bigint
+  | readonly string[]
+  | readonly boolean[]
+  | readonly number[];
 
 /** Called with consecutive chunks: fill `out` with elements [start, start + out.length). */
 export type TensorFill = (out: Float32Array, start: number) => void;
@@ -76,24 +111,67 @@ class ByteSink {
     this.len += n;
     return at;
   }
-  u8(v: number) { const o = this.reserve(1); this.view.setUint8(o, v); }
-  i8(v: number) { const o = this.reserve(1); this.view.setInt8(o, v); }
-  u16(v: number) { const o = this.reserve(2); this.view.setUint16(o, v, true); }
-  i16(v: number) { const o = this.reserve(2); this.view.setInt16(o, v, true); }
-  u32(v: number) { const o = this.reserve(4); this.view.setUint32(o, v, true); }
-  i32(v: number) { const o = this.reserve(4); this.view.setInt32(o, v, true); }
-  f32(v: number) { const o = this.reserve(4); this.view.setFloat32(o, v, true); }
-  f64(v: number) { const o = this.reserve(8); this.view.setFloat64(o, v, true); }
-  u64(v: bigint) { const o = this.reserve(8); this.view.setBigUint64(o, v, true); }
-  i64(v: bigint) { const o = this.reserve(8); this.view.setBigInt64(o, v, true); }
-  bytes(b: Uint8Array) { const o = this.reserve(b.length); this.buf.set(b, o); }
-  string(s: string) { const b = utf8.encode(s); this.u64(BigInt(b.length)); this.bytes(b); }
-  padTo(alignment: number) { const pad = (alignment - (this.len % alignment)) % alignment; this.reserve(pad); }
-  result(): Uint8Array { return this.buf.slice(0, this.len); }
+  u8(v: number) {
+    const o = this.reserve(1);
+    this.view.setUint8(o, v);
+  }
+  i8(v: number) {
+    const o = this.reserve(1);
+    this.view.setInt8(o, v);
+  }
+  u16(v: number) {
+    const o = this.reserve(2);
+    this.view.setUint16(o, v, true);
+  }
+  i16(v: number) {
+    const o = this.reserve(2);
+    this.view.setInt16(o, v, true);
+  }
+  u32(v: number) {
+    const o = this.reserve(4);
+    this.view.setUint32(o, v, true);
+  }
+  i32(v: number) {
+    const o = this.reserve(4);
+    this.view.setInt32(o, v, true);
+  }
+  f32(v: number) {
+    const o = this.reserve(4);
+    this.view.setFloat32(o, v, true);
+  }
+  f64(v: number) {
+    const o = this.reserve(8);
+    this.view.setFloat64(o, v, true);
+  }
+  u64(v: bigint) {
+    const o = this.reserve(8);
+    this.view.setBigUint64(o, v, true);
+  }
+  i64(v: bigint) {
+    const o = this.reserve(8);
+    this.view.setBigInt64(o, v, true);
+  }
+  bytes(b: Uint8Array) {
+    const o = this.reserve(b.length);
+    this.buf.set(b, o);
+  }
+  string(s: string) {
+    const b = utf8.encode(s);
+    this.u64(BigInt(b.length));
+    this.bytes(b);
+  }
+  padTo(alignment: number) {
+    const pad = (alignment - (this.len % alignment)) % alignment;
+    this.reserve(pad);
+  }
+  result(): Uint8Array {
+    return this.buf.slice(0, this.len);
+  }
 }
 
 function checkInt(key: string, type: string, v: number, min: number, max: number): number {
-  if (!Number.isInteger(v) || v < min || v > max) throw new RangeError(`gguf writer: "${key}" value ${v} does not fit ${type}`);
+  if (!Number.isInteger(v) || v < min || v > max)
+    throw new RangeError(`gguf writer: "${key}" value ${v} does not fit ${type}`);
   return v;
 }
 
@@ -103,7 +181,8 @@ function checkFloat(key: string, v: unknown): number {
 }
 
 function checkBig(key: string, type: "u64" | "i64", v: number | bigint): bigint {
-  if (typeof v === "number" && !Number.isSafeInteger(v)) throw new RangeError(`gguf writer: "${key}" value ${v} is not a safe integer; pass a bigint`);
+  if (typeof v === "number" && !Number.isSafeInteger(v))
+    throw new RangeError(`gguf writer: "${key}" value ${v} is not a safe integer; pass a bigint`);
   const b = BigInt(v);
   const ok = type === "u64" ? b >= 0n && b < 1n << 64n : b >= -(1n << 63n) && b < 1n << 63n;
   if (!ok) throw new RangeError(`gguf writer: "${key}" value ${b} does not fit ${type}`);
@@ -112,16 +191,26 @@ function checkBig(key: string, type: "u64" | "i64", v: number | bigint): bigint 
 
 function writeScalar(out: ByteSink, key: string, type: GgufScalarTypeName, v: unknown): void {
   switch (type) {
-    case "u8": return out.u8(checkInt(key, type, v as number, 0, 0xff));
-    case "i8": return out.i8(checkInt(key, type, v as number, -0x80, 0x7f));
-    case "u16": return out.u16(checkInt(key, type, v as number, 0, 0xffff));
-    case "i16": return out.i16(checkInt(key, type, v as number, -0x8000, 0x7fff));
-    case "u32": return out.u32(checkInt(key, type, v as number, 0, 0xffffffff));
-    case "i32": return out.i32(checkInt(key, type, v as number, -0x80000000, 0x7fffffff));
-    case "u64": return out.u64(checkBig(key, type, v as number | bigint));
-    case "i64": return out.i64(checkBig(key, type, v as number | bigint));
-    case "f32": return out.f32(checkFloat(key, v));
-    case "f64": return out.f64(checkFloat(key, v));
+    case "u8":
+      return out.u8(checkInt(key, type, v as number, 0, 0xff));
+    case "i8":
+      return out.i8(checkInt(key, type, v as number, -0x80, 0x7f));
+    case "u16":
+      return out.u16(checkInt(key, type, v as number, 0, 0xffff));
+    case "i16":
+      return out.i16(checkInt(key, type, v as number, -0x8000, 0x7fff));
+    case "u32":
+      return out.u32(checkInt(key, type, v as number, 0, 0xffffffff));
+    case "i32":
+      return out.i32(checkInt(key, type, v as number, -0x80000000, 0x7fffffff));
+    case "u64":
+      return out.u64(checkBig(key, type, v as number | bigint));
+    case "i64":
+      return out.i64(checkBig(key, type, v as number | bigint));
+    case "f32":
+      return out.f32(checkFloat(key, v));
+    case "f64":
+      return out.f64(checkFloat(key, v));
     case "bool":
       if (typeof v !== "boolean") throw new TypeError(`gguf writer: "${key}" bool value must be a boolean`);
       return out.u8(v ? 1 : 0);
@@ -217,7 +306,8 @@ export function layoutGguf(spec: GgufSpec): GgufLayout {
   const given = entries.find(([k]) => k === "general.alignment");
   if (given) {
     const v = inferValue("general.alignment", given[1]).value;
-    if (spec.alignment !== undefined && v !== spec.alignment) throw new Error("gguf writer: alignment option and general.alignment disagree");
+    if (spec.alignment !== undefined && v !== spec.alignment)
+      throw new Error("gguf writer: alignment option and general.alignment disagree");
     alignment = Number(v);
   } else {
     allEntries.push(["general.alignment", { type: "u32", value: alignment }]);
@@ -234,7 +324,8 @@ export function layoutGguf(spec: GgufSpec): GgufLayout {
     if (t.dims.length < 1 || t.dims.length > 4) throw new Error(`gguf writer: tensor "${t.name}" needs 1..4 dims`);
     const typeCode = TYPE_CODE[t.type];
     if (typeCode === undefined) throw new Error(`gguf writer: tensor "${t.name}" type ${t.type} not supported`);
-    if (t.type === "Q8_0" && t.dims[0]! % Q8_0_BLOCK !== 0) throw new Error(`gguf writer: Q8_0 tensor "${t.name}" row length must be a multiple of 32`);
+    if (t.type === "Q8_0" && t.dims[0]! % Q8_0_BLOCK !== 0)
+      throw new Error(`gguf writer: Q8_0 tensor "${t.name}" row length must be a multiple of 32`);
     const elements = t.dims.reduce((a, b) => a * b, 1);
     const nbytes = encodedSize(typeCode, elements);
     if (t.data instanceof Float32Array && t.data.length !== elements) {
@@ -320,7 +411,8 @@ export async function writeGgufFile(spec: GgufSpec, path: string): Promise<numbe
         written += chunk.length;
       }
     }
-    if (written !== layout.totalSize) throw new Error(`gguf writer: internal size mismatch (${written} != ${layout.totalSize})`);
+    if (written !== layout.totalSize)
+      throw new Error(`gguf writer: internal size mismatch (${written} != ${layout.totalSize})`);
     fsyncSync(fd);
     return written;
   } finally {

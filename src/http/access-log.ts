@@ -49,7 +49,10 @@ export interface AccessRecord {
   key?: string;
 }
 
-/** A record with its times worked out, as sinks get it: ms and tok/s, rounded as the line shows them, absent where there are none. */
+/**
+ * A record with its times worked out, as sinks get it: ms and tok/s, rounded as the line shows them, absent where there
+ * are none.
+ */
 export interface AccessEntry extends AccessRecord {
   ttftMs?: number;
   prefillTps?: number;
@@ -159,8 +162,16 @@ export function logAccess(r: AccessRecord, t: RequestTimer): void {
 }
 
 /** The record of a generation that failed: the error's status, or 200 when a stream's headers had gone out. */
-export function logFailure(r: Pick<AccessRecord, "route" | "model" | "prompt" | "id">, t: RequestTimer, err: unknown, streamed = false): void {
-  logAccess({ ...r, status: streamed ? 200 : asRequestError(err).status, cached: 0, completion: 0, finish: "error" }, t);
+export function logFailure(
+  r: Pick<AccessRecord, "route" | "model" | "prompt" | "id">,
+  t: RequestTimer,
+  err: unknown,
+  streamed = false,
+): void {
+  logAccess(
+    { ...r, status: streamed ? 200 : asRequestError(err).status, cached: 0, completion: 0, finish: "error" },
+    t,
+  );
 }
 
 type AccessBase = Parameters<typeof logFailure>[0];

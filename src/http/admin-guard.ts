@@ -17,9 +17,17 @@ export function requireAdmin(request: Request, action: string): void {
   const principal = principalOf(request);
   if (principal) {
     if (principal.admin) return;
-    throw new RequestError(403, `${action} is an admin action: the key '${principal.name}' is not an admin key`, "admin_required");
+    throw new RequestError(
+      403,
+      `${action} is an admin action: the key '${principal.name}' is not an admin key`,
+      "admin_required",
+    );
   }
   if (!isLoopbackPeer(peerAddress(request))) {
-    throw new RequestError(403, `${action} is an admin action, open only to clients on this machine (loopback) on a server without API keys`, "admin_required");
+    throw new RequestError(
+      403,
+      `${action} is an admin action, open only to clients on this machine (loopback) on a server without API keys`,
+      "admin_required",
+    );
   }
 }

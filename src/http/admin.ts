@@ -39,14 +39,25 @@ function flagOn(value: string | null | undefined): boolean {
  * A known model that is not loaded is 400 `model_not_loaded` (as
  * llama-server's router answers), unless `autoload` asks to load it first.
  */
-export async function props(registry: ModelRegistry, operator: OperatorSampling, id: string | null, autoload?: string | null) {
+export async function props(
+  registry: ModelRegistry,
+  operator: OperatorSampling,
+  id: string | null,
+  autoload?: string | null,
+) {
   let model: ServedModel;
   if (!id) model = namedOrDefault(registry, null);
   else {
     const entry = knownOr404(registry, id);
     if (flagOn(autoload)) model = await loadedOr404(registry, id);
     else if (entry.state === "loaded") model = entry.served!;
-    else throw new RequestError(400, `model '${entry.id}' is not loaded; GET /props?model=${encodeURIComponent(entry.id)}&autoload=1 loads it`, "model_not_loaded", "model");
+    else
+      throw new RequestError(
+        400,
+        `model '${entry.id}' is not loaded; GET /props?model=${encodeURIComponent(entry.id)}&autoload=1 loads it`,
+        "model_not_loaded",
+        "model",
+      );
   }
   const d = effectiveDefaults(operator, model.info.sampling);
   return {
@@ -102,8 +113,19 @@ function perClass(counts: readonly number[]): Record<string, number> {
 function tickProfile(s: EngineSnapshot, daemon: WorkerClient["tickProfile"]) {
   const t = s.timing ?? { ticks: 0, tickMs: 0, decodeMs: 0, sampleMs: 0, betweenMs: 0 };
   return {
-    worker: { ticks: t.ticks, tick_ms: t.tickMs, decode_ms: t.decodeMs, sample_ms: t.sampleMs, between_ticks_ms: t.betweenMs },
-    daemon: { ticks: daemon.ticks, on_tick_ms: daemon.onTickMs, durable_wait_ms: daemon.durableWaitMs, deliver_ms: daemon.deliverMs },
+    worker: {
+      ticks: t.ticks,
+      tick_ms: t.tickMs,
+      decode_ms: t.decodeMs,
+      sample_ms: t.sampleMs,
+      between_ticks_ms: t.betweenMs,
+    },
+    daemon: {
+      ticks: daemon.ticks,
+      on_tick_ms: daemon.onTickMs,
+      durable_wait_ms: daemon.durableWaitMs,
+      deliver_ms: daemon.deliverMs,
+    },
   };
 }
 
@@ -172,8 +194,14 @@ export async function slots(model: ServedModel) {
         host_imports: s.prefixCache.imports,
         host_import_failures: s.prefixCache.importFailures,
         host_evictions: s.prefixCache.hostEvictions,
-        // cache_control pins (docs/design.md#pinned-prefixes): live pins, the tokens they hold, their budget, and those that yielded.
-        pins: { count: s.pins.count, tokens: s.pins.tokens, budget_tokens: s.pins.budgetTokens, yielded: s.pins.yielded },
+        // cache_control pins (docs/design.md#pinned-prefixes): live pins, the tokens they hold, their budget, and those
+        // that yielded.
+        pins: {
+          count: s.pins.count,
+          tokens: s.pins.tokens,
+          budget_tokens: s.pins.budgetTokens,
+          yielded: s.pins.yielded,
+        },
       },
       rates: { decode_tokens_per_second: s.decodeRate, prefill_tokens_per_second: s.prefillRate },
       // Milliseconds summed since the worker started (docs/api/openai.md#slots): where a tick's time goes.
@@ -204,15 +232,25 @@ export async function tokenize(registry: ModelRegistry, body: unknown) {
   const req = parseWith(tokenizeSchema, body);
   const model = namedOrDefault(registry, req.model);
   const text = req.content ?? req.text ?? req.input;
-  if (text === undefined || text === null) throw new RequestError(400, "content is required: the text to tokenize", null, "content");
+  if (text === undefined || text === null)
+    throw new RequestError(400, "content is required: the text to tokenize", null, "content");
   if (text.length > TOKENIZE_MAX_CHARS) {
     const field = req.content != null ? "content" : req.text != null ? "text" : "input";
-    throw new RequestError(400, `${field} is ${text.length} characters long; /v1/tokenize takes at most ${TOKENIZE_MAX_CHARS}`, "text_too_long", field);
+    throw new RequestError(
+      400,
+      `${field} is ${text.length} characters long; /v1/tokenize takes at most ${TOKENIZE_MAX_CHARS}`,
+      "text_too_long",
+      field,
+    );
   }
   // Held on the worker, as embeddings are: an unload waits for it (the pieces read the vocabulary it frees).
   return model.worker.hold(async () => {
-    const tokens = Array.from(await model.prompts.tokenize(text, { addSpecial: req.add_special ?? false, parseSpecial: true }));
+    const tokens = Array.from(
+      await model.prompts.tokenize(text, { addSpecial: req.add_special ?? false, parseSpecial: true }),
+    );
     if (!req.with_pieces) return { tokens };
-    return { tokens: tokens.map((id) => ({ id, piece: Buffer.from(model.tokenizer.tokenBytes(id)).toString("utf8") })) };
+    return {
+      tokens: tokens.map((id) => ({ id, piece: Buffer.from(model.tokenizer.tokenBytes(id)).toString("utf8") })),
+    };
   });
 }

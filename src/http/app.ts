@@ -20,7 +20,8 @@ import { principalOf, runAs } from "./auth/principal.ts";
 import { foreignRequestRefusal, type HostPolicy } from "./origin-guard.ts";
 import type { ServerContext } from "./server-context.ts";
 
-const retired = () => new RequestError(501, "slot save and restore are retired: sessions are durable on their own", "route_retired");
+const retired = () =>
+  new RequestError(501, "slot save and restore are retired: sessions are durable on their own", "route_retired");
 
 function pathOf(request: Request): string {
   try {
@@ -59,7 +60,12 @@ function releasedAtEnd(response: Response, release: () => void): Response {
 }
 
 /** The app as the listener's handler. */
-export function createApp(ctx: ServerContext, hosts: HostPolicy, gate: RequestGate, metrics = new ServerMetrics(ctx.registry, gate)): HttpHandler {
+export function createApp(
+  ctx: ServerContext,
+  hosts: HostPolicy,
+  gate: RequestGate,
+  metrics = new ServerMetrics(ctx.registry, gate),
+): HttpHandler {
   const noParse = { parse: "none" as const };
   const exposition = async ({ request }: { request: Request }) =>
     new Response(await metrics.scrape(principalOf(request)), { headers: { "content-type": metrics.contentType } });
@@ -72,7 +78,8 @@ export function createApp(ctx: ServerContext, hosts: HostPolicy, gate: RequestGa
       if (err.code === "admin_required") gate.noteRejection(principalOf(request), err.code);
       // 501 is a route this server does not serve, and a 503 with a code
       // (model_loading, model_unloading) a state that passes: neither is a failure.
-      if (err.status >= 500 && err.status !== 501 && !(err.status === 503 && err.code !== null)) console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
+      if (err.status >= 500 && err.status !== 501 && !(err.status === 503 && err.code !== null))
+        console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
       return errorResponse(path, err);
     })
     .get("/health", () => health(ctx.registry, ctx.starting?.() ?? false))
@@ -111,7 +118,8 @@ export function createApp(ctx: ServerContext, hosts: HostPolicy, gate: RequestGa
       }
       return releasedAtEnd(response, release);
     },
-    // A request line the parser refused carries no headers we can read: with keys on, it is not told which methods a path takes.
+    // A request line the parser refused carries no headers we can read: with keys on, it is not told which methods a
+    // path takes.
     refuse: (method, target) => (gate.authenticating ? unauthenticated() : table.unrouted(method, target)),
     errorBody: (path, err) => familyOf(path).errorBody(err),
   };

@@ -20,7 +20,12 @@ function checkJsonContentType(request: Request, curlTypes: boolean): void {
   const essence = declared.split(";", 1)[0]!.trim().toLowerCase();
   if (essence === "application/json" || /^application\/[!#$%&'*.^`|~\w-]+\+json$/.test(essence)) return;
   if (curlTypes && UNTYPED.has(essence) && !request.headers.has("origin")) return;
-  throw new RequestError(415, `the request body must be JSON (content-type: application/json), not '${essence}'`, "unsupported_media_type", null);
+  throw new RequestError(
+    415,
+    `the request body must be JSON (content-type: application/json), not '${essence}'`,
+    "unsupported_media_type",
+    null,
+  );
 }
 
 /**
@@ -38,7 +43,8 @@ function checkDepth(text: string): void {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x5b || c === 0x7b) {
@@ -66,7 +72,11 @@ export function setBodyIdleTimeoutMs(ms: number): number {
 }
 
 export const bodyTimedOut = () =>
-  new RequestError(408, `the request body sent nothing for ${idleTimeoutMs / 1000} s: it must arrive without pauses`, "request_timeout");
+  new RequestError(
+    408,
+    `the request body sent nothing for ${idleTimeoutMs / 1000} s: it must arrive without pauses`,
+    "request_timeout",
+  );
 
 /** What a request body's reader gives (the fetch reader's shape). */
 export interface BodyReader {
@@ -83,7 +93,9 @@ export const bodyReader = (body: ReadableStream<Uint8Array>): BodyReader => body
  * body that fails before its end (the client went away) is a 400 nobody reads.
  * Every reader of request bodies reads through this, so each has the same deadline.
  */
-export async function readBodyStep(reader: BodyReader): Promise<{ done: true; value?: undefined } | { done: false; value: Uint8Array }> {
+export async function readBodyStep(
+  reader: BodyReader,
+): Promise<{ done: true; value?: undefined } | { done: false; value: Uint8Array }> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const idle = new Promise<"idle">((resolve) => (timer = setTimeout(() => resolve("idle"), idleTimeoutMs)));
   try {
@@ -98,7 +110,10 @@ export async function readBodyStep(reader: BodyReader): Promise<{ done: true; va
   throw bodyTimedOut();
 }
 
-export async function readJsonBody(request: Request, opts: { limit?: number; curlTypes?: boolean } = {}): Promise<unknown> {
+export async function readJsonBody(
+  request: Request,
+  opts: { limit?: number; curlTypes?: boolean } = {},
+): Promise<unknown> {
   const limit = opts.limit ?? MAX_BODY_BYTES;
   checkJsonContentType(request, opts.curlTypes ?? false);
   const declared = Number(request.headers.get("content-length") ?? NaN);

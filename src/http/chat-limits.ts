@@ -95,7 +95,11 @@ export function checkKeyCount(value: unknown, field: string, max: number): void 
   let keys = 0;
   for (const _ in value) {
     if (++keys > max) {
-      throw invalidRequest(`Invalid '${field}': too many keys. Expected an object with at most ${max} keys.`, field, "object_above_max_size");
+      throw invalidRequest(
+        `Invalid '${field}': too many keys. Expected an object with at most ${max} keys.`,
+        field,
+        "object_above_max_size",
+      );
     }
   }
 }
@@ -119,11 +123,18 @@ export const MAX_REPLY_TOKENS = 262_144;
  * at; one choice is never refused (the window bounds it). The 400 names the
  * choices field (`n`, the multiplier); `capField` names the cap in its message.
  */
-export function checkReplyBudget(choices: number, cap: number | null | undefined, window: number, capField: string, choicesField = "n"): void {
+export function checkReplyBudget(
+  choices: number,
+  cap: number | null | undefined,
+  window: number,
+  capField: string,
+  choicesField = "n",
+): void {
   if (choices <= 1) return;
   const each = Math.min(cap ?? window, window);
   if (choices * each <= MAX_REPLY_TOKENS) return;
-  const asked = cap === undefined || cap === null ? `no ${capField} (so up to the window, ${window})` : `${capField}=${cap}`;
+  const asked =
+    cap === undefined || cap === null ? `no ${capField} (so up to the window, ${window})` : `${capField}=${cap}`;
   throw invalidRequest(
     `${choices} choices with ${asked} may generate ${choices * each} tokens; a request may reserve at most ${MAX_REPLY_TOKENS} (choices × ${capField}). Ask for fewer choices or set a smaller ${capField}.`,
     choicesField,

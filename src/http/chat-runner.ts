@@ -22,7 +22,10 @@ import type { ServerContext } from "./server-context.ts";
 export interface ParsedChat {
   model: ServedModel;
   stream: boolean;
-  /** Ends what the request holds (the Responses API's pin on the stored turn it continues); called once the reply is over or failed. */
+  /**
+   * Ends what the request holds (the Responses API's pin on the stored turn it continues); called once the reply is
+   * over or failed.
+   */
   release?(): void;
 }
 
@@ -50,7 +53,11 @@ export interface ChatFamily<P extends ParsedChat> extends ReplyWire {
 }
 
 /** Serves one chat request through `family`. */
-export async function runChat<P extends ParsedChat>(ctx: ServerContext, request: Request, family: ChatFamily<P>): Promise<Response> {
+export async function runChat<P extends ParsedChat>(
+  ctx: ServerContext,
+  request: Request,
+  family: ChatFamily<P>,
+): Promise<Response> {
   const timer = new RequestTimer();
   const body = await (family.readBody ?? readJsonBody)(request);
   checkListLengths(ctx.registry, body);
@@ -63,7 +70,11 @@ export async function runChat<P extends ParsedChat>(ctx: ServerContext, request:
     const { renderer, id } = family.reply(ctx, parsed, prepared, timer);
     // A stream carries one choice.
     const choices = startChat(prepared, parsed.stream ? 1 : prepared.job.n);
-    const plan = { ...planOf(prepared, timer, family.route, id), choices, ...(parsed.release ? { settled: parsed.release } : {}) };
+    const plan = {
+      ...planOf(prepared, timer, family.route, id),
+      choices,
+      ...(parsed.release ? { settled: parsed.release } : {}),
+    };
     return await replyResponse(ctx, request.signal, plan, renderer, family, parsed.stream);
   } catch (err) {
     parsed.release?.();
@@ -81,7 +92,12 @@ export interface WholeChatOptions {
 }
 
 /** A parsed request run to its whole reply, every choice of it. */
-export async function runWholeChat<P extends ParsedChat>(ctx: ServerContext, family: ChatFamily<P>, parsed: P, opts: WholeChatOptions): Promise<JsonReply> {
+export async function runWholeChat<P extends ParsedChat>(
+  ctx: ServerContext,
+  family: ChatFamily<P>,
+  parsed: P,
+  opts: WholeChatOptions,
+): Promise<JsonReply> {
   const timer = new RequestTimer();
   const defaults = opts.defaults ?? ctx;
   const prepared = await prepareChat(defaults, parsed.model, await family.job(ctx, parsed, opts.qos, defaults));

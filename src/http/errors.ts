@@ -8,7 +8,11 @@ import { asRequestError } from "../pipeline/request-failure.ts";
 export const MAX_BODY_BYTES = 100 * 1024 * 1024;
 
 export const payloadTooLarge = () =>
-  new RequestError(413, `request body is larger than the limit of ${MAX_BODY_BYTES} bytes (100 MiB)`, "payload_too_large");
+  new RequestError(
+    413,
+    `request body is larger than the limit of ${MAX_BODY_BYTES} bytes (100 MiB)`,
+    "payload_too_large",
+  );
 
 /** Any thrown value as an error reply, its body in an API family's envelope. */
 export function errorReply(err: unknown, bodyOf: (err: RequestError) => unknown): Response {

@@ -5,7 +5,7 @@
 // Before admission an error keeps its own status; after it, it can only be
 // the error envelope in the body.
 import { asRequestError } from "../pipeline/request-failure.ts";
-import { type RequestError } from "../daemon/request-error.ts";
+import type { RequestError } from "../daemon/request-error.ts";
 
 export const KEEPALIVE_HEADER = "x-superfluid-keepalive";
 
@@ -33,7 +33,10 @@ export interface NonStreamOptions {
  * promise for nonStreamResponse and the callback choiceText calls when the
  * generation is admitted.
  */
-export function admissionHeaders(): { admitted: Promise<Record<string, string>>; onAdmitted: (cachedTokens: number) => void } {
+export function admissionHeaders(): {
+  admitted: Promise<Record<string, string>>;
+  onAdmitted: (cachedTokens: number) => void;
+} {
   let settle!: (headers: Record<string, string>) => void;
   const admitted = new Promise<Record<string, string>>((resolve) => (settle = resolve));
   return { admitted, onAdmitted: (cached) => settle({ "x-superfluid-warm": String(cached) }) };
@@ -96,6 +99,11 @@ export async function nonStreamResponse(o: NonStreamOptions): Promise<Response> 
   });
   return new Response(stream, {
     status: 200,
-    headers: { "content-type": "application/json", [KEEPALIVE_HEADER]: "whitespace", "cache-control": "no-cache", ...first.headers },
+    headers: {
+      "content-type": "application/json",
+      [KEEPALIVE_HEADER]: "whitespace",
+      "cache-control": "no-cache",
+      ...first.headers,
+    },
   });
 }

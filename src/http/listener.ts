@@ -15,12 +15,13 @@ import { RequestError } from "../daemon/request-error.ts";
 
 export interface HttpHandler {
   fetch(request: Request): Promise<Response> | Response;
-  /** The refusal of a request parsed no further than its request line: a method the parser does not know, or CONNECT. */
+  /**
+   * The refusal of a request parsed no further than its request line: a method the parser does not know, or CONNECT.
+   */
   refuse(method: string, target: string): RequestError;
   /** An error's JSON body in the envelope of the API family that owns `path`. */
   errorBody(path: string, err: RequestError): unknown;
 }
-
 
 export interface Listener {
   port: number;
@@ -29,7 +30,10 @@ export interface Listener {
 
 const peers = new WeakMap<Request, string>();
 
-/** The TCP peer's address of a request the listener made (X-Forwarded-For is never read, docs/api/openai.md#fill-in-the-middle). */
+/**
+ * The TCP peer's address of a request the listener made (X-Forwarded-For is never read,
+ * docs/api/openai.md#fill-in-the-middle).
+ */
 export function peerAddress(request: Request): string {
   return peers.get(request) ?? "unknown";
 }
@@ -78,13 +82,20 @@ function toRequest(req: IncomingMessage, base: string, signal: AbortSignal): Req
 }
 
 /** The handler's reply; whatever it throws is a reply in the envelope too. */
-async function respond(handler: HttpHandler, req: IncomingMessage, base: string, signal: AbortSignal): Promise<Response> {
+async function respond(
+  handler: HttpHandler,
+  req: IncomingMessage,
+  base: string,
+  signal: AbortSignal,
+): Promise<Response> {
   let request: Request;
   try {
     request = toRequest(req, base, signal);
   } catch (err) {
     // Headers node:http let through that a Request cannot carry.
-    return errorReply(err instanceof RequestError ? err : new RequestError(400, "malformed HTTP request"), (e) => handler.errorBody(req.url ?? "/", e));
+    return errorReply(err instanceof RequestError ? err : new RequestError(400, "malformed HTTP request"), (e) =>
+      handler.errorBody(req.url ?? "/", e),
+    );
   }
   try {
     return await handler.fetch(request);
@@ -148,7 +159,10 @@ async function send(req: IncomingMessage, res: ServerResponse, response: Respons
   const first = await reader.read();
   if (first.done) return void res.end();
   let next = reader.read();
-  const ready = await Promise.race([next, new Promise<typeof PENDING>((resolve) => setImmediate(() => resolve(PENDING)))]);
+  const ready = await Promise.race([
+    next,
+    new Promise<typeof PENDING>((resolve) => setImmediate(() => resolve(PENDING))),
+  ]);
   if (ready !== PENDING && ready.done) {
     res.setHeader("content-length", first.value.byteLength);
     return void res.end(first.value);
@@ -168,8 +182,16 @@ async function send(req: IncomingMessage, res: ServerResponse, response: Respons
 function writeRaw(handler: HttpHandler, socket: Duplex, error: RequestError, path = "/"): void {
   if (!socket.writable) return void socket.destroy();
   const body = JSON.stringify(handler.errorBody(path, error));
-  const headers = { "content-type": "application/json", ...error.headers, "content-length": String(Buffer.byteLength(body)), connection: "close" };
-  const head = [`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ""}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+  const headers = {
+    "content-type": "application/json",
+    ...error.headers,
+    "content-length": String(Buffer.byteLength(body)),
+    connection: "close",
+  };
+  const head = [
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ""}`,
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
   socket.end(`${head.join("\r\n")}\r\n\r\n${body}`);
 }
 
@@ -194,7 +216,8 @@ function clientError(handler: HttpHandler, err: Error & { code?: string; rawPack
   if (err.code === "ECONNRESET") return void socket.destroy();
   const line = err.code === "HPE_INVALID_METHOD" ? refusedRequestLine(err.rawPacket) : undefined;
   if (line) return writeRaw(handler, socket, handler.refuse(...line), line[1]);
-  if (err.code === "HPE_HEADER_OVERFLOW") return writeRaw(handler, socket, new RequestError(431, "the request headers are too large"));
+  if (err.code === "HPE_HEADER_OVERFLOW")
+    return writeRaw(handler, socket, new RequestError(431, "the request headers are too large"));
   writeRaw(handler, socket, new RequestError(400, "malformed HTTP request"));
 }
 
@@ -209,8 +232,14 @@ function clientError(handler: HttpHandler, err: Error & { code?: string; rawPack
  */
 export const HEAD_DEADLINE_MS = 30_000;
 
-/** Closes `socket` when it has had no request in flight for `ms`: a head that never arrives, or a keep-alive left idle. */
-function headDeadlines(ms: number): { opened(socket: Duplex): void; started(socket: Duplex): void; ended(socket: Duplex): void } {
+/**
+ * Closes `socket` when it has had no request in flight for `ms`: a head that never arrives, or a keep-alive left idle.
+ */
+function headDeadlines(ms: number): {
+  opened(socket: Duplex): void;
+  started(socket: Duplex): void;
+  ended(socket: Duplex): void;
+} {
   const state = new WeakMap<Duplex, { inFlight: number; timer?: ReturnType<typeof setTimeout> }>();
   const arm = (socket: Duplex, s: { inFlight: number; timer?: ReturnType<typeof setTimeout> }) => {
     clearTimeout(s.timer);
@@ -238,7 +267,12 @@ function headDeadlines(ms: number): { opened(socket: Duplex): void; started(sock
   };
 }
 
-export function listen(handler: HttpHandler, hostname: string, port: number, opts: { headDeadlineMs?: number } = {}): Promise<Listener> {
+export function listen(
+  handler: HttpHandler,
+  hostname: string,
+  port: number,
+  opts: { headDeadlineMs?: number } = {},
+): Promise<Listener> {
   let base = "";
   const heads = headDeadlines(opts.headDeadlineMs ?? HEAD_DEADLINE_MS);
   // A burst of requests leaves the daemon's peak heap behind: given back once none has run for a while.
@@ -265,7 +299,9 @@ export function listen(handler: HttpHandler, hostname: string, port: number, opt
   server.timeout = 0;
   server.on("connection", (socket: Duplex) => heads.opened(socket));
   server.on("clientError", (err, socket) => clientError(handler, err, socket));
-  server.on("connect", (req: IncomingMessage, socket: Duplex) => writeRaw(handler, socket, handler.refuse(req.method ?? "CONNECT", req.url ?? "")));
+  server.on("connect", (req: IncomingMessage, socket: Duplex) =>
+    writeRaw(handler, socket, handler.refuse(req.method ?? "CONNECT", req.url ?? "")),
+  );
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen({ host: hostname, port, exclusive: true }, () => {

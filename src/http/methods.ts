@@ -10,7 +10,9 @@ export interface RouteEntry {
 
 /** An Elysia path ("/v1/models/*", "/slots/:id/save") as a pattern over request paths. */
 function patternOf(path: string): RegExp {
-  const segments = path.split("/").map((seg) => (seg === "*" ? ".*" : seg.startsWith(":") ? "[^/]+" : seg.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")));
+  const segments = path
+    .split("/")
+    .map((seg) => (seg === "*" ? ".*" : seg.startsWith(":") ? "[^/]+" : seg.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")));
   return new RegExp(`^${segments.join("/")}$`);
 }
 
@@ -39,10 +41,22 @@ export class RouteTable {
     if (!path.startsWith("/")) {
       // CONNECT's authority target, an asterisk: nothing here is addressed that way.
       const all = allowList(this.entries.map((e) => e.method));
-      return new RequestError(405, `${method} ${target} is not supported: this server is not a proxy and takes only paths`, "method_not_allowed", null, { allow: all.join(", ") });
+      return new RequestError(
+        405,
+        `${method} ${target} is not supported: this server is not a proxy and takes only paths`,
+        "method_not_allowed",
+        null,
+        { allow: all.join(", ") },
+      );
     }
     const allow = this.allowed(path);
     if (allow.length === 0) return new RequestError(404, `no route ${method} ${path}`);
-    return new RequestError(405, `${method} is not allowed on ${path}; it takes ${allow.join(", ")}`, "method_not_allowed", null, { allow: allow.join(", ") });
+    return new RequestError(
+      405,
+      `${method} is not allowed on ${path}; it takes ${allow.join(", ")}`,
+      "method_not_allowed",
+      null,
+      { allow: allow.join(", ") },
+    );
   }
 }

@@ -27,11 +27,23 @@ const ENGINE: [string, EngineCounterName, string][] = [
   // for tok/s. Decode steps (a reply's last token is never fed back) have
   // their own counter.
   ["superfluid_decode_tokens_total", "generatedTokens", "Tokens generated (the sum of usage.completion_tokens)."],
-  ["superfluid_decode_steps_total", "decodedTokens", "Sampled tokens fed back through llama_decode (the last token of a reply never is)."],
-  ["superfluid_warm_prefix_tokens_total", "reusedTokens", "Prompt tokens served from the prefix cache instead of prefilled."],
+  [
+    "superfluid_decode_steps_total",
+    "decodedTokens",
+    "Sampled tokens fed back through llama_decode (the last token of a reply never is).",
+  ],
+  [
+    "superfluid_warm_prefix_tokens_total",
+    "reusedTokens",
+    "Prompt tokens served from the prefix cache instead of prefilled.",
+  ],
   ["superfluid_preemptions_total", "preemptions", "Lanes preempted and requeued."],
   ["superfluid_starvation_grants_total", "starvationGrants", "Admissions of a job moved up a class by aging."],
-  ["superfluid_pressure_evictions_total", "pressureEvictions", "Cached prefixes moved out of the KV pool above the high watermark."],
+  [
+    "superfluid_pressure_evictions_total",
+    "pressureEvictions",
+    "Cached prefixes moved out of the KV pool above the high watermark.",
+  ],
   ["superfluid_pins_yielded_total", "pinsYielded", "Pinned prefixes released for the pin budget or for space."],
   ["superfluid_spec_proposed_total", "specProposed", "Speculative draft tokens proposed (--speculate)."],
   ["superfluid_spec_accepted_total", "specAccepted", "Speculative draft tokens the model accepted."],
@@ -91,13 +103,27 @@ export class ServerMetrics {
         }
       };
     const gauge = (name: string, help: string, fill: (s: EngineSnapshot, model: ServedModel) => number) =>
-      new Gauge({ name, help, labelNames: m, registers, collect: perModel((s) => (s.snapshot ? fill(s.snapshot, s.model) : undefined)) });
+      new Gauge({
+        name,
+        help,
+        labelNames: m,
+        registers,
+        collect: perModel((s) => (s.snapshot ? fill(s.snapshot, s.model) : undefined)),
+      });
     const counter = (name: string, help: string, fill: (model: ServedModel) => number) =>
       new Counter({ name, help, labelNames: m, registers, collect: perModel((s) => fill(s.model)) });
 
     for (const [name, key, help] of ENGINE) counter(name, help, (model) => model.worker.tally.engineTotals()[key]);
-    counter("superfluid_cold_admissions_total", "Admissions whose prompt had no prefix in the KV.", (model) => model.worker.tally.coldAdmissions);
-    counter("superfluid_worker_respawns_total", "Worker processes replaced after dying.", (model) => model.worker.respawns);
+    counter(
+      "superfluid_cold_admissions_total",
+      "Admissions whose prompt had no prefix in the KV.",
+      (model) => model.worker.tally.coldAdmissions,
+    );
+    counter(
+      "superfluid_worker_respawns_total",
+      "Worker processes replaced after dying.",
+      (model) => model.worker.respawns,
+    );
     new Counter({
       name: "superfluid_fim_completions_total",
       help: "Fill-in-the-middle completions by result: generated and expired per prompt, throttled per request (no model label).",
@@ -121,10 +147,15 @@ export class ServerMetrics {
       registers,
       collect(this: Counter) {
         this.reset();
-        for (const { model } of metrics.scraped) this.inc({ model: model.id, encoding: "lossless" }, model.worker.tally.engineTotals().parks);
+        for (const { model } of metrics.scraped)
+          this.inc({ model: model.id, encoding: "lossless" }, model.worker.tally.engineTotals().parks);
       },
     });
-    counter("superfluid_resumes_total", "Generations seeded from a park artifact instead of prefilling (--park).", (model) => model.worker.tally.engineTotals().parkResumes);
+    counter(
+      "superfluid_resumes_total",
+      "Generations seeded from a park artifact instead of prefilling (--park).",
+      (model) => model.worker.tally.engineTotals().parkResumes,
+    );
 
     gauge("superfluid_lanes_active", "Resident lanes.", (s) => s.activeLanes);
     gauge("superfluid_lanes_total", "Lanes the worker runs (--max-batch).", (_, model) => model.worker.info.lanes);
@@ -133,7 +164,11 @@ export class ServerMetrics {
     gauge("superfluid_prefill_budget_tokens", "Prompt tokens the next tick may prefill.", (s) => s.prefillBudget);
     gauge("superfluid_decode_grant_tokens", "Lanes decoding a token this tick.", (s) => s.activeLanes - s.prefilling);
     gauge("superfluid_pins_held", "Pinned prompt prefixes.", (s) => s.pins.count);
-    gauge("superfluid_pinned_bytes", "KV bytes the pinned prefixes hold.", (s, model) => s.pins.tokens * model.worker.info.kv.bytesPerToken);
+    gauge(
+      "superfluid_pinned_bytes",
+      "KV bytes the pinned prefixes hold.",
+      (s, model) => s.pins.tokens * model.worker.info.kv.bytesPerToken,
+    );
     new Gauge({
       name: "superfluid_queue_depth",
       help: "Queued jobs per QoS class.",
@@ -147,10 +182,12 @@ export class ServerMetrics {
         }
       },
     });
-    new Gauge({ name: "superfluid_node_info", help: "Always 1; host is SUPERFLUID_NODE_NAME or the hostname.", labelNames: ["host"], registers }).set(
-      { host: process.env.SUPERFLUID_NODE_NAME || hostname() },
-      1,
-    );
+    new Gauge({
+      name: "superfluid_node_info",
+      help: "Always 1; host is SUPERFLUID_NODE_NAME or the hostname.",
+      labelNames: ["host"],
+      registers,
+    }).set({ host: process.env.SUPERFLUID_NODE_NAME || hostname() }, 1);
 
     if (gate) this.keyMetrics(gate);
 
@@ -161,9 +198,24 @@ export class ServerMetrics {
       labelNames: ["route", "model", "finish"],
       registers,
     });
-    this.promptTokens = new Counter({ name: "superfluid_prompt_tokens_total", help: "Prompt tokens of generation requests (usage.prompt_tokens).", labelNames: routeModel, registers });
-    this.cachedTokens = new Counter({ name: "superfluid_cached_prompt_tokens_total", help: "Prompt tokens served from the prefix cache (usage's cached tokens).", labelNames: routeModel, registers });
-    this.completionTokens = new Counter({ name: "superfluid_completion_tokens_total", help: "Tokens generated (usage.completion_tokens).", labelNames: routeModel, registers });
+    this.promptTokens = new Counter({
+      name: "superfluid_prompt_tokens_total",
+      help: "Prompt tokens of generation requests (usage.prompt_tokens).",
+      labelNames: routeModel,
+      registers,
+    });
+    this.cachedTokens = new Counter({
+      name: "superfluid_cached_prompt_tokens_total",
+      help: "Prompt tokens served from the prefix cache (usage's cached tokens).",
+      labelNames: routeModel,
+      registers,
+    });
+    this.completionTokens = new Counter({
+      name: "superfluid_completion_tokens_total",
+      help: "Tokens generated (usage.completion_tokens).",
+      labelNames: routeModel,
+      registers,
+    });
     this.ttft = new Histogram({
       name: "superfluid_ttft_seconds",
       help: "Seconds from admission (a lane) to the first token; the queue wait before admission is not included.",
@@ -263,7 +315,14 @@ export class ServerMetrics {
   private async collect(): Promise<string> {
     const models = this.served();
     // A worker that does not answer (loading, stuck) still shows its counters, without gauges.
-    const snapshots = await Promise.all(models.map((m) => m.worker.stats().then((a) => a.snapshot, () => undefined)));
+    const snapshots = await Promise.all(
+      models.map((m) =>
+        m.worker.stats().then(
+          (a) => a.snapshot,
+          () => undefined,
+        ),
+      ),
+    );
     this.scraped = models.map((model, i) => ({ model, snapshot: snapshots[i] }));
     return this.registry.metrics();
   }

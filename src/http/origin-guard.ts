@@ -39,7 +39,12 @@ function hostAccepted(value: string, policy: HostPolicy): boolean {
   if (isLoopbackName(policy.bind)) return isLoopbackName(name);
   if (policy.authenticated) return true;
   const machine = hostname().toLowerCase();
-  return isIP(name.replace(/^\[(.*)\]$/, "$1")) !== 0 || name === "localhost" || name === machine || name === `${machine}.local`;
+  return (
+    isIP(name.replace(/^\[(.*)\]$/, "$1")) !== 0 ||
+    name === "localhost" ||
+    name === machine ||
+    name === `${machine}.local`
+  );
 }
 
 /** An Origin that names a page on this machine (http(s) on a loopback name, any port), or one --web-origin lets in. */
@@ -59,12 +64,18 @@ export function foreignRequestRefusal(request: Request, policy: HostPolicy): Req
   const origin = request.headers.get("origin");
   if (origin !== null && !isAllowedOrigin(origin, policy.origins ?? [])) {
     const also = policy.origins?.length ? ` and the origins --web-origin names` : "";
-    return new RequestError(403, `requests from the page origin '${origin}' are refused: only pages on this machine${also} may call this server`, "origin_refused");
+    return new RequestError(
+      403,
+      `requests from the page origin '${origin}' are refused: only pages on this machine${also} may call this server`,
+      "origin_refused",
+    );
   }
   // A request with no Host (HTTP/1.0) did not come from a browser.
   const host = request.headers.get("host");
   if (host !== null && !hostAccepted(host, policy)) {
-    const where = isLoopbackName(policy.bind) ? "this server listens on loopback and answers only loopback names" : "this server answers only its own names and IP addresses";
+    const where = isLoopbackName(policy.bind)
+      ? "this server listens on loopback and answers only loopback names"
+      : "this server answers only its own names and IP addresses";
     return new RequestError(403, `the Host '${host}' is refused: ${where}`, "origin_refused");
   }
   return undefined;

@@ -41,12 +41,19 @@ export function parseQos(raw: string): QosClass | undefined {
   return ALIASES[raw.trim().toLowerCase()];
 }
 
-/** --class-lanes as an operator writes it (`background=2,foreground=4`): names, aliases or numbers, each cap 1..maxBatch. */
+/**
+ * --class-lanes as an operator writes it (`background=2,foreground=4`): names, aliases or numbers, each cap
+ * 1..maxBatch.
+ */
 export function parseClassLanes(raw: string, maxBatch: number): ClassLanes {
   return parseLaneCaps(raw, maxBatch, parseQos);
 }
 
-export const DEFAULT_QOS_POLICY: QosPolicy = { defaultQos: DEFAULT_QOS, honourHeader: true, allowBatchInvariant: false };
+export const DEFAULT_QOS_POLICY: QosPolicy = {
+  defaultQos: DEFAULT_QOS,
+  honourHeader: true,
+  allowBatchInvariant: false,
+};
 
 const ACCEPTED = `${QOS_NAMES.map((n, i) => `${n} (${i})`).join(", ")}, or the aliases interactive-chat, inline-completion, foreground, foreground-agent, background-agent`;
 
@@ -95,6 +102,13 @@ export function checkBatchInvariant(policy: QosPolicy, request: Request): void {
   if (!wantsBatchInvariant(request.headers)) return;
   const principal = principalOf(request);
   if (principal?.batchInvariant ?? policy.allowBatchInvariant) return;
-  const how = principal?.fromPolicy ? `the key '${principal.name}' may not (its policy entry has no batch_invariant)` : "this server does not allow (start it with --http-allow-batch-invariant)";
-  throw new RequestError(403, `${BATCH_INVARIANT_HEADER} asks for a lane that ticks alone, which ${how}`, "admin_required", BATCH_INVARIANT_HEADER);
+  const how = principal?.fromPolicy
+    ? `the key '${principal.name}' may not (its policy entry has no batch_invariant)`
+    : "this server does not allow (start it with --http-allow-batch-invariant)";
+  throw new RequestError(
+    403,
+    `${BATCH_INVARIANT_HEADER} asks for a lane that ticks alone, which ${how}`,
+    "admin_required",
+    BATCH_INVARIANT_HEADER,
+  );
 }

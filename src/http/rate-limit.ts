@@ -50,7 +50,10 @@ export class TokenBuckets {
   }
 }
 
-/** Takes one fill-in-the-middle request from `peer`'s bucket, or refuses it: 429 completion_rate_limited with Retry-After. */
+/**
+ * Takes one fill-in-the-middle request from `peer`'s bucket, or refuses it: 429 completion_rate_limited with
+ * Retry-After.
+ */
 export function chargeFimRequest(buckets: TokenBuckets, peer: string): void {
   const taken = buckets.take(peer);
   if (taken.ok) return;

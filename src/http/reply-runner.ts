@@ -110,7 +110,12 @@ function cancelWhenGone(signal: AbortSignal, choices: ChoiceSet): void {
   else signal.addEventListener("abort", () => choices.cancel(), { once: true });
 }
 
-const accessBase = (plan: ReplyPlan) => ({ route: plan.route, model: plan.model.id, prompt: plan.promptTokens, ...(plan.id ? { id: plan.id } : {}) });
+const accessBase = (plan: ReplyPlan) => ({
+  route: plan.route,
+  model: plan.model.id,
+  prompt: plan.promptTokens,
+  ...(plan.id ? { id: plan.id } : {}),
+});
 
 function logReply(plan: ReplyPlan, ends: ChoiceEnd[]): void {
   logAccess(
@@ -126,20 +131,32 @@ function logReply(plan: ReplyPlan, ends: ChoiceEnd[]): void {
 }
 
 /** Choice `index` as deltas, once its generation has started. */
-async function* deltasOf(plan: ReplyPlan, index: number, onAdmitted?: (cachedTokens: number) => void): AsyncGenerator<ChoiceDelta, ChoiceEnd> {
+async function* deltasOf(
+  plan: ReplyPlan,
+  index: number,
+  onAdmitted?: (cachedTokens: number) => void,
+): AsyncGenerator<ChoiceDelta, ChoiceEnd> {
   const generation = await plan.choices.generations[index]!;
   return yield* choiceText(plan.model.tokenizer, generation, plan.choice, onAdmitted);
 }
 
 /** The first choice's admission: the timer notes it, the renderer and `then` hear of it. */
-function onFirstAdmitted(plan: ReplyPlan, renderer: ReplyRenderer, then?: (cachedTokens: number) => void): (cachedTokens: number) => void {
+function onFirstAdmitted(
+  plan: ReplyPlan,
+  renderer: ReplyRenderer,
+  then?: (cachedTokens: number) => void,
+): (cachedTokens: number) => void {
   return plan.timer.onAdmitted((cached) => {
     renderer.admitted?.(cached);
     then?.(cached);
   });
 }
 
-async function wholeReply(plan: ReplyPlan, renderer: ReplyRenderer, onAdmitted?: (cachedTokens: number) => void): Promise<JsonReply> {
+async function wholeReply(
+  plan: ReplyPlan,
+  renderer: ReplyRenderer,
+  onAdmitted?: (cachedTokens: number) => void,
+): Promise<JsonReply> {
   const read = async (index: number) => {
     // The first choice is read from the start, so its admission (which
     // commits the 200 under --nonstream-keepalive) is seen before its prefill ends.
@@ -174,8 +191,14 @@ function startedAtOnce(deltas: AsyncGenerator<ChoiceDelta, ChoiceEnd>): StartedS
   return { stream: deltas, first, cachedAtAdmission: undefined, headers: {} };
 }
 
-async function streamReply(ctx: ServerContext, plan: ReplyPlan, renderer: ReplyRenderer, framing: StreamFraming): Promise<Response> {
-  const open = (onAdmitted: (cachedTokens: number) => void) => deltasOf(plan, 0, onFirstAdmitted(plan, renderer, onAdmitted));
+async function streamReply(
+  ctx: ServerContext,
+  plan: ReplyPlan,
+  renderer: ReplyRenderer,
+  framing: StreamFraming,
+): Promise<Response> {
+  const open = (onAdmitted: (cachedTokens: number) => void) =>
+    deltasOf(plan, 0, onFirstAdmitted(plan, renderer, onAdmitted));
   const started =
     plan.waitForAdmission === false
       ? startedAtOnce(open(() => {}))

@@ -22,7 +22,9 @@ export interface StartedStream {
  * Opens the choice's stream (`open` gets the admission callback) and waits
  * as above. Throws what the generation failed with when it failed first.
  */
-export async function startStream(open: (onAdmitted: (cachedTokens: number) => void) => AsyncGenerator<ChoiceDelta, ChoiceEnd>): Promise<StartedStream> {
+export async function startStream(
+  open: (onAdmitted: (cachedTokens: number) => void) => AsyncGenerator<ChoiceDelta, ChoiceEnd>,
+): Promise<StartedStream> {
   let cachedAtAdmission: number | undefined;
   let onAdmit!: () => void;
   const admitted = new Promise<void>((resolve) => (onAdmit = resolve));
@@ -43,7 +45,8 @@ export async function startStream(open: (onAdmitted: (cachedTokens: number) => v
   ]);
   clearTimeout(waited);
   if (failedEarly) throw failedEarly;
-  const headers: Record<string, string> = cachedAtAdmission === undefined ? {} : { "x-superfluid-warm": String(cachedAtAdmission) };
+  const headers: Record<string, string> =
+    cachedAtAdmission === undefined ? {} : { "x-superfluid-warm": String(cachedAtAdmission) };
   return {
     stream,
     first,

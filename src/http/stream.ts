@@ -8,7 +8,7 @@
 // A client that goes away fires the producer's AbortSignal; an error after
 // the stream began is one frame in the family's error shape, then the end.
 import { asRequestError } from "../pipeline/request-failure.ts";
-import { type RequestError } from "../daemon/request-error.ts";
+import type { RequestError } from "../daemon/request-error.ts";
 
 export const KEEPALIVE_INTERVAL_MS = 15_000;
 
@@ -28,7 +28,8 @@ export interface StreamFraming {
   error(err: RequestError): { data: unknown; event?: string };
 }
 
-const sseFrame = (data: unknown, event?: string) => `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
+const sseFrame = (data: unknown, event?: string) =>
+  `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
 
 export function sseFraming(o: {
   done: boolean;
@@ -101,5 +102,7 @@ export function streamResponse(
       abort.abort();
     },
   });
-  return new Response(stream, { headers: { "content-type": framing.contentType, "cache-control": "no-cache", connection: "keep-alive", ...headers } });
+  return new Response(stream, {
+    headers: { "content-type": framing.contentType, "cache-control": "no-cache", connection: "keep-alive", ...headers },
+  });
 }

@@ -25,7 +25,12 @@ export function parseWith<S extends v.GenericSchema>(schema: S, input: unknown):
 export const opt = <S extends v.GenericSchema>(schema: S) => v.nullish(schema);
 
 export const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(min, `must be at least ${min}`), v.maxValue(max, `must be at most ${max}`));
+  v.pipe(
+    v.number(),
+    v.integer("must be a whole number"),
+    v.minValue(min, `must be at least ${min}`),
+    v.maxValue(max, `must be at most ${max}`),
+  );
 
 export const num = (min: number, max: number) =>
   v.pipe(v.number(), v.finite(), v.minValue(min, `must be at least ${min}`), v.maxValue(max, `must be at most ${max}`));

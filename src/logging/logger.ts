@@ -69,7 +69,8 @@ export class Logger {
 
   /** One access record: `line` is its plain form, `fields` its JSON form (counts, times, names; never content). */
   access(line: string, fields: object): void {
-    if (this.json) this.json.write(JSON.stringify({ time: new Date().toISOString(), level: "info", type: "access", ...fields }));
+    if (this.json)
+      this.json.write(JSON.stringify({ time: new Date().toISOString(), level: "info", type: "access", ...fields }));
     if (this.quiet) return;
     if (this.screen) this.screen(line);
     else if (!this.json) this.plain(line);

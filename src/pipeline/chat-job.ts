@@ -31,7 +31,8 @@ export interface ChatTool extends ToolSpec {
 /** A tool's declared argument schema: a JSON Schema (an object, or true/false); none accepts any object. */
 export function toolSchema(parameters: unknown, field: string): object | boolean {
   if (parameters === undefined || parameters === null) return { type: "object" };
-  if (typeof parameters === "boolean" || (typeof parameters === "object" && !Array.isArray(parameters))) return parameters;
+  if (typeof parameters === "boolean" || (typeof parameters === "object" && !Array.isArray(parameters)))
+    return parameters;
   throw invalidRequest(`${field}: must be a JSON Schema (an object)`, field);
 }
 
@@ -67,7 +68,10 @@ export interface ChatJob {
   prompt?: RenderedPrompt;
   /** Places in the request whose prompt prefix the engine pins (Anthropic's cache breakpoints). */
   breakpoints?: PrefixBreakpoint[];
-  /** A smaller window than the model's (Ollama's num_ctx): the prompt must leave room in it, the reply cap fits the rest. */
+  /**
+   * A smaller window than the model's (Ollama's num_ctx): the prompt must leave room in it, the reply cap fits the
+   * rest.
+   */
   window?: { tokens: number; field: string };
 }
 

@@ -38,7 +38,10 @@ export class ChoiceSet {
 
   private start(request: GenerateRequest, group: string | undefined): void {
     const mine: Generation[] = [];
-    const started = startChoices(this.model, request, this.n, mine, { durable: this.opts.durable, ...(group ? { group } : {}) }).finally(() => {
+    const started = startChoices(this.model, request, this.n, mine, {
+      durable: this.opts.durable,
+      ...(group ? { group } : {}),
+    }).finally(() => {
       this.live.push(...mine.slice(1));
       if (this.cancelled) mine.forEach((g) => g.cancel());
     });

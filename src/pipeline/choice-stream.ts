@@ -49,11 +49,19 @@ export interface ChoiceEnd {
   promptTokens: number;
   cachedTokens: number;
   completionTokens: number;
-  /** The generated token ids, as the model produced them (a stop string's tokens included; the end-of-turn token never is). */
+  /**
+   * The generated token ids, as the model produced them (a stop string's tokens included; the end-of-turn token never
+   * is).
+   */
   tokens: number[];
-  /** It never started: still queued at its start deadline (a FIM completion, docs/design.md#deadlines-and-cancellation). */
+  /**
+   * It never started: still queued at its start deadline (a FIM completion, docs/design.md#deadlines-and-cancellation).
+   */
   expired: boolean;
-  /** Speculative decoding's draft tokens proposed and accepted, when the choice drafted (docs/cli.md#speculative-decoding). */
+  /**
+   * Speculative decoding's draft tokens proposed and accepted, when the choice drafted
+   * (docs/cli.md#speculative-decoding).
+   */
   spec?: SpecTally;
 }
 
@@ -97,7 +105,9 @@ export async function* choiceText(
   let toolCalls = 0;
   let brokenCalls = 0;
 
-  /** Raw text (after the stop check) through the reasoning split and the tool-call parser; null when it yields nothing. */
+  /**
+   * Raw text (after the stop check) through the reasoning split and the tool-call parser; null when it yields nothing.
+   */
   const shape = (text: string, last: boolean, logprobs?: ChoiceDelta["logprobs"]): ChoiceDelta | null => {
     const parts = splitter ? splitter.push(text) : { content: text, reasoning: "" };
     if (last && splitter) {
@@ -120,7 +130,13 @@ export async function* choiceText(
       if (calls.length === 0) calls = undefined;
     }
     if (!content && !parts.reasoning && !logprobs && !calls) return null;
-    return { content, reasoning: parts.reasoning, completionTokens, ...(logprobs ? { logprobs } : {}), ...(calls ? { calls } : {}) };
+    return {
+      content,
+      reasoning: parts.reasoning,
+      completionTokens,
+      ...(logprobs ? { logprobs } : {}),
+      ...(calls ? { calls } : {}),
+    };
   };
 
   for await (const event of generation) {
@@ -164,11 +180,15 @@ export async function* choiceText(
     // one holding a call that never closed is not offered as a call to run.
     const finishReason = cut ? "length" : toolCalls > 0 && brokenCalls === 0 ? "tool_calls" : "stop";
     const reason: EndReason =
-      finishReason !== "stop" ? finishReason
-      : stoppedByString ? "stop_sequence"
-      : event.reason === "expired" ? "expired"
-      : event.reason === "cancelled" ? "cancelled"
-      : "eos";
+      finishReason !== "stop"
+        ? finishReason
+        : stoppedByString
+          ? "stop_sequence"
+          : event.reason === "expired"
+            ? "expired"
+            : event.reason === "cancelled"
+              ? "cancelled"
+              : "eos";
     return {
       reason,
       ...(stopSequence === undefined ? {} : { stopSequence }),

@@ -2,7 +2,13 @@
 // a JSON Schema or a raw GBNF grammar becomes one GBNF grammar, compiled here
 // in the daemon so anything that cannot be enforced is refused before
 // generation.
-import { checkGbnfText, compileJsonSchema, GbnfSyntaxError, jsonObjectGrammar, SchemaError } from "../../grammar/index.ts";
+import {
+  checkGbnfText,
+  compileJsonSchema,
+  GbnfSyntaxError,
+  jsonObjectGrammar,
+  SchemaError,
+} from "../../grammar/index.ts";
 import { invalidRequest } from "../daemon/request-error.ts";
 
 export type Constraint =
@@ -19,12 +25,14 @@ export type Constraint =
 function checkedGbnf(source: string, field: string): string {
   try {
     const { gbnf, errors } = checkGbnfText(source);
-    if (errors.length > 0) throw invalidRequest(`constraint unsatisfiable: ${errors.map((p) => p.message).join("; ")}`, field);
+    if (errors.length > 0)
+      throw invalidRequest(`constraint unsatisfiable: ${errors.map((p) => p.message).join("; ")}`, field);
     return gbnf;
   } catch (err) {
     if (err instanceof GbnfSyntaxError) throw invalidRequest(`constraint unsatisfiable: ${err.message}`, field);
     // A grammar nested deeper than the checker's recursion can follow.
-    if (err instanceof RangeError) throw invalidRequest("constraint unsatisfiable: the grammar is nested too deeply", field);
+    if (err instanceof RangeError)
+      throw invalidRequest("constraint unsatisfiable: the grammar is nested too deeply", field);
     throw err;
   }
 }
@@ -33,7 +41,8 @@ function schemaGrammar(schema: unknown, strict: boolean, field: string): string 
   try {
     return compileJsonSchema(schema, { strict }).gbnf;
   } catch (err) {
-    if (err instanceof RangeError) throw invalidRequest("constraint unsatisfiable: the schema is nested too deeply", field);
+    if (err instanceof RangeError)
+      throw invalidRequest("constraint unsatisfiable: the schema is nested too deeply", field);
     if (err instanceof SchemaError) throw invalidRequest(err.message, `${field}${err.path.replaceAll("/", ".")}`);
     throw err;
   }

@@ -28,7 +28,10 @@ import { Lru } from "./lru.ts";
 /** A turn's close is its end token and a separator or two; more means the end token found is not that turn's. */
 const MAX_SEPARATOR_TOKENS = 3;
 
-/** What a warm continuation compares the whole render with: the stored conversation rendered without its last turn, and whole (no generation prompt). */
+/**
+ * What a warm continuation compares the whole render with: the stored conversation rendered without its last turn, and
+ * whole (no generation prompt).
+ */
 export interface HistoryRenders {
   earlier: number[];
   history: number[];
@@ -42,16 +45,32 @@ export interface HistoryRenders {
  */
 const historyRenders = new Lru<HistoryRenders>(64);
 
-/** The renders of the job's first `historyLength` messages; undefined when the template refuses a partial conversation (one that must end with a user turn). */
-async function renderHistory(model: ServedModel, job: ChatJob, historyLength: number): Promise<HistoryRenders | undefined> {
+/**
+ * The renders of the job's first `historyLength` messages; undefined when the template refuses a partial conversation
+ * (one that must end with a user turn).
+ */
+async function renderHistory(
+  model: ServedModel,
+  job: ChatJob,
+  historyLength: number,
+): Promise<HistoryRenders | undefined> {
   const withTools = rendersTools(job);
-  const render = async (count: number) => (await renderChatPrompt(model, { ...job, messages: job.messages.slice(0, count) }, withTools, false)).tokens;
+  const render = async (count: number) =>
+    (await renderChatPrompt(model, { ...job, messages: job.messages.slice(0, count) }, withTools, false)).tokens;
   const renders = await Promise.all([render(historyLength - 1), render(historyLength)]).catch(() => undefined);
   return renders && { earlier: renders[0], history: renders[1] };
 }
 
-/** Renders the job's conversation (`historyLength` messages, all stored) ahead of the turn that will continue it, under `key`. */
-export async function rememberHistory(key: string, model: ServedModel, job: ChatJob, historyLength: number): Promise<void> {
+/**
+ * Renders the job's conversation (`historyLength` messages, all stored) ahead of the turn that will continue it, under
+ * `key`.
+ */
+export async function rememberHistory(
+  key: string,
+  model: ServedModel,
+  job: ChatJob,
+  historyLength: number,
+): Promise<void> {
   const renders = await renderHistory(model, job, historyLength);
   if (renders) historyRenders.set(key, renders);
 }
@@ -87,6 +106,11 @@ export async function continuedPrompt(
   if (last === undefined || history.length - last - 1 > MAX_SEPARATOR_TOKENS) return undefined;
   const close = history.slice(last);
   const at = ends(whole.tokens)[historyEnds.length - 1];
-  if (at === undefined || commonPrefix(whole.tokens.slice(at, at + close.length), close) !== close.length) return undefined;
-  return { tokens: [...stored, ...close, ...whole.tokens.slice(at + close.length)], startsInReasoning: whole.startsInReasoning, rendered: whole.tokens };
+  if (at === undefined || commonPrefix(whole.tokens.slice(at, at + close.length), close) !== close.length)
+    return undefined;
+  return {
+    tokens: [...stored, ...close, ...whole.tokens.slice(at + close.length)],
+    startsInReasoning: whole.startsInReasoning,
+    rendered: whole.tokens,
+  };
 }

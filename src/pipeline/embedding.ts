@@ -55,10 +55,18 @@ function tooLong(field: string, label: string, tokens: string, max: number): Req
  * input, or one over the window (unless `truncate`), is a 400 naming its
  * index; text that cannot fit is refused before it is tokenized.
  */
-export async function tokenizeInputs(model: ServedModel, inputs: EmbedInput[], opts: TokenizeInputsOptions): Promise<number[][]> {
+export async function tokenizeInputs(
+  model: ServedModel,
+  inputs: EmbedInput[],
+  opts: TokenizeInputsOptions,
+): Promise<number[][]> {
   const max = embeddingFacts(model).maxInputTokens;
   if (inputs.length === 0) throw invalidRequest(`${opts.field} must not be empty`, opts.field);
-  if (inputs.length > MAX_INPUTS) throw invalidRequest(`${opts.field} has ${inputs.length} entries; a request may embed at most ${MAX_INPUTS}`, opts.field);
+  if (inputs.length > MAX_INPUTS)
+    throw invalidRequest(
+      `${opts.field} has ${inputs.length} entries; a request may embed at most ${MAX_INPUTS}`,
+      opts.field,
+    );
   const size = model.tokenizer.vocabInfo.size;
   const out: number[][] = [];
   for (const [i, input] of inputs.entries()) {
@@ -70,7 +78,8 @@ export async function tokenizeInputs(model: ServedModel, inputs: EmbedInput[], o
       tokens = Array.from(await model.prompts.tokenize(input, { addSpecial: true, parseSpecial: true }));
     } else {
       input.forEach((id, k) => {
-        if (!Number.isInteger(id) || id < 0 || id >= size) throw invalidRequest(`${label}[${k}]: ${id} is not a token id of this model (0-${size - 1})`, opts.field);
+        if (!Number.isInteger(id) || id < 0 || id >= size)
+          throw invalidRequest(`${label}[${k}]: ${id} is not a token id of this model (0-${size - 1})`, opts.field);
       });
       tokens = input;
     }
@@ -89,13 +98,19 @@ export async function tokenizeInputs(model: ServedModel, inputs: EmbedInput[], o
  * them). The worker packs them, with other requests' inputs, into shared
  * decodes; an aborted signal drops them while still queued.
  */
-export async function embedTokens(model: ServedModel, inputs: number[][], signal?: AbortSignal): Promise<Float32Array[]> {
+export async function embedTokens(
+  model: ServedModel,
+  inputs: number[][],
+  signal?: AbortSignal,
+): Promise<Float32Array[]> {
   embeddingFacts(model);
   const { vectors } = await model.worker.embed(inputs, signal);
   return vectors;
 }
 
-/** The vector scaled to unit length (Euclidean), summed in double as common_embd_normalize; a zero vector stays zero. */
+/**
+ * The vector scaled to unit length (Euclidean), summed in double as common_embd_normalize; a zero vector stays zero.
+ */
 export function normalize(vector: Float32Array): Float32Array {
   let sum = 0;
   for (const x of vector) sum += x * x;

@@ -55,7 +55,11 @@ export interface RequestWindow {
 }
 
 /** Holds a request to a smaller window: the prompt must leave room in it, the reply cap fits what is left. */
-export function fitWindow(window: RequestWindow | undefined, promptTokens: number, request: { maxTokens: number }): void {
+export function fitWindow(
+  window: RequestWindow | undefined,
+  promptTokens: number,
+  request: { maxTokens: number },
+): void {
   if (window === undefined) return;
   if (promptTokens >= window.tokens) {
     throw new RequestError(
@@ -69,19 +73,31 @@ export function fitWindow(window: RequestWindow | undefined, promptTokens: numbe
 }
 
 /** The reply cap: the request's, else --max-tokens, else the rest of the window; never past the window. */
-export function replyCap(model: ServedModel, promptTokens: number, requested: number | undefined, operatorDefault?: number): number {
+export function replyCap(
+  model: ServedModel,
+  promptTokens: number,
+  requested: number | undefined,
+  operatorDefault?: number,
+): number {
   const room = model.contextWindow - promptTokens;
   return Math.min(requested ?? operatorDefault ?? room, room);
 }
 
 /** Logit bias keys are token ids of this model's vocabulary. */
-export function logitBiasOf(model: ServedModel, bias: Record<string, number> | null | undefined, field = "logit_bias"): Record<number, number> | undefined {
+export function logitBiasOf(
+  model: ServedModel,
+  bias: Record<string, number> | null | undefined,
+  field = "logit_bias",
+): Record<number, number> | undefined {
   if (!bias) return undefined;
   const out: Record<number, number> = {};
   for (const [key, value] of Object.entries(bias)) {
     const id = Number(key);
     if (!/^\d+$/.test(key) || id >= model.tokenizer.vocabInfo.size) {
-      throw invalidRequest(`${field}: '${key}' is not a token id of this model (0-${model.tokenizer.vocabInfo.size - 1})`, field);
+      throw invalidRequest(
+        `${field}: '${key}' is not a token id of this model (0-${model.tokenizer.vocabInfo.size - 1})`,
+        field,
+      );
     }
     out[id] = value;
   }
@@ -102,10 +118,17 @@ export type GenerationOptions = Omit<GenerateRequest, "prompt" | "sampling" | "m
   defaultMaxTokens?: number;
 };
 
-export function generateRequest(defaults: GenerationDefaults, model: ServedModel, prompt: number[], opts: GenerationOptions): GenerateRequest {
+export function generateRequest(
+  defaults: GenerationDefaults,
+  model: ServedModel,
+  prompt: number[],
+  opts: GenerationOptions,
+): GenerateRequest {
   const { sampling, maxTokens, defaultMaxTokens, ignoreEos, bannedTokens, ...rest } = opts;
   // Unset fields stay absent, not undefined, in what goes to the worker.
-  const set = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined)) as Partial<GenerateRequest>;
+  const set = Object.fromEntries(
+    Object.entries(rest).filter(([, value]) => value !== undefined),
+  ) as Partial<GenerateRequest>;
   return {
     ...set,
     prompt,
@@ -160,7 +183,9 @@ export function startChoices(
   return (async () => {
     await first.prefilled;
     for (let i = 1; i < n; i++) {
-      live.push(model.worker.generate({ ...req, sampling: { ...req.sampling, seed: choiceSeed(req.sampling.seed, i) } }, opts));
+      live.push(
+        model.worker.generate({ ...req, sampling: { ...req.sampling, seed: choiceSeed(req.sampling.seed, i) } }, opts),
+      );
     }
     return live;
   })();

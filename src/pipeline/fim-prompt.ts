@@ -36,12 +36,24 @@ export function fimMarkersOf(ids: FimTokenIds): FimMarkers | undefined {
 /** The model a FIM request runs on (the --fim-model when there is one), or 400 fim_unsupported. */
 export function fimTargetOf(model: ServedModel, field = "suffix"): ServedModel {
   const target = model.fimTarget();
-  if (!target) throw new RequestError(400, `model '${model.id}' has no fill-in-the-middle tokens and no --fim-model is set`, "fim_unsupported", field);
+  if (!target)
+    throw new RequestError(
+      400,
+      `model '${model.id}' has no fill-in-the-middle tokens and no --fim-model is set`,
+      "fim_unsupported",
+      field,
+    );
   return target;
 }
 
 /** Frames tokenized prefix and suffix text with the FIM markers (and BOS when given). */
-export function assembleFimPrompt(markers: FimMarkers, prefix: readonly number[], suffix: readonly number[], mode: FimMode, bos?: number): number[] {
+export function assembleFimPrompt(
+  markers: FimMarkers,
+  prefix: readonly number[],
+  suffix: readonly number[],
+  mode: FimMode,
+  bos?: number,
+): number[] {
   const pre = [markers.prefix, ...prefix];
   const suf = [markers.suffix, ...suffix];
   const [first, second] = mode === "spm" ? [suf, pre] : [pre, suf];
@@ -49,8 +61,15 @@ export function assembleFimPrompt(markers: FimMarkers, prefix: readonly number[]
 }
 
 /** The whole FIM prompt for a model whose vocabulary has the markers; a prefix given as token ids is used as it is. */
-export async function fimPrompt(model: ServedModel, markers: FimMarkers, prefix: string | readonly number[], suffix: string, mode: FimMode): Promise<number[]> {
-  const plain = async (text: string) => Array.from(await model.prompts.tokenize(text, { addSpecial: false, parseSpecial: false }));
+export async function fimPrompt(
+  model: ServedModel,
+  markers: FimMarkers,
+  prefix: string | readonly number[],
+  suffix: string,
+  mode: FimMode,
+): Promise<number[]> {
+  const plain = async (text: string) =>
+    Array.from(await model.prompts.tokenize(text, { addSpecial: false, parseSpecial: false }));
   const vocab = model.tokenizer.vocabInfo;
   const before = typeof prefix === "string" ? await plain(prefix) : prefix;
   return assembleFimPrompt(markers, before, await plain(suffix), mode, vocab.addBos ? vocab.bos : undefined);

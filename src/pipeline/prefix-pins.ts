@@ -1,15 +1,3 @@
-// Where a request's cache breakpoints fall in its prompt (Anthropic's
-// `cache_control`; docs/api/anthropic.md#prompt-caching). A breakpoint names
-// a place in the request (after a tool, a system block or a content block);
-// the engine pins token prefixes. The place becomes a token count by
-// rendering the request cut at the breakpoint, in Anthropic's cache order
-// (tools, then system, then messages), without a generation prompt, and
-// taking what that render shares with the whole prompt. Taking the common
-// prefix keeps the pin a true prefix whatever the template does after the
-// cut (a template that renders the last turn differently pins less, never
-// something else). Cut renders are remembered, and a breakpoint on the last
-// block needs none (see pinLength).
-import type { ChatMessage } from "../codec/index.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import { renderChatPrompt, rendersTools, type ChatJob, type PrefixBreakpoint, type PrefixPin } from "./chat-job.ts";
 import { commonPrefix } from "../engine/token-prefix.ts";
@@ -42,7 +30,11 @@ async function cached(model: ServedModel, key: string, render: () => Promise<num
 function renderCut(model: ServedModel, job: ChatJob, bp: PrefixBreakpoint): Promise<number[]> {
   const cut: ChatJob = { ...job, messages: bp.messages, tools: bp.tools };
   const withTools = rendersTools(job);
-  const key = contentKey([bp.messages, withTools ? bp.tools.map((t) => [t.template, t.unlisted === true]) : [], job.templateKwargs]);
+  const key = contentKey([
+    bp.messages,
+    withTools ? bp.tools.map((t) => [t.template, t.unlisted === true]) : [],
+    job.templateKwargs,
+  ]);
   return cached(model, key, async () => {
     try {
       return (await renderChatPrompt(model, cut, withTools, false)).tokens;
@@ -80,7 +72,11 @@ async function generationPrompt(model: ServedModel, job: ChatJob): Promise<numbe
 async function pinLength(model: ServedModel, job: ChatJob, prompt: number[], bp: PrefixBreakpoint): Promise<number> {
   if (bp.last) {
     const opener = await generationPrompt(model, job);
-    if (opener && opener.length < prompt.length && commonPrefix(opener, prompt.slice(prompt.length - opener.length)) === opener.length) {
+    if (
+      opener &&
+      opener.length < prompt.length &&
+      commonPrefix(opener, prompt.slice(prompt.length - opener.length)) === opener.length
+    ) {
       return prompt.length - opener.length;
     }
   }
@@ -88,7 +84,12 @@ async function pinLength(model: ServedModel, job: ChatJob, prompt: number[], bp:
 }
 
 /** The pins a request's breakpoints make, in breakpoint order; a breakpoint that covers no token pins nothing. */
-export async function breakpointPins(model: ServedModel, job: ChatJob, prompt: number[], breakpoints: PrefixBreakpoint[]): Promise<PrefixPin[]> {
+export async function breakpointPins(
+  model: ServedModel,
+  job: ChatJob,
+  prompt: number[],
+  breakpoints: PrefixBreakpoint[],
+): Promise<PrefixPin[]> {
   const lengths = await Promise.all(breakpoints.map((bp) => pinLength(model, job, prompt, bp)));
   return breakpoints.flatMap((bp, i) => (lengths[i]! > 0 ? [{ length: lengths[i]!, ttlMs: bp.ttlMs }] : []));
 }

@@ -33,7 +33,11 @@ function withoutCalls(parser: ToolCallParser): ToolCallParser {
   return { push: (text) => keep(parser.push(text)), flush: () => keep(parser.flush()) };
 }
 
-export async function prepareChat(defaults: GenerationDefaults, model: ServedModel, job: ChatJob): Promise<PreparedChat> {
+export async function prepareChat(
+  defaults: GenerationDefaults,
+  model: ServedModel,
+  job: ChatJob,
+): Promise<PreparedChat> {
   const tools = toolPlan(model, job.tools, job.toolChoice, job.parallelToolCalls);
   // A forced tool choice beats the constraint; an auto one only holds calls,
   // so the constraint still holds the rest.

@@ -10,22 +10,36 @@ import { GenerationFailedError } from "./choice-stream.ts";
  * An absolute path (POSIX, Windows or file://) in a message, with the file
  * name it ends in: what a client is told never maps this machine's folders.
  */
-const ABSOLUTE_PATH = /(?<![\w.~%:/\\-])(?:file:\/\/)?(?:[A-Za-z]:[\\/]|\/)(?:[^\s\\/'"`,;:()<>[\]{}]+[\\/])+([^\s\\/'"`,;:()<>[\]{}]*)/g;
+const ABSOLUTE_PATH =
+  /(?<![\w.~%:/\\-])(?:file:\/\/)?(?:[A-Za-z]:[\\/]|\/)(?:[^\s\\/'"`,;:()<>[\]{}]+[\\/])+([^\s\\/'"`,;:()<>[\]{}]*)/g;
 
 /** The text with every absolute path cut to its last name (the file name). */
 export function withoutPaths(text: string): string {
-  return text.replace(ABSOLUTE_PATH, (path: string, name: string) => name || (path.split(/[\\/]/).filter(Boolean).pop() ?? ""));
+  return text.replace(
+    ABSOLUTE_PATH,
+    (path: string, name: string) => name || (path.split(/[\\/]/).filter(Boolean).pop() ?? ""),
+  );
 }
 
-/** Any thrown value as a RequestError: ours pass through, the daemon's failures by their type, the rest are 500s whose messages carry no paths. */
+/**
+ * Any thrown value as a RequestError: ours pass through, the daemon's failures by their type, the rest are 500s whose
+ * messages carry no paths.
+ */
 export function asRequestError(err: unknown): RequestError {
   if (err instanceof RequestError) return err;
   const message = (fallback: string) => withoutPaths((err as Error | undefined)?.message ?? fallback);
   if (err instanceof WorkerCrashedError) return new RequestError(500, message("engine worker failed"));
-  if (err instanceof JournalError) return new RequestError(500, message("the session log could not be written"), "session_log_failed");
+  if (err instanceof JournalError)
+    return new RequestError(500, message("the session log could not be written"), "session_log_failed");
   if (err instanceof GenerationFailedError) return new RequestError(err.status, message("generation failed"));
   if (err instanceof ModelClosedError) {
-    return new RequestError(503, "the model was unloaded while this request was being prepared; it loads again on the next request", "model_unloading", "model", { "retry-after": "2" });
+    return new RequestError(
+      503,
+      "the model was unloaded while this request was being prepared; it loads again on the next request",
+      "model_unloading",
+      "model",
+      { "retry-after": "2" },
+    );
   }
   return new RequestError(500, `internal error: ${withoutPaths((err as Error | undefined)?.message ?? String(err))}`);
 }

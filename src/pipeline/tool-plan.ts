@@ -33,7 +33,8 @@ export function toolPlan(model: ServedModel, tools: ToolSpec[], choice: ToolChoi
   if (choice === "none") return parsed;
   const forced = choice === "required" ? "required" : typeof choice === "object" ? choice.name : undefined;
   // A forced call is never served unconstrained.
-  if (forced && tools.length === 0) throw invalidRequest("tool_choice forces a call, but tools declares no function", "tool_choice");
+  if (forced && tools.length === 0)
+    throw invalidRequest("tool_choice forces a call, but tools declares no function", "tool_choice");
   if (tools.length === 0) return parsed;
   if (!forced) {
     if (!dialect) return { callsAllowed: true };
@@ -47,7 +48,11 @@ export function toolPlan(model: ServedModel, tools: ToolSpec[], choice: ToolChoi
       return { dialect, callsAllowed: true };
     }
   }
-  if (!dialect) throw invalidRequest(`constraint unsatisfiable: model '${model.id}' has no tool-call format superfluid can constrain`, "tool_choice");
+  if (!dialect)
+    throw invalidRequest(
+      `constraint unsatisfiable: model '${model.id}' has no tool-call format superfluid can constrain`,
+      "tool_choice",
+    );
   const chosen = forced === "required" ? tools : tools.filter((t) => t.name === forced);
   return { dialect, grammar: compileCalls(dialect, chosen, parallel), callsAllowed: true };
 }
@@ -75,6 +80,9 @@ function compileCalls(dialect: ToolDialect, tools: ToolSpec[], parallel: boolean
     return callGrammar(dialect, tools, parallel);
   } catch (err) {
     const message = (err as Error).message;
-    throw invalidRequest(message.startsWith("constraint unsatisfiable") ? message : `constraint unsatisfiable: ${message}`, "tools");
+    throw invalidRequest(
+      message.startsWith("constraint unsatisfiable") ? message : `constraint unsatisfiable: ${message}`,
+      "tools",
+    );
   }
 }

@@ -7,7 +7,10 @@ import { readFileSync } from "node:fs";
 
 const SHT_GNU_VERNEED = 0x6ffffffe;
 
-/** Every version the file needs (`GLIBC_2.34`, `GLIBC_PRIVATE`, ...); throws, naming the file, for anything but a whole 64-bit little-endian ELF file. */
+/**
+ * Every version the file needs (`GLIBC_2.34`, `GLIBC_PRIVATE`, ...); throws, naming the file, for anything but a whole
+ * 64-bit little-endian ELF file.
+ */
 export function neededVersions(path: string): string[] {
   const b = readFileSync(path);
   const fail = (why: string): never => {
@@ -22,7 +25,12 @@ export function neededVersions(path: string): string[] {
     if (shoff + shnum * shentsize > b.length) fail("truncated (its section headers lie past its end)");
     const section = (i: number) => {
       const at = shoff + i * shentsize;
-      return { type: b.readUInt32LE(at + 4), offset: Number(b.readBigUInt64LE(at + 0x18)), link: b.readUInt32LE(at + 0x28), info: b.readUInt32LE(at + 0x2c) };
+      return {
+        type: b.readUInt32LE(at + 4),
+        offset: Number(b.readBigUInt64LE(at + 0x18)),
+        link: b.readUInt32LE(at + 0x28),
+        info: b.readUInt32LE(at + 0x2c),
+      };
     };
     const out: string[] = [];
     for (let i = 0; i < shnum; i++) {
@@ -89,14 +97,17 @@ export function versionCeilings(paths: readonly string[]): Map<string, string> {
   return top;
 }
 
-/** Each family whose ceiling in `built` is above `allowed`'s (or absent from it), as `GLIBC_2.36 (at most GLIBC_2.34)`. */
+/**
+ * Each family whose ceiling in `built` is above `allowed`'s (or absent from it), as `GLIBC_2.36 (at most GLIBC_2.34)`.
+ */
 export function ceilingsAbove(built: Map<string, string>, allowed: Map<string, string>): string[] {
   const over: string[] = [];
   const named = (family: string, version: string) => (version === "" ? family : `${family}_${version}`);
   for (const [family, version] of built) {
     const limit = allowed.get(family);
     if (limit === undefined) over.push(`${named(family, version)} (none in the prebuilt)`);
-    else if (version !== "" && compareVersions(version, limit) > 0) over.push(`${named(family, version)} (at most ${named(family, limit)})`);
+    else if (version !== "" && compareVersions(version, limit) > 0)
+      over.push(`${named(family, version)} (at most ${named(family, limit)})`);
   }
   return over.sort();
 }

@@ -50,14 +50,17 @@ async function getOk(url: string): Promise<Response> {
 
 export async function fetchPackage(name: string, version: string, opts: FetchOptions): Promise<FetchedPackage> {
   // A range would make the build depend on the day it ran.
-  if (!EXACT_VERSION.test(version)) throw new Error(`${name}: "${version}" is not an exact version; pin it in package.json`);
+  if (!EXACT_VERSION.test(version))
+    throw new Error(`${name}: "${version}" is not an exact version; pin it in package.json`);
   const slug = `${name.replace(/^@/, "").replace(/\//g, "+")}@${version}`;
   const dir = join(opts.cacheRoot, slug);
   const done = join(opts.cacheRoot, `${slug}.complete`);
   if (existsSync(done) && existsSync(dir)) {
     const integrity = readFileSync(done, "utf8").trim();
     if (opts.expectIntegrity && sha512Of(opts.expectIntegrity) !== integrity) {
-      throw new Error(`${name}@${version}: cached copy has integrity ${integrity}, the lockfile says ${opts.expectIntegrity}`);
+      throw new Error(
+        `${name}@${version}: cached copy has integrity ${integrity}, the lockfile says ${opts.expectIntegrity}`,
+      );
     }
     return { dir, integrity };
   }
@@ -70,7 +73,9 @@ export async function fetchPackage(name: string, version: string, opts: FetchOpt
   if (!tarball || !registryIntegrity) throw new Error(`${metaUrl}: no dist.tarball or dist.integrity`);
   const want = sha512Of(registryIntegrity);
   if (opts.expectIntegrity && sha512Of(opts.expectIntegrity) !== want) {
-    throw new Error(`${name}@${version}: the registry's integrity ${want} differs from the lockfile's ${opts.expectIntegrity}`);
+    throw new Error(
+      `${name}@${version}: the registry's integrity ${want} differs from the lockfile's ${opts.expectIntegrity}`,
+    );
   }
 
   opts.log?.(`fetching ${name}@${version} (${tarball})`);

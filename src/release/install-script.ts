@@ -10,11 +10,13 @@ const UNSAFE_IN_URL = /[\s"`\\]|\$(?!version\b)/;
 
 export function installScript(inputs: Pick<ReleaseInputs, "version" | "baseUrl">): string {
   const { version } = inputs;
-  if (!/^[0-9A-Za-z.+-]+$/.test(version)) throw new Error(`version ${JSON.stringify(version)} cannot be written into install.sh`);
+  if (!/^[0-9A-Za-z.+-]+$/.test(version))
+    throw new Error(`version ${JSON.stringify(version)} cannot be written into install.sh`);
   // `$version` in the default base lets SUPERFLUID_VERSION pick another
   // release from the same place (.../download/v$version).
   const base = baseUrlPattern(inputs, "$version");
-  if (UNSAFE_IN_URL.test(base)) throw new Error(`base URL ${JSON.stringify(inputs.baseUrl)} cannot be written into install.sh`);
+  if (UNSAFE_IN_URL.test(base))
+    throw new Error(`base URL ${JSON.stringify(inputs.baseUrl)} cannot be written into install.sh`);
   const platforms = PLATFORMS.filter((p) => p.archiveExt === "tar.gz").map((p) => p.name);
 
   // A template literal: `\${` is the shell's `${`, `\\` one backslash.

@@ -15,7 +15,21 @@
 // time, every CPU variant, no OpenMP), and it is refused if any library needs
 // a newer glibc or libstdc++ symbol version than the prebuilt does.
 import { createHash } from "node:crypto";
-import { closeSync, copyFileSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { basename, join } from "node:path";
 import { processAlive } from "../runtime/process-alive.ts";
 import { BUILD_METADATA_FILE } from "../version.ts";
@@ -102,7 +116,10 @@ const TOOLCHAIN_HINT =
   "install cmake, ninja-build, git and GCC 12 or later (Debian 12: apt-get install cmake ninja-build g++ git; " +
   "Ubuntu 22.04: also g++-12, then CC=gcc-12 CXX=g++-12), or build with --prebuilt-llama to embed the prebuilt";
 
-/** The compilers CC and CXX name (a command with arguments, like `ccache g++`, is run as written); throws when one is missing or too old. */
+/**
+ * The compilers CC and CXX name (a command with arguments, like `ccache g++`, is run as written); throws when one is
+ * missing or too old.
+ */
 export function findCompilers(env = process.env): Compilers {
   const problems: string[] = [];
   const probe = (variable: "CC" | "CXX", fallback: string): Compiler | undefined => {
@@ -119,7 +136,8 @@ export function findCompilers(env = process.env): Compilers {
   };
   const c = probe("CC", "cc");
   const cxx = probe("CXX", "c++");
-  if (problems.length > 0 || !c || !cxx) throw new Error(`cannot build libllama from source: ${problems.join("; ")}; ${TOOLCHAIN_HINT}`);
+  if (problems.length > 0 || !c || !cxx)
+    throw new Error(`cannot build libllama from source: ${problems.join("; ")}; ${TOOLCHAIN_HINT}`);
   return { c, cxx };
 }
 
@@ -136,7 +154,8 @@ function checkBuildTools(generator: Generator): void {
   if (!output(["cmake", "--version"])) problems.push("cmake is not installed");
   if (generator !== "Ninja" && !output(["make", "--version"])) problems.push("neither ninja nor make is installed");
   if (!output(["git", "--version"])) problems.push("git is not installed (the source is a git bundle)");
-  if (problems.length > 0) throw new Error(`cannot build libllama from source: ${problems.join("; ")}; ${TOOLCHAIN_HINT}`);
+  if (problems.length > 0)
+    throw new Error(`cannot build libllama from source: ${problems.join("; ")}; ${TOOLCHAIN_HINT}`);
 }
 
 /**
@@ -164,7 +183,10 @@ export function collectLibraries(binDir: string, out: string): string[] {
   return copied.sort();
 }
 
-/** The libraries superfluid loads in a folder: libllama, libggml, libggml-base and the CPU backends (not node-llama-cpp's libllama-common). */
+/**
+ * The libraries superfluid loads in a folder: libllama, libggml, libggml-base and the CPU backends (not
+ * node-llama-cpp's libllama-common).
+ */
 export function loadedLibraries(dir: string): string[] {
   return readdirSync(dir)
     .filter((f) => /^lib(llama|ggml|ggml-base|ggml-cpu-[a-z0-9._]+?)(\.v[\d.]+)?\.so(\.\d+)*$/.test(f))
@@ -193,7 +215,10 @@ export interface SourceBuild {
   compiler: Compiler;
 }
 
-/** Runs one build step with its output appended to logFile as it comes (a compile takes minutes: `tail -f` shows where it is). */
+/**
+ * Runs one build step with its output appended to logFile as it comes (a compile takes minutes: `tail -f` shows where
+ * it is).
+ */
 function run(cmd: string[], what: string, logFile: string, cwd?: string): void {
   writeFileSync(logFile, `$ ${cmd.join(" ")}\n`, { flag: "a" });
   const fd = openSync(logFile, "a");
@@ -259,9 +284,12 @@ export async function withLock<T>(lock: string, fn: () => Promise<T>): Promise<T
       } catch {}
       if (!Number.isSafeInteger(holder) || holder <= 0 || (holder !== process.pid && processAlive(holder))) {
         const who = Number.isSafeInteger(holder) && holder > 0 ? holder : "unknown";
-        throw new Error(`another build (pid ${who}) is building libllama in this cache; wait for it, or remove ${lock} if none is`);
+        throw new Error(
+          `another build (pid ${who}) is building libllama in this cache; wait for it, or remove ${lock} if none is`,
+        );
       }
-      // Stale: moved aside under a name of our own (a rename either happens once or not at all), then taken like a fresh one.
+      // Stale: moved aside under a name of our own (a rename either happens once or not at all), then taken like a
+      // fresh one.
       const aside = `${lock}.stale.${process.pid}`;
       try {
         renameSync(lock, aside);
@@ -285,7 +313,11 @@ export async function withLock<T>(lock: string, fn: () => Promise<T>): Promise<T
  * already holds is skipped. Throws for a patch that applies neither way.
  * Returns what it did with each, for the log.
  */
-export function applyPatches(dir: string, patches: readonly { name: string; path: string }[], logFile: string): string[] {
+export function applyPatches(
+  dir: string,
+  patches: readonly { name: string; path: string }[],
+  logFile: string,
+): string[] {
   return patches.map((patch) => {
     const git = (...args: string[]) => ["git", "apply", "--ignore-whitespace", ...args, patch.path];
     if (succeeds(git("--check"), dir)) {
@@ -305,9 +337,13 @@ export function applyPatches(dir: string, patches: readonly { name: string; path
 export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<SourceBuild> {
   const log = opts.log ?? (() => {});
   const compilers = findCompilers();
-  const pkg = await fetchPackage("node-llama-cpp", opts.nodeLlamaCppVersion, { cacheRoot: join(opts.cacheRoot, "packages"), log });
+  const pkg = await fetchPackage("node-llama-cpp", opts.nodeLlamaCppVersion, {
+    cacheRoot: join(opts.cacheRoot, "packages"),
+    log,
+  });
   const bundle = join(pkg.dir, "llama", "gitRelease.bundle");
-  if (!existsSync(bundle)) throw new Error(`node-llama-cpp@${opts.nodeLlamaCppVersion} carries no llama/gitRelease.bundle`);
+  if (!existsSync(bundle))
+    throw new Error(`node-llama-cpp@${opts.nodeLlamaCppVersion} carries no llama/gitRelease.bundle`);
   const patches = patchesOf(pkg.dir);
 
   const generator = generatorHere();
@@ -328,7 +364,11 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
     )
     .digest("hex")
     .slice(0, 16);
-  const root = join(opts.cacheRoot, "llama-source", `${opts.nodeLlamaCppVersion}-${process.platform}-${process.arch}-${key}`);
+  const root = join(
+    opts.cacheRoot,
+    "llama-source",
+    `${opts.nodeLlamaCppVersion}-${process.platform}-${process.arch}-${key}`,
+  );
   const out = join(root, "lib");
   const done = join(root, ".complete");
   /** The commit of a finished build in this folder, if there is one. */
@@ -357,7 +397,8 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
     const logFile = join(root, "build.log");
     writeFileSync(logFile, "");
     // What killed builds left behind (each a ~200 MB checkout, or a half-collected folder).
-    for (const f of readdirSync(root)) if (/^(src\.\d+\.tmp|lib\.tmp)$/.test(f)) rmSync(join(root, f), { recursive: true, force: true });
+    for (const f of readdirSync(root))
+      if (/^(src\.\d+\.tmp|lib\.tmp)$/.test(f)) rmSync(join(root, f), { recursive: true, force: true });
     const src = join(root, "src");
     if (!existsSync(src)) {
       // Cloned and patched aside, then renamed: a build killed midway never leaves a half tree that looks whole.
@@ -368,7 +409,8 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
     }
     const rev = Bun.spawnSync(["git", "-C", src, "rev-parse", "HEAD"], { stdout: "pipe", stderr: "pipe" });
     const head = rev.stdout.toString().trim();
-    if (rev.exitCode !== 0 || !/^[0-9a-f]{40}$/.test(head)) throw new Error(`${src} is not a whole git checkout; remove ${root} and build again`);
+    if (rev.exitCode !== 0 || !/^[0-9a-f]{40}$/.test(head))
+      throw new Error(`${src} is not a whole git checkout; remove ${root} and build again`);
     const build = join(root, "build");
     const jobs = String(opts.jobs ?? navigator.hardwareConcurrency ?? 2);
     log(
@@ -385,11 +427,19 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
       throw new Error(`the build produced no libllama or no CPU backend (${names.join(", ")}); see ${logFile}`);
     }
     // Nothing may need a newer glibc or libstdc++ than the prebuilt: the binary must start wherever it did.
-    const above = ceilingsAbove(versionCeilings(loadedLibraries(staging)), versionCeilings(loadedLibraries(opts.prebuiltDir)));
-    if (above.length > 0) throw new Error(`the built libraries need newer symbol versions than the prebuilt: ${above.join(", ")}; build on an older distribution or with --prebuilt-llama`);
+    const above = ceilingsAbove(
+      versionCeilings(loadedLibraries(staging)),
+      versionCeilings(loadedLibraries(opts.prebuiltDir)),
+    );
+    if (above.length > 0)
+      throw new Error(
+        `the built libraries need newer symbol versions than the prebuilt: ${above.join(", ")}; build on an older distribution or with --prebuilt-llama`,
+      );
     // The llama.cpp release the prebuilt records (what `--version` and the ABI check name), and this build's own facts.
     const metaFile = join(opts.prebuiltDir, BUILD_METADATA_FILE);
-    const prebuilt = existsSync(metaFile) ? (JSON.parse(readFileSync(metaFile, "utf8")) as { buildOptions?: { llamaCpp?: unknown } }) : {};
+    const prebuilt = existsSync(metaFile)
+      ? (JSON.parse(readFileSync(metaFile, "utf8")) as { buildOptions?: { llamaCpp?: unknown } })
+      : {};
     const meta = {
       buildOptions: { llamaCpp: prebuilt.buildOptions?.llamaCpp },
       superfluidSourceBuild: {

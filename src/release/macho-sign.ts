@@ -62,11 +62,20 @@ function layoutOf(bin: Buffer): Layout {
     off += size;
   }
   if (sigCmd < 0 || linkedit < 0) throw new Error("no LC_CODE_SIGNATURE or __LINKEDIT to sign into");
-  return { sigCmd, sigOff: bin.readUInt32LE(sigCmd), sigSize: bin.readUInt32LE(sigCmd + 4), linkedit, textFileOff, textFileSize };
+  return {
+    sigCmd,
+    sigOff: bin.readUInt32LE(sigCmd),
+    sigSize: bin.readUInt32LE(sigCmd + 4),
+    linkedit,
+    textFileOff,
+    textFileSize,
+  };
 }
 
 function pageHash(bin: Buffer, slot: number, codeLimit: number): Buffer {
-  return createHash("sha256").update(bin.subarray(slot * PAGE, Math.min((slot + 1) * PAGE, codeLimit))).digest();
+  return createHash("sha256")
+    .update(bin.subarray(slot * PAGE, Math.min((slot + 1) * PAGE, codeLimit)))
+    .digest();
 }
 
 /** Whether the embedded signature covers the whole file up to itself and every page hash matches. */
@@ -85,18 +94,23 @@ export function machoSignatureHolds(bin: Buffer): boolean {
     if (cd[37] !== CS_HASHTYPE_SHA256 || hashSize !== 32 || cd[39] !== PAGE_SHIFT) continue;
     if (codeLimit !== sigOff || nCodeSlots !== Math.ceil(codeLimit / PAGE)) return false;
     for (let s = 0; s < nCodeSlots; s++) {
-      if (!pageHash(bin, s, codeLimit).equals(cd.subarray(hashOffset + s * 32, hashOffset + (s + 1) * 32))) return false;
+      if (!pageHash(bin, s, codeLimit).equals(cd.subarray(hashOffset + s * 32, hashOffset + (s + 1) * 32)))
+        return false;
     }
     return true;
   }
   return false;
 }
 
-/** Rewrites the signature of a Mach-O file (the signature must be the file's last bytes) as an ad-hoc one over its current contents. */
+/**
+ * Rewrites the signature of a Mach-O file (the signature must be the file's last bytes) as an ad-hoc one over its
+ * current contents.
+ */
 export function adhocSign(bin: Buffer, identifier: string): Buffer {
   const layout = layoutOf(bin);
   const linkeditFileOff = Number(bin.readBigUInt64LE(layout.linkedit + 40));
-  if (layout.sigOff + layout.sigSize !== bin.length) throw new Error("the code signature is not at the end of the file");
+  if (layout.sigOff + layout.sigSize !== bin.length)
+    throw new Error("the code signature is not at the end of the file");
   const codeLimit = layout.sigOff;
   const nSlots = Math.ceil(codeLimit / PAGE);
   const ident = Buffer.from(`${identifier}\0`, "utf8");

@@ -32,8 +32,13 @@ function findBinary() {
           "another platform by an npm that recorded only that platform's package.",
           `Reinstall with optional dependencies (a fresh lockfile), or add "${pkg}" as a dependency.`,
         ]
-      : [`There is no superfluid binary for ${platform}; there are: ${known.map((p) => p.slice("superfluid-".length)).join(", ")}.`];
-    const lines = [`superfluid: the package "${pkg}", which holds the binary for this platform (${platform}), is not installed.`, ...why];
+      : [
+          `There is no superfluid binary for ${platform}; there are: ${known.map((p) => p.slice("superfluid-".length)).join(", ")}.`,
+        ];
+    const lines = [
+      `superfluid: the package "${pkg}", which holds the binary for this platform (${platform}), is not installed.`,
+      ...why,
+    ];
     lines.push("Or set SUPERFLUID_BINARY to the path of a superfluid binary.");
     process.stderr.write(`${lines.join("\n")}\n`);
     process.exit(1);

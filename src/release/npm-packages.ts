@@ -32,7 +32,8 @@ export function mainPackageJson(version: string, platforms: readonly Platform[])
   return {
     name: NPM_NAME,
     version,
-    description: "Local LLM inference server (GGUF models through llama.cpp) with OpenAI, Anthropic and Ollama APIs, in one executable",
+    description:
+      "Local LLM inference server (GGUF models through llama.cpp) with OpenAI, Anthropic and Ollama APIs, in one executable",
     keywords: ["llm", "llama.cpp", "gguf", "openai", "inference", "server"],
     type: "module",
     bin: { [NPM_NAME]: "bin/superfluid.js" },
@@ -101,7 +102,10 @@ function writeJson(path: string, value: unknown): void {
   writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`);
 }
 
-/** Writes outDir/superfluid/ and outDir/superfluid-<platform>/ for each binary given; returns the folders written, main first. */
+/**
+ * Writes outDir/superfluid/ and outDir/superfluid-<platform>/ for each binary given; returns the folders written, main
+ * first.
+ */
 export function npmPackages({ version, binaries, outDir }: NpmPackagesInput): string[] {
   const platforms = [...binaries.keys()].map((name) => platformByName(name));
   if (platforms.length === 0) throw new Error("npmPackages: no binaries given");

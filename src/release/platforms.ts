@@ -25,11 +25,51 @@ export interface Platform {
 // goes, so one x64 binary that starts everywhere beats a faster-by-little one
 // that does not.
 export const PLATFORMS: readonly Platform[] = [
-  { name: "linux-x64", bunTarget: "bun-linux-x64-baseline", llamaPackage: "@node-llama-cpp/linux-x64", os: "linux", arch: "x64", exe: "superfluid", archiveExt: "tar.gz" },
-  { name: "linux-arm64", bunTarget: "bun-linux-arm64", llamaPackage: "@node-llama-cpp/linux-arm64", os: "linux", arch: "arm64", exe: "superfluid", archiveExt: "tar.gz" },
-  { name: "darwin-arm64", bunTarget: "bun-darwin-arm64", llamaPackage: "@node-llama-cpp/mac-arm64-metal", os: "darwin", arch: "arm64", exe: "superfluid", archiveExt: "tar.gz" },
-  { name: "darwin-x64", bunTarget: "bun-darwin-x64-baseline", llamaPackage: "@node-llama-cpp/mac-x64", os: "darwin", arch: "x64", exe: "superfluid", archiveExt: "tar.gz" },
-  { name: "windows-x64", bunTarget: "bun-windows-x64-baseline", llamaPackage: "@node-llama-cpp/win-x64", os: "windows", arch: "x64", exe: "superfluid.exe", archiveExt: "zip" },
+  {
+    name: "linux-x64",
+    bunTarget: "bun-linux-x64-baseline",
+    llamaPackage: "@node-llama-cpp/linux-x64",
+    os: "linux",
+    arch: "x64",
+    exe: "superfluid",
+    archiveExt: "tar.gz",
+  },
+  {
+    name: "linux-arm64",
+    bunTarget: "bun-linux-arm64",
+    llamaPackage: "@node-llama-cpp/linux-arm64",
+    os: "linux",
+    arch: "arm64",
+    exe: "superfluid",
+    archiveExt: "tar.gz",
+  },
+  {
+    name: "darwin-arm64",
+    bunTarget: "bun-darwin-arm64",
+    llamaPackage: "@node-llama-cpp/mac-arm64-metal",
+    os: "darwin",
+    arch: "arm64",
+    exe: "superfluid",
+    archiveExt: "tar.gz",
+  },
+  {
+    name: "darwin-x64",
+    bunTarget: "bun-darwin-x64-baseline",
+    llamaPackage: "@node-llama-cpp/mac-x64",
+    os: "darwin",
+    arch: "x64",
+    exe: "superfluid",
+    archiveExt: "tar.gz",
+  },
+  {
+    name: "windows-x64",
+    bunTarget: "bun-windows-x64-baseline",
+    llamaPackage: "@node-llama-cpp/win-x64",
+    os: "windows",
+    arch: "x64",
+    exe: "superfluid.exe",
+    archiveExt: "zip",
+  },
 ];
 
 export function platformByName(name: string): Platform {

@@ -28,7 +28,9 @@ export function archiveUrl(inputs: Pick<ReleaseInputs, "version" | "baseUrl">, p
   return `${inputs.baseUrl.replace(/\/+$/, "")}/${archiveName(inputs.version, platform)}`;
 }
 
-/** The archive's checksum; a missing or malformed one stops the build rather than publish a formula that cannot install. */
+/**
+ * The archive's checksum; a missing or malformed one stops the build rather than publish a formula that cannot install.
+ */
 export function checksumOf(inputs: ReleaseInputs, platform: Platform): string {
   const name = archiveName(inputs.version, platform);
   const sum = inputs.checksums.get(name);

@@ -98,7 +98,17 @@ function decodeTokens(bytes: Buffer): number[] {
 
 function indexOf(record: StoredResponse): ResponseIndex {
   const { id, model, created_at, previous, head, warmable, tokensBase, hidden, owner } = record;
-  return { id, model, created_at, previous, head, warmable, tokensBase, ...(hidden ? { hidden } : {}), ...(owner === undefined ? {} : { owner }) };
+  return {
+    id,
+    model,
+    created_at,
+    previous,
+    head,
+    warmable,
+    tokensBase,
+    ...(hidden ? { hidden } : {}),
+    ...(owner === undefined ? {} : { owner }),
+  };
 }
 
 export class ResponseStore {
@@ -131,11 +141,15 @@ export class ResponseStore {
       if (!name.endsWith(".json")) continue;
       try {
         const record = JSON.parse(readFileSync(join(dir, name), "utf8")) as StoredResponse;
-        if (`${record.id}.json` !== name || !ID_PATTERN.test(record.id)) throw new Error("its id does not match its file name");
-        if (record.owner !== undefined && typeof record.owner !== "string") throw new Error("its owner is not a string");
+        if (`${record.id}.json` !== name || !ID_PATTERN.test(record.id))
+          throw new Error("its id does not match its file name");
+        if (record.owner !== undefined && typeof record.owner !== "string")
+          throw new Error("its owner is not a string");
         store.index(indexOf(record));
       } catch (err) {
-        warn(`superfluid: stored response ${join(dir, name)} cannot be read (${(err as Error).message}); it is not served`);
+        warn(
+          `superfluid: stored response ${join(dir, name)} cannot be read (${(err as Error).message}); it is not served`,
+        );
       }
     }
     for (const name of names) {
@@ -169,7 +183,8 @@ export class ResponseStore {
   /** The conversation up to and including `id`, oldest first (hidden links included). */
   chain(id: string): StoredResponse[] {
     const out: StoredResponse[] = [];
-    for (let r = this.records.get(id); r; r = r.previous === null ? undefined : this.records.get(r.previous)) out.push(this.body(r.id));
+    for (let r = this.records.get(id); r; r = r.previous === null ? undefined : this.records.get(r.previous))
+      out.push(this.body(r.id));
     return out.reverse();
   }
 
@@ -185,7 +200,10 @@ export class ResponseStore {
     return whole;
   }
 
-  /** Keeps a record's files while a turn continuing it generates, even if it is deleted meanwhile; unpin() when the turn ends. */
+  /**
+   * Keeps a record's files while a turn continuing it generates, even if it is deleted meanwhile; unpin() when the turn
+   * ends.
+   */
   pin(id: string): void {
     this.dependents.set(id, (this.dependents.get(id) ?? 0) + 1);
   }
@@ -210,7 +228,10 @@ export class ResponseStore {
     });
   }
 
-  /** Hides one of the scope `owner`'s responses; its files go now if nothing needs it, else once nothing does. False when it has no such response. */
+  /**
+   * Hides one of the scope `owner`'s responses; its files go now if nothing needs it, else once nothing does. False
+   * when it has no such response.
+   */
   delete(id: string, owner?: string): Promise<boolean> {
     return this.serially(async () => {
       const record = this.get(id, owner);

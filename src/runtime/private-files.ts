@@ -2,7 +2,17 @@
 // private to the server's user whatever the umask: folders it creates are 0700,
 // files 0600. open() and mkdir() only ever take bits away through the umask, so
 // modes are set exactly afterwards.
-import { chmodSync, closeSync, fchmodSync, fsyncSync, mkdirSync, openSync, renameSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  fchmodSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, resolve } from "node:path";
 
 export const PRIVATE_DIR_MODE = 0o700;
@@ -51,7 +61,10 @@ export function openPrivate(path: string, flags: string | number): number {
   return fd;
 }
 
-/** Sets an existing file to 0600 when it has bits for group or others (one left by an older version); a missing one is no error. */
+/**
+ * Sets an existing file to 0600 when it has bits for group or others (one left by an older version); a missing one is
+ * no error.
+ */
 export function tightenFile(path: string): void {
   try {
     if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, PRIVATE_FILE_MODE);
@@ -60,7 +73,10 @@ export function tightenFile(path: string): void {
   }
 }
 
-/** Replaces path whole with a private file holding text: written beside it, then renamed over it, so a reader never sees half of it. */
+/**
+ * Replaces path whole with a private file holding text: written beside it, then renamed over it, so a reader never sees
+ * half of it.
+ */
 export function replacePrivateFile(path: string, text: string): void {
   writePrivateFile(`${path}.tmp`, text);
   renameSync(`${path}.tmp`, path);
@@ -76,7 +92,10 @@ export function writePrivateFile(path: string, text: string): void {
   }
 }
 
-/** fsyncs a directory so a created or renamed entry in it survives a crash (best effort: not possible everywhere, e.g. Windows). */
+/**
+ * fsyncs a directory so a created or renamed entry in it survives a crash (best effort: not possible everywhere, e.g.
+ * Windows).
+ */
 export function fsyncDir(dir: string): void {
   let fd: number | undefined;
   try {

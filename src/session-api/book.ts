@@ -31,11 +31,16 @@ export interface SessionView {
   header: SessionHeader;
   params: SessionParams;
   events: SessionEvent[];
-  /** The template's render of the session's first `messages` messages (no generation prompt), from its last append: the next Generate starts from it. */
+  /**
+   * The template's render of the session's first `messages` messages (no generation prompt), from its last append: the
+   * next Generate starts from it.
+   */
   rendered?: { messages: number; tokens: number[] };
 }
 
-/** The key a session's history renders are remembered under (continued-prompt.ts), for its state after `events` events. */
+/**
+ * The key a session's history renders are remembered under (continued-prompt.ts), for its state after `events` events.
+ */
 export function historyKeyOf(storeId: string, view: SessionView): string {
   return `session:${storeId}:${view.header.id}:${view.events.length}`;
 }
@@ -48,18 +53,29 @@ export function paramsOf(raw: Record<string, unknown> | undefined): SessionParam
   const sampling = (raw.sampling ?? raw) as Record<string, unknown>;
   const fields = ["temperature", "top_p", "min_p", "top_k", "seed"] as const;
   if (fields.some((f) => typeof sampling[f] !== "number")) return undefined;
-  return { temperature: sampling.temperature as number, top_p: sampling.top_p as number, min_p: sampling.min_p as number, top_k: sampling.top_k as number, seed: sampling.seed as number };
+  return {
+    temperature: sampling.temperature as number,
+    top_p: sampling.top_p as number,
+    min_p: sampling.min_p as number,
+    top_k: sampling.top_k as number,
+    seed: sampling.seed as number,
+  };
 }
 
 /** The session's opening record: who it forked from and where. */
-function opening(body: EventBody): { parent: number | null; forkAt: number | null; params: Record<string, unknown> } | undefined {
+function opening(
+  body: EventBody,
+): { parent: number | null; forkAt: number | null; params: Record<string, unknown> } | undefined {
   if ("Created" in body) return { parent: body.Created.parent, forkAt: null, params: body.Created.params };
   if ("Forked" in body) return { parent: body.Forked.parent, forkAt: body.Forked.fork_at, params: body.Forked.params };
-  if ("Rebased" in body) return { parent: body.Rebased.parent, forkAt: body.Rebased.fork_at, params: body.Rebased.params };
+  if ("Rebased" in body)
+    return { parent: body.Rebased.parent, forkAt: body.Rebased.fork_at, params: body.Rebased.params };
   return undefined;
 }
 
-/** HTTP generations record the model and their cap in their params; session-API sessions only the five sampling fields. */
+/**
+ * HTTP generations record the model and their cap in their params; session-API sessions only the five sampling fields.
+ */
 function sourceOf(params: Record<string, unknown>): "session" | "http" {
   return "model" in params ? "http" : "session";
 }
@@ -240,7 +256,8 @@ export class SessionBook {
     let params = paramsOf(open.params);
     if (open.parent !== null && open.forkAt !== null) {
       const parentHeader = this.index().get(open.parent);
-      if (!parentHeader) throw new SessionError(`session ${header.id} forks from session ${open.parent}, which is not in the log`);
+      if (!parentHeader)
+        throw new SessionError(`session ${header.id} forks from session ${open.parent}, which is not in the log`);
       const parent = this.views.get(open.parent) ?? (await this.load(parentHeader));
       events = [...parent.events.filter((e) => e.event_id < open.forkAt!), ...own];
       params ??= parent.params;
@@ -248,7 +265,10 @@ export class SessionBook {
     return { header, params: params ?? GREEDY_PARAMS, events };
   }
 
-  /** A new session whose first own record is `body` at `firstEventId`; returns its view (the record is durable after a flush). */
+  /**
+   * A new session whose first own record is `body` at `firstEventId`; returns its view (the record is durable after a
+   * flush).
+   */
   create(body: EventBody, firstEventId: number, params: SessionParams, inherited: SessionEvent[] = []): SessionView {
     const event = this.store.createWith(body, firstEventId);
     this.owned.add(event.session);
@@ -279,7 +299,9 @@ export class SessionBook {
     const id = view.header.id;
     if (view.header.purged) throw new SessionError(`no session ${id} (it was purged)`);
     if (this.store.isLive(id) && !this.owned.has(id)) {
-      throw new SessionError(`SessionBusy: session ${id} is an HTTP request still generating; read it, or fork it at a committed event`);
+      throw new SessionError(
+        `SessionBusy: session ${id} is an HTTP request still generating; read it, or fork it at a committed event`,
+      );
     }
   }
 
@@ -288,7 +310,10 @@ export class SessionBook {
     const id = view.header.id;
     this.checkWritable(view);
     // A view dropped meanwhile (a failed write lost records it held) must not be written on.
-    if (this.views.get(id) !== view) throw new SessionError(`session ${id} changed while this request ran (the session log failed a write); read it again`);
+    if (this.views.get(id) !== view)
+      throw new SessionError(
+        `session ${id} changed while this request ran (the session log failed a write); read it again`,
+      );
     if (!this.store.isLive(id)) {
       // A session this book released holds every record in its view; any other is read from the log.
       const known = this.released.delete(id) ? view.events.length : undefined;

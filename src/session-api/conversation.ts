@@ -21,13 +21,19 @@ export interface Conversation {
   tools: string[];
   /** The model's input so far: every record's span, in order. */
   stream: number[];
-  /** An assistant turn the model has not ended (cut by max_tokens, cancel or an error), and whether it stopped inside reasoning. */
+  /**
+   * An assistant turn the model has not ended (cut by max_tokens, cancel or an error), and whether it stopped inside
+   * reasoning.
+   */
   openTurn: { inReasoning: boolean } | null;
   /** Tool calls not answered yet: [call_id, name, arguments]. */
   openCalls: [number, string, string][];
   /** The QoS class the session asked for last (SetQos). */
   qos?: number;
-  /** The last message is an assistant turn the model generated: the stream ends where it stopped, without the turn's close. */
+  /**
+   * The last message is an assistant turn the model generated: the stream ends where it stopped, without the turn's
+   * close.
+   */
   generatedTail: boolean;
 }
 
@@ -68,9 +74,17 @@ export function conversationOf(events: SessionEvent[]): Conversation {
       if (g.channel === CHANNEL.reasoning) assistant.reasoning_content = (assistant.reasoning_content ?? "") + g.text;
       else if (g.channel !== CHANNEL.toolCall) assistant.content = (assistant.content ?? "") + g.text;
       const closed = g.finish === FINISH.endOfTurn || g.finish === FINISH.grammar;
-      c.openTurn = closed ? null : { inReasoning: g.channel === CHANNEL.reasoning || (g.span.length === 0 && (c.openTurn?.inReasoning ?? false)) };
+      c.openTurn = closed
+        ? null
+        : {
+            inReasoning: g.channel === CHANNEL.reasoning || (g.span.length === 0 && (c.openTurn?.inReasoning ?? false)),
+          };
     } else if ("ToolUse" in body) {
-      const call: ToolCall = { id: callIdOf(id), type: "function", function: { name: body.ToolUse.name, arguments: body.ToolUse.arguments } };
+      const call: ToolCall = {
+        id: callIdOf(id),
+        type: "function",
+        function: { name: body.ToolUse.name, arguments: body.ToolUse.arguments },
+      };
       if (!assistant) {
         assistant = { role: "assistant", content: "" };
         c.messages.push(assistant);
@@ -103,14 +117,21 @@ export function chatToolOf(json: string, field: string): ChatTool {
   } catch {
     throw new Error(`${field}: not JSON`);
   }
-  if (typeof tool !== "object" || tool === null || Array.isArray(tool)) throw new Error(`${field}: a tool is a JSON object`);
-  const fn = (tool.type === "function" && typeof tool.function === "object" && tool.function !== null ? tool.function : tool) as Record<string, unknown>;
+  if (typeof tool !== "object" || tool === null || Array.isArray(tool))
+    throw new Error(`${field}: a tool is a JSON object`);
+  const fn = (
+    tool.type === "function" && typeof tool.function === "object" && tool.function !== null ? tool.function : tool
+  ) as Record<string, unknown>;
   if (typeof fn.name !== "string" || fn.name === "") throw new Error(`${field}: a tool needs a name`);
   const rawSchema = fn.parameters ?? fn.input_schema;
   const parameters = toolSchema(rawSchema, `${field}.parameters`);
   const template = {
     type: "function",
-    function: { name: fn.name, ...(typeof fn.description === "string" ? { description: fn.description } : {}), parameters: rawSchema ?? { type: "object", properties: {} } },
+    function: {
+      name: fn.name,
+      ...(typeof fn.description === "string" ? { description: fn.description } : {}),
+      parameters: rawSchema ?? { type: "object", properties: {} },
+    },
   };
   return { name: fn.name, parameters, template };
 }
@@ -135,7 +156,10 @@ export function renderJob(messages: ChatMessage[], tools: ChatTool[], toolChoice
 export interface RenderedTail {
   span: number[];
   startsInReasoning: boolean;
-  /** The template's render of the whole conversation with the added messages (the next tail's `known` when it has no generation prompt). */
+  /**
+   * The template's render of the whole conversation with the added messages (the next tail's `known` when it has no
+   * generation prompt).
+   */
   rendered: number[];
 }
 
@@ -169,12 +193,28 @@ export async function renderTail(
     return { span: whole.tokens, startsInReasoning: whole.startsInReasoning, rendered: whole.tokens };
   }
   if (c.generatedTail) {
-    const continued = await continuedPrompt(model, job, c.messages.length, c.stream, hints.historyKey, addGenerationPrompt);
-    if (continued) return { span: continued.tokens.slice(c.stream.length), startsInReasoning: continued.startsInReasoning, rendered: continued.rendered };
+    const continued = await continuedPrompt(
+      model,
+      job,
+      c.messages.length,
+      c.stream,
+      hints.historyKey,
+      addGenerationPrompt,
+    );
+    if (continued)
+      return {
+        span: continued.tokens.slice(c.stream.length),
+        startsInReasoning: continued.startsInReasoning,
+        rendered: continued.rendered,
+      };
   }
   const [before, whole] = await Promise.all([
     hints.known ?? renderChatPrompt(model, renderJob(c.messages, tools), undefined, false).then((r) => r.tokens),
     renderChatPrompt(model, job, undefined, addGenerationPrompt),
   ]);
-  return { span: whole.tokens.slice(commonPrefix(before, whole.tokens)), startsInReasoning: whole.startsInReasoning, rendered: whole.tokens };
+  return {
+    span: whole.tokens.slice(commonPrefix(before, whole.tokens)),
+    startsInReasoning: whole.startsInReasoning,
+    rendered: whole.tokens,
+  };
 }

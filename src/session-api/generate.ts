@@ -16,7 +16,14 @@ import { prepareChat } from "../pipeline/prepare-chat.ts";
 import { rememberHistory } from "../pipeline/continued-prompt.ts";
 import type { GenerationDefaults } from "../pipeline/engine-request.ts";
 import type { ToolChoice } from "../pipeline/tool-plan.ts";
-import { CHANNEL, FINISH, type EventBody, type FinishCode, type SessionEvent, type SessionParams } from "../session-log/events.ts";
+import {
+  CHANNEL,
+  FINISH,
+  type EventBody,
+  type FinishCode,
+  type SessionEvent,
+  type SessionParams,
+} from "../session-log/events.ts";
 import { historyKeyOf, SessionError, type SessionBook, type SessionView } from "./book.ts";
 import { chatToolOf, conversationOf, renderJob, renderTail } from "./conversation.ts";
 
@@ -55,7 +62,16 @@ export interface RunningGeneration {
 
 /** The session's params as the engine's sampler chain: nothing from the model's defaults, no penalties. */
 export function samplingOf(p: SessionParams): SamplingSpec {
-  return { temperature: p.temperature, topP: p.top_p, topK: p.top_k, minP: p.min_p, seed: p.seed, repeatPenalty: 1, presencePenalty: 0, frequencyPenalty: 0 };
+  return {
+    temperature: p.temperature,
+    topP: p.top_p,
+    topK: p.top_k,
+    minP: p.min_p,
+    seed: p.seed,
+    repeatPenalty: 1,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+  };
 }
 
 /** The finish code of a choice's end. */
@@ -108,10 +124,15 @@ export async function startGeneration(
   const { model, book } = deps;
   const conversation = conversationOf(view.events);
   const tools = conversation.tools.map((t, i) => chatToolOf(t, `tools[${i}]`));
-  if (toolChoice === "required" && tools.length === 0) throw new SessionError(`tool_choice "required": session ${view.header.id} declares no tools (AppendSystem declares them)`);
+  if (toolChoice === "required" && tools.length === 0)
+    throw new SessionError(
+      `tool_choice "required": session ${view.header.id} declares no tools (AppendSystem declares them)`,
+    );
   if (typeof toolChoice === "object" && !tools.some((t) => t.name === toolChoice.name)) {
     const declared = tools.map((t) => t.name).join(", ") || "none";
-    throw new SessionError(`tool_choice names '${toolChoice.name}', which session ${view.header.id} does not declare (declared: ${declared})`);
+    throw new SessionError(
+      `tool_choice names '${toolChoice.name}', which session ${view.header.id} does not declare (declared: ${declared})`,
+    );
   }
   const committed: SessionEvent[] = [];
   const commit = async (bodies: EventBody[]) => {
@@ -194,7 +215,11 @@ export async function startGeneration(
           const name = callNames.get(call.index) ?? "";
           callNames.delete(call.index);
           // A call whose arguments never became JSON (cut by the cap, or malformed) is not a call to run.
-          bodies.push(isJsonObjectText(call.arguments) ? { ToolUse: { name, arguments: call.arguments } } : { ToolParseFailure: { name, text: call.arguments } });
+          bodies.push(
+            isJsonObjectText(call.arguments)
+              ? { ToolUse: { name, arguments: call.arguments } }
+              : { ToolParseFailure: { name, text: call.arguments } },
+          );
         }
         await commit(bodies);
       }
@@ -213,16 +238,30 @@ export async function startGeneration(
     const rest = tap.take();
     const held = decoder.push(rest) + decoder.flush();
     const restChannel = held !== "" && prepared.choice.toolParser ? CHANNEL.toolCall : channel;
-    const unfinished: EventBody[] = [...callNames].map(([index, name]) => ({ ToolParseFailure: { name, text: callArgs.get(index) ?? "" } }));
-    await commit([...unfinished, { Generated: { span: rest, text: held, channel: restChannel, finish } }]).catch((err: unknown) => (failure ??= err));
+    const unfinished: EventBody[] = [...callNames].map(([index, name]) => ({
+      ToolParseFailure: { name, text: callArgs.get(index) ?? "" },
+    }));
+    await commit([...unfinished, { Generated: { span: rest, text: held, channel: restChannel, finish } }]).catch(
+      (err: unknown) => (failure ??= err),
+    );
     if (park !== undefined) deps.parked?.();
     if (failure !== undefined) throw failure;
     // The history renders the next appended message starts from, made while the client reads the reply.
     const after = conversationOf(view.events);
     if (after.generatedTail) {
-      void rememberHistory(historyKeyOf(book.store.storeId, view), model, renderJob(after.messages, tools), after.messages.length).catch(() => {});
+      void rememberHistory(
+        historyKeyOf(book.store.storeId, view),
+        model,
+        renderJob(after.messages, tools),
+        after.messages.length,
+      ).catch(() => {});
     }
-    return { events: committed, tokens_generated: end?.completionTokens ?? 0, finish, warm_prefix: end?.cachedTokens ?? 0 };
+    return {
+      events: committed,
+      tokens_generated: end?.completionTokens ?? 0,
+      finish,
+      warm_prefix: end?.cachedTokens ?? 0,
+    };
   };
   return { cancel: () => generation.cancel(), done: run() };
 }

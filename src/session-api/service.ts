@@ -56,8 +56,10 @@ const REFUSED: Record<string, string> = {
   Ledger: "Ledger is not served by this server",
   RequestPermission: "RequestPermission is not served by this server",
   RespondPermission: "RespondPermission is not served by this server",
-  RequestToolCancel: "RequestToolCancel is not served by this server: answer the call with AppendToolOutcome (outcome 2, cancelled)",
-  SetBackgroundRate: "SetBackgroundRate is not served by this server: the background class's share is set by the scheduler (docs/api/openai.md#qos-classes)",
+  RequestToolCancel:
+    "RequestToolCancel is not served by this server: answer the call with AppendToolOutcome (outcome 2, cancelled)",
+  SetBackgroundRate:
+    "SetBackgroundRate is not served by this server: the background class's share is set by the scheduler (docs/api/openai.md#qos-classes)",
   SetLogLevel: "SetLogLevel is not served by this server: set the log level with --log-level at start",
 };
 
@@ -121,8 +123,13 @@ export class SessionService {
     } catch (e) {
       return err((e as Error).message);
     }
-    if (!opts.streaming && (req.variant === "Generate" || req.variant === "Subscribe" || req.variant === "Unsubscribe")) {
-      return err(`${req.variant} streams its replies: send it on /web/ws${req.variant === "Generate" ? " or as POST /web/stream" : ""}, not on /web/rpc`);
+    if (
+      !opts.streaming &&
+      (req.variant === "Generate" || req.variant === "Subscribe" || req.variant === "Unsubscribe")
+    ) {
+      return err(
+        `${req.variant} streams its replies: send it on /web/ws${req.variant === "Generate" ? " or as POST /web/stream" : ""}, not on /web/rpc`,
+      );
     }
     try {
       return await this.dispatch(req, new Fields(req), conn);
@@ -149,7 +156,9 @@ export class SessionService {
       case "Read": {
         const view = await this.book.view(f.int("session", 1));
         const cursor = f.optionalInt("cursor") ?? 0;
-        return { Events: { events: (await this.durableEvents(view)).filter((e) => e.event_id >= cursor).map(wireEvent) } };
+        return {
+          Events: { events: (await this.durableEvents(view)).filter((e) => e.event_id >= cursor).map(wireEvent) },
+        };
       }
       case "List":
         await this.book.store.flush(); // list only sessions that are on disk
@@ -188,7 +197,9 @@ export class SessionService {
         return null;
       }
       case "Unsubscribe":
-        return this.subscriptions.unsubscribe(conn, f.int("sub")) ? "Unsubscribed" : err(`no subscription ${f.int("sub")} on this connection`);
+        return this.subscriptions.unsubscribe(conn, f.int("sub"))
+          ? "Unsubscribed"
+          : err(`no subscription ${f.int("sub")} on this connection`);
       case "Fork": {
         const session = f.int("session", 1);
         return this.fork(session, f.int("at_event", 1), f.params("params", true));
@@ -206,7 +217,10 @@ export class SessionService {
       case "SetQos": {
         const session = f.int("session", 1);
         const qos = f.int("class", 0, 3);
-        if (f.bool("batch_invariant", false)) return err("batch_invariant: llama.cpp has no batch-invariant kernels, so no lane can be made batch-invariant on this runtime");
+        if (f.bool("batch_invariant", false))
+          return err(
+            "batch_invariant: llama.cpp has no batch-invariant kernels, so no lane can be made batch-invariant on this runtime",
+          );
         return this.exclusive(session, async () => {
           const view = await this.book.view(session);
           return { Committed: { event: wireEvent(await this.commit(view, { QosSet: { class: qos } })) } };
@@ -262,7 +276,8 @@ export class SessionService {
   private async create(f: Fields): Promise<Reply> {
     const params = f.params("params", false)!;
     const parent = f.optionalInt("parent", 1);
-    if (parent !== undefined && !this.book.header(parent)) throw new SessionError(`Create.parent: no session ${parent}`);
+    if (parent !== undefined && !this.book.header(parent))
+      throw new SessionError(`Create.parent: no session ${parent}`);
     const view = this.book.create({ Created: { parent: parent ?? null, params: { ...params } } }, 0, params);
     await this.book.store.flush();
     return { Created: { session: view.header.id } };
@@ -285,7 +300,8 @@ export class SessionService {
       case "Append": {
         const text = f.optionalString("text");
         let span = f.has("span") ? f.tokenIds("span", model.tokenizer.vocabInfo.size) : [];
-        if (span.length === 0 && text !== undefined) span = Array.from(await model.prompts.tokenize(text, { addSpecial: false, parseSpecial: false }));
+        if (span.length === 0 && text !== undefined)
+          span = Array.from(await model.prompts.tokenize(text, { addSpecial: false, parseSpecial: false }));
         if (span.length === 0) throw new WireError("Append: give a span of token ids, or text");
         body = { Appended: { text: text ?? textOf(model, span), span } };
         break;
@@ -293,7 +309,14 @@ export class SessionService {
       case "AppendMessage": {
         const role = f.int("role", 0, 3);
         const text = f.string("text");
-        const tail = await renderTail(model, conversation, tools(), [{ role: ROLE_NAMES[role]!, content: text }], false, hints);
+        const tail = await renderTail(
+          model,
+          conversation,
+          tools(),
+          [{ role: ROLE_NAMES[role]!, content: text }],
+          false,
+          hints,
+        );
         rendered = tail.rendered;
         body = { Message: { role, text, span: tail.span } };
         break;
@@ -309,9 +332,17 @@ export class SessionService {
           }
         });
         if (conversation.stream.length > 0 || conversation.messages.length > 0) {
-          throw new SessionError("AppendSystem opens a session: this one already has input (templates declare tools only in the first turn; fork from event 1 or create a new session)");
+          throw new SessionError(
+            "AppendSystem opens a session: this one already has input (templates declare tools only in the first turn; fork from event 1 or create a new session)",
+          );
         }
-        const tail = await renderTail(model, { ...conversation, tools: declared }, parsed, [{ role: "system", content: text }], false);
+        const tail = await renderTail(
+          model,
+          { ...conversation, tools: declared },
+          parsed,
+          [{ role: "system", content: text }],
+          false,
+        );
         rendered = tail.rendered;
         body = { Message: { role: 0, text, span: tail.span, ...(declared.length > 0 ? { tools: declared } : {}) } };
         break;
@@ -319,22 +350,44 @@ export class SessionService {
       default: {
         const callId = f.int("call_id");
         const call = conversation.openCalls.find(([id]) => id === callId);
-        if (!call) throw new SessionError(`${variant}.call_id: ${callId} is not an open tool call of session ${session} (OpenToolCalls lists them)`);
+        if (!call)
+          throw new SessionError(
+            `${variant}.call_id: ${callId} is not an open tool call of session ${session} (OpenToolCalls lists them)`,
+          );
         let content: string;
         let outcome: number | undefined;
         if (variant === "AppendToolResult") content = f.string("content");
         else {
           outcome = f.int("outcome", 1, 2);
-          content = f.optionalString("note") ?? (outcome === 1 ? "the tool call failed" : "the tool call was cancelled");
+          content =
+            f.optionalString("note") ?? (outcome === 1 ? "the tool call failed" : "the tool call was cancelled");
         }
-        const tail = await renderTail(model, conversation, tools(), [{ role: "tool", tool_call_id: callIdOf(callId), content }], false, hints);
+        const tail = await renderTail(
+          model,
+          conversation,
+          tools(),
+          [{ role: "tool", tool_call_id: callIdOf(callId), content }],
+          false,
+          hints,
+        );
         rendered = tail.rendered;
-        body = { ToolResult: { call_id: callId, content, span: tail.span, ...(outcome === undefined ? {} : { outcome }) } };
+        body = {
+          ToolResult: { call_id: callId, content, span: tail.span, ...(outcome === undefined ? {} : { outcome }) },
+        };
       }
     }
-    const added = "Appended" in body ? body.Appended.span : "Message" in body ? body.Message.span : "ToolResult" in body ? body.ToolResult.span : [];
+    const added =
+      "Appended" in body
+        ? body.Appended.span
+        : "Message" in body
+          ? body.Message.span
+          : "ToolResult" in body
+            ? body.ToolResult.span
+            : [];
     if (conversation.stream.length + added.length >= model.contextWindow) {
-      throw new SessionError(`session ${session} would be longer than the model's window of ${model.contextWindow} tokens`);
+      throw new SessionError(
+        `session ${session} would be longer than the model's window of ${model.contextWindow} tokens`,
+      );
     }
     const event = await this.commit(view, body);
     view.rendered = rendered && { messages: conversation.messages.length + 1, tokens: rendered };
@@ -371,7 +424,10 @@ export class SessionService {
       const view = await this.book.view(session);
       const h = view.header;
       const expected = f.optionalInt("expected_version");
-      if (expected !== undefined && expected !== h.version) throw new SessionError(`SetMeta.expected_version: session ${session} is at version ${h.version}, not ${expected}`);
+      if (expected !== undefined && expected !== h.version)
+        throw new SessionError(
+          `SetMeta.expected_version: session ${session} is at version ${h.version}, not ${expected}`,
+        );
       const title = f.has("title") ? f.string("title") : h.title;
       const archived = f.optionalBool("archived") ?? h.archived;
       const version = h.version + 1;
@@ -384,7 +440,8 @@ export class SessionService {
   private async purge(f: Fields): Promise<Reply> {
     const session = f.int("session", 1);
     const mode = f.string("mode");
-    if (mode !== "Cascade" && mode !== "Reroot") throw new WireError(`Purge.mode: expected "Cascade" or "Reroot", got '${mode}'`);
+    if (mode !== "Cascade" && mode !== "Reroot")
+      throw new WireError(`Purge.mode: expected "Cascade" or "Reroot", got '${mode}'`);
     // After the session's appends and generation set-ups in flight, so none commits into it once purged.
     return this.exclusive(session, () => this.purgeNow(f, session, mode));
   }
@@ -393,7 +450,8 @@ export class SessionService {
     const h = this.book.header(session);
     if (!h) throw new SessionError(`no session ${session}`);
     const expected = f.optionalInt("expected_generation");
-    if (expected !== undefined && expected !== h.events) throw new SessionError(`Purge.expected_generation: session ${session} has ${h.events} events, not ${expected}`);
+    if (expected !== undefined && expected !== h.events)
+      throw new SessionError(`Purge.expected_generation: session ${session} has ${h.events} events, not ${expected}`);
     const sessions = mode === "Cascade" ? [session, ...this.book.descendants(session)] : [session];
     const busy = sessions.find((s) => this.running.has(s));
     if (busy !== undefined) throw new SessionBusyError(busy);
@@ -409,9 +467,15 @@ export class SessionService {
   private async fork(session: number, at: number, params: SessionView["params"] | undefined): Promise<Reply> {
     const view = await this.book.view(session);
     const events = await this.durableEvents(view);
-    if (at > events.length) throw new SessionError(`session ${session} has ${events.length} committed events: fork at 1 to ${events.length}`);
+    if (at > events.length)
+      throw new SessionError(`session ${session} has ${events.length} committed events: fork at 1 to ${events.length}`);
     const kept = params ?? view.params;
-    const child = this.book.create({ Forked: { parent: session, fork_at: at, params: { ...kept } } }, at, kept, events.slice(0, at));
+    const child = this.book.create(
+      { Forked: { parent: session, fork_at: at, params: { ...kept } } },
+      at,
+      kept,
+      events.slice(0, at),
+    );
     await this.book.store.flush();
     return { Created: { session: child.header.id } };
   }
@@ -423,17 +487,29 @@ export class SessionService {
     const edits = f.array("edits").map((raw, i) => editOf(raw, i, events.length));
     if (edits.length === 0) throw new WireError("Rebase.edits: give at least one edit (Trim keeps a prefix)");
     for (let i = 1; i < edits.length; i++) {
-      if (rangeOf(edits[i]!).from < rangeOf(edits[i - 1]!).to) throw new WireError("Rebase.edits: ranges must be sorted and must not overlap");
+      if (rangeOf(edits[i]!).from < rangeOf(edits[i - 1]!).to)
+        throw new WireError("Rebase.edits: ranges must be sorted and must not overlap");
     }
     const params = f.params("params", true) ?? view.params;
     const forkAt = rangeOf(edits[0]!).from;
     const model = await this.opts.model();
-    const child = this.book.create({ Rebased: { parent: session, fork_at: forkAt, params: { ...params }, edits } }, forkAt, params, events.slice(0, forkAt));
+    const child = this.book.create(
+      { Rebased: { parent: session, fork_at: forkAt, params: { ...params }, edits } },
+      forkAt,
+      params,
+      events.slice(0, forkAt),
+    );
     // The copy runs under the child's lock: an append on the new id waits for it.
     return this.exclusive(child.header.id, () => this.copyRebased(model, child, events, edits, forkAt));
   }
 
-  private async copyRebased(model: ServedModel, child: SessionView, events: SessionEvent[], edits: RebaseEdit[], forkAt: number): Promise<Reply> {
+  private async copyRebased(
+    model: ServedModel,
+    child: SessionView,
+    events: SessionEvent[],
+    edits: RebaseEdit[],
+    forkAt: number,
+  ): Promise<Reply> {
     const callIds = new Map<number, number>();
     for (let i = forkAt; i < events.length; i++) {
       const edit = edits.find((e) => rangeOf(e).from <= i && i < rangeOf(e).to);
@@ -441,8 +517,16 @@ export class SessionService {
         if (i !== edit.Replace.from) continue;
         const conversation = conversationOf(child.events);
         const tools = conversation.tools.map((t, k) => chatToolOf(t, `tools[${k}]`));
-        const tail = await renderTail(model, conversation, tools, [{ role: ROLE_NAMES[edit.Replace.role]!, content: edit.Replace.text }], false);
-        await this.book.append(child, { Message: { role: edit.Replace.role, text: edit.Replace.text, span: tail.span } });
+        const tail = await renderTail(
+          model,
+          conversation,
+          tools,
+          [{ role: ROLE_NAMES[edit.Replace.role]!, content: edit.Replace.text }],
+          false,
+        );
+        await this.book.append(child, {
+          Message: { role: edit.Replace.role, text: edit.Replace.text, span: tail.span },
+        });
         continue;
       }
       if (edit) continue;
@@ -463,7 +547,12 @@ export class SessionService {
     return { Created: { session: child.header.id } };
   }
 
-  private async generate(session: number, maxTokens: number | undefined, toolChoice: ToolChoice, conn: SessionConnection): Promise<Reply> {
+  private async generate(
+    session: number,
+    maxTokens: number | undefined,
+    toolChoice: ToolChoice,
+    conn: SessionConnection,
+  ): Promise<Reply> {
     const summary = await this.runGeneration(
       session,
       maxTokens,
@@ -548,7 +637,12 @@ export class SessionService {
     const result = await model.worker.generate(request, { durable: false }).result();
     if (result.reason === "error") throw new SessionError(`Complete failed: ${result.error ?? "generation failed"}`);
     return {
-      Completion: { text: textOf(model, result.tokens), tokens: result.completionTokens, cached: result.cachedTokens, expired: result.reason === "expired" },
+      Completion: {
+        text: textOf(model, result.tokens),
+        tokens: result.completionTokens,
+        cached: result.cachedTokens,
+        expired: result.reason === "expired",
+      },
     };
   }
 }
@@ -581,8 +675,11 @@ export function toolChoiceOf(f: Fields): ToolChoice {
   if (!f.has("tool_choice")) return "auto";
   const raw = f.raw("tool_choice");
   if (raw === "auto" || raw === "none" || raw === "required") return raw;
-  if (typeof raw === "object" && raw !== null && typeof (raw as { name?: unknown }).name === "string") return { name: (raw as { name: string }).name };
-  throw new WireError(`Generate.tool_choice: expected "auto", "none", "required" or {"name": "<tool>"}, got ${JSON.stringify(raw)}`);
+  if (typeof raw === "object" && raw !== null && typeof (raw as { name?: unknown }).name === "string")
+    return { name: (raw as { name: string }).name };
+  throw new WireError(
+    `Generate.tool_choice: expected "auto", "none", "required" or {"name": "<tool>"}, got ${JSON.stringify(raw)}`,
+  );
 }
 
 function rangeOf(edit: RebaseEdit): { from: number; to: number } {

@@ -43,7 +43,14 @@ export class Subscriptions {
 
   /** Starts a subscription: sends Subscribed {sub}, then the backlog; live events follow as they become durable. */
   async subscribe(conn: SubscriberConnection, view: SessionView, cursor: number, provisional: boolean): Promise<void> {
-    const sub: Subscription = { id: this.nextId++, session: view.header.id, conn, provisional, sent: cursor - 1, early: [] };
+    const sub: Subscription = {
+      id: this.nextId++,
+      session: view.header.id,
+      conn,
+      provisional,
+      sent: cursor - 1,
+      early: [],
+    };
     // Listening starts before the backlog is read, so nothing made durable in between is missed.
     this.subs.set(sub.id, sub);
     const count = view.events.length;
@@ -85,7 +92,8 @@ export class Subscriptions {
   /** Text of a session's generation ahead of its commit. */
   provisional(session: number, channel: number, text: string): void {
     for (const sub of this.subs.values()) {
-      if (sub.session === session && sub.provisional && !sub.early) sub.conn.send({ SubProvisional: { sub: sub.id, channel, text } });
+      if (sub.session === session && sub.provisional && !sub.early)
+        sub.conn.send({ SubProvisional: { sub: sub.id, channel, text } });
     }
   }
 

@@ -16,14 +16,18 @@ export interface WireRequest {
 export function parseRequest(value: unknown): WireRequest {
   if (typeof value === "string" && value !== "") return { variant: value, fields: {} };
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new WireError('a request is a JSON object with one key, the request\'s name (e.g. {"Read":{"session":1,"cursor":0}}), or a bare name such as "Tree"');
+    throw new WireError(
+      'a request is a JSON object with one key, the request\'s name (e.g. {"Read":{"session":1,"cursor":0}}), or a bare name such as "Tree"',
+    );
   }
   const keys = Object.keys(value);
-  if (keys.length !== 1) throw new WireError(`a request object has exactly one key, the request's name; got ${keys.length} keys`);
+  if (keys.length !== 1)
+    throw new WireError(`a request object has exactly one key, the request's name; got ${keys.length} keys`);
   const variant = keys[0]!;
   const fields = (value as Record<string, unknown>)[variant];
   if (fields === null) return { variant, fields: {} };
-  if (typeof fields !== "object" || Array.isArray(fields)) throw new WireError(`${variant}: its fields must be a JSON object`);
+  if (typeof fields !== "object" || Array.isArray(fields))
+    throw new WireError(`${variant}: its fields must be a JSON object`);
   return { variant, fields: fields as Record<string, unknown> };
 }
 
@@ -47,7 +51,8 @@ export class Fields {
 
   int(name: string, min = 0, max = Number.MAX_SAFE_INTEGER): number {
     const v = this.req.fields[name];
-    if (typeof v !== "number" || !Number.isInteger(v)) this.fail(name, `expected an integer, got ${JSON.stringify(v) ?? "nothing"}`);
+    if (typeof v !== "number" || !Number.isInteger(v))
+      this.fail(name, `expected an integer, got ${JSON.stringify(v) ?? "nothing"}`);
     if (v < min || v > max) this.fail(name, `must be between ${min} and ${max}, got ${v}`);
     return v;
   }
@@ -85,7 +90,8 @@ export class Fields {
 
   tokenIds(name: string, vocabSize: number): number[] {
     return this.array(name).map((t, i) => {
-      if (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize) this.fail(`${name}[${i}]`, `not a token id of this model (0-${vocabSize - 1})`);
+      if (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)
+        this.fail(`${name}[${i}]`, `not a token id of this model (0-${vocabSize - 1})`);
       return t;
     });
   }
@@ -101,11 +107,16 @@ export class Fields {
   params(name: string, optional: boolean): SessionParams | undefined {
     const v = this.req.fields[name];
     if ((v === undefined || v === null) && optional) return undefined;
-    if (typeof v !== "object" || v === null || Array.isArray(v)) this.fail(name, "expected an object with temperature, top_p, min_p, top_k and seed");
+    if (typeof v !== "object" || v === null || Array.isArray(v))
+      this.fail(name, "expected an object with temperature, top_p, min_p, top_k and seed");
     const p = v as Record<string, unknown>;
     const num = (key: string, min: number, max: number, integer = false) => {
       const x = p[key];
-      if (typeof x !== "number" || !Number.isFinite(x) || (integer && !Number.isInteger(x))) this.fail(`${name}.${key}`, `expected ${integer ? "an integer" : "a number"} (all five params are required; nothing is filled in from model defaults)`);
+      if (typeof x !== "number" || !Number.isFinite(x) || (integer && !Number.isInteger(x)))
+        this.fail(
+          `${name}.${key}`,
+          `expected ${integer ? "an integer" : "a number"} (all five params are required; nothing is filled in from model defaults)`,
+        );
       if (x < min || x > max) this.fail(`${name}.${key}`, `must be between ${min} and ${max}, got ${x}`);
       return x;
     };

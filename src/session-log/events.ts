@@ -14,7 +14,9 @@ export interface SessionParams {
 }
 
 /** One edit of a Rebase: half-open event ranges, sorted, never event 0. */
-export type RebaseEdit = { Drop: { from: number; to: number } } | { Replace: { from: number; to: number; role: number; text: string } };
+export type RebaseEdit =
+  | { Drop: { from: number; to: number } }
+  | { Replace: { from: number; to: number; role: number; text: string } };
 
 export type EventBody =
   | { Created: { parent: number | null; params: Record<string, unknown> } }

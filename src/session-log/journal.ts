@@ -66,7 +66,9 @@ export class SessionJournal implements GenerationJournal {
       ...(job.grammar === undefined ? {} : { grammar: job.grammar }),
     });
     const promptText = new IncrementalDecoder(this.tokenizer);
-    this.store.append(session, { Appended: { text: promptText.push(job.prompt) + promptText.flush(), span: job.prompt } });
+    this.store.append(session, {
+      Appended: { text: promptText.push(job.prompt) + promptText.flush(), span: job.prompt },
+    });
     this.open.set(id, { session, decoder: new IncrementalDecoder(this.tokenizer) });
   }
 
@@ -80,7 +82,9 @@ export class SessionJournal implements GenerationJournal {
   tokens(id: string, tokens: number[]): void {
     const open = this.live(id);
     if (!open) return;
-    this.store.append(open.session, { Generated: { span: tokens, text: open.decoder.push(tokens), finish: FINISH.open } });
+    this.store.append(open.session, {
+      Generated: { span: tokens, text: open.decoder.push(tokens), finish: FINISH.open },
+    });
   }
 
   end(id: string, reason: FinishReason | "crashed", job: GenerateRequest): void {

@@ -95,7 +95,8 @@ export function setCloseOnExec(fd: number): void {
   const flags = c.fcntl(fd, F_GETFD, 0);
   if (flags < 0) throw new Error(`fcntl(F_GETFD) failed on fd ${fd} (errno ${c.errno()})`);
   if (flags & FD_CLOEXEC) return;
-  if (c.fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) throw new Error(`fcntl(F_SETFD, FD_CLOEXEC) failed on fd ${fd} (errno ${c.errno()})`);
+  if (c.fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
+    throw new Error(`fcntl(F_SETFD, FD_CLOEXEC) failed on fd ${fd} (errno ${c.errno()})`);
 }
 
 function readPid(path: string): number | null {

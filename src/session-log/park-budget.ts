@@ -30,7 +30,12 @@ export function sweepParkDir(dir: string, budgetBytes: number, now = Date.now())
     try {
       const st = statSync(path);
       if (!st.isFile()) continue;
-      files.push({ path, size: st.size, mtime: st.mtimeMs, young: name.endsWith(".tmp") && now - st.mtimeMs < TMP_GRACE_MS });
+      files.push({
+        path,
+        size: st.size,
+        mtime: st.mtimeMs,
+        young: name.endsWith(".tmp") && now - st.mtimeMs < TMP_GRACE_MS,
+      });
       total += st.size;
     } catch {
       // gone since the listing

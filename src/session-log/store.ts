@@ -46,7 +46,9 @@ export { FINISH, type EventBody, type SessionEvent } from "./events.ts";
 export interface StoreOptions {
   /** --sessions-cache: keep the previous log as wal.log.prev and start a fresh one. */
   cache?: boolean;
-  /** macOS: sync with fcntl(F_FULLFSYNC) (default: env SUPERFLUID_FULLFSYNC set and not "" or "0"). No effect elsewhere. */
+  /**
+   * macOS: sync with fcntl(F_FULLFSYNC) (default: env SUPERFLUID_FULLFSYNC set and not "" or "0"). No effect elsewhere.
+   */
   fullFsync?: boolean;
   /** false: never sync (benchmark floor only; records are not durable). Default true. */
   fsync?: boolean;
@@ -122,7 +124,8 @@ export class SessionStore {
         renameSync(path, `${path}.prev`);
         rotated = true;
       }
-      // Files the log keeps beside it, as an older version may have left them (wal.log itself is tightened when opened below).
+      // Files the log keeps beside it, as an older version may have left them (wal.log itself is tightened when opened
+      // below).
       tightenFile(`${path}.prev`);
       tightenFile(idPath);
 
@@ -167,7 +170,13 @@ export class SessionStore {
       fd = undefined; // the writer owns it now
 
       const epoch = recovered.records > 0 ? maxEpoch + 1 : 1;
-      const store = new SessionStore(dir, writer, lock, { epoch, recovered, storeId, nextSession: maxSession + 1, nextGlobal });
+      const store = new SessionStore(dir, writer, lock, {
+        epoch,
+        recovered,
+        storeId,
+        nextSession: maxSession + 1,
+        nextGlobal,
+      });
       if (recovered.records > 0) {
         store.appendGlobal({ EpochBump: {} });
         await writer.flush();
@@ -213,7 +222,10 @@ export class SessionStore {
     return event;
   }
 
-  /** Appends a store-wide record (session 0: epoch bumps, session metadata, purges); returns it. Durable once a later flush() resolves. */
+  /**
+   * Appends a store-wide record (session 0: epoch bumps, session metadata, purges); returns it. Durable once a later
+   * flush() resolves.
+   */
   appendGlobal(body: EventBody): SessionEvent {
     return this.record(0, this.nextGlobal++, body);
   }
@@ -342,7 +354,10 @@ export class SessionStore {
     return out;
   }
 
-  /** Flushes, closes the log, releases serve.lock. Idempotent; rejects if the final flush fails (everything is closed anyway). */
+  /**
+   * Flushes, closes the log, releases serve.lock. Idempotent; rejects if the final flush fails (everything is closed
+   * anyway).
+   */
   close(): Promise<void> {
     this.closing ??= (async () => {
       try {

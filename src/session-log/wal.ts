@@ -27,7 +27,7 @@
 // (replay would refuse it as corruption). The writer is not left failed: the next batch
 // tries again, first repeating the cut if it failed too. `failure` holds the last
 // batch's error until a batch commits.
-import { closeSync, fdatasync, fstatSync, fsync, fsyncSync, ftruncateSync, openSync, readSync, writeSync } from "node:fs";
+import { closeSync, fdatasync, fstatSync, fsync, ftruncateSync, openSync, readSync, writeSync } from "node:fs";
 import type { SessionEvent } from "./events.ts";
 
 export const WAL_FILE = "wal.log";
@@ -51,7 +51,13 @@ export class WalCorruptError extends Error {
 
 /** One log line for ev, newline included. Key order is fixed (session first: read() filters on it). */
 export function encodeRecord(ev: SessionEvent): string {
-  const json = JSON.stringify({ session: ev.session, event_id: ev.event_id, epoch: ev.epoch, ts_unix_ms: ev.ts_unix_ms, body: ev.body });
+  const json = JSON.stringify({
+    session: ev.session,
+    event_id: ev.event_id,
+    epoch: ev.epoch,
+    ts_unix_ms: ev.ts_unix_ms,
+    body: ev.body,
+  });
   return `${(Bun.hash.crc32(json) >>> 0).toString(16).padStart(8, "0")} ${json}\n`;
 }
 
@@ -80,7 +86,11 @@ function isCount(v: unknown): v is number {
  * filter applied after the checksum). A torn last line is not an error: it is left out
  * and reported by validBytes < fileBytes. Throws WalCorruptError for a bad complete record.
  */
-export function scanLog(path: string, visit: ((ev: SessionEvent, offset: number) => void) | null, prefix?: string): ScanResult {
+export function scanLog(
+  path: string,
+  visit: ((ev: SessionEvent, offset: number) => void) | null,
+  prefix?: string,
+): ScanResult {
   const fd = openSync(path, "r");
   const want = prefix === undefined ? null : Buffer.from(prefix);
   let buf = Buffer.allocUnsafe(1 << 20);
@@ -192,7 +202,11 @@ export class FfiSyncer {
 
   constructor(readonly op: "full" | "fsync") {
     const lib =
-      process.platform === "darwin" ? "/usr/lib/libSystem.B.dylib" : process.platform === "linux" ? "libc.so.6" : "libc.so";
+      process.platform === "darwin"
+        ? "/usr/lib/libSystem.B.dylib"
+        : process.platform === "linux"
+          ? "libc.so.6"
+          : "libc.so";
     const errnoName = process.platform === "linux" ? "__errno_location" : "__error";
     const src = `
       import { dlopen, read } from "bun:ffi";
@@ -220,7 +234,13 @@ export class FfiSyncer {
       this.waiting.delete(e.data.id);
       if (this.waiting.size === 0) this.worker.unref();
       if (e.data.r === 0) d.resolve();
-      else d.reject(Object.assign(new Error(`${this.op === "full" ? "fcntl(F_FULLFSYNC)" : "fsync"} failed (errno ${e.data.err})`), { errno: e.data.err }));
+      else
+        d.reject(
+          Object.assign(
+            new Error(`${this.op === "full" ? "fcntl(F_FULLFSYNC)" : "fsync"} failed (errno ${e.data.err})`),
+            { errno: e.data.err },
+          ),
+        );
     };
     this.worker.onerror = (e) => {
       const err = new Error(`sync worker failed: ${e.message}`);
@@ -297,7 +317,9 @@ export interface WalPacing {
 /** Appends records to an open log file with group commit. Owns fd (closes it on close()). */
 export class WalWriter {
   readonly stats = { appended: 0, syncs: 0, bytes: 0, failedBatches: 0 };
-  /** Called, before any waiter hears of it, when a batch fails (its records and those buffered behind it are dropped). */
+  /**
+   * Called, before any waiter hears of it, when a batch fails (its records and those buffered behind it are dropped).
+   */
   onFailure: ((err: Error) => void) | null = null;
   private buffered: string[] = [];
   /** Waiters for the batch that will carry `buffered`. */

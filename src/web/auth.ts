@@ -70,17 +70,27 @@ export class WebAuth {
     } catch {
       return false;
     }
-    const own = (url.protocol === "http:" || url.protocol === "ws:") && isLoopbackName(url.hostname) && Number(url.port || 80) === this.port();
+    const own =
+      (url.protocol === "http:" || url.protocol === "ws:") &&
+      isLoopbackName(url.hostname) &&
+      Number(url.port || 80) === this.port();
     return own || this.origins.includes(url.origin);
   }
 
   /** Origin and Host checks every route shares (/web/health included). */
   private foreign(request: Request): Refusal | undefined {
     const host = hostName(request.headers.get("host") ?? "localhost");
-    if (host === undefined || !isLoopbackName(host)) return { status: 403, message: `the Host '${request.headers.get("host")}' is refused: this listener answers only loopback names` };
+    if (host === undefined || !isLoopbackName(host))
+      return {
+        status: 403,
+        message: `the Host '${request.headers.get("host")}' is refused: this listener answers only loopback names`,
+      };
     const origin = request.headers.get("origin");
     if (origin !== null && !this.originAllowed(origin)) {
-      return { status: 403, message: `requests from the page origin '${origin}' are refused: only this listener's own page and the origins --web-origin names may call it` };
+      return {
+        status: 403,
+        message: `requests from the page origin '${origin}' are refused: only this listener's own page and the origins --web-origin names may call it`,
+      };
     }
     return undefined;
   }
@@ -94,8 +104,13 @@ export class WebAuth {
   rpc(request: Request): Refusal | undefined {
     const foreign = this.foreign(request);
     if (foreign) return foreign;
-    if (!sameToken(bearerOf(request), this.token)) return { status: 401, message: "a valid token is required: Authorization: Bearer <the token in <sessions>/web-token>" };
-    if (!sameToken(request.headers.get(CSRF_HEADER) ?? undefined, this.token)) return { status: 403, message: "the X-Superfluid-CSRF header must carry the token too" };
+    if (!sameToken(bearerOf(request), this.token))
+      return {
+        status: 401,
+        message: "a valid token is required: Authorization: Bearer <the token in <sessions>/web-token>",
+      };
+    if (!sameToken(request.headers.get(CSRF_HEADER) ?? undefined, this.token))
+      return { status: 403, message: "the X-Superfluid-CSRF header must carry the token too" };
     return undefined;
   }
 
@@ -103,12 +118,22 @@ export class WebAuth {
   socket(request: Request): Refusal | undefined {
     const foreign = this.foreign(request);
     if (foreign) return foreign;
-    if (request.headers.get("origin") === null) return { status: 403, message: "a WebSocket needs an Origin on the allow-list (this listener's own page, or --web-origin)" };
+    if (request.headers.get("origin") === null)
+      return {
+        status: 403,
+        message: "a WebSocket needs an Origin on the allow-list (this listener's own page, or --web-origin)",
+      };
     const offered = offeredProtocols(request);
-    if (!offered.includes(SUBPROTOCOL)) return { status: 403, message: `the WebSocket must offer the subprotocol ${SUBPROTOCOL}` };
-    const inProtocol = offered.find((p) => p.startsWith(TOKEN_SUBPROTOCOL_PREFIX))?.slice(TOKEN_SUBPROTOCOL_PREFIX.length);
+    if (!offered.includes(SUBPROTOCOL))
+      return { status: 403, message: `the WebSocket must offer the subprotocol ${SUBPROTOCOL}` };
+    const inProtocol = offered
+      .find((p) => p.startsWith(TOKEN_SUBPROTOCOL_PREFIX))
+      ?.slice(TOKEN_SUBPROTOCOL_PREFIX.length);
     if (!sameToken(bearerOf(request), this.token) && !sameToken(inProtocol, this.token)) {
-      return { status: 401, message: `a valid token is required: Authorization: Bearer <token>, or the subprotocol entry ${TOKEN_SUBPROTOCOL_PREFIX}<token>` };
+      return {
+        status: 401,
+        message: `a valid token is required: Authorization: Bearer <token>, or the subprotocol entry ${TOKEN_SUBPROTOCOL_PREFIX}<token>`,
+      };
     }
     return undefined;
   }

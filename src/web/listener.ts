@@ -11,7 +11,7 @@
 import type { Server } from "bun";
 import type { SessionService } from "../session-api/service.ts";
 import type { Reply } from "../session-api/wire.ts";
-import { WebAuth, SUBPROTOCOL, type Refusal } from "./auth.ts";
+import { type WebAuth, SUBPROTOCOL, type Refusal } from "./auth.ts";
 import { pageAsset } from "./page/assets.ts";
 import { socketHandlers, type SocketData } from "./socket.ts";
 import { streamGeneration } from "./stream.ts";
@@ -25,16 +25,21 @@ export interface WebListener {
 }
 
 const json = (body: Reply, status = 200, headers: Record<string, string> = {}) =>
-  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", "cache-control": "no-store", ...headers } });
+  new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json", "cache-control": "no-store", ...headers },
+  });
 
 const refused = (r: Refusal) => json({ Err: { message: r.message } }, r.status);
 
 /** The JSON body of a request, or a reply refusing it. */
 async function readJson(request: Request): Promise<{ value: unknown } | Response> {
   const declared = Number(request.headers.get("content-length") ?? 0);
-  if (declared > MAX_WEB_BODY_BYTES) return json({ Err: { message: `the body is larger than ${MAX_WEB_BODY_BYTES} bytes` } }, 413);
+  if (declared > MAX_WEB_BODY_BYTES)
+    return json({ Err: { message: `the body is larger than ${MAX_WEB_BODY_BYTES} bytes` } }, 413);
   const text = await request.text();
-  if (text.length > MAX_WEB_BODY_BYTES) return json({ Err: { message: `the body is larger than ${MAX_WEB_BODY_BYTES} bytes` } }, 413);
+  if (text.length > MAX_WEB_BODY_BYTES)
+    return json({ Err: { message: `the body is larger than ${MAX_WEB_BODY_BYTES} bytes` } }, 413);
   try {
     return { value: JSON.parse(text) };
   } catch {
@@ -42,7 +47,12 @@ async function readJson(request: Request): Promise<{ value: unknown } | Response
   }
 }
 
-export function startWebListener(opts: { host: string; port: number; service: SessionService; auth: (port: () => number) => WebAuth }): WebListener {
+export function startWebListener(opts: {
+  host: string;
+  port: number;
+  service: SessionService;
+  auth: (port: () => number) => WebAuth;
+}): WebListener {
   const { service } = opts;
   let server: Server<SocketData> | undefined;
   const auth = opts.auth(() => server?.port ?? opts.port);
@@ -60,10 +70,14 @@ export function startWebListener(opts: { host: string; port: number; service: Se
         return refusal ? refused(refusal) : json({ status: "ok" });
       }
       if (path === "/web/ws") {
-        if (request.method !== "GET") return json({ Err: { message: "GET /web/ws opens a WebSocket" } }, 405, { allow: "GET" });
+        if (request.method !== "GET")
+          return json({ Err: { message: "GET /web/ws opens a WebSocket" } }, 405, { allow: "GET" });
         const refusal = auth.socket(request);
         if (refusal) return refused(refusal);
-        const upgraded = srv.upgrade(request, { data: { queue: Promise.resolve(), running: new Set() } as SocketData, headers: { "sec-websocket-protocol": SUBPROTOCOL } });
+        const upgraded = srv.upgrade(request, {
+          data: { queue: Promise.resolve(), running: new Set() } as SocketData,
+          headers: { "sec-websocket-protocol": SUBPROTOCOL },
+        });
         return upgraded ? undefined : json({ Err: { message: "GET /web/ws needs a WebSocket upgrade" } }, 426);
       }
       if (path === "/web/rpc" || path === "/web/stream") {
@@ -86,7 +100,14 @@ export function startWebListener(opts: { host: string; port: number; service: Se
         const asset = pageAsset(path);
         if (asset) return asset;
       }
-      return json({ Err: { message: `no route ${request.method} ${path} on the session API listener (/web/rpc, /web/stream, /web/ws, /web/health)` } }, 404);
+      return json(
+        {
+          Err: {
+            message: `no route ${request.method} ${path} on the session API listener (/web/rpc, /web/stream, /web/ws, /web/health)`,
+          },
+        },
+        404,
+      );
     },
     websocket: socketHandlers(service),
   });

@@ -14,7 +14,8 @@ export function streamGeneration(service: SessionService, body: unknown, signal:
   let provisional: boolean;
   let toolChoice: ToolChoice;
   try {
-    if (typeof body !== "object" || body === null || Array.isArray(body)) throw new WireError("/web/stream takes {\"session\", \"max_tokens\", \"provisional\"}");
+    if (typeof body !== "object" || body === null || Array.isArray(body))
+      throw new WireError('/web/stream takes {"session", "max_tokens", "provisional"}');
     const f = new Fields(parseRequest({ Stream: body }));
     session = f.int("session", 1);
     maxTokens = f.optionalInt("max_tokens", 1);
@@ -34,7 +35,8 @@ export function streamGeneration(service: SessionService, body: unknown, signal:
   const stream = new ReadableStream<Uint8Array>({
     async start(controller) {
       const line = (data: unknown) => {
-        if (!closed) controller.enqueue(encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`));
+        if (!closed)
+          controller.enqueue(encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`));
       };
       try {
         const summary = await service.runGeneration(
@@ -43,9 +45,12 @@ export function streamGeneration(service: SessionService, body: unknown, signal:
           {
             committed: (event) => {
               const b = event.body;
-              if ("Generated" in b || "ToolUse" in b || "ToolResult" in b || "ToolParseFailure" in b) line({ committed: wireEvent(event) });
+              if ("Generated" in b || "ToolUse" in b || "ToolResult" in b || "ToolParseFailure" in b)
+                line({ committed: wireEvent(event) });
             },
-            ...(provisional ? { provisional: (channel: number, text: string) => line({ provisional: { channel, text } }) } : {}),
+            ...(provisional
+              ? { provisional: (channel: number, text: string) => line({ provisional: { channel, text } }) }
+              : {}),
           },
           (r) => {
             running = r;
@@ -53,7 +58,13 @@ export function streamGeneration(service: SessionService, body: unknown, signal:
           },
           toolChoice,
         );
-        line({ done: { tokens_generated: summary.tokens_generated, finish: summary.finish, warm_prefix: summary.warm_prefix } });
+        line({
+          done: {
+            tokens_generated: summary.tokens_generated,
+            finish: summary.finish,
+            warm_prefix: summary.warm_prefix,
+          },
+        });
       } catch (e) {
         line({ error: (e as Error).message });
       }
@@ -63,5 +74,7 @@ export function streamGeneration(service: SessionService, body: unknown, signal:
     },
     cancel: stop,
   });
-  return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-store", "x-accel-buffering": "no" } });
+  return new Response(stream, {
+    headers: { "content-type": "text/event-stream", "cache-control": "no-store", "x-accel-buffering": "no" },
+  });
 }

@@ -13,7 +13,9 @@ import { physicalCores } from "../engine/threads.ts";
 export interface WorkerArgs {
   model: string;
   maxBatch: number;
-  /** Per-lane window (per-lane buffers unless kvPool is set); undefined = auto, sized from free memory (kv-sizing.ts). */
+  /**
+   * Per-lane window (per-lane buffers unless kvPool is set); undefined = auto, sized from free memory (kv-sizing.ts).
+   */
   maxContext?: number;
   /** Cells of a shared pool (--kv-pool). */
   kvPool?: number;
@@ -24,7 +26,9 @@ export interface WorkerArgs {
   /** Pressure watermarks in percent of the pool's cells. */
   pressureHigh: number;
   pressureLow: number;
-  /** Percent of the pool's cells pinned prefixes may hold (docs/design.md#pinned-prefixes); 0 = they protect nothing. */
+  /**
+   * Percent of the pool's cells pinned prefixes may hold (docs/design.md#pinned-prefixes); 0 = they protect nothing.
+   */
   pinBudgetPct: number;
   classLanes?: ClassLanes;
   starvationTicks?: number;
@@ -41,13 +45,15 @@ export class UsageError extends Error {}
 
 function positiveInt(flag: string, value: string | undefined): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} needs a positive whole number, got ${value ?? "nothing"}`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new UsageError(`${flag} needs a positive whole number, got ${value ?? "nothing"}`);
   return n;
 }
 
 function wholeNumber(flag: string, value: string | undefined, max: number): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > max) throw new UsageError(`${flag} needs a whole number from 0 to ${max}, got ${value ?? "nothing"}`);
+  if (!Number.isInteger(n) || n < 0 || n > max)
+    throw new UsageError(`${flag} needs a whole number from 0 to ${max}, got ${value ?? "nothing"}`);
   return n;
 }
 
@@ -113,12 +119,14 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
           tuning.draftModel = value.slice("draft-model:".length);
           break;
         }
-        if (value !== "auto" && value !== "prompt-lookup") throw new UsageError(`--speculate needs auto, prompt-lookup or draft-model:PATH, got ${value ?? "nothing"}`);
+        if (value !== "auto" && value !== "prompt-lookup")
+          throw new UsageError(`--speculate needs auto, prompt-lookup or draft-model:PATH, got ${value ?? "nothing"}`);
         directive = value;
         break;
       case "--spec-draft-tokens":
         tuning.draftTokens = positiveInt(flag, value);
-        if (tuning.draftTokens > MAX_DRAFT_TOKENS) throw new UsageError(`${flag} needs 1 to ${MAX_DRAFT_TOKENS}, got ${value}`);
+        if (tuning.draftTokens > MAX_DRAFT_TOKENS)
+          throw new UsageError(`${flag} needs 1 to ${MAX_DRAFT_TOKENS}, got ${value}`);
         break;
       case "--spec-min-yield":
         tuning.minYield = positiveNumber(flag, value, true);
@@ -127,11 +135,13 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
         tuning.yieldRounds = positiveInt(flag, value);
         break;
       case "--spec-throughput-gate":
-        if (value !== "on" && value !== "off") throw new UsageError(`${flag} needs on or off, got ${value ?? "nothing"}`);
+        if (value !== "on" && value !== "off")
+          throw new UsageError(`${flag} needs on or off, got ${value ?? "nothing"}`);
         tuning.throughputGate = value === "on";
         break;
       case "--spec-adaptive":
-        if (value !== "on" && value !== "off") throw new UsageError(`${flag} needs on or off, got ${value ?? "nothing"}`);
+        if (value !== "on" && value !== "off")
+          throw new UsageError(`${flag} needs on or off, got ${value ?? "nothing"}`);
         tuning.adaptive = value === "on";
         break;
       case "--spec-min-speedup":
@@ -168,7 +178,10 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
     prefillBudget: args.prefillBudget ?? WORKER_DEFAULTS.prefillBudget,
     ...(args.hostCacheBytes === undefined ? {} : { hostCacheBytes: args.hostCacheBytes }),
     pressureHigh: args.pressureHigh ?? WORKER_DEFAULTS.pressureHigh,
-    pressureLow: Math.min(args.pressureLow ?? WORKER_DEFAULTS.pressureLow, args.pressureHigh ?? WORKER_DEFAULTS.pressureHigh),
+    pressureLow: Math.min(
+      args.pressureLow ?? WORKER_DEFAULTS.pressureLow,
+      args.pressureHigh ?? WORKER_DEFAULTS.pressureHigh,
+    ),
     pinBudgetPct: args.pinBudgetPct ?? WORKER_DEFAULTS.pinBudgetPct,
     ...(args.classLanes ? { classLanes: args.classLanes } : {}),
     ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),

@@ -47,7 +47,12 @@ function describe(args: WorkerArgs, model: LlamaModel, embedder: Embedder): Work
     },
     prefillBudget: embedder.window,
     capabilities: { generate: false, prefixCopy: false, embeddings: true, grammar: false },
-    embedding: { pooling: embedder.pooling, dimensions: embedder.dimensions, maxInputTokens: embedder.window, batchInputs: embedder.sequences },
+    embedding: {
+      pooling: embedder.pooling,
+      dimensions: embedder.dimensions,
+      maxInputTokens: embedder.window,
+      batchInputs: embedder.sequences,
+    },
   };
 }
 
@@ -59,10 +64,17 @@ function packVectors(vectors: Float32Array[], dimensions: number): string {
 }
 
 /** Serves embed jobs until shutdown; the exit code of `superfluid worker`. */
-export async function serveEmbeddings(args: WorkerArgs, model: LlamaModel, send: (message: WorkerToDaemon) => void): Promise<number> {
+export async function serveEmbeddings(
+  args: WorkerArgs,
+  model: LlamaModel,
+  send: (message: WorkerToDaemon) => void,
+): Promise<number> {
   let embedder: Embedder;
   try {
-    embedder = new Embedder(model, { threads: args.threads, window: embeddingWindow(args.maxContext, model.trainedContext) });
+    embedder = new Embedder(model, {
+      threads: args.threads,
+      window: embeddingWindow(args.maxContext, model.trainedContext),
+    });
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });
     return 3;
@@ -72,12 +84,32 @@ export async function serveEmbeddings(args: WorkerArgs, model: LlamaModel, send:
       onMessage(message) {
         if (message.type === "embed") embedder.submit({ id: message.id, inputs: message.inputs });
         else if (message.type === "cancel") embedder.cancel(message.id);
-        else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: embedder.snapshot(), at: Date.now() });
+        else if (message.type === "stats")
+          send({ type: "stats", id: message.id, snapshot: embedder.snapshot(), at: Date.now() });
         else if (message.type === "generate") {
           const error = "this model embeds: it does not generate text";
-          send({ type: "tick", admitted: [], tokens: [], finished: [{ id: message.id, reason: "error", promptTokens: message.prompt.length, cachedTokens: 0, completionTokens: 0, error, clientError: true }] });
+          send({
+            type: "tick",
+            admitted: [],
+            tokens: [],
+            finished: [
+              {
+                id: message.id,
+                reason: "error",
+                promptTokens: message.prompt.length,
+                cachedTokens: 0,
+                completionTokens: 0,
+                error,
+                clientError: true,
+              },
+            ],
+          });
         } else if (message.type === "lora-load" || message.type === "lora-unload" || message.type === "lora-scale") {
-          send({ type: "lora-failed", id: message.id, error: "this model embeds: LoRA adapters apply to text generation only" });
+          send({
+            type: "lora-failed",
+            id: message.id,
+            error: "this model embeds: LoRA adapters apply to text generation only",
+          });
         }
       },
       hasWork: () => embedder.hasWork(),
@@ -85,7 +117,13 @@ export async function serveEmbeddings(args: WorkerArgs, model: LlamaModel, send:
       step() {
         for (const outcome of embedder.step()) {
           if ("error" in outcome) send({ type: "embed-failed", id: outcome.id, error: outcome.error });
-          else send({ type: "embedded", id: outcome.id, dimensions: embedder.dimensions, data: packVectors(outcome.vectors, embedder.dimensions) });
+          else
+            send({
+              type: "embedded",
+              id: outcome.id,
+              dimensions: embedder.dimensions,
+              data: packVectors(outcome.vectors, embedder.dimensions),
+            });
         }
       },
       close() {

@@ -75,7 +75,9 @@ export class LoraAdapters {
       // model's architecture, each tensor's shape) and answers NULL when it refuses it.
       const handle = api.llama_adapter_lora_init(this.model.handle, cstr(info.path));
       if (!handle || typeof handle === "bigint") {
-        throw new Error(`libllama could not load ${info.path} as a LoRA adapter for this model (not a LoRA GGUF, another architecture, or tensors of other shapes)`);
+        throw new Error(
+          `libllama could not load ${info.path} as a LoRA adapter for this model (not a LoRA GGUF, another architecture, or tensors of other shapes)`,
+        );
       }
       // A file that loaded but could not be stat'ed (a race with its removal) gets a key of its own.
       file = { handle, key: key ?? `unshared:${info.id}`, users: new Set() };
@@ -115,6 +117,9 @@ export class LoraAdapters {
     for (const a of [...this.loaded.values()].sort((x, y) => x.info.id - y.info.id)) {
       byFile.set(a.file, (byFile.get(a.file) ?? 0) + a.info.scale);
     }
-    this.engine.setAdapters([...byFile].map(([file, scale]) => ({ handle: file.handle, scale })), applied);
+    this.engine.setAdapters(
+      [...byFile].map(([file, scale]) => ({ handle: file.handle, scale })),
+      applied,
+    );
   }
 }

@@ -21,7 +21,13 @@ function send(message: WorkerToDaemon): void {
   process.send!(message);
 }
 
-function describe(args: WorkerArgs, model: LlamaModel, engine: Engine, plan: KvPlan, speculation: ResolvedSpeculation): WorkerInfo {
+function describe(
+  args: WorkerArgs,
+  model: LlamaModel,
+  engine: Engine,
+  plan: KvPlan,
+  speculation: ResolvedSpeculation,
+): WorkerInfo {
   const bytesPerToken = model.kvBytesPerToken;
   return {
     ...modelInfo(args, model),
@@ -66,10 +72,18 @@ function loadDraftModel(path: string, model: LlamaModel): LlamaModel {
   throw new Error(`--speculate draft-model:${path}: it cannot draft for this model: ${why}`);
 }
 
-function buildEngine(args: WorkerArgs, model: LlamaModel, speculation: ResolvedSpeculation, draft?: LlamaModel): { engine: Engine; plan: KvPlan } {
+function buildEngine(
+  args: WorkerArgs,
+  model: LlamaModel,
+  speculation: ResolvedSpeculation,
+  draft?: LlamaModel,
+): { engine: Engine; plan: KvPlan } {
   const facts = { lanes: args.maxBatch, trainedContext: model.trainedContext, bytesPerToken: model.kvBytesPerToken };
   const free = () => freeForKv(model.llama, model.weightBytes);
-  const request = { ...(args.maxContext === undefined ? {} : { maxContext: args.maxContext }), ...(args.kvPool === undefined ? {} : { poolCells: args.kvPool }) };
+  const request = {
+    ...(args.maxContext === undefined ? {} : { maxContext: args.maxContext }),
+    ...(args.kvPool === undefined ? {} : { poolCells: args.kvPool }),
+  };
   let plan = planKv(request, { ...facts, free });
   for (;;) {
     try {
@@ -98,7 +112,10 @@ function buildEngine(args: WorkerArgs, model: LlamaModel, speculation: ResolvedS
       }
       if (plan.poolCells <= plan.window) throw err;
       const cells = Math.max(plan.window, Math.floor(plan.poolCells / 2));
-      plan = planKv({ poolCells: cells, poolReason: `half of ${plan.poolCells} cells, which llama.cpp could not allocate` }, facts);
+      plan = planKv(
+        { poolCells: cells, poolReason: `half of ${plan.poolCells} cells, which llama.cpp could not allocate` },
+        facts,
+      );
     }
   }
 }
@@ -158,13 +175,15 @@ export async function runWorker(argv: string[]): Promise<number> {
             send({ type: "lora-failed", id: message.id, error: (err as Error).message });
           }
         } else if (message.type === "cancel") engine.cancel(message.id);
-        else if (message.type === "stats") send({ type: "stats", id: message.id, snapshot: engine.snapshot(), at: Date.now() });
+        else if (message.type === "stats")
+          send({ type: "stats", id: message.id, snapshot: engine.snapshot(), at: Date.now() });
       },
       hasWork: () => engine.hasWork(),
       idle: () => engine.context.pauseThreads(),
       step() {
         const events = engine.tick();
-        if (events.admitted.length + events.tokens.length + events.finished.length > 0) send({ type: "tick", ...events });
+        if (events.admitted.length + events.tokens.length + events.finished.length > 0)
+          send({ type: "tick", ...events });
       },
       close() {
         engine.close();

@@ -9,7 +9,10 @@ import type { WorkerArgs } from "./args.ts";
 export function modelInfo(
   args: WorkerArgs,
   model: LlamaModel,
-): Pick<WorkerInfo, "protocol" | "model" | "trainedContext" | "embeddingLength" | "threads" | "vocab" | "library" | "speculation"> {
+): Pick<
+  WorkerInfo,
+  "protocol" | "model" | "trainedContext" | "embeddingLength" | "threads" | "vocab" | "library" | "speculation"
+> {
   const v = model.vocabInfo;
   return {
     protocol: PROTOCOL_VERSION,

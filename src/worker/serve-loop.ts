@@ -21,7 +21,12 @@ export interface WorkerLoop {
  * to the event loop before a turn rather than after it, so messages that
  * arrive together join the same turn (embedding inputs sharing a decode).
  */
-export async function serveLoop(loop: WorkerLoop, info: WorkerInfo, send: (message: WorkerToDaemon) => void, gatherFirst = false): Promise<number> {
+export async function serveLoop(
+  loop: WorkerLoop,
+  info: WorkerInfo,
+  send: (message: WorkerToDaemon) => void,
+  gatherFirst = false,
+): Promise<number> {
   let wake: (() => void) | undefined;
   let closing = false;
   const yieldToMessages = () => new Promise<void>((resolve) => setImmediate(resolve));

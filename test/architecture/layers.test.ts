@@ -46,7 +46,11 @@ function sourceFiles(): string[] {
 /** Every relative module a file imports or re-exports, statically or with import(). */
 function importsOf(file: string): string[] {
   const text = readFileSync(file, "utf8");
-  const specs = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^"';]*?\bfrom\s+["']([^"']+)["']/g), ...text.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g), ...text.matchAll(/(?:^|\n)\s*import\s+["']([^"']+)["']/g)];
+  const specs = [
+    ...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^"';]*?\bfrom\s+["']([^"']+)["']/g),
+    ...text.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g),
+    ...text.matchAll(/(?:^|\n)\s*import\s+["']([^"']+)["']/g),
+  ];
   return specs
     .map((m) => m[1]!)
     .filter((s) => s.startsWith("."))
@@ -115,6 +119,8 @@ describe("layers", () => {
   test("the test sees imports of every kind", () => {
     // Guards the scanner itself: main.ts loads the serve command with import().
     expect(graph.get(join(ROOT, "src/main.ts"))!.some((t) => t.endsWith("src/cli/serve.ts"))).toBe(true);
-    expect(graph.get(join(ROOT, "src/http/errors.ts"))!.some((t) => t.endsWith("src/daemon/request-error.ts"))).toBe(true);
+    expect(graph.get(join(ROOT, "src/http/errors.ts"))!.some((t) => t.endsWith("src/daemon/request-error.ts"))).toBe(
+      true,
+    );
   });
 });

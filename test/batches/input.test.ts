@@ -5,7 +5,14 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { batchLines, checkInputFile, MAX_BODY_DEPTH, MAX_ERRORS, MAX_LINES, type InputCheck } from "../../src/batches/input.ts";
+import {
+  batchLines,
+  checkInputFile,
+  MAX_BODY_DEPTH,
+  MAX_ERRORS,
+  MAX_LINES,
+  type InputCheck,
+} from "../../src/batches/input.ts";
 import { fileLines } from "../../src/batches/lines.ts";
 
 const CHAT = "/v1/chat/completions";
@@ -87,7 +94,9 @@ describe("batch input files", () => {
 
   test("an empty file, and a file of only errors reported up to the cap", async () => {
     const empty = await check("\n\n");
-    expect(empty.ok ? null : empty.errors).toEqual([{ code: "empty_file", message: "The batch input file is empty.", param: null, line: null }]);
+    expect(empty.ok ? null : empty.errors).toEqual([
+      { code: "empty_file", message: "The batch input file is empty.", param: null, line: null },
+    ]);
     const junk = await check(Array.from({ length: MAX_ERRORS * 2 }, () => "nope").join("\n"));
     expect(junk.ok ? 0 : junk.errors.length).toBe(MAX_ERRORS);
   });
@@ -105,7 +114,7 @@ describe("batch input files", () => {
 
   test("lines longer than a read chunk, characters split across chunks, and a last line without a newline come back whole", async () => {
     // 1 MiB chunks: a line of 3 MiB of multi-byte characters spans four of them, at odd offsets.
-    const big = "é".repeat(1_500_000) + "x";
+    const big = `${"é".repeat(1_500_000)}x`;
     const path = written(`a\n${big}\n\nz`);
     expect(await all(fileLines(path, Infinity))).toEqual([
       { number: 1, text: "a" },

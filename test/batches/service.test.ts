@@ -6,7 +6,7 @@
 // fails, output files that do not fit the file store, and memory that does
 // not grow with the input file while a batch runs.
 import { afterAll, describe, expect, spyOn, test } from "bun:test";
-import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Batch } from "../../src/batches/batch.ts";
@@ -37,7 +37,12 @@ class Lines {
   execute = (body: Record<string, unknown>, signal: AbortSignal): Promise<LineReply> => {
     const id = body.id as string;
     this.ran.push(id);
-    const reply: LineReply = body.fail ? { status: 400, body: { error: { message: "bad line", type: "invalid_request_error", param: null, code: "bad" } } } : { status: 200, body: { object: "chat.completion", id, usage: { prompt_tokens: 3, completion_tokens: 2 } } };
+    const reply: LineReply = body.fail
+      ? {
+          status: 400,
+          body: { error: { message: "bad line", type: "invalid_request_error", param: null, code: "bad" } },
+        }
+      : { status: 200, body: { object: "chat.completion", id, usage: { prompt_tokens: 3, completion_tokens: 2 } } };
     if (this.auto) return Promise.resolve(reply);
     return new Promise((resolve) => {
       const entry = { id, release: () => resolve(reply) };
@@ -69,18 +74,28 @@ interface Harness {
 }
 
 /** A service on `root` (a fresh folder by default): batches under batches/, its file store under files/. */
-async function harness(opts: { root?: string; files?: FileStore; lines?: Lines } & Pick<BatchServiceOptions, "limits" | "windowSec"> = {}): Promise<Harness> {
+async function harness(
+  opts: { root?: string; files?: FileStore; lines?: Lines } & Pick<BatchServiceOptions, "limits" | "windowSec"> = {},
+): Promise<Harness> {
   const { root, ...rest } = opts;
   const dir = root ?? tempDir();
   const files = opts.files ?? (await FileStore.open(join(dir, "files")));
   const lines = opts.lines ?? new Lines();
-  const service = BatchService.open({ ...rest, dir: join(dir, "batches"), files, execute: lines.execute, modelId: "served-model", log: () => {} });
+  const service = BatchService.open({
+    ...rest,
+    dir: join(dir, "batches"),
+    files,
+    execute: lines.execute,
+    modelId: "served-model",
+    log: () => {},
+  });
   service.start();
   return { files, lines, service, dir };
 }
 
 /** One input line for the scripted executor: its body names the line (`fail` makes it answer 400). */
-const line = (id: string, extra: Record<string, unknown> = {}) => JSON.stringify({ custom_id: id, method: "POST", url: CHAT, body: { id, ...extra } });
+const line = (id: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ custom_id: id, method: "POST", url: CHAT, body: { id, ...extra } });
 
 async function input(files: FileStore, ids: string[], extra: Record<string, unknown> = {}): Promise<string> {
   const text = ids.map((id) => line(id, extra)).join("\n");
@@ -102,7 +117,8 @@ const inputCopies = (h: Harness) => readdirSync(join(h.dir, "batches")).filter((
 /** Waits for an ended batch's copy to go (removed just after its last status is saved). */
 const copiesRemoved = (h: Harness) => until(() => inputCopies(h).length === 0);
 
-const create = (h: Harness, fileId: string) => h.service.create({ input_file_id: fileId, endpoint: CHAT, completion_window: "24h" });
+const create = (h: Harness, fileId: string) =>
+  h.service.create({ input_file_id: fileId, endpoint: CHAT, completion_window: "24h" });
 const ended = (b: Batch) => ["completed", "failed", "cancelled", "expired"].includes(b.status);
 
 describe("batch service", () => {
@@ -167,7 +183,9 @@ describe("batch service", () => {
     expect(b.request_counts).toEqual({ total: 3, completed: ran, failed: 0 });
     expect((await fileLines(h.files, b.output_file_id)).map((l) => l.custom_id)).toEqual(ids.slice(0, ran));
     const errors = await fileLines(h.files, b.error_file_id);
-    expect(errors.map((l) => [l.custom_id, l.response, l.error.code])).toEqual(ids.slice(ran).map((id) => [id, null, "batch_expired"]));
+    expect(errors.map((l) => [l.custom_id, l.response, l.error.code])).toEqual(
+      ids.slice(ran).map((id) => [id, null, "batch_expired"]),
+    );
     // The line in flight at the end was started, cut off and not recorded.
     expect(h.lines.ran).toEqual(ids.slice(0, ran + 1));
     await h.service.stop();
@@ -184,7 +202,10 @@ describe("batch service", () => {
     expect(first.service.get(created.id).status).toBe("in_progress");
     first.files.close();
     // A crash mid-append would leave part of a record behind.
-    appendFileSync(join(first.dir, "batches", `${created.id}.results.jsonl`), '{"i":2,"ok":true,"out":{"id":"batch_req_torn"');
+    appendFileSync(
+      join(first.dir, "batches", `${created.id}.results.jsonl`),
+      '{"i":2,"ok":true,"out":{"id":"batch_req_torn"',
+    );
 
     const lines = new Lines();
     lines.auto = true;
@@ -284,7 +305,11 @@ describe("batch service", () => {
 
     const x = await harness({ windowSec: 1, limits: { running: 1, waiting: 10 } });
     const holder = await create(x, await input(x.files, ["x0"]));
-    const expiring = await x.files.create({ filename: "in.jsonl", purpose: "batch", body: [line("x1"), line("x2")].join("\n") });
+    const expiring = await x.files.create({
+      filename: "in.jsonl",
+      purpose: "batch",
+      body: [line("x1"), line("x2")].join("\n"),
+    });
     const late = await create(x, expiring.id);
     await x.files.delete(expiring.id);
     await until(() => ended(x.service.get(late.id)) && ended(x.service.get(holder.id)));
@@ -335,10 +360,14 @@ describe("batch service", () => {
 
   test("an output file that fits the quota beside an error file that does not: the batch fails and leaves neither file behind", async () => {
     const text = [line("ok1"), line("bad1", { fail: true })].join("\n");
-    // The same batch on an unbounded store gives both files' sizes (the scripted replies and the ids' lengths are fixed).
+    // The same batch on an unbounded store gives both files' sizes (the scripted replies and the ids' lengths are
+    // fixed).
     const free = await harness();
     free.lines.auto = true;
-    const sized = await create(free, (await free.files.create({ filename: "in.jsonl", purpose: "batch", body: text })).id);
+    const sized = await create(
+      free,
+      (await free.files.create({ filename: "in.jsonl", purpose: "batch", body: text })).id,
+    );
     await until(() => ended(free.service.get(sized.id)));
     const done = free.service.get(sized.id);
     expect(done.request_counts).toEqual({ total: 2, completed: 1, failed: 1 });
@@ -348,7 +377,9 @@ describe("batch service", () => {
     free.files.close();
 
     const dir = tempDir();
-    const files = await FileStore.open(join(dir, "files"), { maxBytes: Buffer.byteLength(text) + outputBytes + errorBytes - 1 });
+    const files = await FileStore.open(join(dir, "files"), {
+      maxBytes: Buffer.byteLength(text) + outputBytes + errorBytes - 1,
+    });
     const h = await harness({ root: dir, files });
     h.lines.auto = true;
     const inputFile = await files.create({ filename: "in.jsonl", purpose: "batch", body: text });
@@ -371,7 +402,12 @@ describe("batch service", () => {
     // Built and uploaded in its own scope, so the test holds none of the text afterwards.
     const fileId = await (async () => {
       const lines = Array.from({ length: LINE_COUNT }, (_, i) =>
-        JSON.stringify({ custom_id: `m${i}`, method: "POST", url: CHAT, body: { id: `m${i}`, pad: String(i % 10).repeat(PAD) } }),
+        JSON.stringify({
+          custom_id: `m${i}`,
+          method: "POST",
+          url: CHAT,
+          body: { id: `m${i}`, pad: String(i % 10).repeat(PAD) },
+        }),
       );
       return (await h.files.create({ filename: "in.jsonl", purpose: "batch", body: lines.join("\n") })).id;
     })();

@@ -18,16 +18,35 @@ const OTHER = "sk-cli-other-CCC";
 const ALL_SECRETS = [GLOBAL, SECRET, OTHER];
 
 let n = 0;
-/** Runs `serve --key-policy <file with text>` (plus args); the process is killed if it has not exited by the hang guard. */
-async function serve(text: string | undefined, args: string[] = []): Promise<{ code: number | null; stderr: string; file: string }> {
+/**
+ * Runs `serve --key-policy <file with text>` (plus args); the process is killed if it has not exited by the hang guard.
+ */
+async function serve(
+  text: string | undefined,
+  args: string[] = [],
+): Promise<{ code: number | null; stderr: string; file: string }> {
   const file = join(dir, `policy-${++n}.json`);
   if (text !== undefined) writeFileSync(file, text);
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "serve", "--key-policy", file, "--sessions", join(dir, "sessions"), "--port", "0", ...args], {
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-    env: { ...process.env, SUPERFLUID_QUIET: "1", CLI_TEST_EMPTY: "" },
-  });
+  const proc = Bun.spawn(
+    [
+      process.execPath,
+      join(ROOT, "src/main.ts"),
+      "serve",
+      "--key-policy",
+      file,
+      "--sessions",
+      join(dir, "sessions"),
+      "--port",
+      "0",
+      ...args,
+    ],
+    {
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, SUPERFLUID_QUIET: "1", CLI_TEST_EMPTY: "" },
+    },
+  );
   // A server that started anyway would never exit: that is a failure, not a hang.
   const guard = setTimeout(() => proc.kill("SIGKILL"), 60_000);
   const [stderr] = await Promise.all([new Response(proc.stderr).text(), new Response(proc.stdout).text()]);
@@ -41,16 +60,59 @@ const doc = (keys: unknown[]) => JSON.stringify({ keys });
 describe("a bad --key-policy file stops the server with exit 2 and the reason", () => {
   const cases: { name: string; text?: string; args?: string[]; reason: RegExp }[] = [
     { name: "no such file", reason: /cannot read the file \(no such file\)/ },
-    { name: "not JSON (the text it stops at may be a secret)", text: `{"keys": [{"name": "a", "key": ${SECRET}}]}`, reason: /not valid JSON/ },
+    {
+      name: "not JSON (the text it stops at may be a secret)",
+      text: `{"keys": [{"name": "a", "key": ${SECRET}}]}`,
+      reason: /not valid JSON/,
+    },
     { name: "an empty list", text: doc([]), reason: /"keys" is empty/ },
-    { name: "an unknown field", text: doc([{ name: "a", key: SECRET, rate_limit: 5 }]), reason: /keys\[0\] \("a"\): unknown field "rate_limit"/ },
-    { name: "duplicate secrets", text: doc([{ name: "a", key: SECRET }, { name: "b", key: SECRET }]), reason: /keys\[1\] \("b"\): its secret is the same as keys\[0\] \("a"\)'s/ },
-    { name: "a name equal to a secret", text: doc([{ name: "a", key: SECRET }, { name: OTHER, key: OTHER }]), reason: /keys\[1\]: its name equals its own secret/ },
-    { name: "a secret equal to --api-key", text: doc([{ name: "a", key: GLOBAL }]), args: ["--api-key", GLOBAL], reason: /keys\[0\] \("a"\): its secret equals an --api-key value/ },
-    { name: "key_env naming an unset variable", text: doc([{ name: "a", key_env: "CLI_TEST_NOT_SET_ANYWHERE" }]), reason: /"key_env" names "CLI_TEST_NOT_SET_ANYWHERE", which is not set/ },
-    { name: "key_env naming an empty variable", text: doc([{ name: "a", key_env: "CLI_TEST_EMPTY" }]), reason: /which is empty/ },
-    { name: "max_class worse than class", text: doc([{ name: "a", key: SECRET, class: "interactive", max_class: "background" }]), reason: /"max_class" background is worse than "class" interactive/ },
-    { name: "a limit that is not a whole number", text: doc([{ name: "a", key: SECRET, max_concurrent: -1 }]), reason: /"max_concurrent" must be a whole number >= 0/ },
+    {
+      name: "an unknown field",
+      text: doc([{ name: "a", key: SECRET, rate_limit: 5 }]),
+      reason: /keys\[0\] \("a"\): unknown field "rate_limit"/,
+    },
+    {
+      name: "duplicate secrets",
+      text: doc([
+        { name: "a", key: SECRET },
+        { name: "b", key: SECRET },
+      ]),
+      reason: /keys\[1\] \("b"\): its secret is the same as keys\[0\] \("a"\)'s/,
+    },
+    {
+      name: "a name equal to a secret",
+      text: doc([
+        { name: "a", key: SECRET },
+        { name: OTHER, key: OTHER },
+      ]),
+      reason: /keys\[1\]: its name equals its own secret/,
+    },
+    {
+      name: "a secret equal to --api-key",
+      text: doc([{ name: "a", key: GLOBAL }]),
+      args: ["--api-key", GLOBAL],
+      reason: /keys\[0\] \("a"\): its secret equals an --api-key value/,
+    },
+    {
+      name: "key_env naming an unset variable",
+      text: doc([{ name: "a", key_env: "CLI_TEST_NOT_SET_ANYWHERE" }]),
+      reason: /"key_env" names "CLI_TEST_NOT_SET_ANYWHERE", which is not set/,
+    },
+    {
+      name: "key_env naming an empty variable",
+      text: doc([{ name: "a", key_env: "CLI_TEST_EMPTY" }]),
+      reason: /which is empty/,
+    },
+    {
+      name: "max_class worse than class",
+      text: doc([{ name: "a", key: SECRET, class: "interactive", max_class: "background" }]),
+      reason: /"max_class" background is worse than "class" interactive/,
+    },
+    {
+      name: "a limit that is not a whole number",
+      text: doc([{ name: "a", key: SECRET, max_concurrent: -1 }]),
+      reason: /"max_concurrent" must be a whole number >= 0/,
+    },
   ];
 
   for (const c of cases) {

@@ -87,7 +87,11 @@ describe("serve --help and --help-all", () => {
   });
 
   test("--help hides the expert tuning (--spec-* beyond --speculate, --spec-draft-tokens) and refused flags", () => {
-    expect(listed(help)).toEqual(SERVE_FLAGS.filter((d) => !isExpert(d)).map((d) => synopsis(d)).sort(byHelpOrder));
+    expect(listed(help)).toEqual(
+      SERVE_FLAGS.filter((d) => !isExpert(d))
+        .map((d) => synopsis(d))
+        .sort(byHelpOrder),
+    );
     for (const d of SERVE_FLAGS.filter(isExpert)) expect(help).not.toContain(`--${d.flag} `);
     const spec = SERVE_FLAGS.filter((d) => d.flag.startsWith("spec"));
     expect(spec.filter((d) => !isExpert(d)).map((d) => d.flag)).toEqual(["speculate", "spec-draft-tokens"]);

@@ -12,7 +12,14 @@ const parse = (...argv: string[]) => parseServeOptions(argv, { HOME: "/home/u" }
 describe("serve options", () => {
   test("defaults", () => {
     const o = parse();
-    expect(o).toMatchObject({ models: [], host: "127.0.0.1", port: 8453, maxBatch: 8, prefillBudget: 4096, tui: false });
+    expect(o).toMatchObject({
+      models: [],
+      host: "127.0.0.1",
+      port: 8453,
+      maxBatch: 8,
+      prefillBudget: 4096,
+      tui: false,
+    });
     expect(o.maxTokens).toBeUndefined();
     // No sizing flag: a shared KV pool sized from memory (the worker decides).
     expect(o.maxContext).toBeUndefined();
@@ -21,8 +28,26 @@ describe("serve options", () => {
   });
 
   test("--flag value and --flag=value; --http wins over --host/--port; aliases; the max-context floor", () => {
-    const o = parse("m.gguf", "--http=0.0.0.0:9000", "--port", "1", "--max-batch-size", "4", "--max-context=100", "--no-tui", "--speculate", "off");
-    expect(o).toMatchObject({ models: ["m.gguf"], host: "0.0.0.0", port: 9000, maxBatch: 4, maxContext: 512, tui: false });
+    const o = parse(
+      "m.gguf",
+      "--http=0.0.0.0:9000",
+      "--port",
+      "1",
+      "--max-batch-size",
+      "4",
+      "--max-context=100",
+      "--no-tui",
+      "--speculate",
+      "off",
+    );
+    expect(o).toMatchObject({
+      models: ["m.gguf"],
+      host: "0.0.0.0",
+      port: 9000,
+      maxBatch: 4,
+      maxContext: 512,
+      tui: false,
+    });
     expect(parse("--http", "[::1]:8080")).toMatchObject({ host: "::1", port: 8080 });
   });
 
@@ -38,18 +63,26 @@ describe("serve options", () => {
   });
 
   test("operator sampling flags", () => {
-    expect(parse("--temperature", "0.7", "--top-k", "20", "--repeat-penalty", "1.1").sampling).toMatchObject({ temperature: 0.7, topK: 20, repeatPenalty: 1.1 });
+    expect(parse("--temperature", "0.7", "--top-k", "20", "--repeat-penalty", "1.1").sampling).toMatchObject({
+      temperature: 0.7,
+      topK: 20,
+      repeatPenalty: 1.1,
+    });
   });
 
   test("an unknown flag names the closest valid one; a bad value names the flag and what it expected", () => {
     expect(() => parse("--max-batc", "4")).toThrow("unknown flag --max-batc; did you mean --max-batch?");
-    expect(() => parse("--max-batch", "lots")).toThrow("--max-batch expects a whole number between 1 and 256, got 'lots'");
+    expect(() => parse("--max-batch", "lots")).toThrow(
+      "--max-batch expects a whole number between 1 and 256, got 'lots'",
+    );
     expect(() => parse("--temperature", "5")).toThrow(UsageError);
     expect(() => parse("--http", "nowhere")).toThrow("--http expects ADDR:PORT");
   });
 
   test("llama.cpp's startup refusals, in the spec's words", () => {
-    expect(() => parse("--kv-bits", "8")).toThrow("the llamacpp runtime keeps its KV type per context and exposes no such knob");
+    expect(() => parse("--kv-bits", "8")).toThrow(
+      "the llamacpp runtime keeps its KV type per context and exposes no such knob",
+    );
     expect(parse("--kv-bits", "0").port).toBe(8453);
     expect(() => parse("--park-lossy")).toThrow("the llamacpp runtime exports no lossy encoding");
     expect(() => parse("--speculate", "eagle3:/x")).toThrow(UsageError);
@@ -58,7 +91,16 @@ describe("serve options", () => {
   });
 
   test("key and limit flags: --api-key repeatable and printable ASCII, --rate-limit whole, --web-origin an http(s) origin", () => {
-    const o = parse("--api-key", "sk-one", "--api-key", "sk-two", "--rate-limit", "60", "--web-origin", "https://app.example:8443/path");
+    const o = parse(
+      "--api-key",
+      "sk-one",
+      "--api-key",
+      "sk-two",
+      "--rate-limit",
+      "60",
+      "--web-origin",
+      "https://app.example:8443/path",
+    );
     expect(o.apiKeys).toEqual(["sk-one", "sk-two"]);
     expect(o.policyKeys).toEqual([]);
     expect(o.rateLimitRpm).toBe(60);
@@ -70,19 +112,25 @@ describe("serve options", () => {
     // A bucket of half a request a minute would never hold a whole one.
     expect(() => parse("--rate-limit", "0.5")).toThrow("--rate-limit expects a whole number");
     expect(() => parse("--web-origin", "app.example")).toThrow("--web-origin expects an http:// or https:// origin");
-    expect(() => parse("--web-origin", "ftp://app.example")).toThrow("--web-origin expects an http:// or https:// origin");
+    expect(() => parse("--web-origin", "ftp://app.example")).toThrow(
+      "--web-origin expects an http:// or https:// origin",
+    );
   });
 
   test("session and prefix-cache flags", () => {
     expect(parse()).toMatchObject({ sessionsCache: false, pressureHigh: 85, pressureLow: 70 });
     expect(parse().hostCacheMb).toBeUndefined();
-    expect(parse("--sessions-cache", "--host-cache-mb", "0", "--pressure-high", "90", "--pressure-low", "50")).toMatchObject({
+    expect(
+      parse("--sessions-cache", "--host-cache-mb", "0", "--pressure-high", "90", "--pressure-low", "50"),
+    ).toMatchObject({
       sessionsCache: true,
       hostCacheMb: 0,
       pressureHigh: 90,
       pressureLow: 50,
     });
-    expect(() => parse("--pressure-high", "60", "--pressure-low", "70")).toThrow("--pressure-low (70) cannot be above --pressure-high (60)");
+    expect(() => parse("--pressure-high", "60", "--pressure-low", "70")).toThrow(
+      "--pressure-low (70) cannot be above --pressure-high (60)",
+    );
   });
 
   test("parking flags: off by default, a 20 GB budget per park directory, refused beside --sessions-cache", () => {
@@ -115,23 +163,41 @@ describe("serve options", () => {
   test("scheduling and QoS flags: values, aliases, validation", () => {
     expect(parse("--prefill-budget", "0").prefillBudget).toBe(0);
     expect(parse("--prefill-budget", "64").prefillBudget).toBe(64);
-    for (const bad of ["63", "4097", "-1", "1.5", "x"]) expect(() => parse("--prefill-budget", bad)).toThrow("--prefill-budget expects 0 (adaptive) or a whole number between 64 and 4096");
+    for (const bad of ["63", "4097", "-1", "1.5", "x"])
+      expect(() => parse("--prefill-budget", bad)).toThrow(
+        "--prefill-budget expects 0 (adaptive) or a whole number between 64 and 4096",
+      );
     expect(parse("--starvation-ticks", "0").starvationTicks).toBe(0);
     expect(() => parse("--starvation-ticks", "-1")).toThrow(UsageError);
-    expect(parse("--max-batch", "4", "--class-lanes", "background=2,foreground=4").classLanes).toEqual({ background: 2, agent: 4 });
+    expect(parse("--max-batch", "4", "--class-lanes", "background=2,foreground=4").classLanes).toEqual({
+      background: 2,
+      agent: 4,
+    });
     expect(() => parse("--max-batch", "4", "--class-lanes", "background=5")).toThrow(UsageError);
     expect(() => parse("--class-lanes", "urgent=1")).toThrow(UsageError);
     expect(() => parse("--class-lanes", "agent")).toThrow(UsageError);
     expect(parse("--http-default-qos", "interactive-chat").defaultQos).toBe(0);
     expect(parse("--http-default-qos", "3").defaultQos).toBe(3);
-    expect(() => parse("--http-default-qos", "urgent")).toThrow("--http-default-qos expects one of interactive, completion, agent, background");
-    expect(parse("--no-http-qos-header", "--http-allow-batch-invariant")).toMatchObject({ qosHeader: false, allowBatchInvariant: true });
+    expect(() => parse("--http-default-qos", "urgent")).toThrow(
+      "--http-default-qos expects one of interactive, completion, agent, background",
+    );
+    expect(parse("--no-http-qos-header", "--http-allow-batch-invariant")).toMatchObject({
+      qosHeader: false,
+      allowBatchInvariant: true,
+    });
     expect(parse("--nonstream-keepalive", "0.5").nonstreamKeepalive).toBe(0.5);
     expect(() => parse("--nonstream-keepalive", "-1")).toThrow(UsageError);
-    expect(parse("--fim-model", "coder.gguf", "--fim-max-context", "4096", "--fim-max-batch", "3")).toMatchObject({ fimModel: "coder.gguf", fimMaxContext: 4096, fimMaxBatch: 3 });
+    expect(parse("--fim-model", "coder.gguf", "--fim-max-context", "4096", "--fim-max-batch", "3")).toMatchObject({
+      fimModel: "coder.gguf",
+      fimMaxContext: 4096,
+      fimMaxBatch: 3,
+    });
     expect(parse("--completion-deadline-ms", "250").completionDeadlineMs).toBe(250);
     expect(parse("--request-timeout", "100").completionDeadlineMs).toBe(100);
-    expect(parse("--completion-rate", "0", "--completion-burst", "1")).toMatchObject({ completionRate: 0, completionBurst: 1 });
+    expect(parse("--completion-rate", "0", "--completion-burst", "1")).toMatchObject({
+      completionRate: 0,
+      completionBurst: 1,
+    });
     expect(parse("--completion-rate", "2.5").completionRate).toBe(2.5);
     expect(() => parse("--completion-burst", "0")).toThrow(UsageError);
     expect(() => parse("--completion-rate", "-1")).toThrow(UsageError);
@@ -143,7 +209,8 @@ describe("serve options", () => {
       { name: "claude-*", target: "tiny-chat" },
       { name: "gpt", target: "m" },
     ]);
-    for (const bad of ["claude", "=x", "x=", "="]) expect(() => parse("--alias", bad)).toThrow(/--alias expects NAME=ID/);
+    for (const bad of ["claude", "=x", "x=", "="])
+      expect(() => parse("--alias", bad)).toThrow(/--alias expects NAME=ID/);
     expect(parse().pinBudgetPct).toBe(50);
     expect(parse("--pin-budget-pct", "0").pinBudgetPct).toBe(0);
     expect(() => parse("--pin-budget-pct", "101")).toThrow(UsageError);
@@ -166,18 +233,37 @@ describe("serve options", () => {
       reprobeMax: 1024,
     });
     const tuned = parse(
-      "--speculate", "prompt-lookup",
-      "--spec-draft-tokens", "15",
-      "--spec-min-yield", "0",
-      "--spec-yield-rounds", "1",
+      "--speculate",
+      "prompt-lookup",
+      "--spec-draft-tokens",
+      "15",
+      "--spec-min-yield",
+      "0",
+      "--spec-yield-rounds",
+      "1",
       "--no-spec-throughput-gate",
       "--no-spec-adaptive",
-      "--spec-min-speedup", "0.5",
-      "--spec-gate-probe-tokens", "1",
-      "--spec-gate-reprobe", "0",
-      "--spec-gate-reprobe-max", "8",
+      "--spec-min-speedup",
+      "0.5",
+      "--spec-gate-probe-tokens",
+      "1",
+      "--spec-gate-reprobe",
+      "0",
+      "--spec-gate-reprobe-max",
+      "8",
     ).speculation;
-    expect(tuned).toEqual({ directive: "prompt-lookup", draftTokens: 15, minYield: 0, yieldRounds: 1, throughputGate: false, adaptive: false, minSpeedup: 0.5, probeTokens: 1, reprobe: 0, reprobeMax: 8 });
+    expect(tuned).toEqual({
+      directive: "prompt-lookup",
+      draftTokens: 15,
+      minYield: 0,
+      yieldRounds: 1,
+      throughputGate: false,
+      adaptive: false,
+      minSpeedup: 0.5,
+      probeTokens: 1,
+      reprobe: 0,
+      reprobeMax: 8,
+    });
     expect(parse("--speculate", "auto", "--spec-throughput-gate").speculation?.throughputGate).toBe(true);
     // Each tuning flag falls back to its environment variable, then the default.
     const fromEnv = parseServeOptions(["--speculate", "auto"], {
@@ -191,14 +277,40 @@ describe("serve options", () => {
       SUPERFLUID_SPEC_GATE_REPROBE: "4",
       SUPERFLUID_SPEC_GATE_REPROBE_MAX: "64",
     }) as ServeOptions;
-    expect(fromEnv.speculation).toEqual({ directive: "auto", draftTokens: 4, minYield: 0.5, yieldRounds: 12, throughputGate: false, adaptive: false, minSpeedup: 1.2, probeTokens: 8, reprobe: 4, reprobeMax: 64 });
+    expect(fromEnv.speculation).toEqual({
+      directive: "auto",
+      draftTokens: 4,
+      minYield: 0.5,
+      yieldRounds: 12,
+      throughputGate: false,
+      adaptive: false,
+      minSpeedup: 1.2,
+      probeTokens: 8,
+      reprobe: 4,
+      reprobeMax: 64,
+    });
     // The flag wins over the variable.
-    expect((parseServeOptions(["--speculate", "auto", "--spec-adaptive", "--spec-min-yield", "0.9"], { HOME: "/h", SUPERFLUID_SPEC_ADAPTIVE: "0", SUPERFLUID_SPEC_MIN_YIELD: "0.5" }) as ServeOptions).speculation).toMatchObject({ adaptive: true, minYield: 0.9 });
-    expect(() => parseServeOptions(["--speculate", "auto"], { HOME: "/h", SUPERFLUID_SPEC_GATE: "yes" })).toThrow("SUPERFLUID_SPEC_GATE expects 1 or 0, got 'yes'");
-    expect(() => parse("--speculate", "auto", "--spec-bitexact")).toThrow("--spec-bitexact: llama.cpp has no batch-invariant kernels");
+    expect(
+      (
+        parseServeOptions(["--speculate", "auto", "--spec-adaptive", "--spec-min-yield", "0.9"], {
+          HOME: "/h",
+          SUPERFLUID_SPEC_ADAPTIVE: "0",
+          SUPERFLUID_SPEC_MIN_YIELD: "0.5",
+        }) as ServeOptions
+      ).speculation,
+    ).toMatchObject({ adaptive: true, minYield: 0.9 });
+    expect(() => parseServeOptions(["--speculate", "auto"], { HOME: "/h", SUPERFLUID_SPEC_GATE: "yes" })).toThrow(
+      "SUPERFLUID_SPEC_GATE expects 1 or 0, got 'yes'",
+    );
+    expect(() => parse("--speculate", "auto", "--spec-bitexact")).toThrow(
+      "--spec-bitexact: llama.cpp has no batch-invariant kernels",
+    );
     expect(parse("--speculate", "auto", "--no-spec-bitexact").speculation).toMatchObject({ directive: "auto" });
     // A re-probe period above the default ceiling raises the ceiling with it.
-    expect(parse("--speculate", "auto", "--spec-gate-reprobe", "2000").speculation).toMatchObject({ reprobe: 2000, reprobeMax: 2000 });
+    expect(parse("--speculate", "auto", "--spec-gate-reprobe", "2000").speculation).toMatchObject({
+      reprobe: 2000,
+      reprobeMax: 2000,
+    });
   });
 
   test("--spec-* values out of range exit 2 with the reason, even with speculation off", () => {
@@ -213,8 +325,14 @@ describe("serve options", () => {
       [["--spec-gate-probe-tokens", "0"], "--spec-gate-probe-tokens expects a whole number of at least 1"],
       [["--spec-gate-reprobe", "-1"], "--spec-gate-reprobe expects a whole number of at least 0"],
       [["--spec-gate-reprobe-max", "0"], "--spec-gate-reprobe-max expects a whole number of at least 1"],
-      [["--spec-gate-reprobe", "64", "--spec-gate-reprobe-max", "32"], "--spec-gate-reprobe (64) cannot be above --spec-gate-reprobe-max (32)"],
-      [["--spec-throughput-gate", "--no-spec-throughput-gate"], "--spec-throughput-gate and --no-spec-throughput-gate contradict each other"],
+      [
+        ["--spec-gate-reprobe", "64", "--spec-gate-reprobe-max", "32"],
+        "--spec-gate-reprobe (64) cannot be above --spec-gate-reprobe-max (32)",
+      ],
+      [
+        ["--spec-throughput-gate", "--no-spec-throughput-gate"],
+        "--spec-throughput-gate and --no-spec-throughput-gate contradict each other",
+      ],
       [["--spec-adaptive", "--no-spec-adaptive"], "--spec-adaptive and --no-spec-adaptive contradict each other"],
       [["--spec-throughput-gate=on"], "--spec-throughput-gate takes no value"],
     ];
@@ -227,12 +345,18 @@ describe("serve options", () => {
   test("--speculate refuses what llama.cpp cannot run, naming what is available", () => {
     const available = "available: off, auto, prompt-lookup, draft-model:<path>";
     for (const drafter of ["mtp-head", "dflash:/m/d.gguf", "dspark:/m/d.gguf", "eagle3:/m/e.gguf"]) {
-      expect(() => parse("--speculate", drafter)).toThrow(`--speculate ${drafter}: the llamacpp runtime cannot run this drafter; ${available}`);
+      expect(() => parse("--speculate", drafter)).toThrow(
+        `--speculate ${drafter}: the llamacpp runtime cannot run this drafter; ${available}`,
+      );
     }
     for (const path of ["/models/drafter.gguf", "./drafter", "drafter.gguf"]) {
-      expect(() => parse("--speculate", path)).toThrow(`--speculate ${path}: the llamacpp runtime cannot run a drafter named by its path; ${available}`);
+      expect(() => parse("--speculate", path)).toThrow(
+        `--speculate ${path}: the llamacpp runtime cannot run a drafter named by its path; ${available}`,
+      );
     }
-    expect(() => parse("--speculate", "draft-model:/m/small.gguf")).toThrow("--speculate draft-model:/m/small.gguf: no such file");
+    expect(() => parse("--speculate", "draft-model:/m/small.gguf")).toThrow(
+      "--speculate draft-model:/m/small.gguf: no such file",
+    );
     expect(() => parse("--speculate", "draft-model:")).toThrow("needs the draft model's file");
     expect(() => parse("--speculate", "ngram")).toThrow(`--speculate expects a strategy, got 'ngram'; ${available}`);
     expect(() => parse("--speculate", "")).toThrow(UsageError);
@@ -251,6 +375,8 @@ describe("serve options", () => {
   });
 
   test("sessions default under SUPERFLUID_HOME", () => {
-    expect(parseServeOptions([], { SUPERFLUID_HOME: "/srv/sf" }) as ServeOptions).toMatchObject({ sessions: "/srv/sf/sessions" });
+    expect(parseServeOptions([], { SUPERFLUID_HOME: "/srv/sf" }) as ServeOptions).toMatchObject({
+      sessions: "/srv/sf/sessions",
+    });
   });
 });

@@ -34,17 +34,28 @@ describe("the exposition and the numbers", () => {
 
   test("the parser reads what a real Prometheus parser reads", () => {
     const ours = parseExposition(text);
-    expect(ours.find((s) => s.name === "superfluid_decode_tokens_total" && s.labels.model !== "a")!.labels.model).toBe('b "q" \\ x');
+    expect(ours.find((s) => s.name === "superfluid_decode_tokens_total" && s.labels.model !== "a")!.labels.model).toBe(
+      'b "q" \\ x',
+    );
     expect(ours.find((s) => s.name === "superfluid_plain")!.value).toBe(2500);
     // Every sample the library reads, with the same labels and value.
     const theirs = parse(text).flatMap((f) =>
       f.type === "HISTOGRAM"
-        ? f.metrics.flatMap((m: any) => Object.entries(m.buckets).map(([le, v]) => ({ name: `${f.name}_bucket`, labels: { ...m.labels, le }, value: Number(v) })))
+        ? f.metrics.flatMap((m: any) =>
+            Object.entries(m.buckets).map(([le, v]) => ({
+              name: `${f.name}_bucket`,
+              labels: { ...m.labels, le },
+              value: Number(v),
+            })),
+          )
         : f.metrics.map((m: any) => ({ name: f.name, labels: m.labels ?? {}, value: Number(m.value) })),
     );
     // (The library leaves the histogram's other labels off its buckets: ours must hold at least its labels.)
     for (const t of theirs) {
-      const same = ours.find((o) => o.name === t.name && o.value === t.value && Object.entries(t.labels).every(([k, v]) => o.labels[k] === v));
+      const same = ours.find(
+        (o) =>
+          o.name === t.name && o.value === t.value && Object.entries(t.labels).every(([k, v]) => o.labels[k] === v),
+      );
       expect(same, JSON.stringify(t)).toBeDefined();
     }
     expect(theirs.length).toBeGreaterThanOrEqual(6);
@@ -75,7 +86,12 @@ describe("the exposition and the numbers", () => {
   test("spec accept: accepted / proposed drafts over the window, else since the start; - when none were proposed", () => {
     const at = (ms: number, proposed: number, accepted: number): Scrape => ({
       at: ms,
-      samples: parseExposition([`superfluid_spec_proposed_total{model="a"} ${proposed}`, `superfluid_spec_accepted_total{model="a"} ${accepted}`].join("\n")),
+      samples: parseExposition(
+        [
+          `superfluid_spec_proposed_total{model="a"} ${proposed}`,
+          `superfluid_spec_accepted_total{model="a"} ${accepted}`,
+        ].join("\n"),
+      ),
     });
     expect(nodeStats([at(0, 0, 0)]).specAcceptRate).toBeUndefined();
     expect(nodeStats([at(0, 0, 0), at(1000, 0, 0)]).specAcceptRate).toBeUndefined();
@@ -85,7 +101,10 @@ describe("the exposition and the numbers", () => {
     // Nothing proposed in the window: the record since the start.
     expect(nodeStats([at(0, 100, 55), at(1000, 100, 55)]).specAcceptRate).toBe(0.55);
     const line = (rate: number | undefined) =>
-      renderLines([{ target: "h:1", state: "up", stats: { ...nodeStats([at(0, 0, 0)]), specAcceptRate: rate } }], new Date(0)).find((l) => l.includes("prefix hit"));
+      renderLines(
+        [{ target: "h:1", state: "up", stats: { ...nodeStats([at(0, 0, 0)]), specAcceptRate: rate } }],
+        new Date(0),
+      ).find((l) => l.includes("prefix hit"));
     expect(line(undefined)).toEndWith("spec accept -");
     expect(line(0.8125)).toEndWith("spec accept 81.3%");
   });
@@ -109,7 +128,8 @@ describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
   // The Esc test's own tmux server: the first test's server exits with its last session, and a
   // new session started on that socket while it exits can fail.
   const escSocket = `${socket}-esc`;
-  const tmuxEsc = (...args: string[]) => Bun.spawnSync([TMUX!, "-L", escSocket, ...args], { stdout: "pipe", stderr: "pipe" });
+  const tmuxEsc = (...args: string[]) =>
+    Bun.spawnSync([TMUX!, "-L", escSocket, ...args], { stdout: "pipe", stderr: "pipe" });
   const pane = () => tmux("capture-pane", "-p", "-t", "top").stdout.toString();
 
   afterAll(() => {
@@ -144,7 +164,13 @@ describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
           const res = await post(
             s,
             "/v1/chat/completions",
-            { model: s.model, messages: [{ role: "user", content: "Count." }], stream: true, ignore_eos: true, max_tokens: 1500 },
+            {
+              model: s.model,
+              messages: [{ role: "user", content: "Count." }],
+              stream: true,
+              ignore_eos: true,
+              max_tokens: 1500,
+            },
             { signal: stop.signal },
           );
           await res.text();
@@ -158,7 +184,13 @@ describe.skipIf(!TMUX)("superfluid top in a terminal (tmux)", () => {
       const up = new RegExp(`127\\.0\\.0\\.1:${s.port}  up`);
       const screen = await waitForPane((p) => {
         const decode = /decode ([\d.]+) tok\/s/.exec(p);
-        return up.test(p) && /lanes [1-9]\d*\//.test(p) && decode !== null && Number(decode[1]) > 0 && p.includes(`127.0.0.1:${dead}  down`);
+        return (
+          up.test(p) &&
+          /lanes [1-9]\d*\//.test(p) &&
+          decode !== null &&
+          Number(decode[1]) > 0 &&
+          p.includes(`127.0.0.1:${dead}  down`)
+        );
       }, "the node up with busy lanes and decode tok/s, and the dead port down");
       expect(screen).toContain("superfluid top · 2 nodes");
       expect(screen).toMatch(/queue int \d+ cmp \d+ agt \d+ bg \d+/);

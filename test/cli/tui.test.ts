@@ -48,7 +48,10 @@ describe.skipIf(!TMUX)("serve --tui in a terminal (tmux)", () => {
     expect(tmux("new-session", "-d", "-s", "tui", "-x", "120", "-y", "32", "sh", "-c", command).exitCode).toBe(0);
     const base = `http://127.0.0.1:${port}`;
 
-    await waitForPane((p) => p.includes(`127.0.0.1:${port}  up`) && /serving .* at http/.test(p), "the node up and the serving line");
+    await waitForPane(
+      (p) => p.includes(`127.0.0.1:${port}  up`) && /serving .* at http/.test(p),
+      "the node up and the serving line",
+    );
 
     const served = ((await (await fetch(`${base}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
     const chat = await fetch(`${base}/v1/chat/completions`, {
@@ -68,7 +71,13 @@ describe.skipIf(!TMUX)("serve --tui in a terminal (tmux)", () => {
           const res = await fetch(`${base}/v1/chat/completions`, {
             method: "POST",
             headers: { "content-type": "application/json" },
-            body: JSON.stringify({ model: served, messages: [{ role: "user", content: "Count." }], stream: true, ignore_eos: true, max_tokens: 1500 }),
+            body: JSON.stringify({
+              model: served,
+              messages: [{ role: "user", content: "Count." }],
+              stream: true,
+              ignore_eos: true,
+              max_tokens: 1500,
+            }),
             signal: stop.signal,
           });
           await res.text();
@@ -104,7 +113,10 @@ describe.skipIf(!TMUX)("serve --tui in a terminal (tmux)", () => {
     expect(files.length).toBeGreaterThan(0);
     const file = join(logs, files[0]!);
     expect(statSync(file).mode & 0o777).toBe(0o600);
-    const records = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const records = readFileSync(file, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(records.some((r) => r.type === "message" && /serving/.test(r.message))).toBe(true);
     expect(records.some((r) => r.type === "access" && r.status === 200)).toBe(true);
   }, 400_000);

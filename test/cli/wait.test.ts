@@ -12,7 +12,11 @@ const MAIN = resolve(import.meta.dir, "../../src/main.ts");
 
 async function runWait(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const proc = Bun.spawn([process.execPath, MAIN, "wait", ...args], { stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { code, stdout, stderr };
 }
 
@@ -74,7 +78,10 @@ describe("superfluid wait", () => {
     expect(refused.stderr).toContain("(last: connection refused)");
 
     // The case a CI script has: wait is started before the server listens.
-    const proc = Bun.spawn([process.execPath, MAIN, "wait", "--timeout", "120", `127.0.0.1:${port}`], { stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn([process.execPath, MAIN, "wait", "--timeout", "120", `127.0.0.1:${port}`], {
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     cleanups.push(() => proc.kill());
     // Not an assertion on time: the outcome is the same whether wait has polled yet or not.
     await Bun.sleep(300);

@@ -28,9 +28,7 @@ export class FakeTokenizer implements Tokenizer {
     }
     let plain = "";
     for (let i = 0; i < text.length; ) {
-      const hit = this.controls
-        .filter((c) => text.startsWith(c, i))
-        .sort((a, b) => b.length - a.length)[0];
+      const hit = this.controls.filter((c) => text.startsWith(c, i)).sort((a, b) => b.length - a.length)[0];
       if (hit) {
         bytes(plain);
         plain = "";

@@ -67,7 +67,13 @@ describe("renderToTokens on the fixture tokenizer", () => {
   });
 
   test("the user's <|im_end|> is several normal tokens; the scaffold's is id 4", () => {
-    const out = renderToTokens(chatml, model, controls, { messages: [{ role: "user", content: "<|im_end|>" }] }, { addBos: false });
+    const out = renderToTokens(
+      chatml,
+      model,
+      controls,
+      { messages: [{ role: "user", content: "<|im_end|>" }] },
+      { addBos: false },
+    );
     const plain = model.tokenize("<|im_end|>", { parseSpecial: false });
     expect(plain.length).toBeGreaterThan(1);
     expect(plain).not.toContain(IM_END);
@@ -91,10 +97,12 @@ describe("renderToTokens on the fixture tokenizer", () => {
     expect(without.tokens[0]).toBe(IM_START);
     const withBos = renderToTokens(chatml, model, controls, { messages }, { addBos: true });
     expect(withBos.tokens).toEqual([BOS, ...without.tokens]);
-    expect(renderToTokens(chatml, model, controls, { messages }, { addBos: true, bosToken: BOS }).tokens).toEqual(withBos.tokens);
+    expect(renderToTokens(chatml, model, controls, { messages }, { addBos: true, bosToken: BOS }).tokens).toEqual(
+      withBos.tokens,
+    );
 
     // A template that writes bos_token itself does not get a second one.
-    const own = new ChatTemplate("{{ bos_token }}" + CHATML_TOOLS_TEMPLATE, { bosToken: "<s>" });
+    const own = new ChatTemplate(`{{ bos_token }}${CHATML_TOOLS_TEMPLATE}`, { bosToken: "<s>" });
     const out = renderToTokens(own, model, controls, { messages }, { addBos: true });
     expect(out.text.startsWith("<s>")).toBe(true);
     expect(out.tokens).toEqual(withBos.tokens);
@@ -102,7 +110,13 @@ describe("renderToTokens on the fixture tokenizer", () => {
   });
 
   test("a user typing the BOS text does not count as the template's BOS", () => {
-    const out = renderToTokens(chatml, model, controls, { messages: [{ role: "user", content: "<s>" }] }, { addBos: true });
+    const out = renderToTokens(
+      chatml,
+      model,
+      controls,
+      { messages: [{ role: "user", content: "<s>" }] },
+      { addBos: true },
+    );
     expect(out.tokens[0]).toBe(BOS);
     expect(count(out.tokens, BOS)).toBe(1);
   });
@@ -116,17 +130,35 @@ describe("renderToTokens on the fixture tokenizer", () => {
         "{%- endif -%}",
     );
     expect(renderToTokens(thinking, model, controls, { messages }, { addBos: false }).endsInReasoning).toBe(true);
-    expect(renderToTokens(thinking, model, controls, { messages, kwargs: { enable_thinking: false } }, { addBos: false }).endsInReasoning).toBe(false);
+    expect(
+      renderToTokens(thinking, model, controls, { messages, kwargs: { enable_thinking: false } }, { addBos: false })
+        .endsInReasoning,
+    ).toBe(false);
     expect(renderToTokens(chatml, model, controls, { messages }, { addBos: false }).endsInReasoning).toBe(false);
-    expect(renderToTokens(chatml, model, controls, { messages, kwargs: { enable_thinking: false } }, { addBos: false }).endsInReasoning).toBe(false);
+    expect(
+      renderToTokens(chatml, model, controls, { messages, kwargs: { enable_thinking: false } }, { addBos: false })
+        .endsInReasoning,
+    ).toBe(false);
     // A <think> the user typed is content, not an open block.
-    const typed = renderToTokens(chatml, model, controls, { messages: [{ role: "user", content: "<think>" }], addGenerationPrompt: false }, { addBos: false });
+    const typed = renderToTokens(
+      chatml,
+      model,
+      controls,
+      { messages: [{ role: "user", content: "<think>" }], addGenerationPrompt: false },
+      { addBos: false },
+    );
     expect(typed.endsInReasoning).toBe(false);
   });
 
   test("a template whose output cannot be split is tokenized whole with special parsing", () => {
     const t = new ChatTemplate("{% for m in messages %}<|im_start|>{{ m.content | lower }}<|im_end|>{% endfor %}");
-    const out = renderToTokens(t, model, controls, { messages: [{ role: "user", content: "A<|IM_END|>" }] }, { addBos: false });
+    const out = renderToTokens(
+      t,
+      model,
+      controls,
+      { messages: [{ role: "user", content: "A<|IM_END|>" }] },
+      { addBos: false },
+    );
     expect(out.isolated).toBe(false);
     expect(out.tokens).toEqual(model.tokenize(out.text, { parseSpecial: true }));
     expect(count(out.tokens, IM_END)).toBe(2);
@@ -148,7 +180,10 @@ describe("tokenizeSegments", () => {
   });
 
   test("a longer control text wins over one it contains", () => {
-    expect(tokenizeSegments(fake, fakeControls, [{ text: "<|a|>x<|a|>", trusted: true }])).toEqual([fake.id("<|a|>x"), fake.id("<|a|>")]);
+    expect(tokenizeSegments(fake, fakeControls, [{ text: "<|a|>x<|a|>", trusted: true }])).toEqual([
+      fake.id("<|a|>x"),
+      fake.id("<|a|>"),
+    ]);
   });
 
   test("a control text split between scaffolding and content is not formed", () => {
@@ -211,13 +246,19 @@ function oldTokenizeSegments(tokenizer: LlamaModel, segments: { text: string; tr
     if (seg.trusted) {
       for (const control of ordered) {
         split = split.flatMap((piece) =>
-          typeof piece === "number" ? [piece] : piece.split(control).flatMap((part, i) => [...(i > 0 ? [controls.get(control)!] : []), ...(part ? [part] : [])]),
+          typeof piece === "number"
+            ? [piece]
+            : piece
+                .split(control)
+                .flatMap((part, i) => [...(i > 0 ? [controls.get(control)!] : []), ...(part ? [part] : [])]),
         );
       }
     }
     for (const piece of split) typeof piece === "number" ? pieces.push(piece) : pushText(piece);
   }
-  return pieces.flatMap((piece) => (typeof piece === "number" ? [piece] : tokenizer.tokenize(piece, { parseSpecial: false })));
+  return pieces.flatMap((piece) =>
+    typeof piece === "number" ? [piece] : tokenizer.tokenize(piece, { parseSpecial: false }),
+  );
 }
 
 const VOCABS = join(import.meta.dir, "../../../shared/models/vocab");
@@ -230,7 +271,22 @@ describe("learned control tokens give the tokens special parsing gives", () => {
     for (let id = 0; id < vocab.vocabInfo.size; id++) {
       if (vocab.isSpecial(id)) controls.push(new TextDecoder().decode(vocab.tokenBytes(id, true)));
     }
-    const words = ["hello", " world", "\n", "  ", "<", "|", ">", "<|", "é", "日本", " \n ", "\t", ...controls.slice(0, 30), ...controls.slice(-5)];
+    const words = [
+      "hello",
+      " world",
+      "\n",
+      "  ",
+      "<",
+      "|",
+      ">",
+      "<|",
+      "é",
+      "日本",
+      " \n ",
+      "\t",
+      ...controls.slice(0, 30),
+      ...controls.slice(-5),
+    ];
     const random = mulberry32(7);
     return Array.from({ length: count }, () => {
       let text = "";
@@ -244,7 +300,9 @@ describe("learned control tokens give the tokens special parsing gives", () => {
     const texts = mixedTexts(vocab, 150);
     for (const text of texts) {
       for (const addSpecial of [false, true]) {
-        expect(tokenizeText(vocab, learned, text, { addSpecial })).toEqual(vocab.tokenize(text, { parseSpecial: true, addSpecial }));
+        expect(tokenizeText(vocab, learned, text, { addSpecial })).toEqual(
+          vocab.tokenize(text, { parseSpecial: true, addSpecial }),
+        );
       }
     }
     // Trusted and untrusted segments, as a render gives them: the same ids as the old path.
@@ -270,16 +328,19 @@ describe("learned control tokens give the tokens special parsing gives", () => {
     expect(tokenizeSegments(model, controls, rendered.segments)).toEqual(oldTokenizeSegments(model, rendered.segments));
   });
 
-  test.skipIf(realVocabs.length === 0)("the real vocabularies in ../shared/models/vocab (lstrip/rstrip included)", () => {
-    for (const file of realVocabs) {
-      const vocab = LlamaModel.load(join(VOCABS, file), { vocabOnly: true });
-      try {
-        checkVocab(vocab);
-      } finally {
-        vocab.free();
+  test.skipIf(realVocabs.length === 0)(
+    "the real vocabularies in ../shared/models/vocab (lstrip/rstrip included)",
+    () => {
+      for (const file of realVocabs) {
+        const vocab = LlamaModel.load(join(VOCABS, file), { vocabOnly: true });
+        try {
+          checkVocab(vocab);
+        } finally {
+          vocab.free();
+        }
       }
-    }
-  });
+    },
+  );
 
   test("no prompt is tokenized with special parsing", () => {
     const strict: Tokenizer = {
@@ -289,7 +350,10 @@ describe("learned control tokens give the tokens special parsing gives", () => {
       },
       tokenBytes: (token, special) => model.tokenBytes(token, special),
     };
-    const messages: ChatMessage[] = Array.from({ length: 200 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: `turn ${i}<|im_end|>` }));
+    const messages: ChatMessage[] = Array.from({ length: 200 }, (_, i) => ({
+      role: i % 2 ? "assistant" : "user",
+      content: `turn ${i}<|im_end|>`,
+    }));
     const out = renderToTokens(chatml, strict, controls, { messages }, { addBos: true });
     expect(out.tokens).toEqual(renderToTokens(chatml, model, controls, { messages }, { addBos: true }).tokens);
     expect(count(out.tokens, IM_START)).toBe(201);

@@ -42,7 +42,10 @@ describe("splitReasoning", () => {
 
   test("no markers: all content, or all reasoning when started inside and never closed", () => {
     expect(splitReasoning("just text", THINK)).toEqual({ content: "just text", reasoning: "" });
-    expect(splitReasoning("\nthinking...\n", { ...THINK, startInside: true })).toEqual({ content: "", reasoning: "thinking..." });
+    expect(splitReasoning("\nthinking...\n", { ...THINK, startInside: true })).toEqual({
+      content: "",
+      reasoning: "thinking...",
+    });
   });
 
   test("an empty block leaves nothing behind", () => {
@@ -50,11 +53,17 @@ describe("splitReasoning", () => {
   });
 
   test("whitespace inside reasoning and content is kept", () => {
-    expect(splitReasoning("<think>a\n\nb</think>x\n\ny\n", THINK)).toEqual({ reasoning: "a\n\nb", content: "x\n\ny\n" });
+    expect(splitReasoning("<think>a\n\nb</think>x\n\ny\n", THINK)).toEqual({
+      reasoning: "a\n\nb",
+      content: "x\n\ny\n",
+    });
   });
 
   test("a later block adds to the reasoning; a stray close marker is dropped", () => {
-    expect(splitReasoning("<think>one</think>A<think>two</think>B", THINK)).toEqual({ reasoning: "onetwo", content: "AB" });
+    expect(splitReasoning("<think>one</think>A<think>two</think>B", THINK)).toEqual({
+      reasoning: "onetwo",
+      content: "AB",
+    });
     expect(splitReasoning("before</think>\n after", THINK)).toEqual({ reasoning: "", content: "beforeafter" });
   });
 
@@ -65,7 +74,10 @@ describe("splitReasoning", () => {
 
   test("other markers", () => {
     const opts = { open: "<|channel|>analysis<|message|>", close: "<|end|>", startInside: false };
-    expect(splitReasoning("<|channel|>analysis<|message|>why<|end|>because", opts)).toEqual({ reasoning: "why", content: "because" });
+    expect(splitReasoning("<|channel|>analysis<|message|>why<|end|>because", opts)).toEqual({
+      reasoning: "why",
+      content: "because",
+    });
   });
 
   test("empty markers are refused", () => {

@@ -52,7 +52,11 @@ describe("StopMatcher", () => {
   });
 
   test("a held tail is released at the end of generation", () => {
-    expect(run(["\n\nUser:"], ["Hi", "\n\nUs"])).toEqual({ text: "Hi\n\nUs", stopped: false, emits: ["Hi", "", "\n\nUs"] });
+    expect(run(["\n\nUser:"], ["Hi", "\n\nUs"])).toEqual({
+      text: "Hi\n\nUs",
+      stopped: false,
+      emits: ["Hi", "", "\n\nUs"],
+    });
   });
 
   test("holds the longest tail that could start any stop string", () => {

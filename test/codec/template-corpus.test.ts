@@ -34,7 +34,10 @@ function openAiForm(messages: ChatMessage[]): ChatMessage[] {
     return {
       ...m,
       content: m.content === "" ? null : m.content,
-      tool_calls: m.tool_calls.map((c) => ({ ...c, function: { ...c.function, arguments: JSON.stringify(c.function.arguments) } })),
+      tool_calls: m.tool_calls.map((c) => ({
+        ...c,
+        function: { ...c.function, arguments: JSON.stringify(c.function.arguments) },
+      })),
     };
   });
 }
@@ -44,7 +47,12 @@ describe.skipIf(!present)("real chat templates render as Python Jinja2 does", ()
   const expected: Expected = present ? JSON.parse(readFileSync(join(dir, "expected.json"), "utf8")) : {};
   // The reference's fixed time, read as local time as strftime_now reads it.
   const loadedAt = new Date(corpus.strftime_now);
-  const names = present ? readdirSync(dir).filter((f) => f.endsWith(".jinja")).map((f) => f.slice(0, -".jinja".length)).sort() : [];
+  const names = present
+    ? readdirSync(dir)
+        .filter((f) => f.endsWith(".jinja"))
+        .map((f) => f.slice(0, -".jinja".length))
+        .sort()
+    : [];
   let compared = 0;
 
   for (const name of names) {
@@ -58,7 +66,10 @@ describe.skipIf(!present)("real chat templates render as Python Jinja2 does", ()
       for (const [caseName, reference] of Object.entries(expected[name] ?? {})) {
         if (reference.text === undefined) continue;
         const { messages, tools, add_generation_prompt, ...kwargs } = corpus.cases[caseName]!;
-        for (const [form, msgs] of [["as given", messages], ["OpenAI form", openAiForm(messages)]] as const) {
+        for (const [form, msgs] of [
+          ["as given", messages],
+          ["OpenAI form", openAiForm(messages)],
+        ] as const) {
           let text: string;
           try {
             text = template.render({ messages: msgs, tools, addGenerationPrompt: add_generation_prompt, kwargs }).text;
@@ -74,7 +85,10 @@ describe.skipIf(!present)("real chat templates render as Python Jinja2 does", ()
   }
 
   test("every reference render was compared", () => {
-    const total = Object.values(expected).reduce((n, rows) => n + Object.values(rows).filter((r) => r.text !== undefined).length, 0);
+    const total = Object.values(expected).reduce(
+      (n, rows) => n + Object.values(rows).filter((r) => r.text !== undefined).length,
+      0,
+    );
     console.log(`template corpus: ${compared} of ${total} reference renders compared, as given and in OpenAI form`);
     expect(total).toBeGreaterThan(0);
     expect(compared).toBe(total);

@@ -12,13 +12,18 @@ import { ChatTemplate, TemplateError, type ChatMessage, type ToolDef } from "../
 const dir = join(import.meta.dir, "../../../shared/templates");
 const present = existsSync(join(dir, "expected.json"));
 
-type Tool = { type: string; function: { name: string; description?: string; parameters: { properties: Record<string, Record<string, unknown>> } } };
+type Tool = {
+  type: string;
+  function: { name: string; description?: string; parameters: { properties: Record<string, Record<string, unknown>> } };
+};
 
 /** The tools as a client that sends no descriptions sends them. */
 function withoutDescriptions(tools: Tool[]): ToolDef[] {
   return tools.map((t) => {
     const { description: _, ...fn } = t.function;
-    const properties = Object.fromEntries(Object.entries(fn.parameters.properties).map(([k, { description: _d, ...p }]) => [k, p]));
+    const properties = Object.fromEntries(
+      Object.entries(fn.parameters.properties).map(([k, { description: _d, ...p }]) => [k, p]),
+    );
     return { ...t, function: { ...fn, parameters: { ...fn.parameters, properties } } };
   });
 }
@@ -26,7 +31,9 @@ function withoutDescriptions(tools: Tool[]): ToolDef[] {
 /** The same tools with every description present and empty, in the position the corpus's tools have them. */
 function withEmptyDescriptions(tools: Tool[]): ToolDef[] {
   return tools.map((t) => {
-    const properties = Object.fromEntries(Object.entries(t.function.parameters.properties).map(([k, p]) => [k, { ...p, description: "" }]));
+    const properties = Object.fromEntries(
+      Object.entries(t.function.parameters.properties).map(([k, p]) => [k, { ...p, description: "" }]),
+    );
     return { ...t, function: { ...t.function, description: "", parameters: { ...t.function.parameters, properties } } };
   });
 }
@@ -34,16 +41,29 @@ function withEmptyDescriptions(tools: Tool[]): ToolDef[] {
 describe.skipIf(!present)("tools without descriptions render through every corpus template", () => {
   const corpus = present ? JSON.parse(readFileSync(join(dir, "cases.json"), "utf8")) : { cases: {} };
   const expected = present ? JSON.parse(readFileSync(join(dir, "expected.json"), "utf8")) : {};
-  const names = present ? readdirSync(dir).filter((f) => f.endsWith(".jinja")).map((f) => f.slice(0, -".jinja".length)).sort() : [];
+  const names = present
+    ? readdirSync(dir)
+        .filter((f) => f.endsWith(".jinja"))
+        .map((f) => f.slice(0, -".jinja".length))
+        .sort()
+    : [];
   const concatenating: string[] = [];
 
   for (const name of names) {
     test(name, () => {
       const source = readFileSync(join(dir, `${name}.jinja`), "utf8");
-      const template = new ChatTemplate(source, { bosToken: corpus.bos_token, eosToken: corpus.eos_token, loadedAt: new Date(corpus.strftime_now) });
+      const template = new ChatTemplate(source, {
+        bosToken: corpus.bos_token,
+        eosToken: corpus.eos_token,
+        loadedAt: new Date(corpus.strftime_now),
+      });
       for (const [caseName, c] of Object.entries<Record<string, unknown>>(corpus.cases)) {
         if (!c.tools || expected[name]?.[caseName]?.text === undefined) continue;
-        const { messages, tools, add_generation_prompt, ...kwargs } = c as { messages: ChatMessage[]; tools: Tool[]; add_generation_prompt: boolean };
+        const { messages, tools, add_generation_prompt, ...kwargs } = c as {
+          messages: ChatMessage[];
+          tools: Tool[];
+          add_generation_prompt: boolean;
+        };
         const input = { messages, addGenerationPrompt: add_generation_prompt, kwargs };
         // Renders (it threw for six templates before), and where it needed
         // the second render it reads exactly as the render with empty
@@ -75,12 +95,24 @@ describe.skipIf(!present)("tools without descriptions render through every corpu
 describe("the second render fills absent optional fields only", () => {
   test("a message's absent name renders as empty where the template concatenates it", () => {
     const t = new ChatTemplate("{% for m in messages %}{{ m.role + '(' + m.name + '): ' + m.content }}\n{% endfor %}");
-    expect(t.render({ messages: [{ role: "user", content: "hi" }, { role: "user", name: "ann", content: "yo" }] }).text).toBe("user(): hi\nuser(ann): yo\n");
+    expect(
+      t.render({
+        messages: [
+          { role: "user", content: "hi" },
+          { role: "user", name: "ann", content: "yo" },
+        ],
+      }).text,
+    ).toBe("user(): hi\nuser(ann): yo\n");
   });
 
   test("a template that guards the field sees it absent, as before", () => {
-    const t = new ChatTemplate("{% for tool in tools %}{{ tool.function.name }}{% if tool.function.description is defined %}: {{ tool.function.description }}{% endif %};{% endfor %}");
-    const tools = [{ type: "function", function: { name: "a", parameters: { type: "object" } } }, { type: "function", function: { name: "b", description: "", parameters: {} } }];
+    const t = new ChatTemplate(
+      "{% for tool in tools %}{{ tool.function.name }}{% if tool.function.description is defined %}: {{ tool.function.description }}{% endif %};{% endfor %}",
+    );
+    const tools = [
+      { type: "function", function: { name: "a", parameters: { type: "object" } } },
+      { type: "function", function: { name: "b", description: "", parameters: {} } },
+    ];
     expect(t.render({ messages: [{ role: "user", content: "x" }], tools }).text).toBe("a;b: ;");
   });
 
@@ -90,7 +122,9 @@ describe("the second render fills absent optional fields only", () => {
     const refusing = new ChatTemplate("{{ raise_exception('roles must alternate') }}");
     expect(() => refusing.render({ messages: [{ role: "user", content: "x" }] })).toThrow("roles must alternate");
     const tools = [{ type: "function", function: { name: "a" } }];
-    const unfixable = new ChatTemplate("{% for tool in tools %}{{ tool.function.description + tool.function.returns }}{% endfor %}");
+    const unfixable = new ChatTemplate(
+      "{% for tool in tools %}{{ tool.function.description + tool.function.returns }}{% endfor %}",
+    );
     expect(() => unfixable.render({ messages: [{ role: "user", content: "x" }], tools })).toThrow("undefined value");
   });
 });

@@ -2,7 +2,13 @@
 // helpers, kwargs, and how content is told apart from scaffolding.
 import { describe, expect, test } from "bun:test";
 import { CHATML_TOOLS_TEMPLATE } from "../../src/fixtures/chat-template.ts";
-import { ChatTemplate, TemplateError, templateReads, type ChatMessage, type RenderedPrompt } from "../../src/codec/template.ts";
+import {
+  ChatTemplate,
+  TemplateError,
+  templateReads,
+  type ChatMessage,
+  type RenderedPrompt,
+} from "../../src/codec/template.ts";
 import { strftime } from "../../src/codec/strftime.ts";
 
 const chatml = new ChatTemplate(CHATML_TOOLS_TEMPLATE, { bosToken: "<s>", eosToken: "<|im_end|>" });
@@ -18,7 +24,13 @@ const weatherTool = {
 
 const conversation: ChatMessage[] = [
   { role: "system", content: "You are terse." },
-  { role: "user", content: [{ type: "text", text: "Weather in Paris?" }, { type: "text", text: "And Rome." }] },
+  {
+    role: "user",
+    content: [
+      { type: "text", text: "Weather in Paris?" },
+      { type: "text", text: "And Rome." },
+    ],
+  },
   {
     role: "assistant",
     content: null,
@@ -201,7 +213,12 @@ describe("telling content from scaffolding", () => {
 
   test("content rendered twice (or not at all) is split at each place", () => {
     const t = new ChatTemplate("{{ messages[0].content }}|{{ messages[0].content }}|{{ messages | length }}");
-    const r = t.render({ messages: [{ role: "user", content: "a" }, { role: "system", content: "dropped" }] });
+    const r = t.render({
+      messages: [
+        { role: "user", content: "a" },
+        { role: "system", content: "dropped" },
+      ],
+    });
     expect(r.text).toBe("a|a|2");
     expect(r.isolated).toBe(true);
     expect(r.segments).toEqual([
@@ -221,7 +238,9 @@ describe("telling content from scaffolding", () => {
   });
 
   test("a template that branches on what the content says falls back", () => {
-    const t = new ChatTemplate("{% for m in messages %}{% if m.content.startswith('!') %}CMD {% endif %}{{ m.content }}{% endfor %}");
+    const t = new ChatTemplate(
+      "{% for m in messages %}{% if m.content.startswith('!') %}CMD {% endif %}{{ m.content }}{% endfor %}",
+    );
     const r = t.render({ messages: [{ role: "user", content: "!run" }] });
     expect(r.text).toBe("CMD !run");
     expect(r.isolated).toBe(false);
@@ -259,7 +278,9 @@ describe("telling content from scaffolding", () => {
     expect(r.text).toContain('"arguments": {"x": 1}}');
     // Arguments that are not a JSON object are passed on as sent.
     const raw = new ChatTemplate("{%- for c in messages[-1].tool_calls -%}{{ c.function.arguments }}{%- endfor -%}");
-    const notJson: ChatMessage[] = [{ role: "assistant", content: null, tool_calls: [{ function: { name: "f", arguments: "not json" } }] }];
+    const notJson: ChatMessage[] = [
+      { role: "assistant", content: null, tool_calls: [{ function: { name: "f", arguments: "not json" } }] },
+    ];
     expect(raw.render({ messages: notJson }).text).toBe("not json");
   });
 

@@ -174,7 +174,10 @@ describe("TaggedJsonToolParser", () => {
   });
 
   test("a trailing comma is repaired even after the call has started streaming", () => {
-    for (const chunks of [['<tool_call>{"name":"f","arguments":{"a":[1,2,]}}</tool_call>'], [...'<tool_call>{"name":"f","arguments":{"a":[1,2,]}}</tool_call>']]) {
+    for (const chunks of [
+      ['<tool_call>{"name":"f","arguments":{"a":[1,2,]}}</tool_call>'],
+      [...'<tool_call>{"name":"f","arguments":{"a":[1,2,]}}</tool_call>'],
+    ]) {
       const m = merge(run(chunks).events);
       expect(m.calls[0]!.end).toBe('{"a":[1,2]}');
     }
@@ -189,7 +192,12 @@ describe("TaggedJsonToolParser", () => {
   });
 
   test("a call cut off before its name is known is dropped, never content", () => {
-    for (const cut of ["<tool_call>", "<tool_call>  \n", '<tool_call>{"name"   : "get_weathe', '<tool_call>{"name": "get_wea']) {
+    for (const cut of [
+      "<tool_call>",
+      "<tool_call>  \n",
+      '<tool_call>{"name"   : "get_weathe',
+      '<tool_call>{"name": "get_wea',
+    ]) {
       const m = checkAllSplits(`Hi ${cut}`);
       expect(m.calls).toHaveLength(0);
       expect(m.text).toBe("Hi ");
@@ -197,7 +205,9 @@ describe("TaggedJsonToolParser", () => {
   });
 
   test("ids are distinct", () => {
-    const text = Array.from({ length: 5 }, (_, i) => `<tool_call>{"name": "f${i}", "arguments": {}}</tool_call>`).join("\n");
+    const text = Array.from({ length: 5 }, (_, i) => `<tool_call>{"name": "f${i}", "arguments": {}}</tool_call>`).join(
+      "\n",
+    );
     const { events, parser } = run([text]);
     const m = merge(events);
     expect(parser.callCount).toBe(5);

@@ -28,7 +28,10 @@ describe("model references", () => {
 
   test("a path serves as its file stem", () => {
     touch(join(root, "files", "My-Model.Q8_0.gguf"));
-    expect(resolveModel(join(root, "files", "My-Model.Q8_0.gguf"), [], env)).toEqual({ path: join(root, "files", "My-Model.Q8_0.gguf"), id: "My-Model.Q8_0" });
+    expect(resolveModel(join(root, "files", "My-Model.Q8_0.gguf"), [], env)).toEqual({
+      path: join(root, "files", "My-Model.Q8_0.gguf"),
+      id: "My-Model.Q8_0",
+    });
   });
 
   test("a missing path is reported as missing", () => {
@@ -40,7 +43,10 @@ describe("model references", () => {
     touch(join(dir, "acme", "Tiny-GGUF", "tiny-Q4_K_M.gguf"));
     touch(join(dir, "acme", "Tiny-GGUF", "tiny-Q8_0.gguf"));
     touch(join(dir, "acme", "Tiny-GGUF", "mmproj-tiny-Q8_0.gguf"));
-    expect(resolveModel("acme/Tiny-GGUF:q8_0", [dir], env)).toEqual({ path: join(dir, "acme", "Tiny-GGUF", "tiny-Q8_0.gguf"), id: "acme/Tiny-GGUF" });
+    expect(resolveModel("acme/Tiny-GGUF:q8_0", [dir], env)).toEqual({
+      path: join(dir, "acme", "Tiny-GGUF", "tiny-Q8_0.gguf"),
+      id: "acme/Tiny-GGUF",
+    });
     expect(resolveModel("acme/Tiny-GGUF:Q4_K_M", [dir], env).path).toEndWith("tiny-Q4_K_M.gguf");
   });
 

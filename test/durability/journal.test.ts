@@ -44,7 +44,10 @@ function useWorker(journal: GenerationJournal): { worker: WorkerClient; prompt: 
   beforeAll(async () => {
     const path = await fixturePath("tiny-random");
     const vocab = LlamaModel.load(path, { vocabOnly: true });
-    handle.prompt = vocab.tokenize("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
+    handle.prompt = vocab.tokenize("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n", {
+      addSpecial: true,
+      parseSpecial: true,
+    });
     vocab.free();
     handle.worker = await WorkerClient.start({ model: path, maxBatch: 2, maxContext: 1024, threads: 1, journal });
   });
@@ -64,7 +67,8 @@ describe("delivery waits for the log", () => {
     })();
     // The worker finishes within a few ticks; every event waits on a flush.
     const started = performance.now();
-    while (!journal.recorded.some((r) => r.startsWith(`end ${g.id}`)) && performance.now() - started < 10_000) await Bun.sleep(5);
+    while (!journal.recorded.some((r) => r.startsWith(`end ${g.id}`)) && performance.now() - started < 10_000)
+      await Bun.sleep(5);
     expect(journal.recorded.filter((r) => r.startsWith(`tokens ${g.id}`)).length).toBeGreaterThan(0);
     expect(journal.recorded).toContain(`end ${g.id} length`);
     await Bun.sleep(50);
@@ -99,14 +103,22 @@ describe("a journal that fails", () => {
     journal.broken = false;
     const g = w.worker.generate({ prompt: w.prompt, sampling: GREEDY, maxTokens: 1, ignoreEos: true });
     journal.broken = true; // its admission, token and finish all arrive in one tick, then the flush fails
-    const outcome = await Promise.race([g.result().then(() => "finished", (e: Error) => e), Bun.sleep(5000).then(() => "hung")]);
+    const outcome = await Promise.race([
+      g.result().then(
+        () => "finished",
+        (e: Error) => e,
+      ),
+      Bun.sleep(5000).then(() => "hung"),
+    ]);
     expect(outcome).toBeInstanceOf(JournalError);
     expect(w.worker.inflightCount).toBe(0);
   });
 
   test("a generation the log cannot even begin is refused at once and leaves nothing in flight", () => {
     journal.broken = true;
-    expect(() => w.worker.generate({ prompt: w.prompt, sampling: GREEDY, maxTokens: 4, ignoreEos: true })).toThrow(JournalError);
+    expect(() => w.worker.generate({ prompt: w.prompt, sampling: GREEDY, maxTokens: 4, ignoreEos: true })).toThrow(
+      JournalError,
+    );
     expect(w.worker.inflightCount).toBe(0);
     journal.broken = false;
   });
@@ -121,11 +133,22 @@ describe("what the log holds", () => {
     events.flatMap((e) => ("Generated" in e.body ? [e.body.Generated] : []));
 
   test("a completion: the prompt span, every token in order, and the finish code", async () => {
-    const res = await post(s, "/v1/completions", { model: s.model, prompt: "Once upon a time", max_tokens: 24, temperature: 0, ignore_eos: true });
-    const body = (await res.json()) as { choices: { text: string }[]; usage: { prompt_tokens: number; completion_tokens: number } };
+    const res = await post(s, "/v1/completions", {
+      model: s.model,
+      prompt: "Once upon a time",
+      max_tokens: 24,
+      temperature: 0,
+      ignore_eos: true,
+    });
+    const body = (await res.json()) as {
+      choices: { text: string }[];
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
     const events = eventsOfLast();
     expect("Created" in events[0]!.body).toBe(true);
-    const prompt = (await (await post(s, "/v1/tokenize", { content: "Once upon a time", add_special: true })).json()) as { tokens: number[] };
+    const prompt = (await (
+      await post(s, "/v1/tokenize", { content: "Once upon a time", add_special: true })
+    ).json()) as { tokens: number[] };
     const appended = events[1]!.body as { Appended: { span: number[]; text: string } };
     expect(appended.Appended.span).toEqual(prompt.tokens);
     const gen = generated(events);
@@ -142,14 +165,30 @@ describe("what the log holds", () => {
       messages: user("give me json"),
       temperature: 0,
       max_tokens: 200,
-      response_format: { type: "json_schema", json_schema: { name: "t", schema: { type: "object", properties: { a: { type: "boolean" } }, required: ["a"], additionalProperties: false } } },
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "t",
+          schema: {
+            type: "object",
+            properties: { a: { type: "boolean" } },
+            required: ["a"],
+            additionalProperties: false,
+          },
+        },
+      },
     });
     const body = (await res.json()) as { choices: { finish_reason: string }[] };
     expect(body.choices[0]!.finish_reason).toBe("stop");
     expect(generated(eventsOfLast()).at(-1)!.finish).toBe(FINISH.grammar);
 
     const controller = new AbortController();
-    const stream = await post(s, "/v1/chat/completions", { model: s.model, messages: user("go on"), temperature: 0, ignore_eos: true, max_tokens: 900, stream: true }, { signal: controller.signal });
+    const stream = await post(
+      s,
+      "/v1/chat/completions",
+      { model: s.model, messages: user("go on"), temperature: 0, ignore_eos: true, max_tokens: 900, stream: true },
+      { signal: controller.signal },
+    );
     const reader = stream.body!.getReader();
     await reader.read();
     await reader.read();
@@ -165,7 +204,14 @@ describe("what the log holds", () => {
   });
 
   test("a worker killed mid-generation leaves the session ended with the error code", async () => {
-    const stream = await post(s, "/v1/chat/completions", { model: s.model, messages: user("a long one"), temperature: 0, ignore_eos: true, max_tokens: 900, stream: true });
+    const stream = await post(s, "/v1/chat/completions", {
+      model: s.model,
+      messages: user("a long one"),
+      temperature: 0,
+      ignore_eos: true,
+      max_tokens: 900,
+      stream: true,
+    });
     const reader = stream.body!.getReader();
     await reader.read();
     await reader.read();

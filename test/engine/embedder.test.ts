@@ -101,7 +101,11 @@ describe("embedder", () => {
   test("the snapshot counts a decode as a tick", () => {
     const s = embedder.snapshot();
     expect(s.ticks).toBe(embedder.stats.decodes);
-    expect(s.embeddings).toMatchObject({ pooling: "mean", dimensions: embedder.dimensions, decodes: embedder.stats.decodes });
+    expect(s.embeddings).toMatchObject({
+      pooling: "mean",
+      dimensions: embedder.dimensions,
+      decodes: embedder.stats.decodes,
+    });
   });
 });
 

@@ -58,8 +58,12 @@ function coldPrompt(text: string): number[] {
 describe("engine", () => {
   test("greedy generation is deterministic", () => {
     const p = coldPrompt("<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\n");
-    const a = runAll([job(p)]).out.values().next().value!;
-    const b = runAll([job(p)]).out.values().next().value!;
+    const a = runAll([job(p)])
+      .out.values()
+      .next().value!;
+    const b = runAll([job(p)])
+      .out.values()
+      .next().value!;
     expect(a.length).toBe(24);
     expect(b).toEqual(a);
   });
@@ -75,7 +79,9 @@ describe("engine", () => {
   });
 
   test("8 concurrent prompts each get their greedy continuation, as alone", () => {
-    const prompts = Array.from({ length: 8 }, (_, i) => coldPrompt(`question number ${i}: what is ${i * 7} plus ${i}?`));
+    const prompts = Array.from({ length: 8 }, (_, i) =>
+      coldPrompt(`question number ${i}: what is ${i * 7} plus ${i}?`),
+    );
     const together = runAll(prompts.map((p) => job(p)));
     expect(Math.max(...together.ticks.map((t) => t.tokens.length))).toBe(8); // really batched
     [...together.out.values()].forEach((tokens, i) => expectGreedyReply(model, prompts[i]!, tokens, 24));
@@ -91,7 +97,9 @@ describe("engine", () => {
     engine.tick();
     const b = job(long);
     const { out, ticks } = runAll([b]);
-    const prefillTicks = ticks.filter((t) => !t.tokens.some(([id]) => id === b.id) && !t.finished.some((f) => f.id === b.id));
+    const prefillTicks = ticks.filter(
+      (t) => !t.tokens.some(([id]) => id === b.id) && !t.finished.some((f) => f.id === b.id),
+    );
     expect(prefillTicks.length).toBeGreaterThanOrEqual(3);
     // Every tick spent prefilling the long prompt still gave the short lane a token.
     for (const t of prefillTicks) expect(t.tokens.some(([id]) => id === a.id)).toBe(true);
@@ -141,7 +149,8 @@ describe("engine", () => {
   test("without a prefix to reuse, live lanes sit on neighbouring KV buffers (a batch's attention spans every buffer between its lowest and highest sequence)", () => {
     // Use every sequence first, so cached entries are spread over all of them.
     for (let i = 0; i < 12; i++) runAll([job(coldPrompt(`warm-up ${i}`), { maxTokens: 1 })]);
-    for (const j of Array.from({ length: 4 }, (_, i) => job(coldPrompt(`lane ${i}`), { maxTokens: 50 }))) engine.submit(j);
+    for (const j of Array.from({ length: 4 }, (_, i) => job(coldPrompt(`lane ${i}`), { maxTokens: 50 })))
+      engine.submit(j);
     engine.tick();
     const live = engine.snapshot().liveSequences;
     expect(live.length).toBe(4);
@@ -171,7 +180,11 @@ describe("engine", () => {
         seqsPerTick.at(-1)!.push(seq);
         stage(i, token, pos, seq, logits);
       };
-      run([job([...parked, ...more(" again")], { maxTokens: 4 }), job(coldPrompt("low one"), { maxTokens: 4 }), job(coldPrompt("low two"), { maxTokens: 4 })]);
+      run([
+        job([...parked, ...more(" again")], { maxTokens: 4 }),
+        job(coldPrompt("low one"), { maxTokens: 4 }),
+        job(coldPrompt("low two"), { maxTokens: 4 }),
+      ]);
     } finally {
       fresh.close();
     }
@@ -187,7 +200,6 @@ describe("engine", () => {
     expect(ticks.flatMap((t) => t.finished)).toEqual([expect.objectContaining({ reason: "error" })]);
   });
 });
-
 
 describe("grammar prefilter keys", () => {
   test("a token is keyed by its first ASCII byte, or by the byte after a leading space", async () => {

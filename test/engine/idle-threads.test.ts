@@ -46,11 +46,20 @@ ctx.free(); model.free();
 describe.skipIf(process.platform !== "linux" || !existsSync("/proc/self/task"))("idle compute threads", () => {
   test("after pauseThreads the pool's threads sleep without polling on, and the next decode wakes them", async () => {
     const script = CHILD(await fixturePath("tiny-random"));
-    const child = Bun.spawn([process.execPath, "-e", script], { env: { ...process.env }, stdout: "pipe", stderr: "pipe" });
-    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+    const child = Bun.spawn([process.execPath, "-e", script], {
+      env: { ...process.env },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [out, err, code] = await Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+      child.exited,
+    ]);
     expect(code, err).toBe(0);
     const r = JSON.parse(out.trim().split("\n").at(-1)!);
-    // A library whose CPU backend does not export ggml_threadpool_pause (and an OpenMP build, which has no pool threads) has nothing to check.
+    // A library whose CPU backend does not export ggml_threadpool_pause (and an OpenMP build, which has no pool
+    // threads) has nothing to check.
     if (!r.canPause || r.poolThreads === 0) return;
     expect(r.asleep).toBe(true);
     expect(r.decodedAfter).toBe(true);

@@ -29,7 +29,7 @@ describe("cell ledger", () => {
   test("chains of copies and cuts agree with a cell-by-cell model", () => {
     // A brute-force model: each cell is [lineage id, position]; sequences list their cells.
     let rnd = 7;
-    const next = (n: number) => ((rnd = (rnd * 1103515245 + 12345) % 2 ** 31) % n);
+    const next = (n: number) => (rnd = (rnd * 1103515245 + 12345) % 2 ** 31) % n;
     let cellId = 0;
     const seqs = Array.from({ length: 5 }, () => ({ owner: seq(), cells: [] as number[] }));
     for (let step = 0; step < 400; step++) {
@@ -46,7 +46,10 @@ describe("cell ledger", () => {
         s.owner.tokens.length = len;
         s.cells.length = len;
         // The cut says who else holds cells: a lineage no copy reaches past the cut is kept.
-        cutCells(s.owner, seqs.filter((o) => o !== s).map((o) => o.owner));
+        cutCells(
+          s.owner,
+          seqs.filter((o) => o !== s).map((o) => o.owner),
+        );
       } else if (op === 2) {
         const src = seqs[next(seqs.length)]!;
         if (src === s) continue;
@@ -68,7 +71,10 @@ describe("cell ledger", () => {
 });
 
 describe("KV sizing", () => {
-  const facts = (freeGiB: number, over: Partial<{ lanes: number; trainedContext: number; bytesPerToken: number }> = {}) => ({
+  const facts = (
+    freeGiB: number,
+    over: Partial<{ lanes: number; trainedContext: number; bytesPerToken: number }> = {},
+  ) => ({
     lanes: 8,
     trainedContext: 32768,
     bytesPerToken: 2048,
@@ -78,13 +84,25 @@ describe("KV sizing", () => {
 
   test("--max-context N keeps one buffer of N cells per sequence", () => {
     const p = planKv({ maxContext: 2048 }, facts(16));
-    expect(p).toMatchObject({ layout: "per-lane", sequences: 10, cellsPerSequence: 2048, poolCells: 20480, window: 2048 });
+    expect(p).toMatchObject({
+      layout: "per-lane",
+      sequences: 10,
+      cellsPerSequence: 2048,
+      poolCells: 20480,
+      window: 2048,
+    });
     expect(p.summary).toContain("--max-context");
   });
 
   test("auto, when a buffer of the trained window per sequence fits 60% of free memory: per-lane buffers of it", () => {
     const p = planKv({}, facts(16));
-    expect(p).toMatchObject({ layout: "per-lane", sequences: 10, cellsPerSequence: 32768, poolCells: 10 * 32768, window: 32768 });
+    expect(p).toMatchObject({
+      layout: "per-lane",
+      sequences: 10,
+      cellsPerSequence: 32768,
+      poolCells: 10 * 32768,
+      window: 32768,
+    });
     expect(p.summary).toBe(
       "window 32768 per conversation (the model's trained window); 10 KV buffers of 32768 cells, one per sequence (640 MiB, 2 KiB a token) = within 60% of 16 GiB free host memory after the weights and a 1 GiB reserve",
     );
@@ -94,11 +112,15 @@ describe("KV sizing", () => {
     const p = planKv({}, facts(1.5));
     const budget = Math.floor((0.6 * 0.5 * GiB) / 2048);
     expect(p).toMatchObject({ layout: "shared", poolCells: Math.floor(budget / 256) * 256, window: 32768 });
-    expect(p.summary).toContain("window 32768 per conversation (the model's trained window); shared KV pool of 157184 cells (307 MiB, 2 KiB a token) = 60% of 1.50 GiB");
+    expect(p.summary).toContain(
+      "window 32768 per conversation (the model's trained window); shared KV pool of 157184 cells (307 MiB, 2 KiB a token) = 60% of 1.50 GiB",
+    );
     // At the ceiling: the lanes times the trained window, all they can use.
     const q = planKv({ sharedOnly: true }, facts(16));
     expect(q).toMatchObject({ layout: "shared", poolCells: 8 * 32768, window: 32768 });
-    expect(q.summary).toContain("shared KV pool of 262144 cells (512 MiB, 2 KiB a token) = 8 lanes x 32768, all they can use");
+    expect(q.summary).toContain(
+      "shared KV pool of 262144 cells (512 MiB, 2 KiB a token) = 8 lanes x 32768, all they can use",
+    );
   });
 
   test("a built-in-sized model (65536 trained, ~128 bytes a token) gets its whole trained window", () => {
@@ -113,7 +135,9 @@ describe("KV sizing", () => {
     expect(p.poolCells).toBe(Math.floor(budget / 256) * 256);
     expect(p.poolBytes).toBeLessThanOrEqual(0.6 * 19 * GiB);
     expect(p).toMatchObject({ layout: "shared", window: 40960 });
-    expect(p.summary).toContain("= 60% of 20 GiB free host memory after the weights and a 1 GiB reserve: 10368 cells a lane");
+    expect(p.summary).toContain(
+      "= 60% of 20 GiB free host memory after the weights and a 1 GiB reserve: 10368 cells a lane",
+    );
     // A 16k-token prompt fits, beside eight short ones.
     expect(p.poolCells).toBeGreaterThan(16384 + 8 * 512);
   });
@@ -132,6 +156,10 @@ describe("KV sizing", () => {
   test("--kv-pool N: a shared pool of N cells; --max-context caps its window", () => {
     expect(planKv({ poolCells: 1000 }, facts(16))).toMatchObject({ layout: "shared", poolCells: 768, window: 768 });
     expect(planKv({ poolCells: 65536 }, facts(16))).toMatchObject({ poolCells: 65536, window: 32768 });
-    expect(planKv({ poolCells: 65536, maxContext: 4096 }, facts(16))).toMatchObject({ layout: "shared", poolCells: 65536, window: 4096 });
+    expect(planKv({ poolCells: 65536, maxContext: 4096 }, facts(16))).toMatchObject({
+      layout: "shared",
+      poolCells: 65536,
+      window: 4096,
+    });
   });
 });

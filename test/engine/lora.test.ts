@@ -20,7 +20,10 @@ let adapter: Pointer;
 beforeAll(async () => {
   model = LlamaModel.load(await fixturePath("tiny-chat"));
   engine = new Engine(model, { lanes: 2, cellsPerSequence: 512, threads: 1, prefillBudget: 64 });
-  adapter = model.llama.api.llama_adapter_lora_init(model.handle, cstr(await ensureLoraFixture(FIXTURE_DIR))) as Pointer;
+  adapter = model.llama.api.llama_adapter_lora_init(
+    model.handle,
+    cstr(await ensureLoraFixture(FIXTURE_DIR)),
+  ) as Pointer;
   expect(adapter).toBeTruthy();
 });
 afterAll(() => {
@@ -29,13 +32,30 @@ afterAll(() => {
 });
 
 // The chat generation prompt with thinking off: it ends in "\n\n", the token the adapter reads.
-const prompt = () => model.tokenize("<|im_start|>user\nTell me about the adapters you are running today.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", { parseSpecial: true });
+const prompt = () =>
+  model.tokenize(
+    "<|im_start|>user\nTell me about the adapters you are running today.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+    { parseSpecial: true },
+  );
 let nextId = 0;
-const job = (over: Partial<GenerateJob> = {}): GenerateJob => ({ id: `j${nextId++}`, prompt: prompt(), sampling: GREEDY, maxTokens: 16, ignoreEos: false, ...over });
+const job = (over: Partial<GenerateJob> = {}): GenerateJob => ({
+  id: `j${nextId++}`,
+  prompt: prompt(),
+  sampling: GREEDY,
+  maxTokens: 16,
+  ignoreEos: false,
+  ...over,
+});
 const text = (tokens: number[]) => tokens.map((t) => Buffer.from(model.tokenBytes(t)).toString()).join("");
 
 /** Ticks until idle; tokens and admissions per job, and the tick each job was admitted and finished at. */
-function run(): { tokens: Map<string, number[]>; cached: Map<string, number>; admittedAt: Map<string, number>; finishedAt: Map<string, number>; switchedAt: number[] } {
+function run(): {
+  tokens: Map<string, number[]>;
+  cached: Map<string, number>;
+  admittedAt: Map<string, number>;
+  finishedAt: Map<string, number>;
+  switchedAt: number[];
+} {
   const tokens = new Map<string, number[]>();
   const cached = new Map<string, number>();
   const admittedAt = new Map<string, number>();
@@ -131,7 +151,8 @@ describe("engine adapter sets", () => {
 describe("worker adapters: one allocation per file", () => {
   let path: string;
   let adapters: LoraAdapters;
-  const load = (id: number, scale: number) => adapters.handle({ type: "lora-load", id: `m${id}`, adapter: { id, path, scale } });
+  const load = (id: number, scale: number) =>
+    adapters.handle({ type: "lora-load", id: `m${id}`, adapter: { id, path, scale } });
   const unload = (id: number) => adapters.handle({ type: "lora-unload", id: `u${id}`, adapter: id });
   const reply = () => {
     const j = job();
@@ -175,7 +196,9 @@ describe("worker adapters: one allocation per file", () => {
   test("a file that is not an adapter allocates nothing and leaves the set as it was", () => {
     load(300, 0.8);
     expect(() => load(301, 1)).not.toThrow();
-    expect(() => adapters.handle({ type: "lora-load", id: "bad", adapter: { id: 302, path: `${path}.missing`, scale: 1 } })).toThrow(/could not load/);
+    expect(() =>
+      adapters.handle({ type: "lora-load", id: "bad", adapter: { id: 302, path: `${path}.missing`, scale: 1 } }),
+    ).toThrow(/could not load/);
     expect(adapters.allocations).toBe(1);
     expect(adapters.list().map((a) => a.id)).toEqual([300, 301]);
     expect(reply()).toBe(LORA_REPLY);

@@ -7,7 +7,7 @@
 // tokens far from the reference's argmax.
 import { describe, expect, test } from "bun:test";
 import { LlamaContext } from "../../src/engine/context.ts";
-import { Engine, type EngineOptions, type GenerateJob } from "../../src/engine/engine.ts";
+import type { Engine, EngineOptions, GenerateJob } from "../../src/engine/engine.ts";
 import { GREEDY } from "../../src/engine/sampling.ts";
 import { useTinyEngines } from "../support/engines.ts";
 import { expectGreedyReply, isGreedyUpToRounding } from "../support/greedy-check.ts";
@@ -15,10 +15,18 @@ import { expectGreedyReply, isGreedyUpToRounding } from "../support/greedy-check
 const tiny = useTinyEngines({ lanes: 4, cellsPerSequence: 0, sharedCells: 4096, threads: 1, prefillBudget: 512 });
 
 let nextId = 0;
-const job = (prompt: number[], maxTokens: number): GenerateJob => ({ id: `s${nextId++}`, prompt, sampling: GREEDY, maxTokens, ignoreEos: true });
-const text = (seed: string, words: number) => Array.from({ length: words }, (_, i) => `${seed}${(i * 7919) % 101}`).join(" ");
+const job = (prompt: number[], maxTokens: number): GenerateJob => ({
+  id: `s${nextId++}`,
+  prompt,
+  sampling: GREEDY,
+  maxTokens,
+  ignoreEos: true,
+});
+const text = (seed: string, words: number) =>
+  Array.from({ length: words }, (_, i) => `${seed}${(i * 7919) % 101}`).join(" ");
 /** A prompt of exactly `tokens` tokens. */
-const sized = (seed: string, tokens: number) => tiny.model.tokenize(text(seed, tokens), { addSpecial: true, parseSpecial: true }).slice(0, tokens);
+const sized = (seed: string, tokens: number) =>
+  tiny.model.tokenize(text(seed, tokens), { addSpecial: true, parseSpecial: true }).slice(0, tokens);
 
 interface Run {
   out: Map<string, number[]>;
@@ -61,7 +69,13 @@ describe("shared KV pool", () => {
   });
 
   test("the KV bytes a token that sizing uses agree with llama.cpp's own state export", () => {
-    const ctx = new LlamaContext(tiny.model, { sequences: 1, cellsPerSequence: 1024, batchSize: 512, microBatchSize: 512, threads: 1 });
+    const ctx = new LlamaContext(tiny.model, {
+      sequences: 1,
+      cellsPerSequence: 1024,
+      batchSize: 512,
+      microBatchSize: 512,
+      threads: 1,
+    });
     try {
       const exported = (n: number) => {
         ctx.truncate(0, 0);
@@ -80,7 +94,14 @@ describe("shared KV pool", () => {
   });
 
   test("llama_decode with no free cells refuses the whole batch and applies none of it", () => {
-    const ctx = new LlamaContext(tiny.model, { sequences: 2, cellsPerSequence: 0, sharedCells: 512, batchSize: 1024, microBatchSize: 256, threads: 1 });
+    const ctx = new LlamaContext(tiny.model, {
+      sequences: 2,
+      cellsPerSequence: 0,
+      sharedCells: 512,
+      batchSize: 1024,
+      microBatchSize: 256,
+      threads: 1,
+    });
     try {
       const p = sized("fill", 600);
       for (let i = 0; i < 300; i++) ctx.stage(i, p[i]!, i, 0, i === 299);
@@ -112,7 +133,10 @@ describe("shared KV pool", () => {
     const jobs = Array.from({ length: 4 }, (_, i) => job([...base, ...sized(`end${i}`, 8)], 16));
     const r = run(e, jobs);
     // The same batch on per-lane buffers, where each copy is a real one.
-    const perLane = run(engine({ sharedCells: undefined, cellsPerSequence: 2048 }), jobs.map((j) => job(j.prompt, 16)));
+    const perLane = run(
+      engine({ sharedCells: undefined, cellsPerSequence: 2048 }),
+      jobs.map((j) => job(j.prompt, 16)),
+    );
     jobs.forEach((j, i) => {
       expect(r.finish.get(j.id)?.reason).toBe("length");
       expect(r.out.get(j.id)).toEqual([...perLane.out.values()][i]!);

@@ -28,21 +28,31 @@ const CANNOT_CUT: [string, ModelMemoryKind, RegExp][] = [
 describe("speculation directive", () => {
   test("no settings: plain decoding, whatever the model", () => {
     expect(resolveSpeculation(undefined, PLAIN)).toEqual({ strategy: "off" });
-    expect(resolveSpeculation(undefined, { recurrent: true, hybrid: true, slidingWindow: 1 })).toEqual({ strategy: "off" });
+    expect(resolveSpeculation(undefined, { recurrent: true, hybrid: true, slidingWindow: 1 })).toEqual({
+      strategy: "off",
+    });
   });
 
   test("a model that can cut a draft runs prompt-lookup under both directives, with the tuning given", () => {
     for (const directive of ["auto", "prompt-lookup"] as const) {
       const resolved = resolveSpeculation(speculationSettings(directive, { draftTokens: 7 }), PLAIN);
-      expect(resolved).toEqual({ strategy: "prompt-lookup", config: { strategy: "prompt-lookup", ...SPECULATION_DEFAULTS, draftTokens: 7 } });
+      expect(resolved).toEqual({
+        strategy: "prompt-lookup",
+        config: { strategy: "prompt-lookup", ...SPECULATION_DEFAULTS, draftTokens: 7 },
+      });
     }
     expect(cannotCutDraft(PLAIN)).toBeUndefined();
   });
 
   test("draft-model resolves to its own strategy (the path stays with the worker), and is refused like prompt-lookup by a model that cannot cut", () => {
     const settings = speculationSettings("draft-model", { draftModel: "/m/draft.gguf" });
-    expect(resolveSpeculation(settings, PLAIN)).toEqual({ strategy: "draft-model", config: { strategy: "draft-model", ...SPECULATION_DEFAULTS } });
-    expect(() => resolveSpeculation(settings, { recurrent: true, hybrid: false, slidingWindow: 0 })).toThrow("--speculate draft-model: this model cannot use it: ");
+    expect(resolveSpeculation(settings, PLAIN)).toEqual({
+      strategy: "draft-model",
+      config: { strategy: "draft-model", ...SPECULATION_DEFAULTS },
+    });
+    expect(() => resolveSpeculation(settings, { recurrent: true, hybrid: false, slidingWindow: 0 })).toThrow(
+      "--speculate draft-model: this model cannot use it: ",
+    );
   });
 
   test("recurrent, hybrid and sliding-window models refuse prompt-lookup; auto decodes them plainly, saying why", () => {
@@ -66,7 +76,14 @@ describe("speculation directive", () => {
   });
 
   test("the daemon's worker flags parse back to the same settings; no flags = off", () => {
-    const settings = speculationSettings("prompt-lookup", { draftTokens: 15, minYield: 0, throughputGate: false, minSpeedup: 1.5, reprobe: 0, reprobeMax: 4 });
+    const settings = speculationSettings("prompt-lookup", {
+      draftTokens: 15,
+      minYield: 0,
+      throughputGate: false,
+      minSpeedup: 1.5,
+      reprobe: 0,
+      reprobeMax: 4,
+    });
     expect(parseWorkerArgs(["--model", "m", ...speculationFlags(settings)]).speculation).toEqual(settings);
     expect(parseWorkerArgs(["--model", "m", "--speculate", "auto"]).speculation).toEqual(speculationSettings("auto"));
     expect(parseWorkerArgs(["--model", "m"]).speculation).toBeUndefined();
@@ -107,7 +124,9 @@ describe("--spec-max-temperature (resolveSampling's model cap)", () => {
     expect(resolveSampling({}, {}, {}, 0.5).temperature).toBe(1.0);
   });
   test("the flag parses to a number from 0 to 2", () => {
-    expect((parseServeOptions(["--spec-max-temperature", "0.7"], { HOME: "/h" }) as ServeOptions).specMaxTemperature).toBe(0.7);
+    expect(
+      (parseServeOptions(["--spec-max-temperature", "0.7"], { HOME: "/h" }) as ServeOptions).specMaxTemperature,
+    ).toBe(0.7);
     expect(() => parseServeOptions(["--spec-max-temperature", "3"], { HOME: "/h" })).toThrow(ServeUsageError);
   });
 });

@@ -15,9 +15,21 @@ import { fixturePath } from "../support/models.ts";
 const TOOLS = [
   {
     name: "get_weather",
-    parameters: { type: "object", properties: { city: { type: "string", maxLength: 8 }, unit: { enum: ["c", "f"] } }, required: ["city", "unit"], additionalProperties: false },
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 8 }, unit: { enum: ["c", "f"] } },
+      required: ["city", "unit"],
+      additionalProperties: false,
+    },
   },
-  { name: "get_time", parameters: { type: "object", properties: { zone: { type: "integer", minimum: -12, maximum: 14 } }, required: ["zone"] } },
+  {
+    name: "get_time",
+    parameters: {
+      type: "object",
+      properties: { zone: { type: "integer", minimum: -12, maximum: 14 } },
+      required: ["zone"],
+    },
+  },
 ];
 const SEEDS = [1, 2, 3, 4, 5, 6];
 const ajv = new Ajv2020({ strict: false });
@@ -29,7 +41,10 @@ let prompt: number[];
 beforeAll(async () => {
   model = LlamaModel.load(await fixturePath("tiny-random"));
   engine = new Engine(model, { lanes: 8, cellsPerSequence: 1024, threads: 2, prefillBudget: 512 });
-  prompt = model.tokenize("<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
+  prompt = model.tokenize("<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n", {
+    addSpecial: true,
+    parseSpecial: true,
+  });
 });
 afterAll(() => {
   engine.close();
@@ -45,7 +60,14 @@ function generate(grammar: string, tag: string): { tokens: number[]; finish: Fin
     out.set(id, []);
     // Nudge the model to end once the grammar allows it; validity comes from the grammar alone.
     const logitBias = Object.fromEntries(model.vocabInfo.eog.map((t) => [t, 6]));
-    engine.submit({ id, prompt, sampling: { ...GREEDY, temperature: 1, topK: 40, seed, logitBias }, maxTokens: 400, ignoreEos: false, grammar });
+    engine.submit({
+      id,
+      prompt,
+      sampling: { ...GREEDY, temperature: 1, topK: 40, seed, logitBias },
+      maxTokens: 400,
+      ignoreEos: false,
+      grammar,
+    });
   }
   while (engine.hasWork()) {
     const events = engine.tick();

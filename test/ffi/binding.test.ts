@@ -37,7 +37,10 @@ describe("libllama binding", () => {
   });
 
   test("a layout no known release has is refused by name, whichever release its functions say", () => {
-    for (const [tag, exports] of [["v0.4.0", () => false], ["v0.5.0", (n: string) => n === V050_ONLY]] as const) {
+    for (const [tag, exports] of [
+      ["v0.4.0", () => false],
+      ["v0.5.0", (n: string) => n === V050_ONLY],
+    ] as const) {
       const probe = probeOf(tag);
       probe[9] = 512; // as if n_batch read n_ubatch's slot
       const match = identifyRelease(probe, exports);
@@ -52,11 +55,15 @@ describe("libllama binding", () => {
     // In a child process: loadLlama opens one library per process.
     const lib = loadLlama().location.dir;
     const child = Bun.spawnSync(
-      [process.execPath, "-e", `
+      [
+        process.execPath,
+        "-e",
+        `
         const abi = await import(${JSON.stringify(join(import.meta.dir, "../..", "ffi", "abi.ts"))});
         for (const r of abi.KNOWN_LLAMA_RELEASES) r.defaults[9].value = 4096;
         try { (await import(${JSON.stringify(join(import.meta.dir, "../..", "ffi", "llama.ts"))})).loadLlama(); console.log("opened"); }
-        catch (e) { console.log(e.name + ": " + e.message); }`],
+        catch (e) { console.log(e.name + ": " + e.message); }`,
+      ],
       { env: { ...process.env, SUPERFLUID_LLAMA_LIB: lib }, stdout: "pipe", stderr: "pipe" },
     );
     const out = child.stdout.toString();
@@ -96,7 +103,9 @@ describe("libllama binding", () => {
     const pkg = loadLlama().location;
     expect(locateLibrary({ SUPERFLUID_LLAMA_LIB: pkg.dir })).toMatchObject({ llama: pkg.llama, source: "env" });
     expect(locateLibrary({ SUPERFLUID_LLAMA_LIB: pkg.llama })).toMatchObject({ dir: pkg.dir, source: "env" });
-    expect(() => locateLibrary({ SUPERFLUID_LLAMA_LIB: "/no/such/lib.so" })).toThrow("SUPERFLUID_LLAMA_LIB=/no/such/lib.so: no such file");
+    expect(() => locateLibrary({ SUPERFLUID_LLAMA_LIB: "/no/such/lib.so" })).toThrow(
+      "SUPERFLUID_LLAMA_LIB=/no/such/lib.so: no such file",
+    );
     const empty = mkdtempSync(join(tmpdir(), "sf-nolib-"));
     expect(() => locateLibrary({ SUPERFLUID_LLAMA_LIB: empty })).toThrow("no libllama in");
   });

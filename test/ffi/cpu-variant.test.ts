@@ -33,14 +33,29 @@ const l = loadLlama(); console.log(JSON.stringify(l.cpu));`;
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  const [out, err, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
   return { code, out, err };
 }
 
 describe("library folders, by file name", () => {
   const folder = mkdtempSync(join(tmpdir(), "sf-variants-"));
   afterAll(() => rmSync(folder, { recursive: true, force: true }));
-  for (const f of ["libggml-base.so", "libggml-cpu-haswell.so", "libggml-cpu-armv8.2_1.so", "ggml-cpu-zen4.dll", "libggml-vulkan.so", "libggml-zz.so", "libggml-cuda.so", "libggml-blas.so", "libggml.so", "libllama.so"]) {
+  for (const f of [
+    "libggml-base.so",
+    "libggml-cpu-haswell.so",
+    "libggml-cpu-armv8.2_1.so",
+    "ggml-cpu-zen4.dll",
+    "libggml-vulkan.so",
+    "libggml-zz.so",
+    "libggml-cuda.so",
+    "libggml-blas.so",
+    "libggml.so",
+    "libllama.so",
+  ]) {
     writeFileSync(join(folder, f), "");
   }
 
@@ -49,7 +64,12 @@ describe("library folders, by file name", () => {
   });
 
   test("the other backends come in ggml's own order (llama.cpp numbers devices in it), unknown ones after", () => {
-    expect(otherBackendFiles(folder).map((f) => f.slice(folder.length + 1))).toEqual(["libggml-blas.so", "libggml-cuda.so", "libggml-vulkan.so", "libggml-zz.so"]);
+    expect(otherBackendFiles(folder).map((f) => f.slice(folder.length + 1))).toEqual([
+      "libggml-blas.so",
+      "libggml-cuda.so",
+      "libggml-vulkan.so",
+      "libggml-zz.so",
+    ]);
   });
 });
 
@@ -64,7 +84,9 @@ describe.skipIf(variants.length === 0)("CPU variants (a library with one file pe
   });
 
   test("a variant the folder lacks is refused, naming the ones it has", () => {
-    expect(() => chooseCpuVariant(dir, "no-such-cpu")).toThrow(`SUPERFLUID_CPU_VARIANT=no-such-cpu: no such CPU variant in ${dir} (${variants.map((v) => v.name).join(", ")})`);
+    expect(() => chooseCpuVariant(dir, "no-such-cpu")).toThrow(
+      `SUPERFLUID_CPU_VARIANT=no-such-cpu: no such CPU variant in ${dir} (${variants.map((v) => v.name).join(", ")})`,
+    );
   });
 
   test.skipIf(unrunnable === undefined)("a variant this CPU cannot run is refused by name, not loaded", () => {
@@ -78,7 +100,12 @@ describe.skipIf(variants.length === 0)("CPU variants (a library with one file pe
   test.skipIf(haswell === undefined)("pinned, ggml loads that variant: its own log names the file", async () => {
     const r = await childLoad({ SUPERFLUID_CPU_VARIANT: "haswell", SUPERFLUID_LLAMA_LOG: "1" });
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out.trim().split("\n").at(-1)!)).toEqual({ model: cpuModel(), variant: "haswell", library: haswell!.path, pinned: true });
+    expect(JSON.parse(r.out.trim().split("\n").at(-1)!)).toEqual({
+      model: cpuModel(),
+      variant: "haswell",
+      library: haswell!.path,
+      pinned: true,
+    });
     const loaded = r.err.split("\n").filter((l) => l.includes("loaded CPU backend from"));
     expect(loaded).toHaveLength(1);
     expect(loaded[0]).toContain(haswell!.path);

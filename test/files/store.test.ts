@@ -1,7 +1,16 @@
 // The /v1/files store (src/files/store.ts): durable records, torn uploads
 // after a crash, the quota, list order and cursors, expiry.
 import { afterEach, describe, expect, setSystemTime, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FilesCursorError, FilesQuotaError, FileStore, type FileStoreOptions } from "../../src/files/store.ts";
@@ -36,16 +45,30 @@ function chunked(chunks: string[], failAfter = false): ReadableStream<Uint8Array
   });
 }
 
-const entries = (dir: string) => readdirSync(dir).filter((n) => n !== "tmp").sort();
+const entries = (dir: string) =>
+  readdirSync(dir)
+    .filter((n) => n !== "tmp")
+    .sort();
 
 describe("FileStore", () => {
   test("create, get, content and delete; records survive a reopen", async () => {
     const dir = tempDir();
     const store = await open(dir);
     const before = Math.floor(Date.now() / 1000);
-    const rec = await store.create({ filename: "in.jsonl", purpose: "batch", body: chunked(['{"a":1}\n', '{"b":2}\n']) });
+    const rec = await store.create({
+      filename: "in.jsonl",
+      purpose: "batch",
+      body: chunked(['{"a":1}\n', '{"b":2}\n']),
+    });
     const after = Math.ceil(Date.now() / 1000);
-    expect(rec).toMatchObject({ object: "file", bytes: 16, filename: "in.jsonl", purpose: "batch", status: "processed", expires_at: null });
+    expect(rec).toMatchObject({
+      object: "file",
+      bytes: 16,
+      filename: "in.jsonl",
+      purpose: "batch",
+      status: "processed",
+      expires_at: null,
+    });
     expect(rec.id).toMatch(/^file-[0-9a-f]{24}$/);
     // Stamped while it was created (bounded by the clock on both sides, not by how long that took).
     expect(rec.created_at).toBeGreaterThanOrEqual(before);
@@ -92,7 +115,16 @@ describe("FileStore", () => {
     writeFileSync(join(dir, "file-bbbbbbbbbbbbbbbbbbbbbbbb.json.tmp"), '{"id":"file-bbbb');
     // Metadata whose content is gone or of another size (a disk that lost it).
     const meta = (id: string, bytes: number) =>
-      JSON.stringify({ id, bytes, created_at: 1, created_ms: 1000, seq: 99, filename: "x", purpose: "batch", client_expires_at: null });
+      JSON.stringify({
+        id,
+        bytes,
+        created_at: 1,
+        created_ms: 1000,
+        seq: 99,
+        filename: "x",
+        purpose: "batch",
+        client_expires_at: null,
+      });
     writeFileSync(join(dir, "file-cccccccccccccccccccccccc.json"), meta("file-cccccccccccccccccccccccc", 3));
     writeFileSync(join(dir, "file-dddddddddddddddddddddddd.json"), meta("file-dddddddddddddddddddddddd", 10));
     writeFileSync(join(dir, "file-dddddddddddddddddddddddd.data"), "short");
@@ -109,7 +141,9 @@ describe("FileStore", () => {
   test("an upload whose body fails midway leaves nothing and frees its quota", async () => {
     const dir = tempDir();
     const store = await open(dir, { maxBytes: 10 });
-    await expect(store.create({ filename: "x", purpose: "batch", body: chunked(["12345", "678"], true) })).rejects.toThrow("connection reset");
+    await expect(
+      store.create({ filename: "x", purpose: "batch", body: chunked(["12345", "678"], true) }),
+    ).rejects.toThrow("connection reset");
     expect(readdirSync(join(dir, "tmp"))).toEqual([]);
     expect(entries(dir)).toEqual([]);
     expect(store.list().data).toEqual([]);
@@ -141,7 +175,9 @@ describe("FileStore", () => {
     });
     const first = store.stage(slow);
     await Bun.sleep(10);
-    await expect(store.create({ filename: "d", purpose: "batch", body: "d".repeat(30) })).rejects.toBeInstanceOf(FilesQuotaError);
+    await expect(store.create({ filename: "d", purpose: "batch", body: "d".repeat(30) })).rejects.toBeInstanceOf(
+      FilesQuotaError,
+    );
     release();
     const staged = await first;
     expect(staged.bytes).toBe(40);
@@ -154,7 +190,8 @@ describe("FileStore", () => {
   test("list: newest first by default, asc, purpose, limit and after cursors", async () => {
     const store = await open(tempDir());
     const ids: string[] = [];
-    for (let i = 0; i < 5; i++) ids.push((await store.create({ filename: `f${i}`, purpose: i % 2 ? "user_data" : "batch", body: String(i) })).id);
+    for (let i = 0; i < 5; i++)
+      ids.push((await store.create({ filename: `f${i}`, purpose: i % 2 ? "user_data" : "batch", body: String(i) })).id);
     const desc = [...ids].reverse();
     expect(store.list().data.map((r) => r.id)).toEqual(desc);
     expect(store.list({ order: "asc" }).data.map((r) => r.id)).toEqual(ids);
@@ -248,6 +285,10 @@ describe("FileStore", () => {
     writeFileSync(join(dir, "notes.txt"), "an operator's file");
     const store = await open(dir);
     expect(store.list().data).toEqual([]);
-    expect(entries(dir)).toEqual(["file-eeeeeeeeeeeeeeeeeeeeeeee.data", "file-eeeeeeeeeeeeeeeeeeeeeeee.json", "notes.txt"]);
+    expect(entries(dir)).toEqual([
+      "file-eeeeeeeeeeeeeeeeeeeeeeee.data",
+      "file-eeeeeeeeeeeeeeeeeeeeeeee.json",
+      "notes.txt",
+    ]);
   });
 });

@@ -80,7 +80,12 @@ function everyTypeSpec(): GgufSpec {
       { name: "a.f32", dims: [6, 4], type: "F32", data: f32Values },
       { name: "b.f16", dims: [8, 2], type: "F16", data: f16Values },
       { name: "c.q8", dims: [64, 2], type: "Q8_0", data: q8Values },
-      { name: "d.fill", dims: [3], type: "F32", data: (out, start) => out.forEach((_, i) => (out[i] = start + i + 0.5)) },
+      {
+        name: "d.fill",
+        dims: [3],
+        type: "F32",
+        data: (out, start) => out.forEach((_, i) => (out[i] = start + i + 0.5)),
+      },
     ],
   };
 }
@@ -212,10 +217,24 @@ describe("GGUF round trip", () => {
     expect(() => writeGgufBytes({ ...base, metadata: { k: { type: "u8", value: 256 } } })).toThrow(/does not fit u8/);
     expect(() => writeGgufBytes({ ...base, metadata: { k: { type: "i32", value: 1.5 } } })).toThrow(/does not fit i32/);
     expect(() => writeGgufBytes({ ...base, metadata: { k: { type: "u64", value: -1 } } })).toThrow(/does not fit u64/);
-    expect(() => writeGgufBytes({ ...base, metadata: { k: { type: "bool", value: 1 as unknown as boolean } } })).toThrow(/boolean/);
-    expect(() => writeGgufBytes({ ...base, metadata: [["k", 1], ["k", 2]] })).toThrow(/duplicate metadata key/);
-    expect(() => writeGgufBytes({ ...base, tensors: [{ name: "t", dims: [4], type: "F32", data: new Float32Array(3) }] })).toThrow(/3 values/);
-    expect(() => writeGgufBytes({ ...base, tensors: [{ name: "t", dims: [16], type: "Q8_0", data: new Float32Array(16) }] })).toThrow(/multiple of 32/);
+    expect(() =>
+      writeGgufBytes({ ...base, metadata: { k: { type: "bool", value: 1 as unknown as boolean } } }),
+    ).toThrow(/boolean/);
+    expect(() =>
+      writeGgufBytes({
+        ...base,
+        metadata: [
+          ["k", 1],
+          ["k", 2],
+        ],
+      }),
+    ).toThrow(/duplicate metadata key/);
+    expect(() =>
+      writeGgufBytes({ ...base, tensors: [{ name: "t", dims: [4], type: "F32", data: new Float32Array(3) }] }),
+    ).toThrow(/3 values/);
+    expect(() =>
+      writeGgufBytes({ ...base, tensors: [{ name: "t", dims: [16], type: "Q8_0", data: new Float32Array(16) }] }),
+    ).toThrow(/multiple of 32/);
     expect(() => writeGgufBytes({ ...base, alignment: 24 })).toThrow(/power of two/);
   });
 });
@@ -394,12 +413,20 @@ describe("describeModel", () => {
 
   test("FIM tokens detected by text in several conventions", () => {
     const cases: [string[], Record<string, number>][] = [
-      [["x", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|repo_name|>", "<|file_sep|>"], { prefix: 1, suffix: 2, middle: 3, rep: 4, sep: 5 }],
-      [["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>", "<reponame>"], { prefix: 0, middle: 1, suffix: 2, pad: 3, rep: 4 }],
+      [
+        ["x", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|repo_name|>", "<|file_sep|>"],
+        { prefix: 1, suffix: 2, middle: 3, rep: 4, sep: 5 },
+      ],
+      [
+        ["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>", "<reponame>"],
+        { prefix: 0, middle: 1, suffix: 2, pad: 3, rep: 4 },
+      ],
       [["a", "b", "▁<PRE>", "▁<SUF>", "▁<MID>"], { prefix: 2, suffix: 3, middle: 4 }],
     ];
     for (const [tokens, want] of cases) {
-      const p = save(writeGgufBytes({ metadata: { "general.architecture": "llama", "tokenizer.ggml.tokens": tokens }, tensors: [] }));
+      const p = save(
+        writeGgufBytes({ metadata: { "general.architecture": "llama", "tokenizer.ggml.tokens": tokens }, tensors: [] }),
+      );
       expect(describeModel(readGgufSync(p)).fimTokens).toEqual(want);
     }
   });

@@ -11,12 +11,13 @@ describe("jsonObjectGrammar", () => {
   });
 
   test("accepts objects only", () => {
-    for (const v of [{}, { a: 1 }, { a: { b: [1, 2, { c: null }] }, "k\"ey": "v\n" }]) {
+    for (const v of [{}, { a: 1 }, { a: { b: [1, 2, { c: null }] }, 'k"ey': "v\n" }]) {
       expect(rec.accepts(JSON.stringify(v))).toBe(true);
       expect(rec.accepts(JSON.stringify(v, null, 2))).toBe(true);
       expect(rec.accepts(JSON.stringify(v, null, "\t"))).toBe(true);
     }
-    for (const t of ["[]", "1", '"s"', "null", "{", '{"a":}', "{a:1}", '{"a":1,}', "{'a':1}"]) expect(rec.accepts(t)).toBe(false);
+    for (const t of ["[]", "1", '"s"', "null", "{", '{"a":}', "{a:1}", '{"a":1,}', "{'a':1}"])
+      expect(rec.accepts(t)).toBe(false);
   });
 
   test("whitespace is bounded", () => {
@@ -38,7 +39,11 @@ describe("jsonObjectGrammar", () => {
 
 describe("compileJsonSchema", () => {
   test("returns GBNF text, the AST and the ignored list", () => {
-    const r = compileJsonSchema({ type: "object", properties: { a: { type: "integer", minimum: 1, maximum: 3 } }, required: ["a"] });
+    const r = compileJsonSchema({
+      type: "object",
+      properties: { a: { type: "integer", minimum: 1, maximum: 3 } },
+      required: ["a"],
+    });
     expect(r.gbnf.startsWith("root ::= ")).toBe(true);
     expect(parseGbnf(r.gbnf)).toEqual(r.grammar);
     expect(r.ignored).toEqual([]);
@@ -58,11 +63,16 @@ describe("compileJsonSchema", () => {
     expect(err!.keyword).toBe("pattern");
     expect(err!.path).toBe("/properties/a/pattern");
     expect(err!.kind).toBe("unsupported");
-    expect(err!.message).toMatch(/^constraint unsatisfiable: lookahead .* \(keyword 'pattern' at \/properties\/a\/pattern\)$/);
+    expect(err!.message).toMatch(
+      /^constraint unsatisfiable: lookahead .* \(keyword 'pattern' at \/properties\/a\/pattern\)$/,
+    );
   });
 
   test("strict: false lists what it ignored instead of failing", () => {
-    const r = compileJsonSchema({ type: "array", items: { type: "integer", multipleOf: 2 }, uniqueItems: true }, { strict: false });
+    const r = compileJsonSchema(
+      { type: "array", items: { type: "integer", multipleOf: 2 }, uniqueItems: true },
+      { strict: false },
+    );
     expect(r.ignored.sort()).toEqual(["/items/multipleOf", "/uniqueItems"]);
   });
 
@@ -72,7 +82,11 @@ describe("compileJsonSchema", () => {
   });
 
   test("rule names are legal and stable", () => {
-    const schema = { type: "object", properties: { "weird key!": { type: "string", maxLength: 2 }, "名前": { type: "integer", minimum: 0, maximum: 5 } }, required: ["weird key!", "名前"] };
+    const schema = {
+      type: "object",
+      properties: { "weird key!": { type: "string", maxLength: 2 }, 名前: { type: "integer", minimum: 0, maximum: 5 } },
+      required: ["weird key!", "名前"],
+    };
     const a = compileJsonSchema(schema).gbnf;
     expect(compileJsonSchema(schema).gbnf).toBe(a);
     for (const r of parseGbnf(a).rules) expect(r.name).toMatch(/^[a-zA-Z0-9-]+$/);
@@ -85,7 +99,7 @@ describe("compileJsonSchema", () => {
 // digits get them.
 describe("numbers have bounded digits", () => {
   const rec = (schema: object) => new Recognizer(parseGbnf(compileJsonSchema(schema).gbnf));
-  const digits = (n: number) => "1" + "2".repeat(n - 1);
+  const digits = (n: number) => `1${"2".repeat(n - 1)}`;
 
   test("an unbounded integer has at most 16 digits", () => {
     const r = rec({ type: "integer" });

@@ -50,7 +50,7 @@ describe("decimal ranges are exact", () => {
     const fl = Math.floor(rand() * (maxFrac + 1));
     let frac = "";
     for (let i = 0; i < fl; i++) frac += Math.floor(rand() * 10);
-    const t = `${neg ? "-" : ""}${int}${frac ? "." + frac : ""}`;
+    const t = `${neg ? "-" : ""}${int}${frac ? `.${frac}` : ""}`;
     return /^-0(\.0*)?$/.test(t) ? t.slice(1) : t;
   };
   for (let i = 0; i < 40; i++) {
@@ -93,9 +93,15 @@ describe("decimal ranges are exact", () => {
 
 describe("pattern × length automata are exact", () => {
   const patterns = ["^[a-c]+$", "b", "^a|c$", "^(ab)*$", "^[^a]*a[^a]*$", "^(?:a|bc)+$", "^.{1,3}$"];
-  const lengths: [number | undefined, number | undefined][] = [[2, undefined], [undefined, 3], [1, 4], [3, 3], [0, 0]];
+  const lengths: [number | undefined, number | undefined][] = [
+    [2, undefined],
+    [undefined, 3],
+    [1, 4],
+    [3, 3],
+    [0, 0],
+  ];
   const rand = rng(99);
-  const alphabet = ["a", "b", "c", "\n", "\"", "é"];
+  const alphabet = ["a", "b", "c", "\n", '"', "é"];
   for (const p of patterns) {
     for (const [min, max] of lengths) {
       test(`/${p}/ length ${min ?? 0}..${max ?? "∞"}`, () => {
@@ -131,11 +137,15 @@ describe("pattern × length automata are exact", () => {
 
 describe("extra keys never collide with declared ones", () => {
   test("random keys", () => {
-    const declared = ["a", "ab", "b\"", "", "é", "x\ny"];
-    const schema = { type: "object", properties: Object.fromEntries(declared.map((k) => [k, { const: 1 }])), additionalProperties: { const: 2 } };
+    const declared = ["a", "ab", 'b"', "", "é", "x\ny"];
+    const schema = {
+      type: "object",
+      properties: Object.fromEntries(declared.map((k) => [k, { const: 1 }])),
+      additionalProperties: { const: 2 },
+    };
     const rec = new Recognizer(compileJsonSchema(schema).grammar);
     const rand = rng(5);
-    const alphabet = ["a", "b", "\"", "é", "\n", "y", "x"];
+    const alphabet = ["a", "b", '"', "é", "\n", "y", "x"];
     for (let k = 0; k < 300; k++) {
       let key = "";
       const len = Math.floor(rand() * 4);

@@ -29,7 +29,10 @@ let bias: Record<number, number>;
 beforeAll(async () => {
   model = LlamaModel.load(await fixturePath("tiny-random"));
   engine = new Engine(model, { lanes: 8, cellsPerSequence: 512, threads: 2, prefillBudget: 512 });
-  prompt = model.tokenize("<|im_start|>user\nreply in JSON<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
+  prompt = model.tokenize("<|im_start|>user\nreply in JSON<|im_end|>\n<|im_start|>assistant\n", {
+    addSpecial: true,
+    parseSpecial: true,
+  });
   const single = (text: string) => model.tokenize(text, { parseSpecial: true });
   bias = {};
   for (const t of model.vocabInfo.eog) bias[t] = 8;
@@ -90,7 +93,9 @@ const strictCases = accepted.filter((c) => c.options?.strict !== false);
 describe("constrained generation through llama.cpp's grammar sampler", () => {
   test(`${strictCases.length} corpus schemas x ${SEEDS.length} seeds: every finished reply is valid JSON for its schema`, () => {
     const byName = new Map<string, Case>(strictCases.map((c) => [c.name, c]));
-    const replies = generateAll(strictCases.map((c) => ({ name: c.name, gbnf: compileJsonSchema(c.schema, c.options).gbnf })));
+    const replies = generateAll(
+      strictCases.map((c) => ({ name: c.name, gbnf: compileJsonSchema(c.schema, c.options).gbnf })),
+    );
     expect(replies.length).toBe(strictCases.length * SEEDS.length);
     const errors = replies.filter((r) => r.finish.reason === "error");
     expect(errors.map((r) => `${r.name}: ${r.finish.error}`)).toEqual([]);
@@ -106,15 +111,19 @@ describe("constrained generation through llama.cpp's grammar sampler", () => {
         invalid.push(`${r.name} seed ${r.seed}: not JSON: ${JSON.stringify(r.text)}`);
         continue;
       }
-      if (!validate(value)) invalid.push(`${r.name} seed ${r.seed}: ${JSON.stringify(r.text)} ${ajv2020.errorsText(validate.errors)}`);
+      if (!validate(value))
+        invalid.push(`${r.name} seed ${r.seed}: ${JSON.stringify(r.text)} ${ajv2020.errorsText(validate.errors)}`);
     }
     expect(invalid).toEqual([]);
     // The test must have teeth: most replies end on their own within the cap.
     const schemasWithAReply = new Set(finished.map((r) => r.name)).size;
-    console.log(`constrained generation: ${finished.length}/${replies.length} replies finished, ${schemasWithAReply}/${strictCases.length} schemas validated`);
+    console.log(
+      `constrained generation: ${finished.length}/${replies.length} replies finished, ${schemasWithAReply}/${strictCases.length} schemas validated`,
+    );
     expect(schemasWithAReply).toBeGreaterThanOrEqual(Math.floor(strictCases.length * 0.9));
     // A reply cut by the cap reports length, never stop.
-    for (const r of replies.filter((x) => x.finish.reason === "length")) expect(r.finish.completionTokens).toBe(MAX_TOKENS);
+    for (const r of replies.filter((x) => x.finish.reason === "length"))
+      expect(r.finish.completionTokens).toBe(MAX_TOKENS);
     // 537 generations: ~25 s on a quiet 2-core machine, several minutes on a busy one.
     // The limit is a hang guard only.
   }, 900_000);
@@ -125,7 +134,14 @@ describe("constrained generation through llama.cpp's grammar sampler", () => {
       cases.map((c) => {
         const id = `exact-${c.name}`;
         const gbnf = compileJsonSchema(c.schema, c.options).gbnf;
-        engine.submit({ id, prompt, sampling: { ...GREEDY, logitBias: bias }, maxTokens: 60, ignoreEos: false, grammar: gbnf });
+        engine.submit({
+          id,
+          prompt,
+          sampling: { ...GREEDY, logitBias: bias },
+          maxTokens: 60,
+          ignoreEos: false,
+          grammar: gbnf,
+        });
         const out: number[] = [];
         while (engine.hasWork()) for (const [, t] of engine.tick().tokens) out.push(t);
         return out;
@@ -134,7 +150,10 @@ describe("constrained generation through llama.cpp's grammar sampler", () => {
     const internals = model as unknown as { prefilter?: unknown };
     const saved = internals.prefilter;
     // No keys and no probes: every token goes to the grammar (the plain full mask).
-    internals.prefilter = { prefixKey: new Int16Array(model.vocabInfo.size).fill(-1), probeToken: new Int32Array(256).fill(-1) };
+    internals.prefilter = {
+      prefixKey: new Int16Array(model.vocabInfo.size).fill(-1),
+      probeToken: new Int32Array(256).fill(-1),
+    };
     try {
       expect(prefiltered).toEqual(run());
     } finally {
@@ -157,7 +176,10 @@ describe("constrained generation through llama.cpp's grammar sampler", () => {
     engine.submit({ id: "good", prompt, sampling: GREEDY, maxTokens: 4, ignoreEos: true });
     const finished: FinishEvent[] = [];
     while (engine.hasWork()) finished.push(...engine.tick().finished);
-    expect(finished.find((f) => f.id === "bad")).toMatchObject({ reason: "error", error: expect.stringContaining("did not compile") });
+    expect(finished.find((f) => f.id === "bad")).toMatchObject({
+      reason: "error",
+      error: expect.stringContaining("did not compile"),
+    });
     expect(finished.find((f) => f.id === "good")).toMatchObject({ reason: "length", completionTokens: 4 });
   });
 });

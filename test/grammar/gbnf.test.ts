@@ -1,6 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import {
-  GbnfSyntaxError, checkGbnf, jsonObjectGrammar, parseGbnf, printGbnf, sourceLocation,
+  GbnfSyntaxError,
+  checkGbnf,
+  jsonObjectGrammar,
+  parseGbnf,
+  printGbnf,
+  sourceLocation,
 } from "../../grammar/index.ts";
 import { recognizes } from "./recognizer.ts";
 
@@ -20,8 +25,16 @@ y ::= "y"`);
     expect(body.items[3]).toEqual({ kind: "any" });
     expect(body.items[4]).toEqual({ kind: "repeat", body: { kind: "ref", name: "item" }, min: 0, max: null });
     expect(body.items[5]).toEqual({
-      kind: "repeat", min: 1, max: null,
-      body: { kind: "alt", alts: [{ kind: "lit", value: "p" }, { kind: "lit", value: "q" }] },
+      kind: "repeat",
+      min: 1,
+      max: null,
+      body: {
+        kind: "alt",
+        alts: [
+          { kind: "lit", value: "p" },
+          { kind: "lit", value: "q" },
+        ],
+      },
     });
     expect(body.items.slice(6)).toEqual([
       { kind: "repeat", body: { kind: "ref", name: "x" }, min: 0, max: 1 },
@@ -36,7 +49,16 @@ y ::= "y"`);
     const body = g.rules[0]!.body;
     if (body.kind !== "seq") throw new Error();
     expect(body.items[0]).toEqual({ kind: "lit", value: '\n\t\r"\\Aé😀[]-' });
-    expect(body.items[1]).toEqual({ kind: "class", negated: false, ranges: [[93, 93], [45, 45], [94, 94], [0x4e2d, 0x4e2d]] });
+    expect(body.items[1]).toEqual({
+      kind: "class",
+      negated: false,
+      ranges: [
+        [93, 93],
+        [45, 45],
+        [94, 94],
+        [0x4e2d, 0x4e2d],
+      ],
+    });
   });
 
   test("raw UTF-8 in literals and classes", () => {
@@ -59,7 +81,13 @@ a ::= ( "x"
 b ::= "b"
 `);
     expect(g.rules.map((r) => r.name)).toEqual(["root", "a", "b"]);
-    expect(g.rules[0]!.body).toEqual({ kind: "alt", alts: [{ kind: "ref", name: "a" }, { kind: "ref", name: "b" }] });
+    expect(g.rules[0]!.body).toEqual({
+      kind: "alt",
+      alts: [
+        { kind: "ref", name: "a" },
+        { kind: "ref", name: "b" },
+      ],
+    });
     expect(recognizes(g, "xy")).toBe(true);
     expect(recognizes(g, "z")).toBe(true);
   });
@@ -122,31 +150,46 @@ b ::= "b"
 
 describe("GBNF printer round trip", () => {
   const grammars: [string, string][] = [
-    ["arithmetic", `root ::= expr
+    [
+      "arithmetic",
+      `root ::= expr
 expr ::= term (("+" | "-") term)*
 term ::= factor (("*" | "/") factor)*
 factor ::= number | "(" expr ")"
-number ::= [0-9]+ ("." [0-9]+)?`],
+number ::= [0-9]+ ("." [0-9]+)?`,
+    ],
     ["json object", jsonObjectGrammar()],
-    ["list", `root ::= item+
-item ::= "- " [^\\n]+ "\\n"`],
+    [
+      "list",
+      `root ::= item+
+item ::= "- " [^\\n]+ "\\n"`,
+    ],
     ["escapes", String.raw`root ::= "\"quoted\" \\ \t\n\r" [\x00-\x1F\x7F] "\u00e9\U0001F600" [^\]\[\\"] [\x2D\x5E]`],
-    ["empty alternatives", `root ::= "a" | () | "b"
+    [
+      "empty alternatives",
+      `root ::= "a" | () | "b"
 opt ::= ()
-x ::= ("a" | ) "b"`],
+x ::= ("a" | ) "b"`,
+    ],
     ["nested groups", `root ::= (("a" "b") ("c" | ("d" | "e"))) (("f"))`],
     ["repetition forms", `root ::= "a"* "b"+ "c"? "d"{3} "e"{2,} "f"{0,4} ("g" "h"){1,2} ("i"*)? ("j"{2})+`],
     ["any and classes", `root ::= . [a-zA-Z_] [^0-9] [\\-] [a\\-z] ["]`],
     ["tokens", `root ::= <[1]> !<[2]> <hello> ("x" | !<[3]>)*`],
     ["unicode", `root ::= "日本語" [ぁ-ん]+ "😀"`],
-    ["comments", `# c
+    [
+      "comments",
+      `# c
 root ::= a # c
 a ::= "x" | # c
-  "y"`],
-    ["multiline group", `root ::= (
+  "y"`,
+    ],
+    [
+      "multiline group",
+      `root ::= (
   "a"
   | "b"
-)`],
+)`,
+    ],
   ];
   for (const [name, src] of grammars) {
     test(name, () => {
@@ -194,7 +237,10 @@ describe("GBNF checks", () => {
   });
 
   test("rules that can match nothing", () => {
-    expect(codes(`root ::= "a" loop\nloop ::= "b" loop`)).toEqual(["error:empty-language:root", "error:empty-language:loop"]);
+    expect(codes(`root ::= "a" loop\nloop ::= "b" loop`)).toEqual([
+      "error:empty-language:root",
+      "error:empty-language:loop",
+    ]);
     expect(codes(`root ::= x | "ok"\nx ::= "(" x ")"`)).toEqual(["error:empty-language:x"]);
   });
 

@@ -17,7 +17,8 @@ export function manyOptional(n = 10_000): Record<string, unknown> {
 /** `levels` levels of allOf, each over two $refs to the next level (~3 KB for 25): 2^levels merges. */
 export function allOfFanout(levels = 25): Record<string, unknown> {
   const defs: Record<string, unknown> = {};
-  for (let i = 0; i < levels; i++) defs[`d${i}`] = { allOf: [{ $ref: `#/$defs/d${i + 1}` }, { $ref: `#/$defs/d${i + 1}` }] };
+  for (let i = 0; i < levels; i++)
+    defs[`d${i}`] = { allOf: [{ $ref: `#/$defs/d${i + 1}` }, { $ref: `#/$defs/d${i + 1}` }] };
   defs[`d${levels}`] = { type: "string" };
   return { $defs: defs, $ref: "#/$defs/d0" };
 }
@@ -30,7 +31,8 @@ export function allOfFanout(levels = 25): Record<string, unknown> {
 export function propertyFanout(levels = 25): Record<string, unknown> {
   const defs: Record<string, unknown> = {};
   const next = (i: number) => ({ $ref: `#/$defs/d${i + 1}`, type: "object" });
-  for (let i = 0; i < levels; i++) defs[`d${i}`] = { type: "object", properties: { a: next(i), b: next(i) }, required: ["a", "b"] };
+  for (let i = 0; i < levels; i++)
+    defs[`d${i}`] = { type: "object", properties: { a: next(i), b: next(i) }, required: ["a", "b"] };
   defs[`d${levels}`] = { type: "object", properties: { x: { type: "string" } } };
   return { $defs: defs, $ref: "#/$defs/d0" };
 }
@@ -43,13 +45,13 @@ export function bigEnum(n = 100_000): Record<string, unknown> {
 /** `rN ::= rN+1 | rN+1`, `levels` deep (~600 bytes for 30): 2^levels parse stacks for one character. */
 export function exponentialGbnf(levels = 30): string {
   const rules = Array.from({ length: levels }, (_, i) => `r${i} ::= r${i + 1} | r${i + 1}`);
-  return ["root ::= r0", ...rules, `r${levels} ::= "a"`].join("\n") + "\n";
+  return `${["root ::= r0", ...rules, `r${levels} ::= "a"`].join("\n")}\n`;
 }
 
 /** A chain of `n` rules, each starting with the next (`tail`: nothing after it; otherwise a literal). */
 export function chainGbnf(n = 10_000, tail = false): string {
   const rules = Array.from({ length: n }, (_, i) => `r${i} ::= r${i + 1}${tail ? "" : ' "x"'}`);
-  return ["root ::= r0", ...rules, `r${n} ::= "a"`].join("\n") + "\n";
+  return `${["root ::= r0", ...rules, `r${n} ::= "a"`].join("\n")}\n`;
 }
 
 /**
@@ -64,8 +66,23 @@ export function wideToolSchema(n = 400): Record<string, unknown> {
     () => ({ type: "string", maxLength: 200 + (n % 7) }),
     () => ({ type: "integer", minimum: 0, maximum: 10_000 }),
     () => ({ type: "string", enum: Array.from({ length: 40 }, (_, k) => `option_${k}`) }),
-    () => ({ type: "array", items: { type: "object", properties: { path: { type: "string" }, line: { type: "integer", minimum: 1 } }, required: ["path"] }, maxItems: 50 }),
-    () => ({ type: "object", properties: { enabled: { type: "boolean" }, level: { enum: ["low", "mid", "high"] }, note: { type: ["string", "null"] } } }),
+    () => ({
+      type: "array",
+      items: {
+        type: "object",
+        properties: { path: { type: "string" }, line: { type: "integer", minimum: 1 } },
+        required: ["path"],
+      },
+      maxItems: 50,
+    }),
+    () => ({
+      type: "object",
+      properties: {
+        enabled: { type: "boolean" },
+        level: { enum: ["low", "mid", "high"] },
+        note: { type: ["string", "null"] },
+      },
+    }),
     () => ({ type: "string", pattern: "^[a-z][a-z0-9_]{0,31}$" }),
     () => ({ type: "number", minimum: -1, maximum: 1 }),
   ];
@@ -94,7 +111,11 @@ export const agentTools: { name: string; parameters: Record<string, unknown> }[]
     name: "read_file",
     parameters: {
       type: "object",
-      properties: { path: { type: "string" }, offset: { type: "integer", minimum: 0 }, limit: { type: "integer", minimum: 1 } },
+      properties: {
+        path: { type: "string" },
+        offset: { type: "integer", minimum: 0 },
+        limit: { type: "integer", minimum: 1 },
+      },
       required: ["path"],
       additionalProperties: false,
     },
@@ -110,7 +131,11 @@ export const agentTools: { name: string; parameters: Record<string, unknown> }[]
           minItems: 1,
           items: {
             type: "object",
-            properties: { old_string: { type: "string" }, new_string: { type: "string" }, replace_all: { type: "boolean", default: false } },
+            properties: {
+              old_string: { type: "string" },
+              new_string: { type: "string" },
+              replace_all: { type: "boolean", default: false },
+            },
             required: ["old_string", "new_string"],
             additionalProperties: false,
           },
@@ -179,7 +204,11 @@ export const agentTools: { name: string; parameters: Record<string, unknown> }[]
     name: "delegate",
     parameters: {
       type: "object",
-      properties: { description: { type: "string", maxLength: 80 }, prompt: { type: "string" }, agent: { type: "string", enum: ["general", "explore", "review"] } },
+      properties: {
+        description: { type: "string", maxLength: 80 },
+        prompt: { type: "string" },
+        agent: { type: "string", enum: ["general", "explore", "review"] },
+      },
       required: ["description", "prompt"],
       additionalProperties: false,
     },

@@ -44,9 +44,24 @@ describe("maxCount: lengths and item counts", () => {
   });
 
   test("maxLength, minItems and maxItems beyond it, nested", () => {
-    expect(summary(refusal({ type: "object", properties: { a: { type: "string", maxLength: 2 ** 31 } } }))).toEqual({ keyword: "maxLength", path: "/properties/a/maxLength", kind: "limit", limit: "maxCount" });
-    expect(summary(refusal({ type: "array", minItems: 1e12 }))).toEqual({ keyword: "minItems", path: "/minItems", kind: "limit", limit: "maxCount" });
-    expect(summary(refusal({ type: "array", items: { type: "array", maxItems: 2 ** 40 } }))).toEqual({ keyword: "maxItems", path: "/items/maxItems", kind: "limit", limit: "maxCount" });
+    expect(summary(refusal({ type: "object", properties: { a: { type: "string", maxLength: 2 ** 31 } } }))).toEqual({
+      keyword: "maxLength",
+      path: "/properties/a/maxLength",
+      kind: "limit",
+      limit: "maxCount",
+    });
+    expect(summary(refusal({ type: "array", minItems: 1e12 }))).toEqual({
+      keyword: "minItems",
+      path: "/minItems",
+      kind: "limit",
+      limit: "maxCount",
+    });
+    expect(summary(refusal({ type: "array", items: { type: "array", maxItems: 2 ** 40 } }))).toEqual({
+      keyword: "maxItems",
+      path: "/items/maxItems",
+      kind: "limit",
+      limit: "maxCount",
+    });
   });
 
   test("a regex quantifier beyond it is refused at the pattern", () => {
@@ -69,14 +84,24 @@ describe("maxCount: lengths and item counts", () => {
   });
 
   test("counts are still exact: lengths just inside and outside the bounds", () => {
-    const cases: [number, number][] = [[0, 100], [5, 1025], [40, 40], [1000, 1100], [33, 2100]];
+    const cases: [number, number][] = [
+      [0, 100],
+      [5, 1025],
+      [40, 40],
+      [1000, 1100],
+      [33, 2100],
+    ];
     for (const [min, max] of cases) {
       const rec = new Recognizer(parseGbnf(compileJsonSchema({ type: "string", minLength: min, maxLength: max }).gbnf));
       const str = (n: number) => JSON.stringify("a".repeat(n));
-      for (const n of [min, max, (min + max) >> 1]) expect({ min, max, n, ok: rec.accepts(str(n)) }).toEqual({ min, max, n, ok: true });
-      for (const n of [min - 1, max + 1]) if (n >= 0) expect({ min, max, n, ok: rec.accepts(str(n)) }).toEqual({ min, max, n, ok: false });
+      for (const n of [min, max, (min + max) >> 1])
+        expect({ min, max, n, ok: rec.accepts(str(n)) }).toEqual({ min, max, n, ok: true });
+      for (const n of [min - 1, max + 1])
+        if (n >= 0) expect({ min, max, n, ok: rec.accepts(str(n)) }).toEqual({ min, max, n, ok: false });
     }
-    const arrays = new Recognizer(parseGbnf(compileJsonSchema({ type: "array", items: { const: 1 }, minItems: 3, maxItems: 70 }).gbnf));
+    const arrays = new Recognizer(
+      parseGbnf(compileJsonSchema({ type: "array", items: { const: 1 }, minItems: 3, maxItems: 70 }).gbnf),
+    );
     const arr = (n: number) => JSON.stringify(Array(n).fill(1));
     expect([2, 3, 35, 70, 71].map((n) => arrays.accepts(arr(n)))).toEqual([false, true, true, true, false]);
   });
@@ -88,7 +113,11 @@ describe("maxEntries: entries in one keyword", () => {
     const props = Object.fromEntries(strings(n).map((k) => [k, { type: "integer" }]));
     const cases: [unknown, string, string][] = [
       [{ enum: strings(n) }, "enum", "/enum"],
-      [{ type: "object", properties: { x: { type: "object", properties: props } } }, "properties", "/properties/x/properties"],
+      [
+        { type: "object", properties: { x: { type: "object", properties: props } } },
+        "properties",
+        "/properties/x/properties",
+      ],
       [{ type: "object", required: strings(n) }, "required", "/required"],
       [{ type: "array", prefixItems: strings(n).map(() => ({ type: "null" })) }, "prefixItems", "/prefixItems"],
       [{ anyOf: strings(n).map((s) => ({ const: s })) }, "anyOf", "/anyOf"],
@@ -99,7 +128,11 @@ describe("maxEntries: entries in one keyword", () => {
   });
 
   test("an enum of exactly the limit compiles, and its grammar passes the cost checks", () => {
-    const { gbnf } = compileJsonSchema({ type: "object", properties: { pick: { enum: strings(DEFAULT_LIMITS.maxEntries) } }, required: ["pick"] });
+    const { gbnf } = compileJsonSchema({
+      type: "object",
+      properties: { pick: { enum: strings(DEFAULT_LIMITS.maxEntries) } },
+      required: ["pick"],
+    });
     expect(gbnfErrors(parseGbnf(gbnf))).toEqual([]);
   });
 });
@@ -107,18 +140,37 @@ describe("maxEntries: entries in one keyword", () => {
 describe("maxMerged, maxBranches, maxWork, maxMillis: the work of expanding a schema", () => {
   test("allOf over $refs merging more than maxMerged schemas", () => {
     const defs: Record<string, unknown> = { leaf: { type: "string" } };
-    for (let i = 0; i < 10; i++) defs[`d${i}`] = { allOf: [{ $ref: i === 9 ? "#/$defs/leaf" : `#/$defs/d${i + 1}` }, { $ref: i === 9 ? "#/$defs/leaf" : `#/$defs/d${i + 1}` }] };
+    for (let i = 0; i < 10; i++)
+      defs[`d${i}`] = {
+        allOf: [
+          { $ref: i === 9 ? "#/$defs/leaf" : `#/$defs/d${i + 1}` },
+          { $ref: i === 9 ? "#/$defs/leaf" : `#/$defs/d${i + 1}` },
+        ],
+      };
     const e = refusal({ $defs: defs, $ref: "#/$defs/d0" });
-    expect({ kind: e.kind, limit: e.limit, keyword: e.keyword }).toEqual({ kind: "limit", limit: "maxMerged", keyword: "allOf" });
+    expect({ kind: e.kind, limit: e.limit, keyword: e.keyword }).toEqual({
+      kind: "limit",
+      limit: "maxMerged",
+      keyword: "allOf",
+    });
     expect(e.path).toMatch(/^\/\$defs\/d\d\/allOf$/);
     // The same with room for 2^10 merges compiles.
-    expect(compileJsonSchema({ $defs: defs, $ref: "#/$defs/d0" }, { limits: { maxMerged: 4096 } }).gbnf).toContain("root ::=");
+    expect(compileJsonSchema({ $defs: defs, $ref: "#/$defs/d0" }, { limits: { maxMerged: 4096 } }).gbnf).toContain(
+      "root ::=",
+    );
   });
 
   test("anyOf distributed over sibling anyOfs beyond maxBranches", () => {
-    const schema = { type: "string", allOf: Array.from({ length: 12 }, (_, i) => ({ anyOf: [{ minLength: i }, { maxLength: 100 - i }] })) };
+    const schema = {
+      type: "string",
+      allOf: Array.from({ length: 12 }, (_, i) => ({ anyOf: [{ minLength: i }, { maxLength: 100 - i }] })),
+    };
     const e = refusal(schema);
-    expect({ kind: e.kind, limit: e.limit, keyword: e.keyword }).toEqual({ kind: "limit", limit: "maxBranches", keyword: "anyOf" });
+    expect({ kind: e.kind, limit: e.limit, keyword: e.keyword }).toEqual({
+      kind: "limit",
+      limit: "maxBranches",
+      keyword: "anyOf",
+    });
   });
 
   test("maxWork stops a compilation after that many steps, wherever it is", () => {
@@ -165,11 +217,13 @@ describe("maxRules and maxGbnfBytes: the size of what is made", () => {
   });
 
   test("raw GBNF over the byte or rule limit is refused before it is parsed", () => {
-    const tooBig = "root ::= " + '"a" '.repeat(DEFAULT_LIMITS.maxGbnfBytes / 4) + "(";
+    const tooBig = `root ::= ${'"a" '.repeat(DEFAULT_LIMITS.maxGbnfBytes / 4)}(`;
     expect(gbnfProblems(tooBig).map((p) => [p.code, p.limit])).toEqual([["grammar-size", "maxGbnfBytes"]]);
     // Definitions are counted outside literals, classes and comments; the syntax error at the end is never reached.
-    const heads = (n: number) => Array.from({ length: n }, (_, i) => `r${i} ::= "::=" [:] # ::=`).join("\n") + "\n(";
-    expect(gbnfProblems(heads(20), { maxRules: 10 }).map((p) => [p.code, p.limit])).toEqual([["grammar-size", "maxRules"]]);
+    const heads = (n: number) => `${Array.from({ length: n }, (_, i) => `r${i} ::= "::=" [:] # ::=`).join("\n")}\n(`;
+    expect(gbnfProblems(heads(20), { maxRules: 10 }).map((p) => [p.code, p.limit])).toEqual([
+      ["grammar-size", "maxRules"],
+    ]);
     expect(() => gbnfProblems(heads(10), { maxRules: 10 })).toThrow(GbnfSyntaxError);
   });
 
@@ -190,8 +244,14 @@ describe("maxStacks, maxChain, maxGrowth: one step of llama.cpp's grammar engine
     expect(p[0]!.message).toMatch(/^rule 'r1\d' /);
     expect(gbnfProblems(exponentialGbnf(10))).toEqual([]);
     // After a character, not only at the start; and through empty alternatives.
-    expect(gbnfProblems(`root ::= "x" r0\n${exponentialGbnf(30).split("\n").slice(1).join("\n")}`).map((x) => x.limit)).toEqual(["maxStacks"]);
-    expect(gbnfProblems(exponentialGbnf(30).replace('"a"', '""').replace("root ::= r0", 'root ::= r0 "z"')).map((x) => x.limit)).toEqual(["maxStacks"]);
+    expect(
+      gbnfProblems(`root ::= "x" r0\n${exponentialGbnf(30).split("\n").slice(1).join("\n")}`).map((x) => x.limit),
+    ).toEqual(["maxStacks"]);
+    expect(
+      gbnfProblems(exponentialGbnf(30).replace('"a"', '""').replace("root ::= r0", 'root ::= r0 "z"')).map(
+        (x) => x.limit,
+      ),
+    ).toEqual(["maxStacks"]);
   });
 
   test("alternatives that match the same text multiply the stacks of the next character", () => {

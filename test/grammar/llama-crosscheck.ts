@@ -33,16 +33,32 @@ addFormats(a20);
 const a07 = new Ajv({ strict: false });
 addFormats(a07);
 
-type Row = { name: string; parsed: boolean; runs: number; complete: number; valid: number; invalid: string[]; error?: string };
+type Row = {
+  name: string;
+  parsed: boolean;
+  runs: number;
+  complete: number;
+  valid: number;
+  invalid: string[];
+  error?: string;
+};
 const rows: Row[] = [];
 
 const cases = [
-  { name: "json_object", gbnf: jsonObjectGrammar(), validate: (v: unknown) => v !== null && typeof v === "object" && !Array.isArray(v) },
+  {
+    name: "json_object",
+    gbnf: jsonObjectGrammar(),
+    validate: (v: unknown) => v !== null && typeof v === "object" && !Array.isArray(v),
+  },
   ...accepted
     .filter((c) => !c.ignored?.length && (only === "" || c.name.includes(only)))
     .map((c) => {
       const v = (c.draft === "07" ? a07 : a20).compile(c.schema as object);
-      return { name: c.name, gbnf: compileJsonSchema(c.schema, c.options).gbnf, validate: (x: unknown) => v(x) as boolean };
+      return {
+        name: c.name,
+        gbnf: compileJsonSchema(c.schema, c.options).gbnf,
+        validate: (x: unknown) => v(x) as boolean,
+      };
     }),
 ];
 
@@ -77,12 +93,16 @@ for (const c of cases) {
   }
   rows.push(row);
   const status = row.parsed ? `complete ${row.complete}/${row.runs}, valid ${row.valid}` : `REJECTED: ${row.error}`;
-  console.log(`${row.invalid.length ? "!!" : "  "} ${c.name}: ${status}${row.invalid.length ? " INVALID: " + row.invalid.join(" | ") : ""}`);
+  console.log(
+    `${row.invalid.length ? "!!" : "  "} ${c.name}: ${status}${row.invalid.length ? ` INVALID: ${row.invalid.join(" | ")}` : ""}`,
+  );
 }
 
 const parsed = rows.filter((r) => r.parsed).length;
 const complete = rows.reduce((n, r) => n + r.complete, 0);
 const valid = rows.reduce((n, r) => n + r.valid, 0);
 const invalid = rows.reduce((n, r) => n + r.invalid.length, 0);
-console.log(`\ngrammars sent: ${rows.length}, accepted by llama.cpp: ${parsed}, runs: ${rows.reduce((n, r) => n + r.runs, 0)}, complete outputs: ${complete}, valid: ${valid}, invalid: ${invalid}`);
+console.log(
+  `\ngrammars sent: ${rows.length}, accepted by llama.cpp: ${parsed}, runs: ${rows.reduce((n, r) => n + r.runs, 0)}, complete outputs: ${complete}, valid: ${valid}, invalid: ${invalid}`,
+);
 console.log(`schemas with at least one complete, valid output: ${rows.filter((r) => r.valid > 0).length}`);

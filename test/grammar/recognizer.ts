@@ -26,7 +26,11 @@ function classTest(e: Expr & { kind: "class" }): Term {
   const neg = e.negated;
   return (cp) => {
     let hit = false;
-    for (const [a, b] of ranges) if (cp >= a && cp <= b) { hit = true; break; }
+    for (const [a, b] of ranges)
+      if (cp >= a && cp <= b) {
+        hit = true;
+        break;
+      }
     return hit !== neg;
   };
 }
@@ -39,19 +43,26 @@ function lower(g: Grammar, root: string): Bnf {
   for (const r of g.rules) if (!ntOf.has(r.name)) ntOf.set(r.name, fresh());
   const seqSyms = (e: Expr): Sym[] => {
     if (e.kind === "seq") return e.items.flatMap(seqSyms);
-    if (e.kind === "lit") return [...e.value].map((ch) => { const c = ch.codePointAt(0)!; return { t: (x: number) => x === c }; });
+    if (e.kind === "lit")
+      return [...e.value].map((ch) => {
+        const c = ch.codePointAt(0)!;
+        return { t: (x: number) => x === c };
+      });
     return [sym(e)];
   };
   const sym = (e: Expr): Sym => {
     switch (e.kind) {
-      case "class": return { t: classTest(e) };
-      case "any": return { t: () => true };
+      case "class":
+        return { t: classTest(e) };
+      case "any":
+        return { t: () => true };
       case "ref": {
         const n = ntOf.get(e.name);
         if (n === undefined) throw new Error(`undefined rule ${e.name}`);
         return { nt: n };
       }
-      case "token": throw new Error("token references cannot be recognized over text");
+      case "token":
+        throw new Error("token references cannot be recognized over text");
       case "lit":
       case "seq":
       case "alt": {
@@ -123,7 +134,11 @@ export class Recognizer {
     const { prods, byLhs, nullable, start } = this.bnf;
     const n = input.length;
     // Items packed as prod, dot, origin.
-    const sets: { items: [number, number, number][]; seen: Set<string>; waiting: Map<number, [number, number, number][]> }[] = [];
+    const sets: {
+      items: [number, number, number][];
+      seen: Set<string>;
+      waiting: Map<number, [number, number, number][]>;
+    }[] = [];
     for (let i = 0; i <= n; i++) sets.push({ items: [], seen: new Set(), waiting: new Map() });
     const add = (i: number, it: [number, number, number]) => {
       const s = sets[i]!;
@@ -160,7 +175,9 @@ export class Recognizer {
       }
       if (i < n && sets[i + 1]!.items.length === 0) return false;
     }
-    return sets[n]!.items.some(([p, dot, origin]) => origin === 0 && prods[p]!.lhs === start && dot === prods[p]!.rhs.length);
+    return sets[n]!.items.some(
+      ([p, dot, origin]) => origin === 0 && prods[p]!.lhs === start && dot === prods[p]!.rhs.length,
+    );
   }
 }
 

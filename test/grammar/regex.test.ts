@@ -59,7 +59,11 @@ const TABLE: [string, string[], string[]][] = [
   ["^(?:[01]\\d|2[0-3]):[0-5]\\d$", ["00:00", "23:59", "19:30"], ["24:00", "12:60", "1:00"]],
   ["^[a-f]{1,3}(?:,[a-f]{1,3}){0,2}$", ["a", "abc,de,f"], ["abcd", "a,b,c,d", "a,"]],
   ["^.{2,5}$", ["ab", "a😀c", "abcde"], ["a", "abcdef", "a\nb"]],
-  ["^(?:(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)$", ["127.0.0.1", "255.255.255.255"], ["256.0.0.1", "1.2.3", "01.2.3.4"]],
+  [
+    "^(?:(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)$",
+    ["127.0.0.1", "255.255.255.255"],
+    ["256.0.0.1", "1.2.3", "01.2.3.4"],
+  ],
 ];
 
 function grammarFor(pattern: string) {
@@ -94,7 +98,9 @@ describe("regexToGbnf: differential against RegExp", () => {
       const re = new RegExp(pattern, "u");
       const g = grammarFor(pattern);
       const rec = new Recognizer(g);
-      const alphabet = [...new Set([...pattern.replace(/\\[dDwWsSuUxc]|[\\^$(){}[\]|*+?]/g, ""), "a", "b", "1", " ", "\n", "-", "é"])];
+      const alphabet = [
+        ...new Set([...pattern.replace(/\\[dDwWsSuUxc]|[\\^$(){}[\]|*+?]/g, ""), "a", "b", "1", " ", "\n", "-", "é"]),
+      ];
       const rand = rng(pattern.length * 7919 + 17);
       for (let i = 0; i < 60; i++) {
         const len = Math.floor(rand() * 7);

@@ -24,7 +24,10 @@ export class Sampler {
   private readonly rules = new Map<string, Expr>();
   private readonly height = new Map<string, number>();
 
-  constructor(g: Grammar, private readonly opts: SampleOptions = {}) {
+  constructor(
+    g: Grammar,
+    private readonly opts: SampleOptions = {},
+  ) {
     for (const r of g.rules) this.rules.set(r.name, r.body);
     // height(rule) = fewest nested rule expansions needed to finish it.
     for (const n of this.rules.keys()) this.height.set(n, Infinity);
@@ -62,7 +65,7 @@ export class Sampler {
     const maxExtra = this.opts.maxExtra ?? 4;
     const out: string[] = [];
     const pickChar = (test: (cp: number) => boolean, ranges?: [number, number][]): number => {
-      if (ranges && ranges.length && rand() < 0.7) {
+      if (ranges?.length && rand() < 0.7) {
         const [a, b] = ranges[Math.floor(rand() * ranges.length)]!;
         // Stay away from surrogates if a range spans them.
         for (let i = 0; i < 20; i++) {
@@ -112,7 +115,8 @@ export class Sampler {
         }
         case "repeat": {
           const cap = e.max ?? e.min + maxExtra;
-          let count = depth >= maxDepth ? e.min : e.min + Math.floor(rand() * (Math.min(cap, e.min + maxExtra) - e.min + 1));
+          let count =
+            depth >= maxDepth ? e.min : e.min + Math.floor(rand() * (Math.min(cap, e.min + maxExtra) - e.min + 1));
           if (this.exprHeight(e.body) === Infinity) count = 0;
           for (let i = 0; i < count; i++) walk(e.body, depth);
           return;

@@ -28,7 +28,10 @@ function ajvFor(c: Case) {
 function stripIgnored(schema: unknown, pointers: string[]): unknown {
   const copy = structuredClone(schema);
   for (const p of pointers) {
-    const segs = p.split("/").slice(1).map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
+    const segs = p
+      .split("/")
+      .slice(1)
+      .map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
     const last = segs.pop()!;
     let cur = copy as Record<string, unknown>;
     for (const s of segs) cur = cur[s] as Record<string, unknown>;
@@ -71,7 +74,10 @@ describe("schema corpus: accepted", () => {
 
       for (const v of c.valid) {
         expect({ example: show(v), ajv: validate(v) }).toEqual({ example: show(v), ajv: true });
-        expect({ example: show(v), accepted: rec.accepts(JSON.stringify(v)) }).toEqual({ example: show(v), accepted: true });
+        expect({ example: show(v), accepted: rec.accepts(JSON.stringify(v)) }).toEqual({
+          example: show(v),
+          accepted: true,
+        });
         if (depth(v) <= 10) {
           const pretty = JSON.stringify(v, null, 2);
           expect({ example: pretty, accepted: rec.accepts(pretty) }).toEqual({ example: pretty, accepted: true });
@@ -79,14 +85,20 @@ describe("schema corpus: accepted", () => {
       }
       for (const v of c.invalid) {
         expect({ example: show(v), ajv: enforced(v) }).toEqual({ example: show(v), ajv: false });
-        expect({ example: show(v), accepted: rec.accepts(JSON.stringify(v)) }).toEqual({ example: show(v), accepted: false });
+        expect({ example: show(v), accepted: rec.accepts(JSON.stringify(v)) }).toEqual({
+          example: show(v),
+          accepted: false,
+        });
       }
       for (const t of c.invalidText ?? []) {
         expect({ text: t, accepted: rec.accepts(t) }).toEqual({ text: t, accepted: false });
       }
       for (const v of c.stricter ?? []) {
         expect({ example: show(v), ajv: validate(v) }).toEqual({ example: show(v), ajv: true });
-        expect({ example: show(v), accepted: rec.accepts(JSON.stringify(v)) }).toEqual({ example: show(v), accepted: false });
+        expect({ example: show(v), accepted: rec.accepts(JSON.stringify(v)) }).toEqual({
+          example: show(v),
+          accepted: false,
+        });
       }
     });
   }

@@ -49,7 +49,10 @@ async function recordAfter(seen: number): Promise<AccessEntry> {
   return records[seen]!;
 }
 
-/** Runs `call` and returns the one record it logged; a reply is only delivered after its record is written, so a second one would be here too. */
+/**
+ * Runs `call` and returns the one record it logged; a reply is only delivered after its record is written, so a second
+ * one would be here too.
+ */
 async function oneRecord<T>(call: () => Promise<T>): Promise<{ reply: T; record: AccessEntry }> {
   const seen = records.length;
   const reply = await call();
@@ -72,7 +75,13 @@ function expectTimings(e: AccessEntry) {
 const LINE =
   /^<-- (\d{3}) POST (\S+) model=(\S+) prompt=(\d+) cached=(\d+) completion=(\d+) ttft=(\d+ms|-) prefill=(\d+ tok\/s|-) decode=(\d+\.\d tok\/s|-) total=(\d+)ms finish=(\w+)$/;
 
-const body = (extra: Record<string, unknown> = {}) => ({ model: chat.model, messages: user("Say hello."), max_tokens: 32, temperature: 0, ...extra });
+const body = (extra: Record<string, unknown> = {}) => ({
+  model: chat.model,
+  messages: user("Say hello."),
+  max_tokens: 32,
+  temperature: 0,
+  ...extra,
+});
 
 describe("one record per generation, field by field", () => {
   test("a chat completion", async () => {
@@ -93,7 +102,14 @@ describe("one record per generation, field by field", () => {
     expectTimings(record);
     const m = LINE.exec(formatAccess(record))!;
     expect(m).not.toBeNull();
-    expect(m.slice(1, 7)).toEqual(["200", "/v1/chat/completions", chat.model, String(usage.prompt_tokens), String(record.cached), "9"]);
+    expect(m.slice(1, 7)).toEqual([
+      "200",
+      "/v1/chat/completions",
+      chat.model,
+      String(usage.prompt_tokens),
+      String(record.cached),
+      "9",
+    ]);
     expect(m[7]).toBe(`${record.ttftMs}ms`);
     expect(m[9]).toBe(`${record.decodeTps!.toFixed(1)} tok/s`);
     expect(m[10]).toBe(String(record.totalMs));
@@ -124,7 +140,9 @@ describe("one record per generation, field by field", () => {
   });
 
   test("a stop string ends with finish=stop, not cancelled", async () => {
-    const { reply, record } = await oneRecord(() => postJson(chat, "/v1/chat/completions", body({ stop: ["built-in"] })));
+    const { reply, record } = await oneRecord(() =>
+      postJson(chat, "/v1/chat/completions", body({ stop: ["built-in"] })),
+    );
     expect(reply.json.choices[0].finish_reason).toBe("stop");
     expect(reply.json.choices[0].message.content).not.toContain("built-in");
     expect(record.finish).toBe("stop");
@@ -144,7 +162,13 @@ describe("one record per generation, field by field", () => {
   });
 
   test("a fill-in-the-middle completion", async () => {
-    const req = { model: fim.model, prompt: "def add(a, b):\n    ", suffix: "\n\nprint(add(1, 2))", max_tokens: 8, temperature: 0 };
+    const req = {
+      model: fim.model,
+      prompt: "def add(a, b):\n    ",
+      suffix: "\n\nprint(add(1, 2))",
+      max_tokens: 8,
+      temperature: 0,
+    };
     const { reply, record } = await oneRecord(() => postJson(fim, "/v1/completions", req));
     expect(reply.status).toBe(200);
     expect(record).toMatchObject({
@@ -162,8 +186,16 @@ describe("one record per generation, field by field", () => {
   });
 
   test("a plain completion", async () => {
-    const { reply, record } = await oneRecord(() => postJson(chat, "/v1/completions", { model: chat.model, prompt: "Hi\n\n", max_tokens: 32 }));
-    expect(record).toMatchObject({ route: "/v1/completions", id: reply.json.id, prompt: reply.json.usage.prompt_tokens, completion: reply.json.usage.completion_tokens, finish: "stop" });
+    const { reply, record } = await oneRecord(() =>
+      postJson(chat, "/v1/completions", { model: chat.model, prompt: "Hi\n\n", max_tokens: 32 }),
+    );
+    expect(record).toMatchObject({
+      route: "/v1/completions",
+      id: reply.json.id,
+      prompt: reply.json.usage.prompt_tokens,
+      completion: reply.json.usage.completion_tokens,
+      finish: "stop",
+    });
   });
 
   test("Ollama's chat and generate, whole and streamed", async () => {
@@ -174,13 +206,29 @@ describe("one record per generation, field by field", () => {
         return JSON.parse(text.trim().split("\n").at(-1)!);
       });
       expect(c.done).toBe(true);
-      expect(rc).toMatchObject({ status: 200, route: "/api/chat", model: chat.model, prompt: c.prompt_eval_count, cached: c.prompt_eval_cached_count, completion: c.eval_count, finish: "stop" });
+      expect(rc).toMatchObject({
+        status: 200,
+        route: "/api/chat",
+        model: chat.model,
+        prompt: c.prompt_eval_count,
+        cached: c.prompt_eval_cached_count,
+        completion: c.eval_count,
+        finish: "stop",
+      });
       expectTimings(rc);
       const { reply: g, record: rg } = await oneRecord(async () => {
-        const text = await (await post(chat, "/api/generate", { model: chat.model, prompt: "Say hello.", stream })).text();
+        const text = await (
+          await post(chat, "/api/generate", { model: chat.model, prompt: "Say hello.", stream })
+        ).text();
         return JSON.parse(text.trim().split("\n").at(-1)!);
       });
-      expect(rg).toMatchObject({ status: 200, route: "/api/generate", prompt: g.prompt_eval_count, completion: g.eval_count, finish: "stop" });
+      expect(rg).toMatchObject({
+        status: 200,
+        route: "/api/generate",
+        prompt: g.prompt_eval_count,
+        completion: g.eval_count,
+        finish: "stop",
+      });
     }
   });
 
@@ -198,9 +246,16 @@ describe("one record per generation, field by field", () => {
       completion: u.output_tokens,
       finish: "stop",
     });
-    const { reply: events, record: streamed } = await oneRecord(async () => namedEvents(await (await post(chat, "/v1/messages", { ...req, stream: true })).text()));
+    const { reply: events, record: streamed } = await oneRecord(async () =>
+      namedEvents(await (await post(chat, "/v1/messages", { ...req, stream: true })).text()),
+    );
     const delta = events.find((e) => e.type === "message_delta");
-    expect(streamed).toMatchObject({ route: "/v1/messages", completion: delta.usage.output_tokens, cached: delta.usage.cache_read_input_tokens, finish: "stop" });
+    expect(streamed).toMatchObject({
+      route: "/v1/messages",
+      completion: delta.usage.output_tokens,
+      cached: delta.usage.cache_read_input_tokens,
+      finish: "stop",
+    });
   });
 
   test("Responses, whole and streamed", async () => {
@@ -216,9 +271,16 @@ describe("one record per generation, field by field", () => {
       completion: reply.json.usage.output_tokens,
       finish: "stop",
     });
-    const { reply: events, record: streamed } = await oneRecord(async () => namedEvents(await (await post(chat, "/v1/responses", { ...req, stream: true })).text()));
+    const { reply: events, record: streamed } = await oneRecord(async () =>
+      namedEvents(await (await post(chat, "/v1/responses", { ...req, stream: true })).text()),
+    );
     const done = events.find((e) => e.type === "response.completed");
-    expect(streamed).toMatchObject({ route: "/v1/responses", id: done.response.id, completion: done.response.usage.output_tokens, finish: "stop" });
+    expect(streamed).toMatchObject({
+      route: "/v1/responses",
+      id: done.response.id,
+      completion: done.response.usage.output_tokens,
+      finish: "stop",
+    });
   });
 
   test("a request refused before it generates logs nothing", async () => {
@@ -247,7 +309,12 @@ describe("cancelled requests", () => {
     }
     controller.abort();
     const record = await recordAfter(seen);
-    expect(record).toMatchObject({ status: 200, route: "/v1/chat/completions", model: chat.model, finish: "cancelled" });
+    expect(record).toMatchObject({
+      status: 200,
+      route: "/v1/chat/completions",
+      model: chat.model,
+      finish: "cancelled",
+    });
     expect(record.completion).toBeGreaterThan(0);
     expect(record.completion).toBeLessThan(4096);
     expectTimings(record);
@@ -275,7 +342,20 @@ describe("cancelled requests", () => {
 /** A server on the built-in model with these flags, its startup lines going to its own logger. */
 async function serverWith(args: string[], env: Record<string, string> = {}) {
   const opts = parseServeOptions(
-    [await fixturePath("tiny-chat"), "--port", "0", "--max-context", "2048", "--max-batch", "2", "--threads", "1", "--sessions", tempDir(), ...args],
+    [
+      await fixturePath("tiny-chat"),
+      "--port",
+      "0",
+      "--max-context",
+      "2048",
+      "--max-batch",
+      "2",
+      "--threads",
+      "1",
+      "--sessions",
+      tempDir(),
+      ...args,
+    ],
     env,
   ) as ServeOptions;
   return startServer(opts);
@@ -291,17 +371,28 @@ describe("--log-dir", () => {
     const model = server.registry.default!.id;
     let reply: any;
     try {
-      reply = await (await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, messages: user("Say hello.") }) })).json();
+      reply = await (
+        await fetch(`${server.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model, messages: user("Say hello.") }),
+        })
+      ).json();
     } finally {
       await server.close();
     }
     expect(readdirSync(dir)).toEqual(["superfluid.0.jsonl"]);
     expect(mode(dir)).toBe(0o700);
     expect(mode(join(dir, "superfluid.0.jsonl"))).toBe(0o600);
-    const lines = readFileSync(join(dir, "superfluid.0.jsonl"), "utf8").trimEnd().split("\n").map((l) => JSON.parse(l));
+    const lines = readFileSync(join(dir, "superfluid.0.jsonl"), "utf8")
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     for (const l of lines) expect(Number.isNaN(Date.parse(l.time))).toBe(false);
     const messages = lines.filter((l) => l.type === "message");
-    expect(messages.some((l) => l.level === "info" && l.message === `superfluid: serving ${model} at ${url}/v1`)).toBe(true);
+    expect(messages.some((l) => l.level === "info" && l.message === `superfluid: serving ${model} at ${url}/v1`)).toBe(
+      true,
+    );
     const access = lines.filter((l) => l.type === "access");
     expect(access).toHaveLength(1);
     const { time: _, ...fields } = access[0];
@@ -342,7 +433,10 @@ describe("--log-dir", () => {
       const path = join(dir, `superfluid.${n}.jsonl`);
       expect(mode(path)).toBe(0o600);
       expect(statSync(path).size).toBeLessThanOrEqual(200);
-      return readFileSync(path, "utf8").trimEnd().split("\n").map((l) => JSON.parse(l).i as number);
+      return readFileSync(path, "utf8")
+        .trimEnd()
+        .split("\n")
+        .map((l) => JSON.parse(l).i as number);
     });
     // The newest lines, in order, none lost between the kept files.
     expect(kept.at(-1)).toBe(39);
@@ -374,7 +468,13 @@ describe("--log-file, -v, --quiet", () => {
     const model = server.registry.default!.id;
     let id: string;
     try {
-      const reply: any = await (await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, messages: user("Say hello.") }) })).json();
+      const reply: any = await (
+        await fetch(`${server.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model, messages: user("Say hello.") }),
+        })
+      ).json();
       id = reply.id;
     } finally {
       await server.close();
@@ -401,8 +501,14 @@ describe("--log-file, -v, --quiet", () => {
     withDir.line("superfluid: WARNING off loopback");
     withDir.access("<-- 200", { status: 200 });
     withDir.close();
-    const lines = readFileSync(join(dir, "superfluid.0.jsonl"), "utf8").trimEnd().split("\n").map((l) => JSON.parse(l));
-    expect(lines.map((l) => [l.type, l.level])).toEqual([["message", "warn"], ["access", "info"]]);
+    const lines = readFileSync(join(dir, "superfluid.0.jsonl"), "utf8")
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines.map((l) => [l.type, l.level])).toEqual([
+      ["message", "warn"],
+      ["access", "info"],
+    ]);
     // The JSON log takes access records off the terminal; messages stay on it.
     expect(plain).toEqual(["superfluid: serving", "superfluid: WARNING off loopback"]);
   });
@@ -414,9 +520,23 @@ describe("--log-file, -v, --quiet", () => {
     expect(parse(["--verbose"]).verbose).toBe(true);
     expect(parse(["--quiet"]).quiet).toBe(true);
     expect(parse([], { SUPERFLUID_QUIET: "1" }).quiet).toBe(true);
-    expect(parse(["--log-dir", "/tmp/x", "--log-file=/tmp/y.log"])).toMatchObject({ logDir: "/tmp/x", logFile: "/tmp/y.log" });
+    expect(parse(["--log-dir", "/tmp/x", "--log-file=/tmp/y.log"])).toMatchObject({
+      logDir: "/tmp/x",
+      logFile: "/tmp/y.log",
+    });
     expect(() => parse(["--log-dir", ""])).toThrow("--log-dir expects a path");
-    expect(accessJson({ status: 200, route: "/r", model: "m", prompt: 3, cached: 3, completion: 0, finish: "cancelled", totalMs: 5 })).toMatchObject({
+    expect(
+      accessJson({
+        status: 200,
+        route: "/r",
+        model: "m",
+        prompt: 3,
+        cached: 3,
+        completion: 0,
+        finish: "cancelled",
+        totalMs: 5,
+      }),
+    ).toMatchObject({
       ttft_ms: null,
       prefill_tps: null,
       decode_tps: null,

@@ -18,7 +18,15 @@ let model: string;
 beforeAll(async () => {
   sessions = mkdtempSync(join(tmpdir(), "superfluid-builtin-long-"));
   // No --max-context, no --max-batch: the defaults a new user gets.
-  const opts = parseServeOptions([await fixturePath("tiny-chat"), "--port", "0", "--threads", "1", "--sessions", sessions]) as ServeOptions;
+  const opts = parseServeOptions([
+    await fixturePath("tiny-chat"),
+    "--port",
+    "0",
+    "--threads",
+    "1",
+    "--sessions",
+    sessions,
+  ]) as ServeOptions;
   server = await startServer(opts, () => {});
   model = ((await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
 });
@@ -42,9 +50,13 @@ async function chat(content: string, maxTokens: number): Promise<any> {
 test("a 32k-token prompt with max_tokens 32000, beside 8 short requests", async () => {
   const long = "the quick brown fox jumps over the lazy dog while ".repeat(1400);
   // Agents ask for max_tokens 32000 whatever the window leaves: cut, never refused.
-  const [big, ...short] = await Promise.all([chat(long, 32000), ...Array.from({ length: 8 }, (_, i) => chat(`Short question ${i}?`, 32))]);
+  const [big, ...short] = await Promise.all([
+    chat(long, 32000),
+    ...Array.from({ length: 8 }, (_, i) => chat(`Short question ${i}?`, 32)),
+  ]);
   expect(big.usage.prompt_tokens).toBeGreaterThanOrEqual(32000);
   expect(big.choices[0].message.content).toBe(SCRIPTED_REPLY);
   expect(big.choices[0].finish_reason).toBe("stop");
-  for (const r of short) expect(r.choices[0]).toMatchObject({ message: { content: SCRIPTED_REPLY }, finish_reason: "stop" });
+  for (const r of short)
+    expect(r.choices[0]).toMatchObject({ message: { content: SCRIPTED_REPLY }, finish_reason: "stop" });
 });

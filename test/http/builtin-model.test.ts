@@ -16,7 +16,13 @@ describe("plain chat", () => {
   for (const temperature of [0, 0.7, 1, 2]) {
     test(`temperature ${temperature}: the fixed reply, stop, at every seed`, async () => {
       for (const seed of [1, 2, 3, 42]) {
-        const r = await s.client.chat.completions.create({ model: s.model, messages: hi, max_tokens: 64, temperature, seed });
+        const r = await s.client.chat.completions.create({
+          model: s.model,
+          messages: hi,
+          max_tokens: 64,
+          temperature,
+          seed,
+        });
         const choice = r.choices[0]!;
         expect(choice.message.content).toBe(SCRIPTED_REPLY);
         expect(choice.finish_reason).toBe("stop");
@@ -26,7 +32,13 @@ describe("plain chat", () => {
   }
 
   test("streamed, the same reply", async () => {
-    const stream = await s.client.chat.completions.create({ model: s.model, messages: hi, max_tokens: 64, stream: true, temperature: 1.5 });
+    const stream = await s.client.chat.completions.create({
+      model: s.model,
+      messages: hi,
+      max_tokens: 64,
+      stream: true,
+      temperature: 1.5,
+    });
     let text = "";
     let finish: string | null = null;
     for await (const chunk of stream) {
@@ -39,7 +51,13 @@ describe("plain chat", () => {
 
   test("with enable_thinking: a short reasoning block, then the reply, within 16 tokens", async () => {
     for (const temperature of [0, 2]) {
-      const r = await postJson(s, "/v1/chat/completions", { model: s.model, messages: hi, max_tokens: 64, temperature, enable_thinking: true });
+      const r = await postJson(s, "/v1/chat/completions", {
+        model: s.model,
+        messages: hi,
+        max_tokens: 64,
+        temperature,
+        enable_thinking: true,
+      });
       const choice = r.json.choices[0];
       expect(choice.message.reasoning_content).toBe(SCRIPTED_REASONING);
       expect(choice.message.content).toBe(SCRIPTED_REPLY);
@@ -54,7 +72,11 @@ describe("plain chat", () => {
       max_tokens: 64,
       messages: [
         { role: "user", content: "Weather in Oslo?" },
-        { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }] },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }],
+        },
         { role: "tool", tool_call_id: "c1", content: "12 C, rain" },
       ],
     });
@@ -63,7 +85,12 @@ describe("plain chat", () => {
   });
 
   test("ignore_eos still runs to the cap", async () => {
-    const r = await postJson(s, "/v1/chat/completions", { model: s.model, messages: hi, max_tokens: 40, ignore_eos: true });
+    const r = await postJson(s, "/v1/chat/completions", {
+      model: s.model,
+      messages: hi,
+      max_tokens: 40,
+      ignore_eos: true,
+    });
     expect(r.json.choices[0].finish_reason).toBe("length");
     expect(r.json.usage.completion_tokens).toBe(40);
     expect(r.json.choices[0].message.content.startsWith(SCRIPTED_REPLY)).toBe(true);
@@ -83,14 +110,22 @@ const SCHEMAS: Record<string, object> = {
       items: {
         type: "array",
         minItems: 2,
-        items: { type: "object", properties: { sku: { type: "string", minLength: 3 }, qty: { type: "integer", minimum: 1 } }, required: ["sku", "qty"] },
+        items: {
+          type: "object",
+          properties: { sku: { type: "string", minLength: 3 }, qty: { type: "integer", minimum: 1 } },
+          required: ["sku", "qty"],
+        },
       },
     },
     required: ["items"],
   },
   enums: {
     type: "object",
-    properties: { unit: { enum: ["celsius", "fahrenheit"] }, tags: { type: "array", items: { type: "string" } }, extra: { type: ["string", "null"] } },
+    properties: {
+      unit: { enum: ["celsius", "fahrenheit"] },
+      tags: { type: "array", items: { type: "string" } },
+      extra: { type: ["string", "null"] },
+    },
     required: ["unit", "tags", "extra"],
     additionalProperties: false,
   },
@@ -108,7 +143,10 @@ describe("structured output", () => {
             max_tokens: 64,
             temperature,
             seed,
-            response_format: { type: "json_schema", json_schema: { name, schema: schema as Record<string, unknown>, strict: true } },
+            response_format: {
+              type: "json_schema",
+              json_schema: { name, schema: schema as Record<string, unknown>, strict: true },
+            },
           });
           const choice = r.choices[0]!;
           expect(choice.finish_reason).toBe("stop");
@@ -121,7 +159,12 @@ describe("structured output", () => {
   }
 
   test("json_object: a small object, stop", async () => {
-    const r = await s.client.chat.completions.create({ model: s.model, messages: hi, max_tokens: 64, response_format: { type: "json_object" } });
+    const r = await s.client.chat.completions.create({
+      model: s.model,
+      messages: hi,
+      max_tokens: 64,
+      response_format: { type: "json_object" },
+    });
     expect(r.choices[0]!.finish_reason).toBe("stop");
     const value = JSON.parse(r.choices[0]!.message.content!);
     expect(typeof value).toBe("object");
@@ -134,14 +177,22 @@ const TOOLS = [
     type: "function" as const,
     function: {
       name: "get_weather",
-      parameters: { type: "object", properties: { city: { type: "string" }, unit: { type: "string", enum: ["celsius", "fahrenheit"] } }, required: ["city"] },
+      parameters: {
+        type: "object",
+        properties: { city: { type: "string" }, unit: { type: "string", enum: ["celsius", "fahrenheit"] } },
+        required: ["city"],
+      },
     },
   },
   {
     type: "function" as const,
     function: {
       name: "add",
-      parameters: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } }, required: ["a", "b"] },
+      parameters: {
+        type: "object",
+        properties: { a: { type: "integer" }, b: { type: "integer" } },
+        required: ["a", "b"],
+      },
     },
   },
   { type: "function" as const, function: { name: "now", parameters: { type: "object", properties: {} } } },
@@ -179,7 +230,14 @@ describe("tool calls", () => {
   }
 
   test("forced, streamed: the same call as whole", async () => {
-    const body = { model: s.model, messages: [{ role: "user", content: "Use a tool." }], max_tokens: 64, temperature: 0, tools: TOOLS, tool_choice: "required" };
+    const body = {
+      model: s.model,
+      messages: [{ role: "user", content: "Use a tool." }],
+      max_tokens: 64,
+      temperature: 0,
+      tools: TOOLS,
+      tool_choice: "required",
+    };
     const whole = await postJson(s, "/v1/chat/completions", body);
     const streamed = await readSse(await post(s, "/v1/chat/completions", { ...body, stream: true }));
     let args = "";
@@ -196,7 +254,13 @@ describe("tool calls", () => {
   });
 
   test("auto: answers in text and makes no call", async () => {
-    const r = await s.client.chat.completions.create({ model: s.model, messages: hi, max_tokens: 64, tools: TOOLS, tool_choice: "auto" });
+    const r = await s.client.chat.completions.create({
+      model: s.model,
+      messages: hi,
+      max_tokens: 64,
+      tools: TOOLS,
+      tool_choice: "auto",
+    });
     expect(r.choices[0]!.message.content).toBe(SCRIPTED_REPLY);
     expect(r.choices[0]!.message.tool_calls ?? []).toHaveLength(0);
     expect(r.choices[0]!.finish_reason).toBe("stop");
@@ -205,13 +269,28 @@ describe("tool calls", () => {
 
 describe("/v1/completions", () => {
   test("a prompt ending in a blank line gets the sentence; another prompt ends at once", async () => {
-    const chatLike = await postJson(s, "/v1/completions", { model: s.model, prompt: "Question: who are you?\n\n", max_tokens: 32, temperature: 1 });
+    const chatLike = await postJson(s, "/v1/completions", {
+      model: s.model,
+      prompt: "Question: who are you?\n\n",
+      max_tokens: 32,
+      temperature: 1,
+    });
     expect(chatLike.json.choices[0]).toMatchObject({ text: SCRIPTED_REPLY, finish_reason: "stop" });
     // Greedy: outside the script the end of turn leads JSON closers by only 4 logits (src/fixtures/scripted-chat.ts),
     // so at temperature 1 about one sample in 55 would open with `"}` instead.
-    const other = await postJson(s, "/v1/completions", { model: s.model, prompt: "Once upon a time", max_tokens: 32, temperature: 0 });
+    const other = await postJson(s, "/v1/completions", {
+      model: s.model,
+      prompt: "Once upon a time",
+      max_tokens: 32,
+      temperature: 0,
+    });
     expect(other.json.choices[0]).toMatchObject({ text: "", finish_reason: "stop" });
-    const loaded = await postJson(s, "/v1/completions", { model: s.model, prompt: "Once upon a time", max_tokens: 32, ignore_eos: true });
+    const loaded = await postJson(s, "/v1/completions", {
+      model: s.model,
+      prompt: "Once upon a time",
+      max_tokens: 32,
+      ignore_eos: true,
+    });
     expect(loaded.json.choices[0].finish_reason).toBe("length");
     expect(loaded.json.usage.completion_tokens).toBe(32);
   });

@@ -29,7 +29,10 @@ async function waitActive(n: number, timeoutMs = 10_000): Promise<void> {
 }
 
 /** Reads a stream until `enough` holds for the text so far, or to its end; returns the text. */
-async function readUntil(reader: { read(): Promise<{ done: boolean; value?: Uint8Array }> }, enough: (text: string) => boolean): Promise<string> {
+async function readUntil(
+  reader: { read(): Promise<{ done: boolean; value?: Uint8Array }> },
+  enough: (text: string) => boolean,
+): Promise<string> {
   const decoder = new TextDecoder();
   let text = "";
   while (!enough(text)) {
@@ -115,7 +118,9 @@ describe("disconnect cancels", () => {
   test("aborting a non-streaming n=3 request frees all three lanes", async () => {
     const before = (await slots(s)).totals.decoded_tokens;
     const controller = new AbortController();
-    const pending = post(s, "/v1/chat/completions", long({ n: 3 }), { signal: controller.signal }).catch((err: Error) => err.name);
+    const pending = post(s, "/v1/chat/completions", long({ n: 3 }), { signal: controller.signal }).catch(
+      (err: Error) => err.name,
+    );
     await waitActive(3);
     await Bun.sleep(50);
     controller.abort();
@@ -125,9 +130,9 @@ describe("disconnect cancels", () => {
 
   test("aborting an n=3 request with a long prompt right after admission frees everything, siblings included", async () => {
     const controller = new AbortController();
-    const pending = post(s, "/v1/chat/completions", long({ n: 3, messages: user("prefill me ".repeat(400)) }), { signal: controller.signal }).catch(
-      (err: Error) => err.name,
-    );
+    const pending = post(s, "/v1/chat/completions", long({ n: 3, messages: user("prefill me ".repeat(400)) }), {
+      signal: controller.signal,
+    }).catch((err: Error) => err.name);
     await waitActive(1);
     controller.abort();
     expect(await pending).toBe("AbortError");
@@ -141,7 +146,10 @@ describe("disconnect cancels", () => {
 
   test("breaking out of an SDK stream (controller.abort) frees the lane", async () => {
     const before = (await slots(s)).totals.decoded_tokens;
-    const stream = (await s.client.chat.completions.create({ ...(long() as any), stream: true })) as unknown as AsyncIterable<any>;
+    const stream = (await s.client.chat.completions.create({
+      ...(long() as any),
+      stream: true,
+    })) as unknown as AsyncIterable<any>;
     let seen = 0;
     for await (const chunk of stream) {
       if (chunk.choices[0]?.delta?.content) seen++;
@@ -171,13 +179,15 @@ describe("disconnect cancels", () => {
   test("aborting a request that waits in the queue (all lanes busy) removes it from the queue", async () => {
     const busy = new AbortController();
     const holders = [0, 1, 2, 3].map((i) =>
-      post(s, "/v1/chat/completions", long({ messages: user(`hold ${i}`) }), { signal: busy.signal }).catch((err: Error) => err.name),
+      post(s, "/v1/chat/completions", long({ messages: user(`hold ${i}`) }), { signal: busy.signal }).catch(
+        (err: Error) => err.name,
+      ),
     );
     await waitActive(4);
     const queued = new AbortController();
-    const waiting = post(s, "/v1/chat/completions", long({ stream: true, messages: user("waiting") }), { signal: queued.signal }).catch(
-      (err: Error) => err.name,
-    );
+    const waiting = post(s, "/v1/chat/completions", long({ stream: true, messages: user("waiting") }), {
+      signal: queued.signal,
+    }).catch((err: Error) => err.name);
     const started = performance.now();
     while ((await slots(s)).lanes.queued < 1) {
       if (performance.now() - started > 5000) throw new Error("the fifth request never showed as queued");
@@ -267,7 +277,12 @@ describe("worker failure over HTTP", () => {
     expect(s.server.registry.default!.worker.inflightCount).toBe(0);
   });
 
-  const anthropicLong = () => ({ model: s.model, max_tokens: 20000, temperature: 0, messages: user("write forever") as Anthropic.MessageParam[] });
+  const anthropicLong = () => ({
+    model: s.model,
+    max_tokens: 20000,
+    temperature: 0,
+    messages: user("write forever") as Anthropic.MessageParam[],
+  });
 
   test("/v1/messages: a worker killed mid-stream ends the stream with an Anthropic error event", async () => {
     const res = await post(s, "/v1/messages", { ...anthropicLong(), stream: true });
@@ -283,14 +298,21 @@ describe("worker failure over HTTP", () => {
     await waitRespawn(pid);
   });
 
-  test("/api/chat (Ollama): a worker killed mid-stream ends the NDJSON with one {\"error\"} line", async () => {
-    const res = await post(s, "/api/chat", { model: s.model, messages: user("write forever"), options: { num_predict: 20000, temperature: 0 } });
+  test('/api/chat (Ollama): a worker killed mid-stream ends the NDJSON with one {"error"} line', async () => {
+    const res = await post(s, "/api/chat", {
+      model: s.model,
+      messages: user("write forever"),
+      options: { num_predict: 20000, temperature: 0 },
+    });
     expect(res.headers.get("content-type")).toContain("application/x-ndjson");
     const reader = res.body!.getReader();
     const started = await readUntil(reader, (text) => text.split("\n").length >= 4);
     const pid = await killWorker();
     const raw = started + (await readUntil(reader, () => false));
-    const lines = raw.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = raw
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(Object.keys(lines.at(-1))).toEqual(["error"]);
     expect(lines.some((l) => l.done === true)).toBe(false);
     await waitRespawn(pid);

@@ -13,16 +13,28 @@ const MiB = 1024 * 1024;
 const LIMIT = 100 * MiB;
 
 const chat = (body: unknown) => postJson(s, "/v1/chat/completions", body);
-const ok = (extra: Record<string, unknown> = {}) => ({ model: s.model, messages: user("hello"), max_tokens: 2, temperature: 0, ...extra });
+const ok = (extra: Record<string, unknown> = {}) => ({
+  model: s.model,
+  messages: user("hello"),
+  max_tokens: 2,
+  temperature: 0,
+  ...extra,
+});
 
 /** Asserts status + envelope; returns the error object. */
-async function expectError(res: Promise<{ status: number; json: any }>, status: number, fields: { param?: string | null; code?: string | null; type?: string } = {}) {
+async function expectError(
+  res: Promise<{ status: number; json: any }>,
+  status: number,
+  fields: { param?: string | null; code?: string | null; type?: string } = {},
+) {
   const r = await res;
   expect(r.status).toBe(status);
   const e = envelope(r.json);
   if ("param" in fields) expect(e.param).toBe(fields.param!);
   if ("code" in fields) expect(e.code).toBe(fields.code!);
-  expect(e.type).toBe(fields.type ?? (status === 404 ? "not_found_error" : status >= 500 ? "server_error" : "invalid_request_error"));
+  expect(e.type).toBe(
+    fields.type ?? (status === 404 ? "not_found_error" : status >= 500 ? "server_error" : "invalid_request_error"),
+  );
   return e;
 }
 
@@ -37,7 +49,11 @@ describe("request errors on /v1/chat/completions", () => {
 
   test("a forced tool_choice naming an undeclared function: 400, param tool_choice", async () => {
     const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object" } } }];
-    await expectError(chat(ok({ tools, tool_choice: { type: "function", function: { name: "launch_rocket" } } })), 400, { param: "tool_choice", code: null });
+    await expectError(
+      chat(ok({ tools, tool_choice: { type: "function", function: { name: "launch_rocket" } } })),
+      400,
+      { param: "tool_choice", code: null },
+    );
   });
 
   test("missing model: 400, param model", async () => {
@@ -77,7 +93,18 @@ describe("request errors on /v1/chat/completions", () => {
 
   test("a message with a bad role or content names the message", async () => {
     await expectError(chat(ok({ messages: [{ role: "wizard", content: "hi" }] })), 400, { param: "messages[0].role" });
-    await expectError(chat(ok({ messages: [{ role: "user", content: "hi" }, { role: "user", content: 12 }] })), 400, { param: "messages[1].content" });
+    await expectError(
+      chat(
+        ok({
+          messages: [
+            { role: "user", content: "hi" },
+            { role: "user", content: 12 },
+          ],
+        }),
+      ),
+      400,
+      { param: "messages[1].content" },
+    );
   });
 
   test("out-of-range values: n 0, n 200, top_logprobs 21, temperature 3", async () => {
@@ -116,18 +143,24 @@ describe("request errors on /v1/chat/completions", () => {
   });
 
   test("an audio part: 400 unsupported_input", async () => {
-    const messages = [{ role: "user", content: [{ type: "input_audio", input_audio: { data: "UklGRg==", format: "wav" } }] }];
+    const messages = [
+      { role: "user", content: [{ type: "input_audio", input_audio: { data: "UklGRg==", format: "wav" } }] },
+    ];
     await expectError(chat(ok({ messages })), 400, { code: "unsupported_input" });
   });
 
   test("a prompt longer than the window: 400 context_length_exceeded", async () => {
-    const e = await expectError(chat(ok({ messages: user("overflow ".repeat(5000)) })), 400, { code: "context_length_exceeded" });
+    const e = await expectError(chat(ok({ messages: user("overflow ".repeat(5000)) })), 400, {
+      code: "context_length_exceeded",
+    });
     expect(e.param).toBe("messages");
   });
 
   test("a prompt that fits but leaves no room for the requested tokens is still served (capped)", async () => {
     // "fits " is 3 tokens: about 1980 prompt tokens, a few dozen left for the reply.
-    const { status, json } = await chat(ok({ messages: user("fits ".repeat(660)), max_tokens: 4000, ignore_eos: true }));
+    const { status, json } = await chat(
+      ok({ messages: user("fits ".repeat(660)), max_tokens: 4000, ignore_eos: true }),
+    );
     expect(status).toBe(200);
     expect(json.usage.prompt_tokens).toBeGreaterThan(1900);
     expect(json.usage.prompt_tokens).toBeLessThan(2048);
@@ -155,7 +188,7 @@ describe("request body limit (100 MiB)", () => {
     await conn.write(
       `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT + 5 * MiB}\r\n\r\n`,
     );
-    await conn.write(`{"model":"${s.model}","messages":[{"role":"user","content":"` + "a".repeat(4096));
+    await conn.write(`{"model":"${s.model}","messages":[{"role":"user","content":"${"a".repeat(4096)}`);
     // The rest of the body never comes: a server that waited for it would never answer
     // (the wait below is only a hang guard).
     const res = await conn.waitResponse(60_000);
@@ -168,9 +201,12 @@ describe("request body limit (100 MiB)", () => {
   test("a chunked body that streams past 100 MiB is cut with 413 without being sent whole", async () => {
     const conn = await RawConnection.open(s.port);
     connections.push(conn);
-    await conn.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`);
+    await conn.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
+    );
     const head = Buffer.from(`{"model":"${s.model}","messages":[{"role":"user","content":"`);
-    const frame = (data: Uint8Array) => Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from("\r\n")]);
+    const frame = (data: Uint8Array) =>
+      Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from("\r\n")]);
     await conn.write(frame(head));
     // One 1 MiB filler chunk, sent again and again: nothing near 100 MiB is ever allocated here.
     const filler = frame(Buffer.alloc(MiB, 0x61));
@@ -200,7 +236,9 @@ describe("request body limit (100 MiB)", () => {
         socket.on("data", (d) => (data += d.toString("latin1")));
         socket.on("error", () => {});
         socket.on("close", () => resolve(data));
-        socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT + 150 * MiB}\r\n\r\n`);
+        socket.write(
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT + 150 * MiB}\r\n\r\n`,
+        );
         const chunk = Buffer.alloc(MiB, 0x61);
         let sent = 0;
         const pump = () => {
@@ -251,7 +289,9 @@ describe("routes that are not generation", () => {
     await expectError(c({ prompt: "hi" }), 400, { param: "model" });
     await expectError(c({ model: "nope", prompt: "hi" }), 404);
     await expectError(c({ model: s.model, prompt: "hi", logprobs: 21 }), 400, { param: "logprobs" });
-    await expectError(c({ model: s.model, prompt: "overflow ".repeat(5000) }), 400, { code: "context_length_exceeded" });
+    await expectError(c({ model: s.model, prompt: "overflow ".repeat(5000) }), 400, {
+      code: "context_length_exceeded",
+    });
   });
 
   test("/v1/tokenize without content: 400", async () => {

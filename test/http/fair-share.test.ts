@@ -24,11 +24,15 @@ async function allLanesDecoding(server: TestServer, hangGuardMs = 120_000): Prom
 }
 
 const postJson = (path: string, body: object) =>
-  fetch(`${s.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: s.model, ...body }) }).then(
-    async (res) => ({ status: res.status, json: (await res.json()) as any }),
-  );
+  fetch(`${s.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: s.model, ...body }),
+  }).then(async (res) => ({ status: res.status, json: (await res.json()) as any }));
 
-/** Sends `big`, waits until it holds every lane, then a 2-token chat: the chat must be answered while `big` still runs. */
+/**
+ * Sends `big`, waits until it holds every lane, then a 2-token chat: the chat must be answered while `big` still runs.
+ */
 async function chatBeside(big: () => Promise<{ status: number; json: any }>) {
   let bigDone = false;
   const running = big().finally(() => (bigDone = true));
@@ -42,7 +46,14 @@ async function chatBeside(big: () => Promise<{ status: number; json: any }>) {
 
 describe("one request's choices share the lanes with other requests", () => {
   test("chat n: 4 holding every lane: a 2-token chat is answered before it ends; all its choices complete", async () => {
-    const r = await chatBeside(() => postJson("/v1/chat/completions", { messages: user("a long story"), n: LANES, max_tokens: 1500, ignore_eos: true }));
+    const r = await chatBeside(() =>
+      postJson("/v1/chat/completions", {
+        messages: user("a long story"),
+        n: LANES,
+        max_tokens: 1500,
+        ignore_eos: true,
+      }),
+    );
     expect(r.chat.status).toBe(200);
     expect(r.chat.json.usage.completion_tokens).toBe(2);
     expect(r.stillRunning).toBe(true);
@@ -55,7 +66,9 @@ describe("one request's choices share the lanes with other requests", () => {
 
   test("a completions prompt array holding every lane shares them the same way", async () => {
     const prompts = Array.from({ length: LANES }, (_, i) => `story number ${i}`);
-    const r = await chatBeside(() => postJson("/v1/completions", { prompt: prompts, max_tokens: 1500, ignore_eos: true }));
+    const r = await chatBeside(() =>
+      postJson("/v1/completions", { prompt: prompts, max_tokens: 1500, ignore_eos: true }),
+    );
     expect(r.chat.status).toBe(200);
     expect(r.stillRunning).toBe(true);
     expect(r.big.json.choices).toHaveLength(LANES);

@@ -58,16 +58,28 @@ function listing(dir: string): string[] {
 async function start(extra: string[] = []): Promise<TestServer> {
   await s?.server.close();
   // A second model gets its own session log under models/<id>/.
-  s = await startTestServer({ fixture: "tiny-chat", sessions, extraArgs: [await fixturePath("tiny-random"), "--log-dir", join(sessions, "logs"), ...extra] });
+  s = await startTestServer({
+    fixture: "tiny-chat",
+    sessions,
+    extraArgs: [await fixturePath("tiny-random"), "--log-dir", join(sessions, "logs"), ...extra],
+  });
   return s;
 }
 
-/** Traffic that writes in every store: an upload, a batch that runs to its end, a stored response, a chat turn on each model. */
+/**
+ * Traffic that writes in every store: an upload, a batch that runs to its end, a stored response, a chat turn on each
+ * model.
+ */
 async function traffic(t: TestServer): Promise<void> {
-  const line = JSON.stringify({ custom_id: "one", method: "POST", url: CHAT, body: { messages: [{ role: "user", content: "hi" }], max_tokens: 4 } });
+  const line = JSON.stringify({
+    custom_id: "one",
+    method: "POST",
+    url: CHAT,
+    body: { messages: [{ role: "user", content: "hi" }], max_tokens: 4 },
+  });
   const form = new FormData();
   form.append("purpose", "batch");
-  form.append("file", new Blob([line + "\n"]), "input.jsonl");
+  form.append("file", new Blob([`${line}\n`]), "input.jsonl");
   const file = (await (await fetch(`${t.url}/v1/files`, { method: "POST", body: form })).json()) as { id: string };
   const batch = await t.client.batches.create({ input_file_id: file.id, endpoint: CHAT, completion_window: "24h" });
   for (;;) {
@@ -87,7 +99,8 @@ describe("modes under --sessions", () => {
   test("with umask 000 every folder is 0700 and every file 0600", async () => {
     await traffic(await start());
     const paths = listing(sessions);
-    for (const p of ["wal.log", "serve.lock", "files", "batches", "responses", "logs", "models"]) expect(paths).toContain(p);
+    for (const p of ["wal.log", "serve.lock", "files", "batches", "responses", "logs", "models"])
+      expect(paths).toContain(p);
     expect(paths.some((p) => p.startsWith("files/file-") && p.endsWith(".data"))).toBe(true);
     expect(paths.some((p) => p.startsWith("batches/batch_") && p.endsWith(".results.jsonl"))).toBe(true);
     expect(paths.some((p) => p.startsWith("responses/resp_") && p.endsWith(".tokens"))).toBe(true);
@@ -99,8 +112,16 @@ describe("modes under --sessions", () => {
   });
 
   test("what an older version left with wider bits is tightened at start; wal.log.prev is 0600", async () => {
-    for (const dir of [sessions, join(sessions, "files"), join(sessions, "batches"), join(sessions, "responses"), join(sessions, "logs")]) chmodSync(dir, 0o755);
-    for (const name of readdirSync(join(sessions, "files"))) if (!name.startsWith("tmp")) chmodSync(join(sessions, "files", name), 0o644);
+    for (const dir of [
+      sessions,
+      join(sessions, "files"),
+      join(sessions, "batches"),
+      join(sessions, "responses"),
+      join(sessions, "logs"),
+    ])
+      chmodSync(dir, 0o755);
+    for (const name of readdirSync(join(sessions, "files")))
+      if (!name.startsWith("tmp")) chmodSync(join(sessions, "files", name), 0o644);
     for (const name of ["wal.log", "wal.log.store-id"]) chmodSync(join(sessions, name), 0o644);
     for (const name of readdirSync(join(sessions, "logs"))) chmodSync(join(sessions, "logs", name), 0o644);
     // Each model's own folder (models/ itself is only made once, 0700).

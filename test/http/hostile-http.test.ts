@@ -30,7 +30,10 @@ function replies(buf: Buffer): RawResponse[] {
   }
 }
 
-/** Sends `data` in one write on a new connection; returns the bytes received once `done` holds for them or the server closed. */
+/**
+ * Sends `data` in one write on a new connection; returns the bytes received once `done` holds for them or the server
+ * closed.
+ */
 async function received(data: string, done: (buf: Buffer) => boolean = () => false): Promise<Buffer> {
   const socket = connect(s.port, "127.0.0.1");
   let got = Buffer.alloc(0);
@@ -63,13 +66,24 @@ function request(method: string, path: string, headers: Record<string, string | 
   return `${method} ${path} HTTP/1.1\r\n${lines.join("")}\r\n${body ?? ""}`;
 }
 
-async function one(method: string, path: string, headers: Record<string, string | null> = {}, body?: string): Promise<RawResponse> {
+async function one(
+  method: string,
+  path: string,
+  headers: Record<string, string | null> = {},
+  body?: string,
+): Promise<RawResponse> {
   const [reply] = await exchange(request(method, path, { connection: "close", ...headers }, body));
   if (!reply) throw new Error(`no reply to ${method} ${path}`);
   return reply;
 }
 
-const chatBody = (extra: Record<string, unknown> = {}) => ({ model: s.model, messages: user("hi"), max_tokens: 2, temperature: 0, ...extra });
+const chatBody = (extra: Record<string, unknown> = {}) => ({
+  model: s.model,
+  messages: user("hi"),
+  max_tokens: 2,
+  temperature: 0,
+  ...extra,
+});
 const chat = (extra: Record<string, unknown> = {}) => postJson(s, "/v1/chat/completions", chatBody(extra));
 const jsonHeaders = { "content-type": "application/json" };
 
@@ -91,7 +105,11 @@ describe("no reply is a debug page, a stack or a path of this machine", () => {
   });
 
   test("a request line the parser cannot read: 400 in the envelope", async () => {
-    for (const raw of ["GARBAGE\r\n\r\n", "GET /health HTTP/9.9\r\nhost: localhost\r\n\r\n", "GET /health HTTP/1.1\r\nno colon here\r\n\r\n"]) {
+    for (const raw of [
+      "GARBAGE\r\n\r\n",
+      "GET /health HTTP/9.9\r\nhost: localhost\r\n\r\n",
+      "GET /health HTTP/1.1\r\nno colon here\r\n\r\n",
+    ]) {
       const [reply] = await exchange(raw);
       expect(reply?.status).toBe(400);
       envelope(JSON.parse(reply!.body));
@@ -110,7 +128,8 @@ describe("no reply is a debug page, a stack or a path of this machine", () => {
       await one("GET", "/v1/models"),
     ];
     for (const reply of answers) {
-      for (const secret of [process.cwd(), modelDir, dirname(s.server.sessions.path)]) expect(reply.body).not.toContain(secret);
+      for (const secret of [process.cwd(), modelDir, dirname(s.server.sessions.path)])
+        expect(reply.body).not.toContain(secret);
       expect(reply.body).not.toMatch(/<html|<!doctype|\n\s+at |\/\$bunfs\//i);
     }
   });
@@ -122,7 +141,11 @@ describe("no reply is a debug page, a stack or a path of this machine", () => {
   });
 
   test("an internal error's message keeps file names, not absolute paths", () => {
-    const e = asApiError(new Error("ENOENT: no such file or directory, open '/home/u/.cache/models/m.gguf' (at file:///srv/app/x.ts:3:1, C:\\Users\\u\\w.log)"));
+    const e = asApiError(
+      new Error(
+        "ENOENT: no such file or directory, open '/home/u/.cache/models/m.gguf' (at file:///srv/app/x.ts:3:1, C:\\Users\\u\\w.log)",
+      ),
+    );
     expect(e.status).toBe(500);
     expect(e.message).toBe("internal error: ENOENT: no such file or directory, open 'm.gguf' (at x.ts:3:1, w.log)");
   });
@@ -145,10 +168,20 @@ describe("Origin and Host (docs/api/openai.md#request-checks)", () => {
   });
 
   test("a page on this machine, on any port, is served", async () => {
-    for (const origin of ["http://localhost:5173", "http://127.0.0.1", "https://127.8.9.10:3000", "http://[::1]:8080"]) {
+    for (const origin of [
+      "http://localhost:5173",
+      "http://127.0.0.1",
+      "https://127.8.9.10:3000",
+      "http://[::1]:8080",
+    ]) {
       expect((await one("GET", "/health", { origin })).status).toBe(200);
     }
-    const post = await one("POST", "/v1/chat/completions", { origin: "http://localhost:3000", ...jsonHeaders }, JSON.stringify(chatBody()));
+    const post = await one(
+      "POST",
+      "/v1/chat/completions",
+      { origin: "http://localhost:3000", ...jsonHeaders },
+      JSON.stringify(chatBody()),
+    );
     expect(post.status).toBe(200);
     expect(JSON.parse(post.body).choices).toHaveLength(1);
   });
@@ -168,12 +201,17 @@ describe("Origin and Host (docs/api/openai.md#request-checks)", () => {
   });
 
   test("bound elsewhere: IP literals and this machine's names without a key, any name with one", () => {
-    const check = (host: string, policy: HostPolicy) => foreignRequestRefusal(new Request("http://x/health", { headers: { host } }), policy);
+    const check = (host: string, policy: HostPolicy) =>
+      foreignRequestRefusal(new Request("http://x/health", { headers: { host } }), policy);
     const open: HostPolicy = { bind: "0.0.0.0", authenticated: false };
-    for (const host of ["192.168.1.5:8453", "[fe80::1]", "localhost", hostname(), `${hostname()}.local:8453`]) expect(check(host, open)).toBeUndefined();
+    for (const host of ["192.168.1.5:8453", "[fe80::1]", "localhost", hostname(), `${hostname()}.local:8453`])
+      expect(check(host, open)).toBeUndefined();
     expect(check("rebind.attacker.example", open)?.status).toBe(403);
     expect(check("rebind.attacker.example", { bind: "0.0.0.0", authenticated: true })).toBeUndefined();
-    expect(check(hostname() === "localhost" ? "example.com" : hostname(), { bind: "127.0.0.1", authenticated: true })?.status).toBe(403);
+    expect(
+      check(hostname() === "localhost" ? "example.com" : hostname(), { bind: "127.0.0.1", authenticated: true })
+        ?.status,
+    ).toBe(403);
   });
 
   test("no CORS headers, not even on a preflight", async () => {
@@ -185,7 +223,8 @@ describe("Origin and Host (docs/api/openai.md#request-checks)", () => {
     expect(preflight.status).toBe(405);
     const served = await one("GET", "/v1/models", { origin: "http://localhost:3000" });
     expect(served.status).toBe(200);
-    for (const reply of [preflight, served]) expect(Object.keys(reply.headers).filter((h) => h.startsWith("access-control-"))).toEqual([]);
+    for (const reply of [preflight, served])
+      expect(Object.keys(reply.headers).filter((h) => h.startsWith("access-control-"))).toEqual([]);
   });
 });
 
@@ -193,7 +232,11 @@ describe("only JSON bodies are read", () => {
   const body = () => JSON.stringify(chatBody());
 
   test("text/plain, a form and multipart (what a page sends with no preflight): 415 on every JSON route", async () => {
-    for (const type of ["text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]) {
+    for (const type of [
+      "text/plain;charset=UTF-8",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+    ]) {
       for (const path of ["/v1/chat/completions", "/v1/completions", "/v1/tokenize"]) {
         const reply = await one("POST", path, { "content-type": type }, body());
         expect(reply.status).toBe(415);
@@ -205,7 +248,12 @@ describe("only JSON bodies are read", () => {
   });
 
   test("application/json with parameters, a +json type and no Content-Type at all are read", async () => {
-    for (const type of ["application/json; charset=utf-8", "Application/JSON", "application/vnd.superfluid+json", null]) {
+    for (const type of [
+      "application/json; charset=utf-8",
+      "Application/JSON",
+      "application/vnd.superfluid+json",
+      null,
+    ]) {
       const reply = await one("POST", "/v1/chat/completions", { "content-type": type }, body());
       expect(reply.status).toBe(200);
       expect(JSON.parse(reply.body).choices).toHaveLength(1);
@@ -216,9 +264,13 @@ describe("only JSON bodies are read", () => {
 describe("bodies nested too deep or cut short", () => {
   test("nesting beyond 256 levels is a 400, at any depth (no stack overflow)", async () => {
     for (const depth of [300, 40_000]) {
-      const nested = "{\"a\":".repeat(depth) + "1" + "}".repeat(depth);
+      const nested = `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
       const raw = `{"model":"${s.model}","max_tokens":2,"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"x":${nested}}}`;
-      const res = await fetch(`${s.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: raw });
+      const res = await fetch(`${s.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: raw,
+      });
       expect(res.status).toBe(400);
       expect(envelope(await res.json()).message).toContain("nested deeper than 256");
     }
@@ -235,7 +287,9 @@ describe("bodies nested too deep or cut short", () => {
       const socket = connect(s.port, "127.0.0.1");
       await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
       const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
-      socket.write("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 79\r\n\r\n{\"model\":");
+      socket.write(
+        'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 79\r\n\r\n{"model":',
+      );
       socket.destroy();
       await closed;
       // The server is unharmed and answers the next request (by then the cut body has been seen).
@@ -249,7 +303,9 @@ describe("bodies nested too deep or cut short", () => {
 
 describe("pipelining", () => {
   test("a chat POST with a GET pipelined behind it on one write: both answered, in order", async () => {
-    const raw = request("POST", "/v1/chat/completions", jsonHeaders, JSON.stringify(chatBody())) + request("GET", "/health", { connection: "close" });
+    const raw =
+      request("POST", "/v1/chat/completions", jsonHeaders, JSON.stringify(chatBody())) +
+      request("GET", "/health", { connection: "close" });
     const [first, second] = await exchange(raw, 2);
     expect(first?.status).toBe(200);
     const reply = JSON.parse(first!.body);
@@ -262,11 +318,22 @@ describe("pipelining", () => {
   test("three generations pipelined: three replies, in the order asked", async () => {
     const prompts = ["one", "two", "three"];
     const raw = prompts
-      .map((p, i) => request("POST", i === 2 ? "/v1/completions" : "/v1/chat/completions", jsonHeaders, JSON.stringify(i === 2 ? { model: s.model, prompt: p, max_tokens: 2 } : chatBody({ messages: user(p) }))))
+      .map((p, i) =>
+        request(
+          "POST",
+          i === 2 ? "/v1/completions" : "/v1/chat/completions",
+          jsonHeaders,
+          JSON.stringify(i === 2 ? { model: s.model, prompt: p, max_tokens: 2 } : chatBody({ messages: user(p) })),
+        ),
+      )
       .join("");
     const got = await exchange(raw, 3);
     expect(got.map((r) => r.status)).toEqual([200, 200, 200]);
-    expect(got.map((r) => JSON.parse(r.body).object)).toEqual(["chat.completion", "chat.completion", "text_completion"]);
+    expect(got.map((r) => JSON.parse(r.body).object)).toEqual([
+      "chat.completion",
+      "chat.completion",
+      "text_completion",
+    ]);
   });
 });
 
@@ -316,7 +383,14 @@ describe("request fields of the wrong shape: 400 naming the field", () => {
   const tools = [{ type: "function", function: { name: "f", parameters: { type: "object" } } }];
 
   test("tool_choice must be none, auto, required or a named function", async () => {
-    for (const choice of ["bogus", 7, [], { type: "function" }, { type: "function", function: { name: 5 } }, { type: "tool", function: { name: "f" } }]) {
+    for (const choice of [
+      "bogus",
+      7,
+      [],
+      { type: "function" },
+      { type: "function", function: { name: 5 } },
+      { type: "tool", function: { name: "f" } },
+    ]) {
       await expect400(chat({ tools, tool_choice: choice }), "tool_choice");
     }
     for (const choice of ["none", "auto"]) expect((await chat({ tools, tool_choice: choice })).status).toBe(200);
@@ -326,23 +400,41 @@ describe("request fields of the wrong shape: 400 naming the field", () => {
     for (const field of ["stream_options", "chat_template_kwargs", "logit_bias"]) {
       for (const value of [[1], [100], "x", 3]) await expect400(chat({ [field]: value }), field);
     }
-    await expect400(postJson(s, "/v1/completions", { model: s.model, prompt: "hi", max_tokens: 1, stream_options: [1] }), "stream_options");
+    await expect400(
+      postJson(s, "/v1/completions", { model: s.model, prompt: "hi", max_tokens: 1, stream_options: [1] }),
+      "stream_options",
+    );
     expect((await chat({ stream_options: {}, chat_template_kwargs: {}, logit_bias: {} })).status).toBe(200);
   });
 
   test("strict must be a boolean, in tools and in response_format.json_schema", async () => {
     for (const strict of ["yes", 1, {}, []]) {
-      await expect400(chat({ tools: [{ type: "function", function: { name: "f", strict } }] }), "tools[0].function.strict");
-      await expect400(chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" }, strict } } }), "response_format.json_schema.strict");
+      await expect400(
+        chat({ tools: [{ type: "function", function: { name: "f", strict } }] }),
+        "tools[0].function.strict",
+      );
+      await expect400(
+        chat({
+          response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" }, strict } },
+        }),
+        "response_format.json_schema.strict",
+      );
     }
     for (const strict of [true, false, null]) {
       expect((await chat({ tools: [{ type: "function", function: { name: "f", strict } }] })).status).toBe(200);
-      expect((await chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" }, strict } } })).status).toBe(200);
+      expect(
+        (
+          await chat({
+            response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" }, strict } },
+          })
+        ).status,
+      ).toBe(200);
     }
   });
 
   test("a seed must be a 32-bit integer (what the sampler takes), on chat and completions", async () => {
-    const completion = (seed: number) => postJson(s, "/v1/completions", { model: s.model, prompt: "hi", max_tokens: 1, seed });
+    const completion = (seed: number) =>
+      postJson(s, "/v1/completions", { model: s.model, prompt: "hi", max_tokens: 1, seed });
     for (const seed of [2 ** 32, 2 ** 32 + 1, -(2 ** 31) - 1, 2 ** 53, 1e20, 1.5]) {
       await expect400(chat({ seed }), "seed");
       await expect400(completion(seed), "seed");

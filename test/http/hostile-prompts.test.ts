@@ -44,7 +44,9 @@ interface Watched {
 const POLLERS = 3;
 
 /** Records the prompt thread's work while `body` runs. */
-async function spyingOnPrompts<T>(body: (renders: Watched["renders"], tokenizes: Watched["tokenizes"]) => Promise<T>): Promise<T> {
+async function spyingOnPrompts<T>(
+  body: (renders: Watched["renders"], tokenizes: Watched["tokenizes"]) => Promise<T>,
+): Promise<T> {
   const thread = s.server.registry.default!.prompts;
   const renders: Watched["renders"] = [];
   const tokenizes: Watched["tokenizes"] = [];
@@ -111,12 +113,23 @@ async function watch(path: string, body: string): Promise<Watched> {
     await Promise.all(pollers);
     const sideStatus = (await side).status;
     maxRss = Math.max(maxRss, process.memoryUsage().rss);
-    return { status: res.status, json, sentAt, repliedAt, health, renders, tokenizes, rssGrowthMb: (maxRss - rssBefore) / 2 ** 20, sideStatus };
+    return {
+      status: res.status,
+      json,
+      sentAt,
+      repliedAt,
+      health,
+      renders,
+      tokenizes,
+      rssGrowthMb: (maxRss - rssBefore) / 2 ** 20,
+      sideStatus,
+    };
   });
 }
 
 /** /health replies to polls sent after `from` that came before `to`. */
-const healthBetween = (w: Watched, from: number, to: number) => w.health.filter((h) => h.sent >= from && h.at < to).length;
+const healthBetween = (w: Watched, from: number, to: number) =>
+  w.health.filter((h) => h.sent >= from && h.at < to).length;
 
 function report(name: string, w: Watched): void {
   const slowest = Math.max(...w.health.map((h) => h.at - h.sent));
@@ -140,7 +153,11 @@ describe("hostile prompts are refused before any rendering, the event loop free 
   const onlySideRenders = (w: Watched) => expect(w.renders.map((r) => r.messages)).toEqual([1]);
 
   test("d1: 30,000 empty user messages: 400 naming messages and the window", async () => {
-    const body = JSON.stringify({ model: s.model, max_tokens: 4, messages: Array(30_000).fill({ role: "user", content: "" }) });
+    const body = JSON.stringify({
+      model: s.model,
+      max_tokens: 4,
+      messages: Array(30_000).fill({ role: "user", content: "" }),
+    });
     const w = await watch("/v1/chat/completions", body);
     report("d1 30,000 messages", w);
     expect(w.status).toBe(400);
@@ -154,7 +171,10 @@ describe("hostile prompts are refused before any rendering, the event loop free 
 
   test("d3: a 10 MB tool description: 400 naming tools", async () => {
     const tools = [{ type: "function", function: { name: "f", description: "ab ".repeat(3_333_333) } }];
-    const w = await watch("/v1/chat/completions", JSON.stringify({ model: s.model, max_tokens: 4, messages: user("hi"), tools }));
+    const w = await watch(
+      "/v1/chat/completions",
+      JSON.stringify({ model: s.model, max_tokens: 4, messages: user("hi"), tools }),
+    );
     report("d3 10 MB tool description", w);
     expect(w.status).toBe(400);
     const e = envelope(w.json);
@@ -176,7 +196,10 @@ describe("hostile prompts are refused before any rendering, the event loop free 
   });
 
   test("2,000 messages within the limits are rendered and served, /health answering throughout", async () => {
-    const messages = Array.from({ length: 2000 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: i % 2 ? "" : `q${i}` }));
+    const messages = Array.from({ length: 2000 }, (_, i) => ({
+      role: i % 2 ? "assistant" : "user",
+      content: i % 2 ? "" : `q${i}`,
+    }));
     const w = await watch("/v1/chat/completions", JSON.stringify({ model: s.model, max_tokens: 4, messages }));
     report("2,000 messages", w);
     expect(w.status).toBe(200);
@@ -187,7 +210,9 @@ describe("hostile prompts are refused before any rendering, the event loop free 
     expect(healthBetween(w, w.sentAt, w.repliedAt)).toBeGreaterThanOrEqual(3);
     // While its 2,000 turns were rendered and tokenized, /health was answered.
     const render = w.renders.find((r) => r.messages === 2000)!;
-    console.log(`  its render took ${(render.at - render.sent).toFixed(0)} ms on the prompt thread, ${healthBetween(w, render.sent, render.at)} /health replies within it`);
+    console.log(
+      `  its render took ${(render.at - render.sent).toFixed(0)} ms on the prompt thread, ${healthBetween(w, render.sent, render.at)} /health replies within it`,
+    );
     expect(healthBetween(w, render.sent, render.at)).toBeGreaterThanOrEqual(1);
   });
 });
@@ -199,13 +224,23 @@ describe("the other limits", () => {
     expect(r.status).toBe(400);
     expect(envelope(r.json)).toMatchObject({ code: "array_above_max_length", param: "tools" });
     // As many as the limit are fine.
-    const ok = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), tools: tools.slice(0, MAX_TOOLS), tool_choice: "none", max_tokens: 2 });
+    const ok = await postJson(s, "/v1/chat/completions", {
+      model: s.model,
+      messages: user("hi"),
+      tools: tools.slice(0, MAX_TOOLS),
+      tool_choice: "none",
+      max_tokens: 2,
+    });
     expect(ok.status).toBe(200);
   });
 
   test("chat_template_kwargs count toward the window; the error names the largest part", async () => {
     const kwargs = { note: "x".repeat(300_000) };
-    const r = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), chat_template_kwargs: kwargs });
+    const r = await postJson(s, "/v1/chat/completions", {
+      model: s.model,
+      messages: user("hi"),
+      chat_template_kwargs: kwargs,
+    });
     expect(r.status).toBe(400);
     const e = envelope(r.json);
     expect(e).toMatchObject({ code: "context_length_exceeded", param: "chat_template_kwargs" });
@@ -246,7 +281,11 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
 
 describe("the prompt thread", () => {
   test("a template error is a 400, and the thread goes on serving", async () => {
-    const bad = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), chat_template_kwargs: { messages: [] } });
+    const bad = await postJson(s, "/v1/chat/completions", {
+      model: s.model,
+      messages: user("hi"),
+      chat_template_kwargs: { messages: [] },
+    });
     expect(bad.status).toBe(400);
     expect(envelope(bad.json).message).toContain("the chat template refused this request");
     const good = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), max_tokens: 2 });
@@ -254,19 +293,31 @@ describe("the prompt thread", () => {
   });
 
   test("answers render and tokenize requests, rejects with TemplateError, and stops on close", async () => {
-    const thread = await PromptThread.start({ model: await fixturePath("tiny-random"), chatTemplate: CHATML_TOOLS_TEMPLATE, loadedAt: new Date() });
+    const thread = await PromptThread.start({
+      model: await fixturePath("tiny-random"),
+      chatTemplate: CHATML_TOOLS_TEMPLATE,
+      loadedAt: new Date(),
+    });
     try {
-      const rendered = await thread.render({ tools: false, input: { messages: [{ role: "user", content: "hi" }] }, addBos: false });
+      const rendered = await thread.render({
+        tools: false,
+        input: { messages: [{ role: "user", content: "hi" }] },
+        addBos: false,
+      });
       expect(rendered.tokens).toBeInstanceOf(Int32Array);
       expect(rendered.tokens[0]).toBe(3); // <|im_start|>
       const refused = thread.render({ tools: false, input: { messages: [], kwargs: { tools: [] } }, addBos: false });
       expect(await rejection(refused)).toBeInstanceOf(TemplateError);
       expect(Array.from(await thread.tokenize("<|im_end|>", { addSpecial: false, parseSpecial: true }))).toEqual([4]);
-      expect((await thread.tokenize("<|im_end|>", { addSpecial: false, parseSpecial: false })).length).toBeGreaterThan(1);
+      expect((await thread.tokenize("<|im_end|>", { addSpecial: false, parseSpecial: false })).length).toBeGreaterThan(
+        1,
+      );
     } finally {
       await thread.close();
     }
-    expect((await rejection(thread.tokenize("x", { addSpecial: false, parseSpecial: false }))).message).toContain("closed");
+    expect((await rejection(thread.tokenize("x", { addSpecial: false, parseSpecial: false }))).message).toContain(
+      "closed",
+    );
   });
 
   test.skipIf(!existsSync("/proc/self/task"))("servers that close leave no thread behind", async () => {

@@ -5,7 +5,17 @@
 // after 1.5 s without a byte; the same request without the flag loses it.
 import { describe, expect, test } from "bun:test";
 import { connect } from "node:net";
-import { envelope, parseRawResponse, post, slots, useServer, user, waitIdle, type RawResponse, type TestServer } from "./support.ts";
+import {
+  envelope,
+  parseRawResponse,
+  post,
+  slots,
+  useServer,
+  user,
+  waitIdle,
+  type RawResponse,
+  type TestServer,
+} from "./support.ts";
 
 const IDLE_MS = 1500;
 const WINDOW = 4096;
@@ -48,7 +58,9 @@ function idleTimingPost(srv: TestServer, path: string, body: unknown, idleMs = I
       received = Buffer.concat([received, d]);
     });
     socket.on("error", () => {});
-    socket.on("close", () => resolve({ response: parseRawResponse(received), idled, ms: performance.now() - started, arrivals }));
+    socket.on("close", () =>
+      resolve({ response: parseRawResponse(received), idled, ms: performance.now() - started, arrivals }),
+    );
   });
 }
 
@@ -80,7 +92,11 @@ describe("a slow non-streamed request through an idle-timing client", () => {
 
 describe("other keep-alive rules", () => {
   test("chat: header, leading spaces, then the chat completion; x-superfluid-warm still sent", async () => {
-    const res = await post(padded, "/v1/chat/completions", { model: padded.model, messages: user("hi"), max_tokens: 4 });
+    const res = await post(padded, "/v1/chat/completions", {
+      model: padded.model,
+      messages: user("hi"),
+      max_tokens: 4,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-superfluid-keepalive")).toBe("whitespace");
     expect(res.headers.get("x-superfluid-warm")).toMatch(/^\d+$/);
@@ -100,7 +116,12 @@ describe("other keep-alive rules", () => {
 
   test("an error after admission is the error envelope in the 200's body", async () => {
     const worker = padded.server.registry.default!.worker;
-    const res = await post(padded, "/v1/chat/completions", { model: padded.model, messages: user("go on"), max_tokens: 100000, ignore_eos: true });
+    const res = await post(padded, "/v1/chat/completions", {
+      model: padded.model,
+      messages: user("go on"),
+      max_tokens: 100000,
+      ignore_eos: true,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-superfluid-keepalive")).toBe("whitespace");
     process.kill(worker.pid!, "SIGKILL");
@@ -109,13 +130,22 @@ describe("other keep-alive rules", () => {
     const e = envelope(JSON.parse(text));
     expect(e.type).toBe("server_error");
     // The respawned worker serves the next request.
-    const next = await post(padded, "/v1/chat/completions", { model: padded.model, messages: user("hi"), max_tokens: 2 });
+    const next = await post(padded, "/v1/chat/completions", {
+      model: padded.model,
+      messages: user("hi"),
+      max_tokens: 2,
+    });
     expect(JSON.parse(await next.text()).choices).toHaveLength(1);
   });
 
   test("a client that disconnects after the 200 still cancels the generation", async () => {
     const controller = new AbortController();
-    const res = await post(padded, "/v1/completions", { ...slow(padded), max_tokens: 100000 }, { signal: controller.signal });
+    const res = await post(
+      padded,
+      "/v1/completions",
+      { ...slow(padded), max_tokens: 100000 },
+      { signal: controller.signal },
+    );
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();
     await reader.read();
@@ -127,7 +157,12 @@ describe("other keep-alive rules", () => {
   });
 
   test("streams are not padded: SSE as before", async () => {
-    const res = await post(padded, "/v1/chat/completions", { model: padded.model, messages: user("hi"), max_tokens: 2, stream: true });
+    const res = await post(padded, "/v1/chat/completions", {
+      model: padded.model,
+      messages: user("hi"),
+      max_tokens: 2,
+      stream: true,
+    });
     expect(res.headers.get("content-type")).toContain("text/event-stream");
     expect(res.headers.get("x-superfluid-keepalive")).toBeNull();
     expect((await res.text()).startsWith("data: ")).toBe(true);

@@ -41,7 +41,12 @@ describe("lifecycle", () => {
     await s.server.close();
     closeIfLeft = undefined;
     expect(alive(pid)).toBe(false);
-    expect(await fetch(`${s.url}/health`).then(() => "answered", () => "refused")).toBe("refused");
+    expect(
+      await fetch(`${s.url}/health`).then(
+        () => "answered",
+        () => "refused",
+      ),
+    ).toBe("refused");
   });
 });
 
@@ -52,7 +57,22 @@ describe("listener", () => {
     const otherSessions = mkdtempSync(join(tmpdir(), "superfluid-second-"));
     try {
       const second = Bun.spawn(
-        [process.execPath, `${import.meta.dir}/../../src/main.ts`, "serve", await fixturePath("tiny-random"), "--port", String(s.port), "--max-batch", "1", "--max-context", "512", "--threads", "1", "--sessions", otherSessions],
+        [
+          process.execPath,
+          `${import.meta.dir}/../../src/main.ts`,
+          "serve",
+          await fixturePath("tiny-random"),
+          "--port",
+          String(s.port),
+          "--max-batch",
+          "1",
+          "--max-context",
+          "512",
+          "--threads",
+          "1",
+          "--sessions",
+          otherSessions,
+        ],
         { stdout: "ignore", stderr: "pipe" },
       );
       const timer = setTimeout(() => second.kill("SIGKILL"), 30_000);

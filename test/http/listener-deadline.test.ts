@@ -40,7 +40,9 @@ function session(drive: (write: (s: string) => void) => void): Promise<string> {
     socket.on("data", (d) => (got += d.toString()));
     socket.on("close", () => resolve(got));
     // The server closing a socket the client is still writing to reads as a reset here: a close too.
-    socket.on("error", (err: NodeJS.ErrnoException) => (err.code === "ECONNRESET" || err.code === "EPIPE" ? undefined : reject(err)));
+    socket.on("error", (err: NodeJS.ErrnoException) =>
+      err.code === "ECONNRESET" || err.code === "EPIPE" ? undefined : reject(err),
+    );
     socket.on("connect", () => drive((s) => socket.writable && socket.write(s)));
   });
 }

@@ -20,7 +20,10 @@ import { getJson, postJson, useServer, user, type TestServer } from "./support.t
 function mountSmallDisk(): string | null {
   if (process.platform !== "linux" || process.getuid?.() !== 0) return null;
   const dir = mkdtempSync(join(tmpdir(), "superfluid-small-disk-"));
-  const mounted = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir], { stdout: "ignore", stderr: "ignore" });
+  const mounted = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir], {
+    stdout: "ignore",
+    stderr: "ignore",
+  });
   if (mounted.exitCode === 0) return dir;
   rmSync(dir, { recursive: true, force: true });
   return null;
@@ -71,7 +74,12 @@ describe.skipIf(!disk)("a full sessions disk (2 MB tmpfs)", () => {
       expect(r.json.error.message).not.toContain(disk!); // no server paths in a reply
       const h = await getJson(s, "/health");
       expect(h.status).toBe(503);
-      expect(h.json).toEqual({ status: "degraded", reason: expect.stringMatching(/^session log: ENOSPC/), models_loaded: 1, models_known: 1 });
+      expect(h.json).toEqual({
+        status: "degraded",
+        reason: expect.stringMatching(/^session log: ENOSPC/),
+        models_loaded: 1,
+        models_known: 1,
+      });
     }
   });
 
@@ -80,7 +88,10 @@ describe.skipIf(!disk)("a full sessions disk (2 MB tmpfs)", () => {
     const r = await postJson(s, "/v1/chat/completions", short(s.model));
     expect(r.status).toBe(200);
     expect(r.json.usage.completion_tokens).toBe(4);
-    expect(await getJson(s, "/health")).toMatchObject({ status: 200, json: { status: "ok", models_loaded: 1, models_known: 1 } });
+    expect(await getJson(s, "/health")).toMatchObject({
+      status: 200,
+      json: { status: "ok", models_loaded: 1, models_known: 1 },
+    });
 
     const store = s.server.sessions;
     const scan = scanLog(store.path, null); // throws on a bad complete record
@@ -96,12 +107,23 @@ describe.skipIf(!disk)("a full sessions disk (2 MB tmpfs)", () => {
 describe.skipIf(!disk)("a server stopped while its log fails", () => {
   test("SIGTERM with the disk still full exits 0, with no trace", async () => {
     const filler = join(disk!, "filler-2");
-    const server = await ServerProcess.spawn(["--sessions", join(disk!, "process"), "--max-batch", "2", "--max-context", "2048"]);
+    const server = await ServerProcess.spawn([
+      "--sessions",
+      join(disk!, "process"),
+      "--max-batch",
+      "2",
+      "--max-context",
+      "2048",
+    ]);
     try {
       expect(await server.waitHealthy()).toBe("healthy");
       const model = ((await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
       fill(filler);
-      const r = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(long(model)) });
+      const r = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(long(model)),
+      });
       expect(r.status).toBe(500);
       expect(((await r.json()) as { error: { code: string } }).error.code).toBe("session_log_failed");
       expect((await fetch(`${server.url}/health`)).status).toBe(503);

@@ -61,7 +61,8 @@ describe("/metrics", () => {
       "superfluid_queue_depth",
       "superfluid_node_info",
       "superfluid_ttft_seconds",
-    ]) expect(names).toContain(name);
+    ])
+      expect(names).toContain(name);
     expect(families.find((f) => f.name === "superfluid_ttft_seconds")!.type).toBe("HISTOGRAM");
     // Engine series carry the model; the queue one class per QoS class.
     expect(total(families, "superfluid_pool_blocks_total", { model: s.model })).toBeGreaterThan(0);
@@ -81,7 +82,12 @@ describe("/metrics", () => {
       usage.requests++;
     };
     for (let i = 0; i < 3; i++) {
-      const reply = await s.client.chat.completions.create({ model: s.model, messages: user(`count ${i}`), max_tokens: 6 + i, temperature: 0 });
+      const reply = await s.client.chat.completions.create({
+        model: s.model,
+        messages: user(`count ${i}`),
+        max_tokens: 6 + i,
+        temperature: 0,
+      });
       add(reply.usage!);
     }
     const streamed = await fetch(`${s.url}${chat}`, {
@@ -93,7 +99,8 @@ describe("/metrics", () => {
     const completion = await s.client.completions.create({ model: s.model, prompt: "Once upon", max_tokens: 4 });
     const after = await scrape();
 
-    const moved = (name: string, match: Record<string, string>) => total(after, name, match) - total(before, name, match);
+    const moved = (name: string, match: Record<string, string>) =>
+      total(after, name, match) - total(before, name, match);
     const chatLabels = { route: chat, model: s.model };
     expect(moved("superfluid_requests_total", chatLabels)).toBe(usage.requests);
     expect(moved("superfluid_prompt_tokens_total", chatLabels)).toBe(usage.prompt);
@@ -123,7 +130,12 @@ describe("/metrics", () => {
     };
     const before = await buckets();
     const count = before.at(-1)?.[1] ?? 0;
-    const reply = await s.client.chat.completions.create({ model: s.model, messages: user("ttft"), max_tokens: 3, ignore_eos: true } as any);
+    const reply = await s.client.chat.completions.create({
+      model: s.model,
+      messages: user("ttft"),
+      max_tokens: 3,
+      ignore_eos: true,
+    } as any);
     expect(reply.usage!.completion_tokens).toBe(3);
     const after = await buckets();
     expect(after.length).toBe(14);
@@ -136,7 +148,14 @@ describe("/metrics", () => {
 
   test("counters only grow across a worker kill", async () => {
     // Four tokens each, whatever is sampled (an end-of-turn first token would decode nothing).
-    const fourTokens = (text: string) => postJson(s, "/v1/chat/completions", { model: s.model, messages: user(text), max_tokens: 4, temperature: 0, ignore_eos: true });
+    const fourTokens = (text: string) =>
+      postJson(s, "/v1/chat/completions", {
+        model: s.model,
+        messages: user(text),
+        max_tokens: 4,
+        temperature: 0,
+        ignore_eos: true,
+      });
     expect((await fourTokens("before the kill")).json.usage.completion_tokens).toBe(4);
     const before = await scrape();
     const worker = s.server.registry.default!.worker;
@@ -159,9 +178,15 @@ describe("/metrics", () => {
     }
     expect(compared).toBeGreaterThan(10);
     const model = { model: s.model };
-    expect(total(after, "superfluid_worker_respawns_total", model)).toBe(total(before, "superfluid_worker_respawns_total", model) + 1);
+    expect(total(after, "superfluid_worker_respawns_total", model)).toBe(
+      total(before, "superfluid_worker_respawns_total", model) + 1,
+    );
     // What the dead worker had counted is still there, and the new worker's work is added.
-    expect(total(after, "superfluid_ticks_total", model)).toBeGreaterThan(total(before, "superfluid_ticks_total", model));
-    expect(total(after, "superfluid_decode_tokens_total", model)).toBeGreaterThan(total(before, "superfluid_decode_tokens_total", model));
+    expect(total(after, "superfluid_ticks_total", model)).toBeGreaterThan(
+      total(before, "superfluid_ticks_total", model),
+    );
+    expect(total(after, "superfluid_decode_tokens_total", model)).toBeGreaterThan(
+      total(before, "superfluid_decode_tokens_total", model),
+    );
   });
 });

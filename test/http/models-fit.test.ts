@@ -50,14 +50,18 @@ describe("the fit check", () => {
 
   test("auto sizing still needs one window of min(trained, 4096) tokens: far more than any machine has", async () => {
     const file = await readGguf(HUGE);
-    expect(() => checkFit("huge-kv", HUGE, file, 1 << 20, { lanes: 2 })).toThrow(/does not fit in memory: it needs .* \(weights .* \+ KV .* for 4096 tokens at 128 MiB a token\) but .* of (host|device) memory is free/);
+    expect(() => checkFit("huge-kv", HUGE, file, 1 << 20, { lanes: 2 })).toThrow(
+      /does not fit in memory: it needs .* \(weights .* \+ KV .* for 4096 tokens at 128 MiB a token\) but .* of (host|device) memory is free/,
+    );
   });
 
   test("on demand: POST /v1/models/load is 507 insufficient_memory naming both figures; nothing is loaded", async () => {
     const r = await send(s, "POST", "/v1/models/load", { id: HUGE });
     expect(r.status).toBe(507);
     expect(r.json.error.code).toBe("insufficient_memory");
-    expect(r.json.error.message).toMatch(/needs \d+(\.\d+)? [KMGT]iB .*but \d+(\.\d+)? [KMGT]iB of (host|device) memory is free/);
+    expect(r.json.error.message).toMatch(
+      /needs \d+(\.\d+)? [KMGT]iB .*but \d+(\.\d+)? [KMGT]iB of (host|device) memory is free/,
+    );
     expect((await listed(s, "huge-kv")).loaded).toBe(false);
     expect((await getJson(s, "/health")).json.models_loaded).toBe(1);
     // A request naming it is told the same (after the 503 that started the load).
@@ -72,15 +76,31 @@ describe("the fit check", () => {
     const sessions = mkdtempSync(join(tmpdir(), "superfluid-fit-start-"));
     try {
       await expect(startMulti([HUGE, "--max-batch", "2"], sessions)).rejects.toThrow(/does not fit in memory/);
-      const cli = Bun.spawn([process.execPath, `${import.meta.dir}/../../src/main.ts`, "serve", HUGE, "--port", "0", "--threads", "1", "--sessions", sessions], {
-        stdout: "ignore",
-        stderr: "pipe",
-      });
+      const cli = Bun.spawn(
+        [
+          process.execPath,
+          `${import.meta.dir}/../../src/main.ts`,
+          "serve",
+          HUGE,
+          "--port",
+          "0",
+          "--threads",
+          "1",
+          "--sessions",
+          sessions,
+        ],
+        {
+          stdout: "ignore",
+          stderr: "pipe",
+        },
+      );
       const timer = setTimeout(() => cli.kill("SIGKILL"), 60_000);
       const code = await cli.exited;
       clearTimeout(timer);
       expect(code).toBe(1);
-      expect(await new Response(cli.stderr).text()).toMatch(/model 'huge-kv' does not fit in memory: it needs .* but .* free/);
+      expect(await new Response(cli.stderr).text()).toMatch(
+        /model 'huge-kv' does not fit in memory: it needs .* but .* free/,
+      );
     } finally {
       rmSync(sessions, { recursive: true, force: true });
     }

@@ -30,7 +30,9 @@ afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** The load's answer: never a 5xx, always OpenAI's envelope when refused, and no folder of the server's in its message. */
+/**
+ * The load's answer: never a 5xx, always OpenAI's envelope when refused, and no folder of the server's in its message.
+ */
 async function load(id: string): Promise<{ status: number; json: any }> {
   const r = await send(s, "POST", "/v1/models/load", { id });
   expect(r.status).toBeLessThan(500);
@@ -68,7 +70,12 @@ describe("POST /v1/models/load with odd paths", () => {
   });
 
   test("a path with NUL, a very long path, a symlink loop: 404 model_not_found", async () => {
-    for (const id of [`${dir}/a\u0000b.gguf`, `${dir}/${"x".repeat(5000)}.gguf`, "/" + "d/".repeat(3000), join(dir, "loop-a")]) {
+    for (const id of [
+      `${dir}/a\u0000b.gguf`,
+      `${dir}/${"x".repeat(5000)}.gguf`,
+      `/${"d/".repeat(3000)}`,
+      join(dir, "loop-a"),
+    ]) {
       const r = await load(id);
       expect(r.status).toBe(404);
       expect(r.json.error.code).toBe("model_not_found");
@@ -91,7 +98,11 @@ describe("POST /v1/models/load with odd paths", () => {
   });
 
   test("the server still serves its model afterwards", async () => {
-    const r = await send(s, "POST", "/v1/chat/completions", { model: CHAT_ID, messages: [{ role: "user", content: "hi" }], max_tokens: 4 });
+    const r = await send(s, "POST", "/v1/chat/completions", {
+      model: CHAT_ID,
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+    });
     expect(r.status).toBe(200);
     expect(s.server.registry.default!.id).toBe(CHAT_ID);
   });

@@ -10,7 +10,17 @@ import { props } from "../../src/http/admin.ts";
 import { fixturePath } from "../support/models.ts";
 import { CHAT_ID, RANDOM_ID, chat, getJson, listed, loadsOf, send, useMulti } from "./models-support.ts";
 
-const s = useMulti(async () => [await fixturePath("tiny-chat"), "--model", await fixturePath("tiny-random"), "--max-batch", "2", "--max-context", "1024", "--alias", "helper=" + RANDOM_ID]);
+const s = useMulti(async () => [
+  await fixturePath("tiny-chat"),
+  "--model",
+  await fixturePath("tiny-random"),
+  "--max-batch",
+  "2",
+  "--max-context",
+  "1024",
+  "--alias",
+  `helper=${RANDOM_ID}`,
+]);
 
 describe("two models at once", () => {
   test("each answers by name (an alias reaches its model), the first is the default", async () => {
@@ -140,7 +150,14 @@ describe("unload, reload on demand, load", () => {
 
 describe("flags", () => {
   test("--model is repeatable after the bare MODEL (the first is the default); --idle-timeout takes seconds", () => {
-    const o = parseServeOptions(["a.gguf", "--model", "b.gguf", "--model=c.gguf", "--idle-timeout", "30"]) as ServeOptions;
+    const o = parseServeOptions([
+      "a.gguf",
+      "--model",
+      "b.gguf",
+      "--model=c.gguf",
+      "--idle-timeout",
+      "30",
+    ]) as ServeOptions;
     expect(o.models).toEqual(["a.gguf", "b.gguf", "c.gguf"]);
     expect(o.idleTimeoutSec).toBe(30);
     expect((parseServeOptions([]) as ServeOptions).idleTimeoutSec).toBe(0);

@@ -24,7 +24,10 @@ export interface MultiServer {
 }
 
 /** Starts a server with `args` (models and flags; --port, --threads and --sessions added). */
-export async function startMulti(args: string[], sessions = mkdtempSync(join(tmpdir(), "superfluid-models-test-"))): Promise<MultiServer> {
+export async function startMulti(
+  args: string[],
+  sessions = mkdtempSync(join(tmpdir(), "superfluid-models-test-")),
+): Promise<MultiServer> {
   const lines: string[] = [];
   const opts = parseServeOptions([...args, "--port", "0", "--threads", "1", "--sessions", sessions]) as ServeOptions;
   const server = await startServer(opts, (l) => lines.push(l));
@@ -47,7 +50,12 @@ export async function getJson(s: { url: string }, path: string): Promise<{ statu
   return { status: res.status, json: await res.json() };
 }
 
-export async function send(s: { url: string }, method: string, path: string, body?: unknown): Promise<{ status: number; headers: Headers; json: any }> {
+export async function send(
+  s: { url: string },
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; headers: Headers; json: any }> {
   const res = await fetch(`${s.url}${path}`, {
     method,
     headers: { "content-type": "application/json" },
@@ -67,13 +75,19 @@ export async function listed(s: { url: string }, id: string): Promise<any> {
  * request started loading) tries again after its Retry-After, as OpenAI's
  * SDK does; `hangGuardMs` only stops a hung wait.
  */
-export async function postServed(s: { url: string }, path: string, body: unknown, hangGuardMs = 120_000): Promise<{ status: number; json: any; loadingAnswers: number }> {
+export async function postServed(
+  s: { url: string },
+  path: string,
+  body: unknown,
+  hangGuardMs = 120_000,
+): Promise<{ status: number; json: any; loadingAnswers: number }> {
   const started = performance.now();
   let loadingAnswers = 0;
   for (;;) {
     const r = await send(s, "POST", path, body);
     const code = r.json?.error?.code;
-    if (r.status !== 503 || code !== "model_loading" || performance.now() - started > hangGuardMs) return { status: r.status, json: r.json, loadingAnswers };
+    if (r.status !== 503 || code !== "model_loading" || performance.now() - started > hangGuardMs)
+      return { status: r.status, json: r.json, loadingAnswers };
     loadingAnswers++;
     expect(Number(r.headers.get("retry-after"))).toBeGreaterThan(0);
     await Bun.sleep(200);
@@ -82,7 +96,12 @@ export async function postServed(s: { url: string }, path: string, body: unknown
 
 /** A chat turn on `model`, waiting out its load. */
 export function chat(s: { url: string }, model: string, extra: Record<string, unknown> = {}) {
-  return postServed(s, "/v1/chat/completions", { model, messages: [{ role: "user", content: "hi" }], max_tokens: 16, ...extra });
+  return postServed(s, "/v1/chat/completions", {
+    model,
+    messages: [{ role: "user", content: "hi" }],
+    max_tokens: 16,
+    ...extra,
+  });
 }
 
 /** How many times the server logged a model as ready. */
@@ -99,4 +118,3 @@ export async function until(check: () => Promise<boolean>, hangGuardMs = 60_000)
   }
   return false;
 }
-

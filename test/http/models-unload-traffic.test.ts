@@ -45,7 +45,13 @@ function openStream(model: string, maxTokens: number): OpenStream {
     const res = await fetch(`${s.url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], stream: true, ignore_eos: true, max_tokens: maxTokens }),
+      body: JSON.stringify({
+        model,
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+        ignore_eos: true,
+        max_tokens: maxTokens,
+      }),
     });
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();
@@ -82,8 +88,13 @@ describe("unload under traffic", () => {
     const streams = [1, 2, 3, 4].map(() => openStream(RANDOM_ID, 400));
     await Promise.all(streams.map((st) => st.started));
     const unload = send(s, "POST", "/v1/models/unload", { id: RANDOM_ID });
-    // Meanwhile: the model being unloaded answers a clear 503 (or, once it is gone, starts loading again); the other model serves.
-    const newcomer = await send(s, "POST", "/v1/chat/completions", { model: RANDOM_ID, messages: [{ role: "user", content: "hi" }], max_tokens: 4 });
+    // Meanwhile: the model being unloaded answers a clear 503 (or, once it is gone, starts loading again); the other
+    // model serves.
+    const newcomer = await send(s, "POST", "/v1/chat/completions", {
+      model: RANDOM_ID,
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+    });
     if (newcomer.status !== 200) {
       expect(newcomer.status).toBe(503);
       expect(["model_unloading", "model_loading"]).toContain(newcomer.json.error.code);
@@ -119,7 +130,8 @@ describe("unload under traffic", () => {
 
 const WORDS = ["hello world", "the cat sat on the mat", "superfluid serves embeddings", "four five six", "seven"];
 /** Inputs long enough that a burst of requests is still running when the unload starts. */
-const texts = (n: number) => Array.from({ length: n }, (_, i) => Array.from({ length: 24 }, (_, k) => WORDS[(i + k) % WORDS.length]).join(" "));
+const texts = (n: number) =>
+  Array.from({ length: n }, (_, i) => Array.from({ length: 24 }, (_, k) => WORDS[(i + k) % WORDS.length]).join(" "));
 
 interface Case {
   name: string;
@@ -131,10 +143,18 @@ interface Case {
 const CASES: Case[] = [
   { name: "/v1/embeddings", id: EMBED_ID, path: "/v1/embeddings", body: { model: EMBED_ID, input: texts(16) } },
   { name: "Ollama's /api/embed", id: EMBED_ID, path: "/api/embed", body: { model: EMBED_ID, input: texts(16) } },
-  { name: "/v1/rerank", id: RERANK_ID, path: "/v1/rerank", body: { model: RERANK_ID, query: "the cat", documents: texts(16) } },
+  {
+    name: "/v1/rerank",
+    id: RERANK_ID,
+    path: "/v1/rerank",
+    body: { model: RERANK_ID, query: "the cat", documents: texts(16) },
+  },
 ];
 
-/** An answer a request on a model being unloaded may get: its reply, or 503 `model_unloading` with Retry-After; never a 500. */
+/**
+ * An answer a request on a model being unloaded may get: its reply, or 503 `model_unloading` with Retry-After; never a
+ * 500.
+ */
 function expectFinishedOrUnloading(r: { status: number; headers: Headers; json: any }): void {
   if (r.status === 200) return;
   expect({ status: r.status, error: r.json?.error ?? r.json }).toMatchObject({ status: 503 });
@@ -178,11 +198,17 @@ describe("unload under embedding and rerank traffic", () => {
 
   test("/v1/tokenize under an unload: what was running finishes, the rest get 503 model_unloading, never a 500", async () => {
     // Tokenizing never loads a model: after the unload it is a 503 or 404 until the model is loaded again.
-    const c: Case = { name: "/v1/tokenize", id: EMBED_ID, path: "/v1/tokenize", body: { model: EMBED_ID, content: texts(40).join(" "), with_pieces: true } };
+    const c: Case = {
+      name: "/v1/tokenize",
+      id: EMBED_ID,
+      path: "/v1/tokenize",
+      body: { model: EMBED_ID, content: texts(40).join(" "), with_pieces: true },
+    };
     const { answers, inflightAtUnload } = await burstThenUnload(c);
     expect(inflightAtUnload).toBeGreaterThan(0);
     // One that reached the server only after the unload ended starts the load again: 503 model_loading.
-    for (const r of answers) if (!(r.status === 503 && JSON.stringify(r.json).includes("model_loading"))) expectFinishedOrUnloading(r);
+    for (const r of answers)
+      if (!(r.status === 503 && JSON.stringify(r.json).includes("model_loading"))) expectFinishedOrUnloading(r);
     expect(answers.filter((r) => r.status === 200).length).toBeGreaterThan(0);
     expect((await postServed(s, CASES[0]!.path, CASES[0]!.body)).status).toBe(200);
   });

@@ -11,20 +11,36 @@ import { checkBatchInvariant, DEFAULT_QOS_POLICY, requestQos, wantsBatchInvarian
 import { RequestError as ApiError } from "../../src/daemon/request-error.ts";
 import { envelope, post, slots, useServer, user, waitIdle, type TestServer } from "./support.ts";
 
-const s = useServer({ maxBatch: 2, maxContext: 4096, extraArgs: ["--class-lanes", "background=1", "--starvation-ticks", "5", "--prefill-budget", "0"] });
+const s = useServer({
+  maxBatch: 2,
+  maxContext: 4096,
+  extraArgs: ["--class-lanes", "background=1", "--starvation-ticks", "5", "--prefill-budget", "0"],
+});
 const open = useServer({
   maxBatch: 1,
   maxContext: 4096,
   extraArgs: ["--http-default-qos", "interactive", "--no-http-qos-header", "--http-allow-batch-invariant"],
 });
 
-const chat = (srv: TestServer, extra: Record<string, unknown> = {}) => ({ model: srv.model, messages: user("hi"), max_tokens: 2, ...extra });
+const chat = (srv: TestServer, extra: Record<string, unknown> = {}) => ({
+  model: srv.model,
+  messages: user("hi"),
+  max_tokens: 2,
+  ...extra,
+});
 const headers = (h: Record<string, string>) => ({ "content-type": "application/json", ...h });
 
 /** Starts a long streamed chat, returns the /slots entry while it runs, then cancels it. */
-async function classWhileRunning(srv: TestServer, h: Record<string, string>, route = "/v1/chat/completions"): Promise<Record<string, number>> {
+async function classWhileRunning(
+  srv: TestServer,
+  h: Record<string, string>,
+  route = "/v1/chat/completions",
+): Promise<Record<string, number>> {
   const controller = new AbortController();
-  const body = route === "/v1/chat/completions" ? chat(srv, { stream: true, ignore_eos: true, max_tokens: 100000 }) : { model: srv.model, prompt: "go", stream: true, ignore_eos: true, max_tokens: 100000 };
+  const body =
+    route === "/v1/chat/completions"
+      ? chat(srv, { stream: true, ignore_eos: true, max_tokens: 100000 })
+      : { model: srv.model, prompt: "go", stream: true, ignore_eos: true, max_tokens: 100000 };
   const res = await post(srv, route, body, { signal: controller.signal, headers: headers(h) });
   expect(res.status).toBe(200);
   const reader = res.body!.getReader();
@@ -38,7 +54,8 @@ async function classWhileRunning(srv: TestServer, h: Record<string, string>, rou
 }
 
 describe("the class of a request (pure)", () => {
-  const h = (v?: string) => new Request("http://localhost/", { headers: v === undefined ? {} : { "x-superfluid-qos": v } });
+  const h = (v?: string) =>
+    new Request("http://localhost/", { headers: v === undefined ? {} : { "x-superfluid-qos": v } });
   const invariant = (v: string) => new Request("http://localhost/", { headers: { "x-superfluid-batch-invariant": v } });
   test("names, aliases and numbers, case-insensitive; none = the default", () => {
     expect(requestQos(DEFAULT_QOS_POLICY, h())).toBe(2);
@@ -59,16 +76,21 @@ describe("the class of a request (pure)", () => {
     expect(err).toBeInstanceOf(ApiError);
     expect((err as ApiError).status).toBe(400);
     expect((err as ApiError).message).toContain("x-superfluid-qos");
-    for (const name of ["interactive", "completion", "agent", "background"]) expect((err as ApiError).message).toContain(name);
+    for (const name of ["interactive", "completion", "agent", "background"])
+      expect((err as ApiError).message).toContain(name);
     expect(requestQos({ ...DEFAULT_QOS_POLICY, honourHeader: false, defaultQos: 1 }, h("urgent"))).toBe(1);
   });
 
   test("batch-invariant: true or 1, case-insensitive", () => {
-    for (const on of ["true", "TRUE", "1", " True "]) expect(wantsBatchInvariant(new Headers({ "x-superfluid-batch-invariant": on }))).toBe(true);
-    for (const off of ["false", "0", "yes", "", "on"]) expect(wantsBatchInvariant(new Headers({ "x-superfluid-batch-invariant": off }))).toBe(false);
+    for (const on of ["true", "TRUE", "1", " True "])
+      expect(wantsBatchInvariant(new Headers({ "x-superfluid-batch-invariant": on }))).toBe(true);
+    for (const off of ["false", "0", "yes", "", "on"])
+      expect(wantsBatchInvariant(new Headers({ "x-superfluid-batch-invariant": off }))).toBe(false);
     expect(wantsBatchInvariant(new Headers())).toBe(false);
     expect(() => checkBatchInvariant(DEFAULT_QOS_POLICY, invariant("1"))).toThrow(ApiError);
-    expect(() => checkBatchInvariant({ ...DEFAULT_QOS_POLICY, allowBatchInvariant: true }, invariant("1"))).not.toThrow();
+    expect(() =>
+      checkBatchInvariant({ ...DEFAULT_QOS_POLICY, allowBatchInvariant: true }, invariant("1")),
+    ).not.toThrow();
   });
 });
 
@@ -88,22 +110,41 @@ describe("x-superfluid-qos over HTTP", () => {
   });
 
   test("the header sets the class the lane runs in; no header = agent", async () => {
-    expect(await classWhileRunning(s, { "x-superfluid-qos": "background-agent" })).toMatchObject({ background: 1, agent: 0 });
+    expect(await classWhileRunning(s, { "x-superfluid-qos": "background-agent" })).toMatchObject({
+      background: 1,
+      agent: 0,
+    });
     expect(await classWhileRunning(s, { "x-superfluid-qos": "0" })).toMatchObject({ interactive: 1, agent: 0 });
-    expect(await classWhileRunning(s, { "x-superfluid-qos": "completion" }, "/v1/completions")).toMatchObject({ completion: 1, agent: 0 });
+    expect(await classWhileRunning(s, { "x-superfluid-qos": "completion" }, "/v1/completions")).toMatchObject({
+      completion: 1,
+      agent: 0,
+    });
     expect(await classWhileRunning(s, {})).toMatchObject({ agent: 1, interactive: 0 });
   });
 
   test("--http-default-qos sets the class of requests that name none; --no-http-qos-header ignores the header, even a bad one", async () => {
     expect(await classWhileRunning(open, {})).toMatchObject({ interactive: 1, agent: 0 });
-    expect(await classWhileRunning(open, { "x-superfluid-qos": "background" })).toMatchObject({ interactive: 1, background: 0 });
-    expect((await post(open, "/v1/chat/completions", chat(open), { headers: headers({ "x-superfluid-qos": "urgent" }) })).status).toBe(200);
+    expect(await classWhileRunning(open, { "x-superfluid-qos": "background" })).toMatchObject({
+      interactive: 1,
+      background: 0,
+    });
+    expect(
+      (await post(open, "/v1/chat/completions", chat(open), { headers: headers({ "x-superfluid-qos": "urgent" }) }))
+        .status,
+    ).toBe(200);
   });
 
   test("a bad --http-default-qos or --class-lanes is a usage error: exit 2", async () => {
-    for (const args of [["--http-default-qos", "urgent"], ["--class-lanes", "agent=99"]]) {
+    for (const args of [
+      ["--http-default-qos", "urgent"],
+      ["--class-lanes", "agent=99"],
+    ]) {
       const home = mkdtempSync(join(tmpdir(), "superfluid-qos-cli-"));
-      const proc = Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", "0", ...args], { env: { ...process.env, SUPERFLUID_HOME: home }, stdout: "ignore", stderr: "pipe" });
+      const proc = Bun.spawn([process.execPath, "src/main.ts", "serve", "--port", "0", ...args], {
+        env: { ...process.env, SUPERFLUID_HOME: home },
+        stdout: "ignore",
+        stderr: "pipe",
+      });
       const killer = setTimeout(() => proc.kill("SIGKILL"), 20_000);
       const code = await proc.exited;
       clearTimeout(killer);
@@ -129,12 +170,17 @@ describe("x-superfluid-batch-invariant", () => {
       }
     }
     for (const v of ["false", "0", "no"]) {
-      expect((await post(s, "/v1/chat/completions", chat(s), { headers: headers({ "x-superfluid-batch-invariant": v }) })).status).toBe(200);
+      expect(
+        (await post(s, "/v1/chat/completions", chat(s), { headers: headers({ "x-superfluid-batch-invariant": v }) }))
+          .status,
+      ).toBe(200);
     }
   });
 
   test("accepted under --http-allow-batch-invariant", async () => {
-    const r = await post(open, "/v1/chat/completions", chat(open), { headers: headers({ "x-superfluid-batch-invariant": "true" }) });
+    const r = await post(open, "/v1/chat/completions", chat(open), {
+      headers: headers({ "x-superfluid-batch-invariant": "true" }),
+    });
     expect(r.status).toBe(200);
     expect(((await r.json()) as any).choices[0].message.role).toBe("assistant");
   });
@@ -154,7 +200,8 @@ describe("/slots", () => {
     expect(e.tick_plan.starvation_ticks).toBe(5);
     expect(e.tick_plan.prefill_budget).toBeGreaterThan(0);
     expect(e.tick_plan).toHaveProperty("ms_per_prompt_token");
-    for (const k of ["preemptions", "resumes", "starvation_grants", "expired"]) expect(typeof e.totals[k]).toBe("number");
+    for (const k of ["preemptions", "resumes", "starvation_grants", "expired"])
+      expect(typeof e.totals[k]).toBe("number");
     expect((await slots(open)).tick_plan.prefill_budget_mode).toBe("fixed");
   });
 
@@ -162,10 +209,16 @@ describe("/slots", () => {
     // background=1: a second background request waits although a lane is free.
     const controllers = [new AbortController(), new AbortController()];
     const body = chat(s, { stream: true, ignore_eos: true, max_tokens: 100000 });
-    const first = await post(s, "/v1/chat/completions", body, { signal: controllers[0]!.signal, headers: headers({ "x-superfluid-qos": "background" }) });
+    const first = await post(s, "/v1/chat/completions", body, {
+      signal: controllers[0]!.signal,
+      headers: headers({ "x-superfluid-qos": "background" }),
+    });
     const reader = first.body!.getReader();
     await reader.read();
-    const second = post(s, "/v1/chat/completions", body, { signal: controllers[1]!.signal, headers: headers({ "x-superfluid-qos": "background" }) }).catch(() => undefined);
+    const second = post(s, "/v1/chat/completions", body, {
+      signal: controllers[1]!.signal,
+      headers: headers({ "x-superfluid-qos": "background" }),
+    }).catch(() => undefined);
     let entry: any;
     for (let i = 0; i < 100; i++) {
       entry = await slots(s);

@@ -75,7 +75,8 @@ describe("utility routes", () => {
     const d = json.default_generation_settings;
     expect(typeof d).toBe("object");
     expect(d.n_ctx).toBe(2048);
-    // Nothing names a sampling value here: the constants apply (temperature 1, top_k 40 when sampling, repeat penalty 1).
+    // Nothing names a sampling value here: the constants apply (temperature 1, top_k 40 when sampling, repeat penalty
+    // 1).
     expect(d.params.temperature).toBe(1);
     expect(d.params.top_k).toBe(40);
     expect(d.params.repeat_penalty).toBe(1);
@@ -115,7 +116,9 @@ describe("utility routes", () => {
     const props = await getJson(s, "/props");
     expect(json.tokens[0]).not.toBe(props.json.bos_token);
     expect((await postJson(s, "/v1/tokenize", { text: "hello world" })).json.tokens).toEqual(json.tokens);
-    expect((await postJson(s, "/v1/tokenize", { input: "hello world", model: s.model })).json.tokens).toEqual(json.tokens);
+    expect((await postJson(s, "/v1/tokenize", { input: "hello world", model: s.model })).json.tokens).toEqual(
+      json.tokens,
+    );
     const pieces = await postJson(s, "/v1/tokenize", { content: "hello world", with_pieces: true });
     expect(pieces.json.tokens.map((p: any) => p.id)).toEqual(json.tokens);
     expect(pieces.json.tokens.map((p: any) => p.piece).join("")).toBe("hello world");
@@ -123,7 +126,11 @@ describe("utility routes", () => {
 
   test("the chat prompt is exactly the template's text: tokenize(ChatML) has prompt_tokens tokens", async () => {
     const tk = await postJson(s, "/v1/tokenize", { content: CHATML("how are you") });
-    const c = await postJson(s, "/v1/chat/completions", { model: s.model, messages: [{ role: "user", content: "how are you" }], max_tokens: 1 });
+    const c = await postJson(s, "/v1/chat/completions", {
+      model: s.model,
+      messages: [{ role: "user", content: "how are you" }],
+      max_tokens: 1,
+    });
     expect(c.json.usage.prompt_tokens).toBe(tk.json.tokens.length);
   });
 });
@@ -175,7 +182,7 @@ describe("/v1/completions", () => {
   test("echo puts the prompt in front of the text", async () => {
     const plain = await postJson(s, "/v1/completions", greedy());
     const echoed = await postJson(s, "/v1/completions", greedy({ echo: true }));
-    expect(echoed.json.choices[0].text).toBe("once upon a time there was" + plain.json.choices[0].text);
+    expect(echoed.json.choices[0].text).toBe(`once upon a time there was${plain.json.choices[0].text}`);
   });
 
   test("logprobs: the legacy shape with tokens, token_logprobs, top_logprobs and text_offset", async () => {
@@ -248,7 +255,12 @@ describe("/v1/completions", () => {
   test("suffix on a model with no FIM support and no --fim-model: 400 fim_unsupported", async () => {
     const models = await getJson(s, "/v1/models");
     expect(models.json.data[0].capabilities.dialect.fim).toBe(false);
-    const { status, json } = await postJson(s, "/v1/completions", { model: s.model, prompt: "def add(a, b):\n    ", suffix: "\n\nprint(add(1, 2))", max_tokens: 8 });
+    const { status, json } = await postJson(s, "/v1/completions", {
+      model: s.model,
+      prompt: "def add(a, b):\n    ",
+      suffix: "\n\nprint(add(1, 2))",
+      max_tokens: 8,
+    });
     expect(status).toBe(400);
     const e = envelope(json);
     expect(e.type).toBe("invalid_request_error");

@@ -20,7 +20,21 @@ test("/health is 503 loading until the default model serves, requests wait, the 
   const readyFile = join(work, "ready");
   writeFileSync(readyFile, "stale from an earlier run\n");
   const model = await fixturePath("tiny-random");
-  const options = parseServeOptions([model, "--http", "127.0.0.1:0", "--max-batch", "2", "--max-context", "512", "--threads", "1", "--sessions", join(work, "s1"), "--ready-file", readyFile]) as ServeOptions;
+  const options = parseServeOptions([
+    model,
+    "--http",
+    "127.0.0.1:0",
+    "--max-batch",
+    "2",
+    "--max-context",
+    "512",
+    "--threads",
+    "1",
+    "--sessions",
+    join(work, "s1"),
+    "--ready-file",
+    readyFile,
+  ]) as ServeOptions;
   let during: { status: number; body: { status: string }; readyFile: boolean } | undefined;
   let held: Promise<Response> | undefined;
   let heldSettled = false;
@@ -32,7 +46,12 @@ test("/health is 503 loading until the default model serves, requests wait, the 
       held = fetch(`${url}/v1/chat/completions`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ model: servedIdOfFile(model), messages: [{ role: "user", content: "hi" }], max_tokens: 2, ignore_eos: true }),
+        body: JSON.stringify({
+          model: servedIdOfFile(model),
+          messages: [{ role: "user", content: "hi" }],
+          max_tokens: 2,
+          ignore_eos: true,
+        }),
       });
       void held.finally(() => (heldSettled = true));
       // The request has reached the server and is held there, not refused.
@@ -63,7 +82,25 @@ test("a model that cannot load ends the start with exit 1 and the reason, and no
   writeFileSync(broken, whole.subarray(0, Math.floor(whole.length / 2)));
   const readyFile = join(work, "ready-broken");
   const proc = Bun.spawn(
-    [process.execPath, join(import.meta.dir, "..", "..", "src", "main.ts"), "serve", broken, "--http", "127.0.0.1:0", "--max-batch", "2", "--max-context", "512", "--threads", "1", "--sessions", join(work, "s2"), "--ready-file", readyFile, "--no-tui"],
+    [
+      process.execPath,
+      join(import.meta.dir, "..", "..", "src", "main.ts"),
+      "serve",
+      broken,
+      "--http",
+      "127.0.0.1:0",
+      "--max-batch",
+      "2",
+      "--max-context",
+      "512",
+      "--threads",
+      "1",
+      "--sessions",
+      join(work, "s2"),
+      "--ready-file",
+      readyFile,
+      "--no-tui",
+    ],
     { stdout: "ignore", stderr: "pipe", env: { ...process.env, SUPERFLUID_QUIET: "1" } },
   );
   const stderr = await new Response(proc.stderr).text();
@@ -76,7 +113,19 @@ test("a start that fails answers the requests it held with 503 and the reason be
   const whole = readFileSync(await fixturePath("tiny-random"));
   const broken = join(work, "broken-held.gguf");
   writeFileSync(broken, whole.subarray(0, Math.floor(whole.length / 2)));
-  const options = parseServeOptions([broken, "--http", "127.0.0.1:0", "--max-batch", "2", "--max-context", "512", "--threads", "1", "--sessions", join(work, "s3")]) as ServeOptions;
+  const options = parseServeOptions([
+    broken,
+    "--http",
+    "127.0.0.1:0",
+    "--max-batch",
+    "2",
+    "--max-context",
+    "512",
+    "--threads",
+    "1",
+    "--sessions",
+    join(work, "s3"),
+  ]) as ServeOptions;
   let held: Promise<Response> | undefined;
   const start = startServer(options, () => {}, undefined, {
     async listening(url, startup) {
@@ -86,7 +135,12 @@ test("a start that fails answers the requests it held with 503 and the reason be
       expect(startup.held).toBe(1);
     },
   });
-  expect(await start.then(() => "started", (err: Error) => err.message)).toMatch(/truncated file/);
+  expect(
+    await start.then(
+      () => "started",
+      (err: Error) => err.message,
+    ),
+  ).toMatch(/truncated file/);
   const res = await held!;
   expect(res.status).toBe(503);
   const body = (await res.json()) as { error: { code: string; message: string } };

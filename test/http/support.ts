@@ -32,7 +32,10 @@ export interface ServerConfig {
   fixture?: FixtureKind;
   /** --sessions (default: a fresh temporary folder, removed after the server). */
   sessions?: string;
-  /** A key the server accepts (pass the flags that make it one in extraArgs): sent by the helper's own requests and the OpenAI client. */
+  /**
+   * A key the server accepts (pass the flags that make it one in extraArgs): sent by the helper's own requests and the
+   * OpenAI client.
+   */
   apiKey?: string;
 }
 
@@ -47,16 +50,23 @@ export async function startTestServer(cfg: ServerConfig = {}): Promise<TestServe
   const path = await fixturePath(cfg.fixture ?? "tiny-random");
   const opts = parseServeOptions([
     path,
-    "--port", "0",
-    "--max-batch", String(cfg.maxBatch ?? 4),
-    "--max-context", String(cfg.maxContext ?? 2048),
-    "--threads", "1",
-    "--sessions", sessions,
+    "--port",
+    "0",
+    "--max-batch",
+    String(cfg.maxBatch ?? 4),
+    "--max-context",
+    String(cfg.maxContext ?? 2048),
+    "--threads",
+    "1",
+    "--sessions",
+    sessions,
     ...(cfg.extraArgs ?? []),
   ]) as ServeOptions;
   const server = await startServer(opts, () => {});
   const auth: Record<string, string> = cfg.apiKey === undefined ? {} : { authorization: `Bearer ${cfg.apiKey}` };
-  const models = (await (await fetch(`${server.url}/v1/models`, { headers: auth })).json()) as { data: { id: string }[] };
+  const models = (await (await fetch(`${server.url}/v1/models`, { headers: auth })).json()) as {
+    data: { id: string }[];
+  };
   return {
     url: server.url,
     port: Number(new URL(server.url).port),
@@ -104,7 +114,11 @@ export async function post(s: TestServer, path: string, body: unknown, init: Req
 }
 
 /** POSTs and reads the JSON reply. */
-export async function postJson(s: TestServer, path: string, body: unknown): Promise<{ status: number; headers: Headers; json: any }> {
+export async function postJson(
+  s: TestServer,
+  path: string,
+  body: unknown,
+): Promise<{ status: number; headers: Headers; json: any }> {
   const res = await post(s, path, body);
   const text = await res.text();
   let json: any;
@@ -158,9 +172,18 @@ export async function slots(s: TestServer): Promise<any> {
   return body[0];
 }
 
-/** Polls /slots until no lane is active or queued; returns the entry and how long it took, or the last entry when the time ran out. */
-/** Polls /slots until no lane is active or queued; `hangGuardMs` only stops a hung wait, it is no bound on how long idling may take. */
-export async function waitIdle(s: TestServer, hangGuardMs = 60_000): Promise<{ idle: boolean; ms: number; entry: any }> {
+/**
+ * Polls /slots until no lane is active or queued; returns the entry and how long it took, or the last entry when the
+ * time ran out.
+ */
+/**
+ * Polls /slots until no lane is active or queued; `hangGuardMs` only stops a hung wait, it is no bound on how long
+ * idling may take.
+ */
+export async function waitIdle(
+  s: TestServer,
+  hangGuardMs = 60_000,
+): Promise<{ idle: boolean; ms: number; entry: any }> {
   const started = performance.now();
   for (;;) {
     const entry = await slots(s);
@@ -284,7 +307,8 @@ export function envelope(json: any): { message: string; type: string; param: str
   if (JSON.stringify(keys) !== JSON.stringify(["code", "message", "param", "type"])) {
     throw new Error(`error envelope keys are ${keys.join(",")}, want code,message,param,type`);
   }
-  if (typeof e.message !== "string" || e.message.length === 0) throw new Error("error.message must be a non-empty string");
+  if (typeof e.message !== "string" || e.message.length === 0)
+    throw new Error("error.message must be a non-empty string");
   if (typeof e.type !== "string") throw new Error("error.type must be a string");
   return e;
 }

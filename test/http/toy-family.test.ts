@@ -84,7 +84,11 @@ function toyServer(): { url: string; stop(): void } {
 }
 
 const send = (url: string, body: unknown, headers: Record<string, string> = {}) =>
-  fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
 
 describe("a toy family runs through the runner", () => {
   test("streamed: its own frames, one per delta, then its end", async () => {

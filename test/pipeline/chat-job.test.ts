@@ -48,7 +48,10 @@ const WEATHER_PARAMS = { type: "object", properties: { city: { type: "string" } 
 const WEATHER: ChatTool = {
   name: "get_weather",
   parameters: WEATHER_PARAMS,
-  template: { type: "function", function: { name: "get_weather", description: "Current weather in a city", parameters: WEATHER_PARAMS } },
+  template: {
+    type: "function",
+    function: { name: "get_weather", description: "Current weather in a city", parameters: WEATHER_PARAMS },
+  },
 };
 
 /** A job as a family would map a plain one-turn request: no tools, no constraint, one choice. */
@@ -114,7 +117,10 @@ function detokenize(model: ServedModel, tokens: number[]): string {
 }
 
 describe("prompt building", () => {
-  /** The template rendered here and the text tokenized whole, as llama.cpp's server does for content without control text. */
+  /**
+   * The template rendered here and the text tokenized whole, as llama.cpp's server does for content without control
+   * text.
+   */
   const reference = (model: ServedModel, j: ChatJob, withTools: boolean) => {
     const template = new ChatTemplate(model.info.chatTemplate!);
     const { text } = template.render({
@@ -130,7 +136,13 @@ describe("prompt building", () => {
     const jobs = [
       job(),
       job({ templateKwargs: { enable_thinking: true } }),
-      job({ messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Weather in Oslo?" }], tools: [WEATHER] }),
+      job({
+        messages: [
+          { role: "system", content: "Be brief." },
+          { role: "user", content: "Weather in Oslo?" },
+        ],
+        tools: [WEATHER],
+      }),
     ];
     for (const j of jobs) {
       const rendered = await renderChatPrompt(chat, j);
@@ -140,7 +152,10 @@ describe("prompt building", () => {
 
   test("enable_thinking changes how the prompt ends", async () => {
     const off = detokenize(chat, (await renderChatPrompt(chat, job())).tokens);
-    const on = detokenize(chat, (await renderChatPrompt(chat, job({ templateKwargs: { enable_thinking: true } }))).tokens);
+    const on = detokenize(
+      chat,
+      (await renderChatPrompt(chat, job({ templateKwargs: { enable_thinking: true } }))).tokens,
+    );
     // tiny-chat thinks only when asked: otherwise its prompt closes an empty think block.
     expect(off.endsWith("<|im_start|>assistant\n<think>\n\n</think>\n\n")).toBe(true);
     expect(on.endsWith("<|im_start|>assistant\n")).toBe(true);
@@ -163,7 +178,9 @@ describe("prompt building", () => {
     const err = await refusal(renderChatPrompt(chat, job({ templateKwargs: { messages: [] } })));
     expect(err.status).toBe(400);
     expect(err.message).toStartWith("the chat template refused this request: ");
-    const viaPrepare = await refusal(prepareChat(DEFAULTS, chat, job({ templateKwargs: { add_generation_prompt: false } })));
+    const viaPrepare = await refusal(
+      prepareChat(DEFAULTS, chat, job({ templateKwargs: { add_generation_prompt: false } })),
+    );
     expect(viaPrepare.status).toBe(400);
   });
 });
@@ -179,21 +196,33 @@ describe("grammar precedence", () => {
 
   test("a forced tool choice beats a constraint: the tool grammar, not lazy", async () => {
     const forcedOnly = await prepareChat(DEFAULTS, chat, job({ tools: [WEATHER], toolChoice: "required" }));
-    const p = await prepareChat(DEFAULTS, chat, job({ tools: [WEATHER], toolChoice: "required", constraint: { type: "json_object" } }));
+    const p = await prepareChat(
+      DEFAULTS,
+      chat,
+      job({ tools: [WEATHER], toolChoice: "required", constraint: { type: "json_object" } }),
+    );
     expect(p.request.grammar).toBeDefined();
     expect(p.request.grammar).toBe(forcedOnly.request.grammar!);
     expect(p.request.grammar).toContain("<tool_call>");
     expect(p.request.grammarTrigger).toBeUndefined();
     expect(p.request.bannedTokens).toBeUndefined();
     // A named function is forced the same way.
-    const named = await prepareChat(DEFAULTS, chat, job({ tools: [WEATHER], toolChoice: { name: "get_weather" }, constraint: { type: "json_object" } }));
+    const named = await prepareChat(
+      DEFAULTS,
+      chat,
+      job({ tools: [WEATHER], toolChoice: { name: "get_weather" }, constraint: { type: "json_object" } }),
+    );
     expect(named.request.grammar).toContain("<tool_call>");
     expect(named.request.grammarTrigger).toBeUndefined();
   });
 
   test("with auto, a constraint holds the reply and nothing waits for a trigger", async () => {
     const constrainedOnly = await prepareChat(DEFAULTS, chat, job({ constraint: { type: "json_object" } }));
-    const p = await prepareChat(DEFAULTS, chat, job({ tools: [WEATHER], toolChoice: "auto", constraint: { type: "json_object" } }));
+    const p = await prepareChat(
+      DEFAULTS,
+      chat,
+      job({ tools: [WEATHER], toolChoice: "auto", constraint: { type: "json_object" } }),
+    );
     expect(p.request.grammar).toBe(constrainedOnly.request.grammar!);
     expect(p.request.grammar).not.toContain("<tool_call>");
     expect(p.request.grammarTrigger).toBeUndefined();
@@ -226,12 +255,18 @@ describe("grammar precedence", () => {
   test("a schema strict mode cannot enforce is refused naming its path", async () => {
     const schema = { type: "object", properties: { n: { type: "integer", multipleOf: 3 } } };
     const field = "response_format.json_schema.schema";
-    const err = await refusal(prepareChat(DEFAULTS, chat, job({ constraint: { type: "json_schema", schema, strict: true, field } })));
+    const err = await refusal(
+      prepareChat(DEFAULTS, chat, job({ constraint: { type: "json_schema", schema, strict: true, field } })),
+    );
     expect(err.status).toBe(400);
     expect(err.field).toBe(`${field}.properties.n.multipleOf`);
     expect(err.message).toStartWith("constraint unsatisfiable: ");
     // Not strict: the keyword is skipped and the job prepares.
-    const lax = await prepareChat(DEFAULTS, chat, job({ constraint: { type: "json_schema", schema, strict: false, field } }));
+    const lax = await prepareChat(
+      DEFAULTS,
+      chat,
+      job({ constraint: { type: "json_schema", schema, strict: false, field } }),
+    );
     expect(lax.request.grammar).toBeDefined();
   });
 });
@@ -310,11 +345,14 @@ describe("how a choice ends (scripted model)", () => {
 
 describe("n choices and their seeds", () => {
   /** Runs fn with every GenerateRequest the model's worker is sent recorded. */
-  async function recording<T>(model: ServedModel, fn: () => Promise<T>): Promise<{ result: T; sent: GenerateRequest[] }> {
+  async function recording<T>(
+    model: ServedModel,
+    fn: () => Promise<T>,
+  ): Promise<{ result: T; sent: GenerateRequest[] }> {
     const sent: GenerateRequest[] = [];
     const worker = model.worker;
     const original = worker.generate;
-    worker.generate = function (req, opts) {
+    worker.generate = (req, opts) => {
       sent.push(req);
       return original.call(worker, req, opts);
     };
@@ -328,24 +366,33 @@ describe("n choices and their seeds", () => {
 
   test("n=3 starts three generations seeded seed, seed+1, seed+2", async () => {
     const seed = 1234;
-    const { result, sent } = await recording(chat, () => runJob(chat, job({ n: 3, maxTokens: 16, sampling: { seed, temperature: 1 } })));
+    const { result, sent } = await recording(chat, () =>
+      runJob(chat, job({ n: 3, maxTokens: 16, sampling: { seed, temperature: 1 } })),
+    );
     expect(sent).toHaveLength(3);
     expect(sent.map((r) => r.sampling.seed)).toEqual([seed, drawSeed(seed + 1), drawSeed(seed + 2)]);
     // Apart from the seed, the three run the same request.
-    for (const r of sent) expect({ ...r, sampling: { ...r.sampling, seed: 0 } }).toEqual({ ...sent[0]!, sampling: { ...sent[0]!.sampling, seed: 0 } });
+    for (const r of sent)
+      expect({ ...r, sampling: { ...r.sampling, seed: 0 } }).toEqual({
+        ...sent[0]!,
+        sampling: { ...sent[0]!.sampling, seed: 0 },
+      });
     expect(result.choices.map((c) => c.content)).toEqual([SCRIPTED_REPLY, SCRIPTED_REPLY, SCRIPTED_REPLY]);
   });
 
   test("a seed at the top of the range still gives every choice its own seed", async () => {
     // 4294967294 (and -2) is the sampler's largest seed: choice 1 wraps to 0 instead of repeating it.
-    const { sent } = await recording(chat, () => runJob(chat, job({ n: 3, maxTokens: 4, sampling: { seed: 4294967294, temperature: 1 } })));
+    const { sent } = await recording(chat, () =>
+      runJob(chat, job({ n: 3, maxTokens: 4, sampling: { seed: 4294967294, temperature: 1 } })),
+    );
     expect(sent.map((r) => r.sampling.seed)).toEqual([4294967294, 0, 1]);
     expect(choiceSeed(-2, 1)).toBe(0);
     expect(choiceSeed(7, 2)).toBe(9);
   });
 
   test("random weights at temperature 1: seeded choices differ from each other and repeat", async () => {
-    const seeded = () => runJob(random, job({ n: 3, maxTokens: 12, ignoreEos: true, sampling: { seed: 77, temperature: 1 } }));
+    const seeded = () =>
+      runJob(random, job({ n: 3, maxTokens: 12, ignoreEos: true, sampling: { seed: 77, temperature: 1 } }));
     const first = (await seeded()).choices.map((c) => c.content);
     const second = (await seeded()).choices.map((c) => c.content);
     expect(new Set(first).size).toBe(3);
@@ -354,7 +401,10 @@ describe("n choices and their seeds", () => {
 });
 
 describe("stream framings (src/http/stream.ts)", () => {
-  const errorFrame = (err: RequestError) => ({ data: { error: { message: err.message, status: err.status } }, event: "error" });
+  const errorFrame = (err: RequestError) => ({
+    data: { error: { message: err.message, status: err.status } },
+    event: "error",
+  });
 
   test("SSE with [DONE]: data frames, then data: [DONE]", async () => {
     const res = streamResponse(sseFraming({ done: true, error: errorFrame }), async (sink) => {
@@ -371,7 +421,9 @@ describe("stream framings (src/http/stream.ts)", () => {
       sink.send({ type: "message_stop" }, "message_stop");
     });
     const text = await res.text();
-    expect(text).toBe('event: message_start\ndata: {"type":"message_start"}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n');
+    expect(text).toBe(
+      'event: message_start\ndata: {"type":"message_start"}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n',
+    );
     expect(text).not.toContain("[DONE]");
   });
 
@@ -426,9 +478,12 @@ describe("stream framings (src/http/stream.ts)", () => {
     expect(await sse.text()).toBe(
       'data: {"a":1}\n\nevent: error\ndata: {"error":{"message":"grammar has no way forward","status":400}}\n\ndata: [DONE]\n\n',
     );
-    const ndjson = streamResponse(ndjsonFraming({ error: (err) => ({ error: err.message, status: err.status }) }), async () => {
-      throw new Error("boom");
-    });
+    const ndjson = streamResponse(
+      ndjsonFraming({ error: (err) => ({ error: err.message, status: err.status }) }),
+      async () => {
+        throw new Error("boom");
+      },
+    );
     const line = JSON.parse((await ndjson.text()).trim());
     expect(line.status).toBe(500);
     expect(line.error).toContain("boom");

@@ -18,7 +18,11 @@ afterAll(() => tokenizer.free());
 /** A generation whose events are pushed by the test, one token per tick. */
 function scripted(text: string, reason: "stop" | "length" = "stop") {
   let cancelled = false;
-  const g = new Generation("g", { type: "generate", id: "g", prompt: [1], sampling: GREEDY, maxTokens: 100, ignoreEos: false }, () => (cancelled = true));
+  const g = new Generation(
+    "g",
+    { type: "generate", id: "g", prompt: [1], sampling: GREEDY, maxTokens: 100, ignoreEos: false },
+    () => (cancelled = true),
+  );
   const tokens = tokenizer.tokenize(text, { parseSpecial: true });
   g.events.push({ type: "admitted", cachedTokens: 0 });
   for (const t of tokens) g.events.push({ type: "tokens", tokens: [t] });
@@ -42,13 +46,17 @@ async function collect(gen: AsyncGenerator<ChoiceDelta, ChoiceEnd>) {
 describe("choice text pipeline", () => {
   test("a <think> block becomes reasoning; the answer is content", async () => {
     const { g } = scripted("<think>\nfirst a plan\n</think>\n\nthe answer");
-    const out = await collect(choiceText(tokenizer, g, { stops: [], reasoning: { ...THINK_MARKERS, startInside: false } }));
+    const out = await collect(
+      choiceText(tokenizer, g, { stops: [], reasoning: { ...THINK_MARKERS, startInside: false } }),
+    );
     expect(out).toMatchObject({ reasoning: "first a plan", content: "the answer", end: { finishReason: "stop" } });
   });
 
   test("a prompt that opened the block: output is reasoning until </think>", async () => {
     const { g } = scripted("thinking here</think>done");
-    const out = await collect(choiceText(tokenizer, g, { stops: [], reasoning: { ...THINK_MARKERS, startInside: true } }));
+    const out = await collect(
+      choiceText(tokenizer, g, { stops: [], reasoning: { ...THINK_MARKERS, startInside: true } }),
+    );
     expect(out).toMatchObject({ reasoning: "thinking here", content: "done" });
   });
 

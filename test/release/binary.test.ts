@@ -18,7 +18,11 @@ let server: Subprocess<"ignore", "pipe", "pipe"> | undefined;
 afterAll(() => server?.kill("SIGKILL"));
 
 /** Reads stderr until a line matches; returns the match. */
-async function waitForLine(stream: ReadableStream<Uint8Array>, pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
+async function waitForLine(
+  stream: ReadableStream<Uint8Array>,
+  pattern: RegExp,
+  timeoutMs: number,
+): Promise<RegExpMatchArray> {
   const reader = stream.getReader();
   const decoder = new TextDecoder();
   let seen = "";
@@ -38,13 +42,21 @@ async function waitForLine(stream: ReadableStream<Uint8Array>, pattern: RegExp, 
 
 describe("compiled binary", () => {
   test("builds with libllama embedded", () => {
-    const build = Bun.spawnSync([process.execPath, join(import.meta.dir, "../..", "build.ts"), "--outfile", outfile], { stdout: "pipe", stderr: "pipe" });
+    const build = Bun.spawnSync([process.execPath, join(import.meta.dir, "../..", "build.ts"), "--outfile", outfile], {
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(build.stderr.toString()).toBe("");
     expect(build.exitCode).toBe(0);
   });
 
   test("opens its embedded libllama from an empty folder", async () => {
-    const run = Bun.spawnSync([outfile, "check", "--model", await fixturePath("tiny-random")], { cwd: empty, env: bareEnv, stdout: "pipe", stderr: "pipe" });
+    const run = Bun.spawnSync([outfile, "check", "--model", await fixturePath("tiny-random")], {
+      cwd: empty,
+      env: bareEnv,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(run.stderr.toString()).toBe("");
     expect(run.exitCode).toBe(0);
     expect(run.stdout.toString()).toMatch(/\(embedded, llama\.cpp v[\d.]+\)/);
@@ -52,21 +64,46 @@ describe("compiled binary", () => {
   });
 
   test("serves one chat request from an empty folder", async () => {
-    server = Bun.spawn([outfile, "serve", await fixturePath("tiny-random"), "--http", "127.0.0.1:0", "--max-batch", "2", "--max-context", "1024", "--threads", "1", "--sessions", join(empty, "sessions")], {
-      cwd: empty,
-      env: bareEnv,
-      stdout: "pipe",
-      stderr: "pipe",
-    });
+    server = Bun.spawn(
+      [
+        outfile,
+        "serve",
+        await fixturePath("tiny-random"),
+        "--http",
+        "127.0.0.1:0",
+        "--max-batch",
+        "2",
+        "--max-context",
+        "1024",
+        "--threads",
+        "1",
+        "--sessions",
+        join(empty, "sessions"),
+      ],
+      {
+        cwd: empty,
+        env: bareEnv,
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
     const [, url] = await waitForLine(server.stderr, /serving \S+ at (http:\/\/\S+)\/v1/, 30_000);
     const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
     const reply = await fetch(`${url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: models.data[0]!.id, messages: [{ role: "user", content: "hi" }], max_tokens: 8, ignore_eos: true }),
+      body: JSON.stringify({
+        model: models.data[0]!.id,
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 8,
+        ignore_eos: true,
+      }),
     });
     expect(reply.status).toBe(200);
-    const body = (await reply.json()) as { choices: { message: { content: string }; finish_reason: string }[]; usage: { completion_tokens: number } };
+    const body = (await reply.json()) as {
+      choices: { message: { content: string }; finish_reason: string }[];
+      usage: { completion_tokens: number };
+    };
     expect(body.usage.completion_tokens).toBe(8);
     expect(body.choices[0]!.finish_reason).toBe("length");
     server.kill("SIGTERM");

@@ -16,7 +16,13 @@ import { KNOWN_LLAMA_RELEASES } from "../../ffi/abi.ts";
 
 describe("platform table", () => {
   test("the five platforms, each with its Bun target and pinned libllama package", () => {
-    expect(PLATFORMS.map((p) => p.name)).toEqual(["linux-x64", "linux-arm64", "darwin-arm64", "darwin-x64", "windows-x64"]);
+    expect(PLATFORMS.map((p) => p.name)).toEqual([
+      "linux-x64",
+      "linux-arm64",
+      "darwin-arm64",
+      "darwin-x64",
+      "windows-x64",
+    ]);
     for (const p of PLATFORMS) {
       expect(p.name as string).toBe(`${p.os}-${p.arch}`);
       expect(p.bunTarget).toMatch(new RegExp(`^bun-${p.os}-${p.arch}(-baseline)?$`));
@@ -37,7 +43,9 @@ describe("platform table", () => {
     for (const p of PLATFORMS) {
       // build.ts embeds exactly this version for the platform; ffi/abi.ts must know its layouts.
       expect(known).toContain(pins[p.llamaPackage]!);
-      const entry = (lock.packages as Record<string, { version?: string; integrity?: string }>)[`node_modules/${p.llamaPackage}`];
+      const entry = (lock.packages as Record<string, { version?: string; integrity?: string }>)[
+        `node_modules/${p.llamaPackage}`
+      ];
       expect(entry?.version).toBe(pins[p.llamaPackage]!);
       expect(entry?.integrity).toMatch(/^sha512-/);
     }
@@ -63,9 +71,19 @@ describe("SHA256SUMS", () => {
   const b = "0123456789abcdef".repeat(4);
 
   test("sha256sum's format, sorted by name, read back", () => {
-    const text = sha256SumsText(new Map([["superfluid-0.1.0-windows-x64.zip", b], ["superfluid-0.1.0-darwin-x64.tar.gz", a]]));
+    const text = sha256SumsText(
+      new Map([
+        ["superfluid-0.1.0-windows-x64.zip", b],
+        ["superfluid-0.1.0-darwin-x64.tar.gz", a],
+      ]),
+    );
     expect(text).toBe(`${a}  superfluid-0.1.0-darwin-x64.tar.gz\n${b}  superfluid-0.1.0-windows-x64.zip\n`);
-    expect(parseSha256Sums(text)).toEqual(new Map([["superfluid-0.1.0-darwin-x64.tar.gz", a], ["superfluid-0.1.0-windows-x64.zip", b]]));
+    expect(parseSha256Sums(text)).toEqual(
+      new Map([
+        ["superfluid-0.1.0-darwin-x64.tar.gz", a],
+        ["superfluid-0.1.0-windows-x64.zip", b],
+      ]),
+    );
     expect(parseSha256Sums(`${a} *x.zip\n`).get("x.zip")).toBe(a);
   });
 

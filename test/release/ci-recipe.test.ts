@@ -24,7 +24,11 @@ beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "sf-ci-recipe-"));
   wrapper = join(dir, "superfluid");
   // exec, so the pid the script holds is the server's own and SIGTERM reaches it.
-  writeFileSync(wrapper, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(REPO, "src/main.ts"))} "$@"\n`, { mode: 0o755 });
+  writeFileSync(
+    wrapper,
+    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(REPO, "src/main.ts"))} "$@"\n`,
+    { mode: 0o755 },
+  );
   // The app's test: one chat at temperature 0 with a fixed seed, through the
   // base URL the script exports; it leaves a file saying it ran.
   appTest = join(dir, "app-test.ts");
@@ -104,7 +108,11 @@ async function runRecipe(args: string[], extraEnv: Record<string, string> = {}, 
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { code, stderr, port, mark, ran, log };
 }
 

@@ -21,13 +21,31 @@ import {
 
 describe("compilers", () => {
   test("GCC and Clang version lines are read", () => {
-    expect(parseCompilerVersion("g++ (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022")).toMatchObject({ kind: "gcc", major: 12, version: "12.2.0" });
+    expect(parseCompilerVersion("g++ (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022")).toMatchObject({
+      kind: "gcc",
+      major: 12,
+      version: "12.2.0",
+    });
     expect(parseCompilerVersion("cc (Debian 12.2.0-14+deb12u1) 12.2.0\n")).toMatchObject({ kind: "gcc", major: 12 });
-    expect(parseCompilerVersion("x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) 12.3.0\n")).toMatchObject({ kind: "gcc", major: 12, version: "12.3.0" });
-    expect(parseCompilerVersion("c++ (Ubuntu 11.4.0-1ubuntu1~22.04.3) 11.4.0\n")).toMatchObject({ kind: "gcc", major: 11 });
+    expect(parseCompilerVersion("x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) 12.3.0\n")).toMatchObject({
+      kind: "gcc",
+      major: 12,
+      version: "12.3.0",
+    });
+    expect(parseCompilerVersion("c++ (Ubuntu 11.4.0-1ubuntu1~22.04.3) 11.4.0\n")).toMatchObject({
+      kind: "gcc",
+      major: 11,
+    });
     expect(parseCompilerVersion("g++ (GCC) 13.2.1 20230801\n")).toMatchObject({ kind: "gcc", major: 13 });
-    expect(parseCompilerVersion("Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu")).toMatchObject({ kind: "clang", major: 14 });
-    expect(parseCompilerVersion("Ubuntu clang version 18.1.3 (1ubuntu1)\n")).toMatchObject({ kind: "clang", major: 18, version: "18.1.3" });
+    expect(parseCompilerVersion("Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu")).toMatchObject({
+      kind: "clang",
+      major: 14,
+    });
+    expect(parseCompilerVersion("Ubuntu clang version 18.1.3 (1ubuntu1)\n")).toMatchObject({
+      kind: "clang",
+      major: 18,
+      version: "18.1.3",
+    });
     expect(compilerName(parseCompilerVersion("g++ (Debian 12.2.0-14+deb12u1) 12.2.0")!)).toBe("GCC 12.2.0");
     expect(parseCompilerVersion("icpx (Intel) 2024.0\n")).toBeUndefined();
     expect(parseCompilerVersion("")).toBeUndefined();
@@ -91,11 +109,22 @@ describe("collecting the built libraries", () => {
 });
 
 describe("symbol versions a library needs", () => {
-  const prebuilt = join(import.meta.dir, "..", "..", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64");
+  const prebuilt = join(
+    import.meta.dir,
+    "..",
+    "..",
+    "node_modules",
+    "@node-llama-cpp",
+    "linux-x64",
+    "bins",
+    "linux-x64",
+  );
   const onLinuxX64 = process.platform === "linux" && process.arch === "x64";
 
   test.skipIf(!onLinuxX64)("read from the prebuilt's own ELF files, as objdump -T lists them", () => {
-    const libs = readdirSync(prebuilt).filter((f) => /\.so$/.test(f)).map((f) => join(prebuilt, f));
+    const libs = readdirSync(prebuilt)
+      .filter((f) => /\.so$/.test(f))
+      .map((f) => join(prebuilt, f));
     const llama = libs.find((f) => basename(f).startsWith("libllama.v"))!;
     const needs = neededVersions(llama);
     expect(needs).toContain("GLIBC_2.2.5");
@@ -113,7 +142,9 @@ describe("symbol versions a library needs", () => {
     expect(ceilings.get("GLIBCXX")).toBe("3.4.29");
     expect(versionCeilings(libs).get("GLIBCXX")).toBe("3.4.30");
     // Anything but a whole 64-bit little-endian ELF file is refused by name, never read as "needs nothing".
-    expect(() => neededVersions(join(prebuilt, "_nlcBuildMetadata.json"))).toThrow(/_nlcBuildMetadata\.json: not an ELF file/);
+    expect(() => neededVersions(join(prebuilt, "_nlcBuildMetadata.json"))).toThrow(
+      /_nlcBuildMetadata\.json: not an ELF file/,
+    );
     const cut = join(mkdtempSync(join(tmpdir(), "sf-elf-")), "libcut.so");
     writeFileSync(cut, readFileSync(llama).subarray(0, 4096));
     expect(() => neededVersions(cut)).toThrow(/libcut\.so: truncated/);
@@ -121,7 +152,17 @@ describe("symbol versions a library needs", () => {
 
   test("the libraries superfluid loads, on x64 and arm64 names alike", () => {
     const dir = mkdtempSync(join(tmpdir(), "sf-loaded-"));
-    for (const f of ["libllama.so.0", "libllama.v0.5.0.so", "libllama-common.so", "libggml.so.0", "libggml-base.so", "libggml-cpu-haswell.so", "libggml-cpu-armv8.2_1.so", "llama-addon.node", "_nlcBuildMetadata.json"]) {
+    for (const f of [
+      "libllama.so.0",
+      "libllama.v0.5.0.so",
+      "libllama-common.so",
+      "libggml.so.0",
+      "libggml-base.so",
+      "libggml-cpu-haswell.so",
+      "libggml-cpu-armv8.2_1.so",
+      "llama-addon.node",
+      "_nlcBuildMetadata.json",
+    ]) {
       writeFileSync(join(dir, f), "");
     }
     expect(loadedLibraries(dir).map((f) => basename(f))).toEqual([
@@ -135,19 +176,60 @@ describe("symbol versions a library needs", () => {
   });
 
   test("a version that is not a number (GLIBC_PRIVATE) matches only itself", () => {
-    expect(ceilingsAbove(new Map([["GLIBC_PRIVATE", ""], ["GLIBC", "2.17"]]), new Map([["GLIBC", "2.34"]]))).toEqual(["GLIBC_PRIVATE (none in the prebuilt)"]);
+    expect(
+      ceilingsAbove(
+        new Map([
+          ["GLIBC_PRIVATE", ""],
+          ["GLIBC", "2.17"],
+        ]),
+        new Map([["GLIBC", "2.34"]]),
+      ),
+    ).toEqual(["GLIBC_PRIVATE (none in the prebuilt)"]);
     expect(ceilingsAbove(new Map([["GLIBC_PRIVATE", ""]]), new Map([["GLIBC_PRIVATE", ""]]))).toEqual([]);
   });
 
   test("a build needing a newer glibc or libstdc++ than the prebuilt is named", () => {
-    const allowed = new Map([["GLIBC", "2.34"], ["GLIBCXX", "3.4.29"]]);
-    expect(ceilingsAbove(new Map([["GLIBC", "2.34"], ["GLIBCXX", "3.4.29"]]), allowed)).toEqual([]);
-    expect(ceilingsAbove(new Map([["GLIBC", "2.4"], ["GLIBCXX", "3.4.9"]]), allowed)).toEqual([]);
-    expect(ceilingsAbove(new Map([["GLIBC", "2.36"], ["GLIBCXX", "3.4.29"]]), allowed)).toEqual(["GLIBC_2.36 (at most GLIBC_2.34)"]);
-    expect(ceilingsAbove(new Map([["GLIBC", "2.34"], ["GLIBCXX", "3.4.30"], ["CXXABI", "1.3.13"]]), allowed)).toEqual([
-      "CXXABI_1.3.13 (none in the prebuilt)",
-      "GLIBCXX_3.4.30 (at most GLIBCXX_3.4.29)",
+    const allowed = new Map([
+      ["GLIBC", "2.34"],
+      ["GLIBCXX", "3.4.29"],
     ]);
+    expect(
+      ceilingsAbove(
+        new Map([
+          ["GLIBC", "2.34"],
+          ["GLIBCXX", "3.4.29"],
+        ]),
+        allowed,
+      ),
+    ).toEqual([]);
+    expect(
+      ceilingsAbove(
+        new Map([
+          ["GLIBC", "2.4"],
+          ["GLIBCXX", "3.4.9"],
+        ]),
+        allowed,
+      ),
+    ).toEqual([]);
+    expect(
+      ceilingsAbove(
+        new Map([
+          ["GLIBC", "2.36"],
+          ["GLIBCXX", "3.4.29"],
+        ]),
+        allowed,
+      ),
+    ).toEqual(["GLIBC_2.36 (at most GLIBC_2.34)"]);
+    expect(
+      ceilingsAbove(
+        new Map([
+          ["GLIBC", "2.34"],
+          ["GLIBCXX", "3.4.30"],
+          ["CXXABI", "1.3.13"],
+        ]),
+        allowed,
+      ),
+    ).toEqual(["CXXABI_1.3.13 (none in the prebuilt)", "GLIBCXX_3.4.30 (at most GLIBCXX_3.4.29)"]);
   });
 });
 
@@ -156,12 +238,19 @@ describe("one build per cache folder", () => {
     const lock = join(mkdtempSync(join(tmpdir(), "sf-lock-")), "build.lock");
     // Held by a live process (the test runner's parent is as good as any).
     writeFileSync(lock, String(process.ppid));
-    await expect(withLock(lock, async () => "ran")).rejects.toThrow(new RegExp(`another build \\(pid ${process.ppid}\\)`));
+    await expect(withLock(lock, async () => "ran")).rejects.toThrow(
+      new RegExp(`another build \\(pid ${process.ppid}\\)`),
+    );
     expect(readFileSync(lock, "utf8")).toBe(String(process.ppid));
     // Held by a process that is gone: a pid past the kernel's limit never exists.
     writeFileSync(lock, "4194305");
     let inside = "";
-    expect(await withLock(lock, async () => ((inside = readFileSync(lock, "utf8")), "ran"))).toBe("ran");
+    expect(
+      await withLock(lock, async () => {
+        inside = readFileSync(lock, "utf8");
+        return "ran";
+      }),
+    ).toBe("ran");
     expect(inside).toBe(String(process.pid));
     expect(existsSync(lock)).toBe(false);
     // Left by an earlier run whose pid is ours now.
@@ -172,7 +261,9 @@ describe("one build per cache folder", () => {
     await expect(withLock(lock, async () => "ran")).rejects.toThrow(/another build \(pid unknown\)/);
     // A failing build still gives the lock back.
     const fresh = join(mkdtempSync(join(tmpdir(), "sf-lock-")), "build.lock");
-    await expect(withLock(fresh, async () => Promise.reject(new Error("compile failed")))).rejects.toThrow("compile failed");
+    await expect(withLock(fresh, async () => Promise.reject(new Error("compile failed")))).rejects.toThrow(
+      "compile failed",
+    );
     expect(readdirSync(join(fresh, ".."))).toEqual([]);
   });
 });
@@ -191,12 +282,17 @@ describe("node-llama-cpp's patches", () => {
     writeFileSync(join(repo, "loader.cpp"), "int n_tensors = 0;\n");
     const dir = mkdtempSync(join(tmpdir(), "sf-patches-"));
     const patch = join(dir, "PR-1.diff");
-    writeFileSync(patch, "--- a/loader.cpp\n+++ b/loader.cpp\n@@ -1 +1 @@\n-int n_tensors = 0;\n+int n_tensors = gguf_get_n_tensors(metadata);\n");
+    writeFileSync(
+      patch,
+      "--- a/loader.cpp\n+++ b/loader.cpp\n@@ -1 +1 @@\n-int n_tensors = 0;\n+int n_tensors = gguf_get_n_tensors(metadata);\n",
+    );
     const log = join(dir, "build.log");
     expect(applyPatches(repo, [{ name: "PR-1.diff", path: patch }], log)).toEqual(["PR-1.diff: applied"]);
     expect(readFileSync(join(repo, "loader.cpp"), "utf8")).toBe("int n_tensors = gguf_get_n_tensors(metadata);\n");
     expect(applyPatches(repo, [{ name: "PR-1.diff", path: patch }], log)).toEqual(["PR-1.diff: already in the source"]);
     writeFileSync(join(repo, "loader.cpp"), "something else entirely\n");
-    expect(() => applyPatches(repo, [{ name: "PR-1.diff", path: patch }], log)).toThrow(/PR-1\.diff applies neither forwards nor backwards/);
+    expect(() => applyPatches(repo, [{ name: "PR-1.diff", path: patch }], log)).toThrow(
+      /PR-1\.diff applies neither forwards nor backwards/,
+    );
   });
 });

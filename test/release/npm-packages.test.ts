@@ -21,7 +21,10 @@ describe("generated packages", () => {
   const written = npmPackages({ version: "1.2.3", binaries: new Map(PLATFORMS.map((p) => [p.name, fake])), outDir });
 
   test("one main folder and one per platform", () => {
-    expect(written).toEqual([join(outDir, "superfluid"), ...PLATFORMS.map((p) => join(outDir, `superfluid-${p.name}`))]);
+    expect(written).toEqual([
+      join(outDir, "superfluid"),
+      ...PLATFORMS.map((p) => join(outDir, `superfluid-${p.name}`)),
+    ]);
   });
 
   test("main package: the launcher as bin, every platform pinned to the exact version", () => {
@@ -73,13 +76,19 @@ describe("generated packages", () => {
     npmPackages({ version: "1.2.3", binaries: new Map([["darwin-arm64", fake]]), outDir: dir });
     writeFileSync(join(dir, "superfluid", "stale"), "");
     npmPackages({ version: "1.2.4", binaries: new Map([["linux-arm64", fake]]), outDir: dir });
-    expect(readJson(join(dir, "superfluid", "package.json")).optionalDependencies).toEqual({ "superfluid-linux-arm64": "1.2.4" });
+    expect(readJson(join(dir, "superfluid", "package.json")).optionalDependencies).toEqual({
+      "superfluid-linux-arm64": "1.2.4",
+    });
     expect(existsSync(join(dir, "superfluid", "stale"))).toBe(false);
   });
 
   test("an unknown platform or none at all is refused", () => {
-    expect(() => npmPackages({ version: "1.2.3", binaries: new Map([["linux-riscv64", fake]]), outDir: join(tmp, "bad") })).toThrow(/unknown platform/);
-    expect(() => npmPackages({ version: "1.2.3", binaries: new Map(), outDir: join(tmp, "bad") })).toThrow(/no binaries/);
+    expect(() =>
+      npmPackages({ version: "1.2.3", binaries: new Map([["linux-riscv64", fake]]), outDir: join(tmp, "bad") }),
+    ).toThrow(/unknown platform/);
+    expect(() => npmPackages({ version: "1.2.3", binaries: new Map(), outDir: join(tmp, "bad") })).toThrow(
+      /no binaries/,
+    );
   });
 });
 
@@ -156,7 +165,11 @@ for a in "$@"; do printf '<%s>\\n' "$a"; done
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     test(`${signal} to the launcher stops the binary (as SIGTERM) and its status comes back`, async () => {
       const pidFile = join(tmp, `fake-${signal}.pid`);
-      const proc = Bun.spawn([node!, launcher, "wait"], { stdout: "pipe", stderr: "pipe", env: { ...process.env, SUPERFLUID_BINARY: "", FAKE_PID_FILE: pidFile } });
+      const proc = Bun.spawn([node!, launcher, "wait"], {
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { ...process.env, SUPERFLUID_BINARY: "", FAKE_PID_FILE: pidFile },
+      });
       // Hang guard: a fake binary left running (a launcher that lost the signal) would hold stdout open for ever.
       const guard = setTimeout(() => killFake(pidFile), 60_000);
       try {
@@ -194,7 +207,9 @@ for a in "$@"; do printf '<%s>\\n' "$a"; done
     const r = run(["--version"]);
     expect(r.code).toBe(1);
     expect(r.out).toBe("");
-    expect(r.err).toContain(`the package "superfluid-${host!.name}", which holds the binary for this platform (${host!.name}), is not installed`);
+    expect(r.err).toContain(
+      `the package "superfluid-${host!.name}", which holds the binary for this platform (${host!.name}), is not installed`,
+    );
     expect(r.err).toContain("--omit=optional");
     install();
   });

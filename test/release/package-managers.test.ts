@@ -4,7 +4,16 @@
 // and install.sh run against a loopback file server holding a fake release.
 // Nothing is downloaded; ruby, dash, shellcheck and wget are used when present.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { homebrewFormula } from "../../src/release/homebrew.ts";
@@ -28,7 +37,12 @@ function fakeInputs(baseUrl = defaultBaseUrl(version)): ReleaseInputs {
 }
 
 function run(cmd: string[], opts: { env?: Record<string, string | undefined>; timeout?: number } = {}) {
-  const r = Bun.spawnSync(cmd, { env: opts.env ?? process.env, stdout: "pipe", stderr: "pipe", timeout: opts.timeout ?? 60_000 });
+  const r = Bun.spawnSync(cmd, {
+    env: opts.env ?? process.env,
+    stdout: "pipe",
+    stderr: "pipe",
+    timeout: opts.timeout ?? 60_000,
+  });
   return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
 }
 
@@ -36,7 +50,11 @@ function run(cmd: string[], opts: { env?: Record<string, string | undefined>; ti
 async function runAsync(cmd: string[], env: Record<string, string>) {
   const child = Bun.spawn(cmd, { env, stdout: "pipe", stderr: "pipe" });
   const guard = setTimeout(() => child.kill(), 120_000); // hang guard only
-  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
   clearTimeout(guard);
   return { code, stdout, stderr };
 }
@@ -104,7 +122,9 @@ describe("Homebrew formula", () => {
   test("refuses to write a formula when an archive's checksum is missing", () => {
     const checksums = new Map(inputs.checksums);
     checksums.delete(archiveName(version, "darwin-arm64"));
-    expect(() => homebrewFormula({ ...inputs, checksums })).toThrow(/no checksum for superfluid-0.1.0-darwin-arm64.tar.gz/);
+    expect(() => homebrewFormula({ ...inputs, checksums })).toThrow(
+      /no checksum for superfluid-0.1.0-darwin-arm64.tar.gz/,
+    );
   });
 
   test.skipIf(!ruby)("ruby -c accepts it", () => {
@@ -130,28 +150,36 @@ describe("Homebrew formula", () => {
       sha256: inputs.checksums.get(archiveName(version, p)),
     }));
     const key = (d: { os: string; arch: string }) => `${d.os}-${d.arch}`;
-    expect([...described.downloads].sort((a, b) => key(a).localeCompare(key(b)))).toEqual(want.sort((a, b) => key(a).localeCompare(key(b))));
+    expect([...described.downloads].sort((a, b) => key(a).localeCompare(key(b)))).toEqual(
+      want.sort((a, b) => key(a).localeCompare(key(b))),
+    );
     expect(described.test).toBe(true);
   });
 
   // The `test do` block against this checkout's server (run from source by a
   // wrapper standing in for the installed binary): --version, then a one-token
   // chat on the built-in model.
-  test.skipIf(!ruby || process.platform === "win32")("its test block passes against superfluid (--version and a one-token chat)", () => {
-    const bin = join(work, "brew-bin");
-    const testpath = join(work, "brew-testpath");
-    mkdirSync(bin, { recursive: true });
-    mkdirSync(testpath, { recursive: true });
-    writeFileSync(join(bin, "superfluid"), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(root, "src/main.ts"))} "$@"\n`);
-    chmodSync(join(bin, "superfluid"), 0o755);
-    const r = run([ruby!, shimPath, formulaPath, "test", bin, testpath], { timeout: 300_000 });
-    if (r.code !== 0) console.error(r.stderr);
-    expect(r.stdout).toContain("formula test passed");
-    expect(r.code).toBe(0);
-    // Its cache and session log stayed inside testpath.
-    expect(existsSync(join(testpath, "cache"))).toBe(true);
-    expect(existsSync(join(testpath, "s", "wal.log"))).toBe(true);
-  });
+  test.skipIf(!ruby || process.platform === "win32")(
+    "its test block passes against superfluid (--version and a one-token chat)",
+    () => {
+      const bin = join(work, "brew-bin");
+      const testpath = join(work, "brew-testpath");
+      mkdirSync(bin, { recursive: true });
+      mkdirSync(testpath, { recursive: true });
+      writeFileSync(
+        join(bin, "superfluid"),
+        `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(root, "src/main.ts"))} "$@"\n`,
+      );
+      chmodSync(join(bin, "superfluid"), 0o755);
+      const r = run([ruby!, shimPath, formulaPath, "test", bin, testpath], { timeout: 300_000 });
+      if (r.code !== 0) console.error(r.stderr);
+      expect(r.stdout).toContain("formula test passed");
+      expect(r.code).toBe(0);
+      // Its cache and session log stayed inside testpath.
+      expect(existsSync(join(testpath, "cache"))).toBe(true);
+      expect(existsSync(join(testpath, "s", "wal.log"))).toBe(true);
+    },
+  );
 });
 
 describe("Scoop manifest", () => {
@@ -166,10 +194,38 @@ describe("Scoop manifest", () => {
   // without `$` outside autoupdate; a hash-extraction URL built on $url or $baseurl.
   test("has the fields Scoop's schema requires, in the shapes it allows", () => {
     const topLevel = [
-      "$schema", "##", "_comment", "architecture", "autoupdate", "bin", "checkver", "cookie", "depends", "description",
-      "env_add_path", "env_set", "extract_dir", "extract_to", "hash", "homepage", "innosetup", "installer", "license", "msi",
-      "notes", "persist", "post_install", "post_uninstall", "pre_install", "pre_uninstall", "psmodule", "shortcuts",
-      "suggest", "uninstaller", "url", "version",
+      "$schema",
+      "##",
+      "_comment",
+      "architecture",
+      "autoupdate",
+      "bin",
+      "checkver",
+      "cookie",
+      "depends",
+      "description",
+      "env_add_path",
+      "env_set",
+      "extract_dir",
+      "extract_to",
+      "hash",
+      "homepage",
+      "innosetup",
+      "installer",
+      "license",
+      "msi",
+      "notes",
+      "persist",
+      "post_install",
+      "post_uninstall",
+      "pre_install",
+      "pre_uninstall",
+      "psmodule",
+      "shortcuts",
+      "suggest",
+      "uninstaller",
+      "url",
+      "version",
     ];
     for (const key of Object.keys(manifest)) expect(topLevel).toContain(key);
     expect(manifest.version).toMatch(/^[\w.\-+]+$/);
@@ -202,7 +258,9 @@ describe("Scoop manifest", () => {
     expect(manifest.license).toBe("Unknown");
     expect(JSON.parse(scoopManifest({ ...inputs, license: "MIT" })).license).toBe("MIT");
     const auto = manifest.autoupdate.architecture["64bit"];
-    expect(auto.url).toBe("https://github.com/superfluid/superfluid/releases/download/v$version/superfluid-$version-windows-x64.zip");
+    expect(auto.url).toBe(
+      "https://github.com/superfluid/superfluid/releases/download/v$version/superfluid-$version-windows-x64.zip",
+    );
     // Scoop substitutes $version and reads the new archive's line from SHA256SUMS beside it.
     expect(auto.url.replaceAll("$version", version)).toBe(arch.url);
     expect(auto.hash.url).toBe("$baseurl/SHA256SUMS");
@@ -264,7 +322,7 @@ describe.skipIf(!unixShell)("install.sh", () => {
       port: 0,
       fetch(req) {
         const path = join(site, decodeURIComponent(new URL(req.url).pathname));
-        if (!path.startsWith(site + "/") || !existsSync(path)) return new Response("not found", { status: 404 });
+        if (!path.startsWith(`${site}/`) || !existsSync(path)) return new Response("not found", { status: 404 });
         return new Response(Bun.file(path));
       },
     });
@@ -272,17 +330,30 @@ describe.skipIf(!unixShell)("install.sh", () => {
   });
   afterAll(() => server?.stop(true));
 
-  /** A folder of stand-ins put first on PATH: `uname` answering as the machine asked for, and `sysctl` (Rosetta check). */
+  /**
+   * A folder of stand-ins put first on PATH: `uname` answering as the machine asked for, and `sysctl` (Rosetta check).
+   */
   function fakeMachine(os: string, cpu: string, rosetta = false): string {
     const dir = mkdtempSync(join(work, "machine-"));
-    writeFileSync(join(dir, "uname"), `#!/bin/sh\ncase "$1" in -s) echo ${os} ;; -m) echo ${cpu} ;; *) echo ${os} ;; esac\n`);
+    writeFileSync(
+      join(dir, "uname"),
+      `#!/bin/sh\ncase "$1" in -s) echo ${os} ;; -m) echo ${cpu} ;; *) echo ${os} ;; esac\n`,
+    );
     writeFileSync(join(dir, "sysctl"), rosetta ? "#!/bin/sh\necho 1\n" : "#!/bin/sh\nexit 1\n");
     chmodSync(join(dir, "uname"), 0o755);
     chmodSync(join(dir, "sysctl"), 0o755);
     return dir;
   }
 
-  interface Install { os?: string; cpu?: string; rosetta?: boolean; shell?: string; script?: string; env?: Record<string, string | undefined>; path?: string }
+  interface Install {
+    os?: string;
+    cpu?: string;
+    rosetta?: boolean;
+    shell?: string;
+    script?: string;
+    env?: Record<string, string | undefined>;
+    path?: string;
+  }
 
   async function install(o: Install = {}) {
     const prefix = mkdtempSync(join(work, "prefix-"));
@@ -296,7 +367,10 @@ describe.skipIf(!unixShell)("install.sh", () => {
       SUPERFLUID_BASE_URL: `${origin}/v0.1.0`,
       ...o.env,
     };
-    const r = await runAsync([Bun.which(o.shell ?? "sh")!, o.script ?? releasedPath], Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined)) as Record<string, string>);
+    const r = await runAsync(
+      [Bun.which(o.shell ?? "sh")!, o.script ?? releasedPath],
+      Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined)) as Record<string, string>,
+    );
     return { ...r, prefix, home, bin: join(prefix, "bin", "superfluid") };
   }
 
@@ -328,7 +402,9 @@ describe.skipIf(!unixShell)("install.sh", () => {
       expect(r.stderr).toBe("");
       expect(r.code).toBe(0);
       expect(r.stdout).toContain(`downloading ${origin}/v0.1.0/superfluid-0.1.0-linux-x64.tar.gz`);
-      expect(r.stdout).toContain(`sha256 verified: ${sha256(readFileSync(join(site, "v0.1.0", "superfluid-0.1.0-linux-x64.tar.gz")))}`);
+      expect(r.stdout).toContain(
+        `sha256 verified: ${sha256(readFileSync(join(site, "v0.1.0", "superfluid-0.1.0-linux-x64.tar.gz")))}`,
+      );
       expect(r.stdout).toContain(`installed superfluid 0.1.0 linux-x64 (linux-x64) to ${r.bin}`);
       expect(r.stdout).toContain(`${join(r.prefix, "bin")} is not on your PATH`);
       expect(r.stdout).toContain(`export PATH="${join(r.prefix, "bin")}:$PATH"`);
@@ -356,7 +432,10 @@ describe.skipIf(!unixShell)("install.sh", () => {
   test("installs to ~/.local/bin without SUPERFLUID_PREFIX, and gives no PATH hint when it is on PATH", async () => {
     const home = mkdtempSync(join(work, "home-"));
     const bindir = join(home, ".local", "bin");
-    const r = await install({ env: { SUPERFLUID_PREFIX: undefined, HOME: home }, path: `${bindir}:${process.env.PATH}` });
+    const r = await install({
+      env: { SUPERFLUID_PREFIX: undefined, HOME: home },
+      path: `${bindir}:${process.env.PATH}`,
+    });
     expect(r.code).toBe(0);
     expect(ranAs(join(bindir, "superfluid"))).toBe("superfluid 0.1.0 linux-x64");
     expect(r.stdout).not.toContain("not on your PATH");

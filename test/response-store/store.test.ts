@@ -21,7 +21,17 @@ function freshDir(): string {
 
 function record(previous: string | null, tokensBase: string | null = null): StoredResponse {
   const id = newResponseId();
-  return { id, model: "m", created_at: 1, previous, response: { id, output: [] }, input: [], head: "h", warmable: true, tokensBase };
+  return {
+    id,
+    model: "m",
+    created_at: 1,
+    previous,
+    response: { id, output: [] },
+    input: [],
+    head: "h",
+    warmable: true,
+    tokensBase,
+  };
 }
 
 describe("ResponseStore", () => {

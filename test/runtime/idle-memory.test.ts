@@ -4,7 +4,10 @@
 import { expect, test } from "bun:test";
 import { IdleMemory, releaseMemory } from "../../src/runtime/idle-memory.ts";
 
-function counting(idleMs: number, minWork = 1): { memory: IdleMemory; releases: () => number; released: () => Promise<void> } {
+function counting(
+  idleMs: number,
+  minWork = 1,
+): { memory: IdleMemory; releases: () => number; released: () => Promise<void> } {
   let n = 0;
   let waiters: (() => void)[] = [];
   const memory = new IdleMemory(

@@ -8,9 +8,20 @@ const policyModule = new URL("../../src/runtime/sched-policy.ts", import.meta.ur
 const OTHER = 0;
 const BATCH = 3;
 
-async function runChild(script: string, env: Record<string, string | undefined> = {}): Promise<Record<string, unknown>> {
-  const child = Bun.spawn([process.execPath, "-e", script], { env: { ...process.env, SUPERFLUID_SCHED_RESET: undefined, ...env }, stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+async function runChild(
+  script: string,
+  env: Record<string, string | undefined> = {},
+): Promise<Record<string, unknown>> {
+  const child = Bun.spawn([process.execPath, "-e", script], {
+    env: { ...process.env, SUPERFLUID_SCHED_RESET: undefined, ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
   if (code !== 0) throw new Error(`child failed (${code}): ${err}`);
   return JSON.parse(out.trim().split("\n").at(-1)!);
 }
@@ -73,6 +84,12 @@ describe.skipIf(process.platform !== "linux")("scheduling policy (Linux)", () =>
 
   test("SUPERFLUID_DAEMON_SCHED=normal leaves the policy alone, and a worker not told to reset keeps what it has", async () => {
     const r = await runChild(LIVES, { SUPERFLUID_DAEMON_SCHED: "normal" });
-    expect(r).toMatchObject({ enabled: false, seen: [OTHER, OTHER, OTHER, OTHER, OTHER, OTHER, OTHER, OTHER], reset: null, worker: { inherited: OTHER, now: OTHER }, bornWhileBatch: [OTHER] });
+    expect(r).toMatchObject({
+      enabled: false,
+      seen: [OTHER, OTHER, OTHER, OTHER, OTHER, OTHER, OTHER, OTHER],
+      reset: null,
+      worker: { inherited: OTHER, now: OTHER },
+      bornWhileBatch: [OTHER],
+    });
   });
 });

@@ -17,9 +17,20 @@ describe("KV exhaustion", () => {
     expect(pool.cells_total).toBeLessThan(REQUESTS * (500 + 300));
 
     const replies = await Promise.all(
-      prompts.map((content) => postChat(s.url, { model: s.model, messages: [{ role: "user", content }], temperature: 0, ignore_eos: true, max_tokens: 300 })),
+      prompts.map((content) =>
+        postChat(s.url, {
+          model: s.model,
+          messages: [{ role: "user", content }],
+          temperature: 0,
+          ignore_eos: true,
+          max_tokens: 300,
+        }),
+      ),
     );
-    const summary = replies.map((r) => `${r.status} ${r.json.choices?.[0]?.finish_reason ?? r.json.error?.message} ${r.json.usage?.prompt_tokens}+${r.json.usage?.completion_tokens}`);
+    const summary = replies.map(
+      (r) =>
+        `${r.status} ${r.json.choices?.[0]?.finish_reason ?? r.json.error?.message} ${r.json.usage?.prompt_tokens}+${r.json.usage?.completion_tokens}`,
+    );
     console.log(summary.join("; "));
     for (const r of replies) {
       expect(r.status).toBe(200);

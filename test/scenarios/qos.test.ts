@@ -23,7 +23,13 @@ describe("an interactive chat among busy agents", () => {
   const s = useServer({ maxBatch: 8, maxContext: 4096, extraArgs: ["--prefill-budget", "512"] });
 
   test("is answered before any agent finishes, and every agent finishes its full reply", async () => {
-    const chat = { model: s.model, messages: [{ role: "user", content: "quick: what time is it?" }], temperature: 0, max_tokens: 8, ignore_eos: true };
+    const chat = {
+      model: s.model,
+      messages: [{ role: "user", content: "quick: what time is it?" }],
+      temperature: 0,
+      max_tokens: 8,
+      ignore_eos: true,
+    };
     const idle = await streamChat(s.url, chat, undefined, INTERACTIVE);
     expect(idle.status).toBe(200);
     const idleMs = idle.firstTokenMs!;
@@ -45,7 +51,9 @@ describe("an interactive chat among busy agents", () => {
     const urgent = await streamChat(s.url, chat, undefined, INTERACTIVE);
     const urgentEndedAt = performance.now();
     const done = await Promise.all(running);
-    console.log(`interactive first token: idle ${idleMs.toFixed(1)} ms, among 8 prefilling agents ${urgent.firstTokenMs?.toFixed(1)} ms; preemptions ${(await slots(s)).totals.preemptions ?? "?"}`);
+    console.log(
+      `interactive first token: idle ${idleMs.toFixed(1)} ms, among 8 prefilling agents ${urgent.firstTokenMs?.toFixed(1)} ms; preemptions ${(await slots(s)).totals.preemptions ?? "?"}`,
+    );
     expect(urgent.status).toBe(200);
     expect(urgent.sse.events.at(-1).usage.completion_tokens).toBe(8);
     expect(urgentEndedAt).toBeLessThan(Math.min(...done.map((d) => d.endedAt)));
@@ -62,13 +70,30 @@ describe("a preempted stream", () => {
   const s = useServer({ maxBatch: 1, maxContext: 2048 });
 
   test("pauses for an interactive request and its text equals the same request run alone", async () => {
-    const agent = { model: s.model, messages: [{ role: "user", content: "tell me everything" }], temperature: 0, max_tokens: 300, ignore_eos: true };
+    const agent = {
+      model: s.model,
+      messages: [{ role: "user", content: "tell me everything" }],
+      temperature: 0,
+      max_tokens: 300,
+      ignore_eos: true,
+    };
     const reference = await streamChat(s.url, agent);
     let urgent: Promise<Awaited<ReturnType<typeof streamChat>>> | undefined;
     const preempted = await streamChat(s.url, agent, {
       chunks: 20,
       action: () => {
-        urgent = streamChat(s.url, { model: s.model, messages: [{ role: "user", content: "hi" }], temperature: 0, max_tokens: 20, ignore_eos: true }, undefined, INTERACTIVE);
+        urgent = streamChat(
+          s.url,
+          {
+            model: s.model,
+            messages: [{ role: "user", content: "hi" }],
+            temperature: 0,
+            max_tokens: 20,
+            ignore_eos: true,
+          },
+          undefined,
+          INTERACTIVE,
+        );
       },
     });
     const u = await urgent!;

@@ -10,11 +10,14 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { parseSse } from "../http/support.ts";
 import { REAL_TEMPLATES_PRESENT as present, serveRealTemplate } from "./support.ts";
 
-
 const CASES = [
   { name: "qwen3", vocab: "ggml-vocab-qwen2.gguf", template: "Qwen-Qwen3-0.6B.jinja" },
   { name: "llama3.1", vocab: "ggml-vocab-llama-bpe.gguf", template: "meta-llama-Llama-3.1-8B-Instruct.jinja" },
-  { name: "hermes3", vocab: "ggml-vocab-llama-bpe.gguf", template: "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja" },
+  {
+    name: "hermes3",
+    vocab: "ggml-vocab-llama-bpe.gguf",
+    template: "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+  },
 ];
 
 const SCHEMA = {
@@ -24,7 +27,12 @@ const SCHEMA = {
   additionalProperties: false,
 };
 const valid = new Ajv({ strict: false }).compile(SCHEMA);
-const tools = [{ type: "function", function: { name: "get_weather", description: "Current weather for a city", parameters: SCHEMA } }];
+const tools = [
+  {
+    type: "function",
+    function: { name: "get_weather", description: "Current weather for a city", parameters: SCHEMA },
+  },
+];
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterAll(async () => {
@@ -32,7 +40,11 @@ afterAll(async () => {
 });
 
 const postChat = (url: string, body: unknown) =>
-  fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
 
 describe.skipIf(!present)("forced calls through real templates and tokenizers", () => {
   for (const c of CASES) {
@@ -40,7 +52,16 @@ describe.skipIf(!present)("forced calls through real templates and tokenizers", 
       const { server, model } = await serveRealTemplate(c, cleanups);
       for (const choice of ["required", { type: "function", function: { name: "get_weather" } }]) {
         for (const seed of [1, 2, 3]) {
-          const body = { model, messages: [{ role: "user", content: "What is the weather in Oslo?" }], tools, tool_choice: choice, parallel_tool_calls: false, temperature: 0.9, max_tokens: 200, seed };
+          const body = {
+            model,
+            messages: [{ role: "user", content: "What is the weather in Oslo?" }],
+            tools,
+            tool_choice: choice,
+            parallel_tool_calls: false,
+            temperature: 0.9,
+            max_tokens: 200,
+            seed,
+          };
           const whole = (await (await postChat(server.url, body)).json()) as any;
           const choice0 = whole.choices[0];
           expect(choice0.finish_reason).toBe("tool_calls");
@@ -71,7 +92,12 @@ describe.skipIf(!present)("forced calls through real templates and tokenizers", 
 // (its template concatenates the description); a random-weight model wrote
 // integers of 190 digits until max_tokens (numbers now stop at 16 digits);
 // and the Llama 3 wire dropped the call the cap cut (now a partial call).
-const ADD_SCHEMA = { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } }, required: ["a", "b"], additionalProperties: false };
+const ADD_SCHEMA = {
+  type: "object",
+  properties: { a: { type: "integer" }, b: { type: "integer" } },
+  required: ["a", "b"],
+  additionalProperties: false,
+};
 const validAdd = new Ajv({ strict: false }).compile(ADD_SCHEMA);
 const addTools = [{ type: "function", function: { name: "add", parameters: ADD_SCHEMA } }];
 
@@ -101,7 +127,16 @@ describe.skipIf(!present)("a tool without a description, over unbounded integers
       // cut one draws the same tokens (llama.cpp's logits depend on the batch).
       await (await postChat(server.url, { model, messages, max_tokens: 1 })).json();
       for (const seed of [1, 2, 3]) {
-        const body = { model, messages, tools: addTools, tool_choice: { type: "function", function: { name: "add" } }, parallel_tool_calls: false, temperature: 0.9, max_tokens: 200, seed };
+        const body = {
+          model,
+          messages,
+          tools: addTools,
+          tool_choice: { type: "function", function: { name: "add" } },
+          parallel_tool_calls: false,
+          temperature: 0.9,
+          max_tokens: 200,
+          seed,
+        };
         const res = await postChat(server.url, body);
         expect(res.status).toBe(200);
         const whole = (await res.json()) as any;

@@ -17,34 +17,78 @@ import { REAL_TEMPLATES_PRESENT, serveRealTemplate } from "./support.ts";
 // continued warm, every new turn would carry the block again, so it is rebuilt.
 const CASES = [
   { name: "qwen3", vocab: "ggml-vocab-qwen2.gguf", template: "Qwen-Qwen3-0.6B.jinja", continued: "warm" },
-  { name: "llama3.1", vocab: "ggml-vocab-llama-bpe.gguf", template: "meta-llama-Llama-3.1-8B-Instruct.jinja", continued: "warm" },
-  { name: "hermes3", vocab: "ggml-vocab-llama-bpe.gguf", template: "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", continued: "rebuilt" },
-  { name: "mistral-small-3.2", vocab: "ggml-vocab-llama-spm.gguf", template: "Mistral-Small-3.2-24B-Instruct-2506.jinja", continued: "rebuilt" },
+  {
+    name: "llama3.1",
+    vocab: "ggml-vocab-llama-bpe.gguf",
+    template: "meta-llama-Llama-3.1-8B-Instruct.jinja",
+    continued: "warm",
+  },
+  {
+    name: "hermes3",
+    vocab: "ggml-vocab-llama-bpe.gguf",
+    template: "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+    continued: "rebuilt",
+  },
+  {
+    name: "mistral-small-3.2",
+    vocab: "ggml-vocab-llama-spm.gguf",
+    template: "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+    continued: "rebuilt",
+  },
 ];
 
-const tools = [{ type: "function" as const, name: "lookup", description: "Look a word up", strict: false, parameters: { type: "object", properties: { word: { type: "string" } } } }];
+const tools = [
+  {
+    type: "function" as const,
+    name: "lookup",
+    description: "Look a word up",
+    strict: false,
+    parameters: { type: "object", properties: { word: { type: "string" } } },
+  },
+];
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-const format = { type: "json_schema" as const, name: "word", strict: true, schema: { type: "string", enum: ["yes", "no", "maybe"] } };
+const format = {
+  type: "json_schema" as const,
+  name: "word",
+  strict: true,
+  schema: { type: "string", enum: ["yes", "no", "maybe"] },
+};
 
 describe.skipIf(!REAL_TEMPLATES_PRESENT)("warm continuations through real templates", () => {
   for (const c of CASES) {
     test(`${c.name}: turns 2 and 3 continue ${c.continued}${c.continued === "warm" ? ", the earlier turns all cached" : ""}`, async () => {
       const { server, model } = await serveRealTemplate(c, cleanups);
       const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 120_000 });
-      const common = { model, instructions: "Answer in one word.", tools, text: { format }, max_output_tokens: 32, temperature: 0 };
-      const turn = (input: string, previous?: string) => client.responses.create({ ...common, input, ...(previous ? { previous_response_id: previous } : {}) }).withResponse();
+      const common = {
+        model,
+        instructions: "Answer in one word.",
+        tools,
+        text: { format },
+        max_output_tokens: 32,
+        temperature: 0,
+      };
+      const turn = (input: string, previous?: string) =>
+        client.responses
+          .create({ ...common, input, ...(previous ? { previous_response_id: previous } : {}) })
+          .withResponse();
       const one = await turn("Is the sky blue?");
       expect(one.data.status).toBe("completed");
       const two = await turn("Is grass green?", one.data.id);
       const three = await turn("Is snow cold?", two.data.id);
-      for (const [prev, next] of [[one, two], [two, three]] as const) {
+      for (const [prev, next] of [
+        [one, two],
+        [two, three],
+      ] as const) {
         expect(next.response.headers.get("x-superfluid-continued")).toBe(c.continued);
-        if (c.continued === "warm") expect(next.data.usage!.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(prev.data.usage!.total_tokens);
+        if (c.continued === "warm")
+          expect(next.data.usage!.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(
+            prev.data.usage!.total_tokens,
+          );
         expect(next.data.usage!.input_tokens).toBeGreaterThan(prev.data.usage!.total_tokens);
         expect(["yes", "no", "maybe"]).toContain(JSON.parse(next.data.output_text));
       }

@@ -19,7 +19,11 @@ afterAll(async () => {
 });
 
 async function start(): Promise<{ server: ServerProcess; client: OpenAI; model: string }> {
-  const server = await ServerProcess.spawn(["--sessions", sessions, "--max-batch", "1", "--max-context", "2048"], undefined, "tiny-chat");
+  const server = await ServerProcess.spawn(
+    ["--sessions", sessions, "--max-batch", "1", "--max-context", "2048"],
+    undefined,
+    "tiny-chat",
+  );
   servers.push(server);
   const state = await server.waitHealthy();
   if (state !== "healthy") throw new Error(`the server did not come up (${state}); stderr:\n${server.stderr}`);
@@ -30,8 +34,17 @@ async function start(): Promise<{ server: ServerProcess; client: OpenAI; model: 
 
 test("a conversation stored before a SIGKILL is read back and continued after the restart", async () => {
   const first = await start();
-  const one = await first.client.responses.create({ model: first.model, instructions: "Be brief.", input: "First question" });
-  const two = await first.client.responses.create({ model: first.model, instructions: "Be brief.", input: "Second question", previous_response_id: one.id });
+  const one = await first.client.responses.create({
+    model: first.model,
+    instructions: "Be brief.",
+    input: "First question",
+  });
+  const two = await first.client.responses.create({
+    model: first.model,
+    instructions: "Be brief.",
+    input: "Second question",
+    previous_response_id: one.id,
+  });
   await first.server.killHard();
 
   const second = await start();

@@ -14,7 +14,19 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { alive, childPids, FINISH, parseWal, postChat, ServerProcess, sessionsInOrder, streamChat, waitGone, type StreamResult, type WalRead } from "./support.ts";
+import {
+  alive,
+  childPids,
+  FINISH,
+  parseWal,
+  postChat,
+  ServerProcess,
+  sessionsInOrder,
+  streamChat,
+  waitGone,
+  type StreamResult,
+  type WalRead,
+} from "./support.ts";
 
 const KILL_AFTER_CHUNKS = 5;
 const SERVER_ARGS = (sessions: string) => ["--sessions", sessions, "--max-batch", "2", "--max-context", "2048"];
@@ -78,7 +90,10 @@ describe("daemon SIGKILLed mid-stream", () => {
     const children = childPids(server.pid);
     expect(children).toHaveLength(1); // the worker
     const worker = children[0]!;
-    const stream = await streamChat(server.url, request(), { chunks: KILL_AFTER_CHUNKS, action: () => void server.proc.kill("SIGKILL") });
+    const stream = await streamChat(server.url, request(), {
+      chunks: KILL_AFTER_CHUNKS,
+      action: () => void server.proc.kill("SIGKILL"),
+    });
     await server.proc.exited;
     killed = { stream, worker };
     walAtKill = existsSync(join(sessions, "wal.log")) ? readFileSync(join(sessions, "wal.log"), "utf8") : undefined;
@@ -111,10 +126,16 @@ describe("daemon SIGKILLed mid-stream", () => {
     expect(badBeforeTail).toEqual([]);
     const bySession = new Map<string, typeof wal.records>();
     for (const r of wal.records) bySession.set(r.session, [...(bySession.get(r.session) ?? []), r]);
-    const open = [...bySession].filter(([, rs]) => rs.some((r) => r.kind === "Generated") && rs.every((r) => r.kind !== "Generated" || r.body.finish === FINISH.open));
+    const open = [...bySession].filter(
+      ([, rs]) =>
+        rs.some((r) => r.kind === "Generated") &&
+        rs.every((r) => r.kind !== "Generated" || r.body.finish === FINISH.open),
+    );
     const created = sessionsInOrder(wal.records);
     if (open.length !== 1) {
-      throw new Error(`want exactly one session with Generated events all open (finish 0); found ${open.length} among ${[...bySession.keys()].length} sessions:\n${walAtKill.slice(0, 3000)}`);
+      throw new Error(
+        `want exactly one session with Generated events all open (finish 0); found ${open.length} among ${[...bySession.keys()].length} sessions:\n${walAtKill.slice(0, 3000)}`,
+      );
     }
     const [session, records] = open[0]!;
     expect(created.indexOf(session)).toBe(1); // the second request: the reference came first
@@ -122,10 +143,15 @@ describe("daemon SIGKILLed mid-stream", () => {
     const referenceGenerated = bySession.get(created[0]!)!.filter((r) => r.kind === "Generated");
     expect(referenceGenerated.some((r) => r.body.finish === FINISH.maxTokens)).toBe(true);
     expect(referenceGenerated.map((r) => r.body.text).join("")).toBe(reference!);
-    const generated = records.filter((r) => r.kind === "Generated").map((r) => r.body.text as string).join("");
+    const generated = records
+      .filter((r) => r.kind === "Generated")
+      .map((r) => r.body.text as string)
+      .join("");
     const got = killed!.stream.content;
     if (!generated.startsWith(got)) {
-      throw new Error(`the WAL holds ${generated.length} chars of the killed reply, the client got ${got.length}:\nwal:    ${JSON.stringify(generated.slice(0, 300))}\nclient: ${JSON.stringify(got.slice(0, 300))}`);
+      throw new Error(
+        `the WAL holds ${generated.length} chars of the killed reply, the client got ${got.length}:\nwal:    ${JSON.stringify(generated.slice(0, 300))}\nclient: ${JSON.stringify(got.slice(0, 300))}`,
+      );
     }
     expect(reference!.startsWith(generated)).toBe(true);
   });
@@ -137,7 +163,8 @@ describe("daemon SIGKILLed mid-stream", () => {
     const now: WalRead = parseWal(readFileSync(join(sessions, "wal.log"), "utf8"));
     const maxEpochBefore = Math.max(...before.records.map((r) => r.epoch));
     // Records the restarted server wrote: those not already in the file at the kill.
-    const key = (r: { session: string; event_id: number; epoch: number; kind: string }) => `${r.session}/${r.event_id}/${r.epoch}/${r.kind}`;
+    const key = (r: { session: string; event_id: number; epoch: number; kind: string }) =>
+      `${r.session}/${r.event_id}/${r.epoch}/${r.kind}`;
     const old = new Set(before.records.map(key));
     const fresh = now.records.filter((r) => !old.has(key(r)));
     const bump = fresh.findIndex((r) => r.kind === "EpochBump");

@@ -10,6 +10,9 @@
 // engine one after another. To make the burst really concurrent, a holder
 // request with n = 4 first occupies every lane; the 16 burst requests then all
 // wait in the queue, and cancelling the holder frees the 4 lanes in one go.
+// The holder runs in the interactive class, above the burst's default agent
+// class: fair share never crosses classes, so no burst request takes one of
+// its lanes (and finishes, leaving a lane free) before the abort.
 import { describe, expect, test } from "bun:test";
 import { post, slots, useServer, user, waitIdle } from "../http/support.ts";
 import { commonPrefix, postChat, promptTokensOf, proseOfTokens, type Message } from "./support.ts";
@@ -61,12 +64,19 @@ describe("shared-prefix burst", () => {
 
     // Hold every lane: one request with n = 4, so one abort cancels all four choices at once.
     const hold = new AbortController();
-    const holder = post(s, "/v1/chat/completions", { model: s.model, messages: user("hold the lanes"), n: 4, temperature: 0, ignore_eos: true, max_tokens: 8000 }, { signal: hold.signal }).then(
+    const holder = post(
+      s,
+      "/v1/chat/completions",
+      { model: s.model, messages: user("hold the lanes"), n: 4, temperature: 0, ignore_eos: true, max_tokens: 8000 },
+      { signal: hold.signal, headers: { "content-type": "application/json", "x-superfluid-qos": "interactive" } },
+    ).then(
       (r) => `answered ${r.status}`,
       (err: Error) => err.name,
     );
     await waitFor(async () => (await slots(s)).lanes.active === 4, "the holder's 4 choices never all had a lane");
-    const burst = conversations.map((messages) => postChat(s.url, { model: s.model, messages, temperature: 0, ignore_eos: true, max_tokens: 4 }));
+    const burst = conversations.map((messages) =>
+      postChat(s.url, { model: s.model, messages, temperature: 0, ignore_eos: true, max_tokens: 4 }),
+    );
     await waitFor(async () => {
       const e = await slots(s);
       if (e.lanes.active < 4) throw new Error("a holder finished before the burst was queued: the window is too short");
@@ -89,7 +99,9 @@ describe("shared-prefix burst", () => {
     const misses = cached.filter((c) => c < shared).length;
     const prefilled = after.prefilled_tokens - before.prefilled_tokens;
     const suffixes = prompts.reduce((n, p) => n + p.length - shared, 0);
-    console.log(`shared prefix ${shared} tokens; cached per reply [${cached.join(", ")}]; ${misses} below the prefix; prefilled ${prefilled} (16 x shared = ${BURST * shared})`);
+    console.log(
+      `shared prefix ${shared} tokens; cached per reply [${cached.join(", ")}]; ${misses} below the prefix; prefilled ${prefilled} (16 x shared = ${BURST * shared})`,
+    );
 
     expect(misses).toBeLessThanOrEqual(2);
     // Prefilled over the burst: the shared prefix at most twice, plus each request's own suffix.

@@ -33,7 +33,11 @@ export function prose(seed: number, words: number): string {
 }
 
 export async function tokenize(url: string, text: string): Promise<number[]> {
-  const res = await fetch(`${url}/v1/tokenize`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ content: text }) });
+  const res = await fetch(`${url}/v1/tokenize`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ content: text }),
+  });
   if (res.status !== 200) throw new Error(`/v1/tokenize answered ${res.status}: ${await res.text()}`);
   return ((await res.json()) as { tokens: number[] }).tokens;
 }
@@ -53,13 +57,18 @@ export async function proseOfTokens(url: string, seed: number, target: number): 
 /** The exact prompt tokens the in-process server builds for these messages. */
 export async function promptTokensOf(s: TestServer, messages: Message[]): Promise<number[]> {
   const model = s.server.registry.default!;
-  return (await renderChatPrompt(model, chatJobOf(model, { model: s.model, messages } as never, QOS.interactive))).tokens;
+  return (await renderChatPrompt(model, chatJobOf(model, { model: s.model, messages } as never, QOS.interactive)))
+    .tokens;
 }
 
 export { commonPrefix } from "../../src/engine/token-prefix.ts";
 
 export async function postChat(url: string, body: unknown): Promise<{ status: number; headers: Headers; json: any }> {
-  const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   try {
     return { status: res.status, headers: res.headers, json: JSON.parse(text) };
@@ -83,7 +92,10 @@ export interface StreamResult {
   error?: string;
 }
 
-const textOf = (e: any) => ({ content: e?.choices?.[0]?.delta?.content ?? "", reasoning: e?.choices?.[0]?.delta?.reasoning_content ?? "" });
+const textOf = (e: any) => ({
+  content: e?.choices?.[0]?.delta?.content ?? "",
+  reasoning: e?.choices?.[0]?.delta?.reasoning_content ?? "",
+});
 
 /**
  * Streams a chat request to its end. With `after`, `after.action` runs once
@@ -102,7 +114,15 @@ export async function streamChat(
     body: JSON.stringify({ ...body, stream: true }),
   });
   if (res.status !== 200) {
-    return { status: res.status, headers: res.headers, sse: parseSse(""), content: "", reasoning: "", textChunks: 0, error: await res.text() };
+    return {
+      status: res.status,
+      headers: res.headers,
+      sse: parseSse(""),
+      content: "",
+      reasoning: "",
+      textChunks: 0,
+      error: await res.text(),
+    };
   }
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
@@ -146,7 +166,15 @@ export async function streamChat(
     content += t.content;
     reasoning += t.reasoning;
   }
-  return { status: res.status, headers: res.headers, sse, content, reasoning, textChunks, ...(firstTokenMs !== undefined ? { firstTokenMs } : {}) };
+  return {
+    status: res.status,
+    headers: res.headers,
+    sse,
+    content,
+    reasoning,
+    textChunks,
+    ...(firstTokenMs !== undefined ? { firstTokenMs } : {}),
+  };
 }
 
 /** A port nothing listens on right now. */
@@ -224,7 +252,17 @@ export class ServerProcess {
   static async spawn(args: string[], port?: number, fixture: FixtureKind = "tiny-random"): Promise<ServerProcess> {
     const p = port ?? (await freePort());
     const proc = Bun.spawn(
-      [process.execPath, `${ROOT}/src/main.ts`, "serve", await fixturePath(fixture), "--port", String(p), "--threads", "1", ...args],
+      [
+        process.execPath,
+        `${ROOT}/src/main.ts`,
+        "serve",
+        await fixturePath(fixture),
+        "--port",
+        String(p),
+        "--threads",
+        "1",
+        ...args,
+      ],
       { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: { ...process.env, SUPERFLUID_QUIET: "1" } },
     );
     return new ServerProcess(proc, p);
@@ -272,19 +310,37 @@ export interface RealTemplateCase {
  * with its own template (the GGUF is built once per machine and reused); its
  * close and its sessions folder's removal are pushed on `cleanups`.
  */
-export async function serveRealTemplate(c: RealTemplateCase, cleanups: (() => Promise<void> | void)[]): Promise<{ server: RunningServer; model: string }> {
+export async function serveRealTemplate(
+  c: RealTemplateCase,
+  cleanups: (() => Promise<void> | void)[],
+): Promise<{ server: RunningServer; model: string }> {
   const dir = join(tmpdir(), "superfluid-real-vocab");
   mkdirSync(dir, { recursive: true });
   const path = join(dir, `${c.name}.gguf`);
   if (!existsSync(path)) {
     const template = await Bun.file(join(SHARED, "templates", c.template)).text();
     const tmp = `${path}.tmp-${process.pid}`;
-    await writeGgufFile(realVocabModel({ vocabPath: join(SHARED, "models/vocab", c.vocab), chatTemplate: template }), tmp);
+    await writeGgufFile(
+      realVocabModel({ vocabPath: join(SHARED, "models/vocab", c.vocab), chatTemplate: template }),
+      tmp,
+    );
     renameSync(tmp, path);
   }
   const sessions = mkdtempSync(join(tmpdir(), "superfluid-real-vocab-sessions-"));
   const server = await startServer(
-    parseServeOptions([path, "--port", "0", "--max-batch", "1", "--max-context", "4096", "--threads", "1", "--sessions", sessions]) as ServeOptions,
+    parseServeOptions([
+      path,
+      "--port",
+      "0",
+      "--max-batch",
+      "1",
+      "--max-context",
+      "4096",
+      "--threads",
+      "1",
+      "--sessions",
+      sessions,
+    ]) as ServeOptions,
     () => {},
   );
   cleanups.push(async () => {
@@ -325,7 +381,8 @@ export function parseWal(text: string): WalRead {
     if (!m) return void out.bad.push({ line, text: l, why: "not '<crc32 8 hex> <json>'" });
     const json = m[2]!;
     const crc = (Bun.hash.crc32(json) >>> 0).toString(16).padStart(8, "0");
-    if (crc !== m[1]!.toLowerCase()) return void out.bad.push({ line, text: l, why: `crc ${m[1]} but the json's crc32 is ${crc}` });
+    if (crc !== m[1]!.toLowerCase())
+      return void out.bad.push({ line, text: l, why: `crc ${m[1]} but the json's crc32 is ${crc}` });
     let rec: any;
     try {
       rec = JSON.parse(json);
@@ -333,8 +390,21 @@ export function parseWal(text: string): WalRead {
       return void out.bad.push({ line, text: l, why: "json does not parse" });
     }
     const kinds = rec && typeof rec.body === "object" && rec.body !== null ? Object.keys(rec.body) : [];
-    if (kinds.length !== 1) return void out.bad.push({ line, text: l, why: "body is not one of {Created|Appended|Generated|EpochBump: ...}" });
-    out.records.push({ line, session: rec.session, event_id: rec.event_id, epoch: rec.epoch, ts_unix_ms: rec.ts_unix_ms, body: rec.body[kinds[0]!], kind: kinds[0]! });
+    if (kinds.length !== 1)
+      return void out.bad.push({
+        line,
+        text: l,
+        why: "body is not one of {Created|Appended|Generated|EpochBump: ...}",
+      });
+    out.records.push({
+      line,
+      session: rec.session,
+      event_id: rec.event_id,
+      epoch: rec.epoch,
+      ts_unix_ms: rec.ts_unix_ms,
+      body: rec.body[kinds[0]!],
+      kind: kinds[0]!,
+    });
   });
   return out;
 }

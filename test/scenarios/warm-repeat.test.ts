@@ -21,9 +21,19 @@ async function conversation(s: TestServer, seed: number): Promise<Message[]> {
   ];
 }
 
-const chat = (s: TestServer, messages: Message[]) => ({ model: s.model, messages, temperature: 0, ignore_eos: true, max_tokens: 16 });
+const chat = (s: TestServer, messages: Message[]) => ({
+  model: s.model,
+  messages,
+  temperature: 0,
+  ignore_eos: true,
+  max_tokens: 16,
+});
 
-const turn2 = (turn1: Message[], reply: string): Message[] => [...turn1, { role: "assistant", content: reply }, { role: "user", content: "and what happened after that" }];
+const turn2 = (turn1: Message[], reply: string): Message[] => [
+  ...turn1,
+  { role: "assistant", content: reply },
+  { role: "user", content: "and what happened after that" },
+];
 
 describe("warm repeat", () => {
   const s = useServer({ maxBatch: 2, maxContext: 2048 });
@@ -42,7 +52,9 @@ describe("warm repeat", () => {
     expect(second.status).toBe(200);
     const prompt = second.json.usage.prompt_tokens as number;
     const cached = second.json.usage.prompt_tokens_details.cached_tokens as number;
-    console.log(`turn 1: ${p1} prompt tokens; turn 2: ${prompt} prompt tokens, ${cached} cached, ${after.prefilled_tokens - before.prefilled_tokens} prefilled`);
+    console.log(
+      `turn 1: ${p1} prompt tokens; turn 2: ${prompt} prompt tokens, ${cached} cached, ${after.prefilled_tokens - before.prefilled_tokens} prefilled`,
+    );
     expect(cached).toBeGreaterThanOrEqual(p1);
     expect(cached).toBeLessThan(prompt);
     expect(second.headers.get("x-superfluid-warm")).toBe(String(cached));
@@ -101,7 +113,9 @@ describe("warm repeat from the host tier", () => {
     expect(second.status).toBe(200);
     const cached = second.json.usage.prompt_tokens_details.cached_tokens as number;
     const tier = (await slots(s)).prefix_cache;
-    console.log(`host tier: turn 1 ${p1} prompt tokens; turn 2 ${second.json.usage.prompt_tokens} prompt tokens, ${cached} cached; prefix cache ${JSON.stringify(tier)}`);
+    console.log(
+      `host tier: turn 1 ${p1} prompt tokens; turn 2 ${second.json.usage.prompt_tokens} prompt tokens, ${cached} cached; prefix cache ${JSON.stringify(tier)}`,
+    );
     // It came back from host memory: A's cells had been overwritten.
     expect(tier.host_imports).toBeGreaterThanOrEqual(1);
     expect(cached).toBeGreaterThanOrEqual(p1);

@@ -29,7 +29,12 @@ describe("worker killed mid-stream", () => {
     const r = await postChat(s.url, request());
     expect(r.status).toBe(200);
     const choice = r.json.choices[0];
-    reference = { content: choice.message.content ?? "", reasoning: choice.message.reasoning_content ?? "", finish: choice.finish_reason, completion: r.json.usage.completion_tokens };
+    reference = {
+      content: choice.message.content ?? "",
+      reasoning: choice.message.reasoning_content ?? "",
+      finish: choice.finish_reason,
+      completion: r.json.usage.completion_tokens,
+    };
     expect(reference.finish).toBe("length");
     expect(reference.completion).toBe(1000);
     expect(reference.content.length + reference.reasoning.length).toBeGreaterThan(0);
@@ -38,7 +43,10 @@ describe("worker killed mid-stream", () => {
   test(`SIGKILL after ${KILL_AFTER_CHUNKS} chunks: the stream ends with a typed error frame, then [DONE]`, async () => {
     expect(reference).toBeDefined();
     const pid = s.server.registry.default!.worker.pid!;
-    const stream = await streamChat(s.url, request(), { chunks: KILL_AFTER_CHUNKS, action: () => void process.kill(pid, "SIGKILL") });
+    const stream = await streamChat(s.url, request(), {
+      chunks: KILL_AFTER_CHUNKS,
+      action: () => void process.kill(pid, "SIGKILL"),
+    });
     killed = { stream, pid };
     expect(stream.status).toBe(200);
     const { data, events } = stream.sse;

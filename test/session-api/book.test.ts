@@ -16,7 +16,12 @@ test("a fork's view holds its parent's events before the fork point, then its ow
   const parent = book.create({ Created: { parent: null, params: { ...PARAMS } } }, 0, PARAMS);
   await book.append(parent, msg("a"));
   await book.append(parent, msg("b"));
-  const fork = book.create({ Forked: { parent: parent.header.id, fork_at: 2, params: { ...PARAMS } } }, 2, PARAMS, parent.events.slice(0, 2));
+  const fork = book.create(
+    { Forked: { parent: parent.header.id, fork_at: 2, params: { ...PARAMS } } },
+    2,
+    PARAMS,
+    parent.events.slice(0, 2),
+  );
   await book.append(fork, msg("c"));
   await store.flush();
   // A second book reads both from the log, as after a restart.
@@ -28,7 +33,12 @@ test("a fork's view holds its parent's events before the fork point, then its ow
     [fork.header.id, 2],
     [fork.header.id, 3],
   ]);
-  expect(fresh.header(fork.header.id)).toMatchObject({ parent: parent.header.id, forkAt: 2, events: 4, source: "session" });
+  expect(fresh.header(fork.header.id)).toMatchObject({
+    parent: parent.header.id,
+    forkAt: 2,
+    events: 4,
+    source: "session",
+  });
   book.close();
   fresh.close();
 });
@@ -55,7 +65,10 @@ test("past MAX_VIEWS the least recently used views are dropped and reload from t
   book.close();
 });
 
-/** A book over a fresh store holding one session an HTTP request writes (created and given a prompt, still open), and the book's view of it. */
+/**
+ * A book over a fresh store holding one session an HTTP request writes (created and given a prompt, still open), and
+ * the book's view of it.
+ */
 async function httpSessionInBook() {
   const store = await open();
   const book = new SessionBook(store);
@@ -112,4 +125,3 @@ test("an HTTP session's end record still buffered when an append comes: the appe
   expect(view.events.map((e) => e.event_id)).toEqual([0, 1, 2, 3]);
   book.close();
 });
-

@@ -5,9 +5,12 @@ import { expect, test } from "bun:test";
 import { chatToolOf, conversationOf } from "../../src/session-api/conversation.ts";
 import { CHANNEL, FINISH, type EventBody, type SessionEvent } from "../../src/session-log/events.ts";
 
-const events = (...bodies: EventBody[]): SessionEvent[] => bodies.map((body, event_id) => ({ session: 1, event_id, epoch: 1, ts_unix_ms: 0, body }));
+const events = (...bodies: EventBody[]): SessionEvent[] =>
+  bodies.map((body, event_id) => ({ session: 1, event_id, epoch: 1, ts_unix_ms: 0, body }));
 const created: EventBody = { Created: { parent: null, params: {} } };
-const gen = (span: number[], text: string, channel: number, finish: number = FINISH.open): EventBody => ({ Generated: { span, text, channel, finish } });
+const gen = (span: number[], text: string, channel: number, finish: number = FINISH.open): EventBody => ({
+  Generated: { span, text, channel, finish },
+});
 
 test("messages, the stream of every span, and an assistant turn ended by the model", () => {
   const c = conversationOf(
@@ -32,12 +35,26 @@ test("messages, the stream of every span, and an assistant turn ended by the mod
 });
 
 test("a turn cut by max_tokens or a cancel is open, inside reasoning when it stopped there", () => {
-  const cut = conversationOf(events(created, { Message: { role: 1, text: "hi", span: [3] } }, { GenerationPrompt: { span: [4] } }, gen([5], "th", CHANNEL.reasoning), gen([], "", CHANNEL.reasoning, FINISH.maxTokens)));
+  const cut = conversationOf(
+    events(
+      created,
+      { Message: { role: 1, text: "hi", span: [3] } },
+      { GenerationPrompt: { span: [4] } },
+      gen([5], "th", CHANNEL.reasoning),
+      gen([], "", CHANNEL.reasoning, FINISH.maxTokens),
+    ),
+  );
   expect(cut.openTurn).toEqual({ inReasoning: true });
-  const cancelled = conversationOf(events(created, { GenerationPrompt: { span: [4] } }, gen([5], "He", CHANNEL.text, FINISH.cancelled)));
+  const cancelled = conversationOf(
+    events(created, { GenerationPrompt: { span: [4] } }, gen([5], "He", CHANNEL.text, FINISH.cancelled)),
+  );
   expect(cancelled.openTurn).toEqual({ inReasoning: false });
   // A message after it closes it: the next generation opens a new turn.
-  const answered = conversationOf(events(created, { GenerationPrompt: { span: [4] } }, gen([5], "He", CHANNEL.text, FINISH.cancelled), { Message: { role: 1, text: "go on", span: [9] } }));
+  const answered = conversationOf(
+    events(created, { GenerationPrompt: { span: [4] } }, gen([5], "He", CHANNEL.text, FINISH.cancelled), {
+      Message: { role: 1, text: "go on", span: [9] },
+    }),
+  );
   expect(answered.openTurn).toBeNull();
   expect(answered.generatedTail).toBe(false);
 });
@@ -66,7 +83,11 @@ test("tool calls: ToolUse ids are call ids; a result or an outcome answers one",
 
 test("declared tools: OpenAI function tools, bare functions, Anthropic tools", () => {
   const schema = { type: "object", properties: { city: { type: "string" } } };
-  for (const raw of [{ type: "function", function: { name: "w", parameters: schema } }, { name: "w", parameters: schema }, { name: "w", input_schema: schema }]) {
+  for (const raw of [
+    { type: "function", function: { name: "w", parameters: schema } },
+    { name: "w", parameters: schema },
+    { name: "w", input_schema: schema },
+  ]) {
     const tool = chatToolOf(JSON.stringify(raw), "tools[0]");
     expect(tool.name).toBe("w");
     expect(tool.parameters).toEqual(schema);

@@ -57,14 +57,26 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 10; i++) await Promise.resolve();
 }
 
-const ev = (n: number): SessionEvent => ({ session: 1, event_id: n, epoch: 1, ts_unix_ms: 0, body: { Generated: { span: [n], text: "x", finish: 0 } } });
+const ev = (n: number): SessionEvent => ({
+  session: 1,
+  event_id: n,
+  epoch: 1,
+  ts_unix_ms: 0,
+  body: { Generated: { span: [n], text: "x", finish: 0 } },
+});
 
 /** A writer on a real file whose syncs are counted and return at once. */
 function countingWriter(windowMs = GROUP_WINDOW_MS) {
   const path = join(tempDir(), "wal.log");
   const clock = new ManualClock();
   const syncs: number[] = [];
-  const w = new WalWriter(path, openSync(path, "a"), "data", { sync: async () => void syncs.push(clock.now()) }, { windowMs, clock });
+  const w = new WalWriter(
+    path,
+    openSync(path, "a"),
+    "data",
+    { sync: async () => void syncs.push(clock.now()) },
+    { windowMs, clock },
+  );
   return { w, clock, syncs };
 }
 
@@ -136,7 +148,12 @@ describe("group commit window", () => {
         // Held until the test lets it return; what it covers is what was written when it began.
         sync: () => {
           const covers = written;
-          return new Promise<void>((resolve) => pending.push(() => ((synced = covers), resolve())));
+          return new Promise<void>((resolve) =>
+            pending.push(() => {
+              synced = covers;
+              resolve();
+            }),
+          );
         },
       },
       { clock },
@@ -188,9 +205,14 @@ describe("delivery waits for the sync of its records, through the worker client"
     const store = await SessionStore.open(dir, {
       fileOps: {
         // Returns on a later macrotask, so deliveries have every chance to run ahead of it.
-        sync: (fd) => {
+        sync: () => {
           const covers = Bun.file(join(dir, "wal.log")).size;
-          return new Promise<void>((resolve) => setImmediate(() => ((synced = covers), resolve())));
+          return new Promise<void>((resolve) =>
+            setImmediate(() => {
+              synced = covers;
+              resolve();
+            }),
+          );
         },
       },
     });

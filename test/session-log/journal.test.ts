@@ -23,7 +23,16 @@ const tokenizer: Tokenizer = {
 
 const job = {
   prompt: [1, 2, 3],
-  sampling: { temperature: 0, topK: 0, topP: 1, minP: 0, seed: 0, repeatPenalty: 1, presencePenalty: 0, frequencyPenalty: 0 },
+  sampling: {
+    temperature: 0,
+    topK: 0,
+    topP: 1,
+    minP: 0,
+    seed: 0,
+    repeatPenalty: 1,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+  },
   maxTokens: 8,
 } as GenerateRequest;
 

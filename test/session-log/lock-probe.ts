@@ -23,7 +23,16 @@ try {
   } else if (mode === "hold" || mode === "hold-leak") {
     acquireDirLock(dir);
     // The lock's own descriptor (Linux: found through /proc/self/fd); a fresh open would not carry the flock.
-    const lockFd = () => Number(readdirSync("/proc/self/fd").find((f) => { try { return readlinkSync(`/proc/self/fd/${f}`) === join(dir, "serve.lock"); } catch { return false; } }));
+    const lockFd = () =>
+      Number(
+        readdirSync("/proc/self/fd").find((f) => {
+          try {
+            return readlinkSync(`/proc/self/fd/${f}`) === join(dir, "serve.lock");
+          } catch {
+            return false;
+          }
+        }),
+      );
     const stdin = mode === "hold-leak" ? lockFd() : "ignore";
     const child = Bun.spawn(["sleep", "30"], { stdin, stdout: "ignore", stderr: "ignore" });
     child.unref();

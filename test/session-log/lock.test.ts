@@ -113,19 +113,22 @@ describe("sessions directory lock", () => {
   );
 
   // Shows the test above can fail: a child that does inherit the lock's descriptor keeps the lock.
-  test.if(process.platform === "linux")("control: a child holding the lock's descriptor keeps the lock after the parent dies", async () => {
-    const dir = tempDir();
-    const { proc, child } = await holder("hold-leak", dir);
-    proc.kill("SIGKILL");
-    await proc.exited;
-    expect(alive(child)).toBe(true);
-    expect((await probe("acquire", dir)).name).toBe("SessionsLockedError");
-    killQuietly(child);
-    let r = await probe("acquire", dir); // free once the child is gone (it may linger a moment as a zombie)
-    for (let i = 0; i < 20 && !r.ok; i++) {
-      await Bun.sleep(50);
-      r = await probe("acquire", dir);
-    }
-    expect(r).toEqual({ ok: true });
-  });
+  test.if(process.platform === "linux")(
+    "control: a child holding the lock's descriptor keeps the lock after the parent dies",
+    async () => {
+      const dir = tempDir();
+      const { proc, child } = await holder("hold-leak", dir);
+      proc.kill("SIGKILL");
+      await proc.exited;
+      expect(alive(child)).toBe(true);
+      expect((await probe("acquire", dir)).name).toBe("SessionsLockedError");
+      killQuietly(child);
+      let r = await probe("acquire", dir); // free once the child is gone (it may linger a moment as a zombie)
+      for (let i = 0; i < 20 && !r.ok; i++) {
+        await Bun.sleep(50);
+        r = await probe("acquire", dir);
+      }
+      expect(r).toEqual({ ok: true });
+    },
+  );
 });

@@ -1,5 +1,15 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { appendFileSync, chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FINISH, SessionsLockedError, SessionStore, WalCorruptError } from "../../src/session-log/store.ts";
@@ -41,7 +51,9 @@ describe("SessionStore", () => {
     await store.flush();
     const evs = store.read(a);
     expect(evs.map((e) => e.event_id)).toEqual([0, 1, 2]);
-    expect(evs.every((e) => e.session === a && e.epoch === 1 && Math.abs(e.ts_unix_ms - Date.now()) < 60_000)).toBe(true);
+    expect(evs.every((e) => e.session === a && e.epoch === 1 && Math.abs(e.ts_unix_ms - Date.now()) < 60_000)).toBe(
+      true,
+    );
     expect(evs[0]!.body).toEqual({ Created: { parent: null, params: { model: "m", temperature: 0 } } });
     expect(evs[1]!.body).toEqual({ Appended: { text: "Hello, wörld ✓", span: [1, 2, 3] } });
     expect(evs[2]!.body).toEqual(gen("Hi", [4, 5], FINISH.endOfTurn));
@@ -51,7 +63,8 @@ describe("SessionStore", () => {
     expect(store.stats.syncs).toBe(1);
     expect(store.stats.bytes).toBe(statSync(join(dir, "wal.log")).size);
     // Line format: <crc32 hex8> <json>
-    for (const line of logLines(dir)) expect(line).toMatch(/^[0-9a-f]{8} \{"session":\d+,"event_id":\d+,"epoch":\d+,"ts_unix_ms":\d+,"body":\{/);
+    for (const line of logLines(dir))
+      expect(line).toMatch(/^[0-9a-f]{8} \{"session":\d+,"event_id":\d+,"epoch":\d+,"ts_unix_ms":\d+,"body":\{/);
     expect(readFileSync(join(dir, "wal.log.store-id"), "utf8").trim()).toMatch(/^[0-9a-f]{32}$/);
     await store.close();
   });
@@ -135,7 +148,10 @@ describe("SessionStore", () => {
 
     store = await open(dir);
     expect(store.recovered).toEqual({ records: 2, sessions: 1, truncatedBytes: Buffer.byteLength(torn) });
-    expect(store.read(s).map((e) => e.body)).toEqual([{ Created: { parent: null, params: { p: 1 } } }, gen("kept", [1, 2])]);
+    expect(store.read(s).map((e) => e.body)).toEqual([
+      { Created: { parent: null, params: { p: 1 } } },
+      gen("kept", [1, 2]),
+    ]);
     const lines = logLines(dir);
     expect(lines.length).toBe(3); // two kept + the EpochBump
     expect(lines[2]).toContain('"EpochBump"');
@@ -166,7 +182,7 @@ describe("SessionStore", () => {
     const lines = logLines(dir);
     const offset = Buffer.byteLength(lines[0]!) + 1;
     lines[1] = lines[1]!.replace('"abc"', '"abd"'); // bit rot inside the second record
-    const corrupt = Buffer.from(lines.join("\n") + "\n" + '12345678 {"torn');
+    const corrupt = Buffer.from(`${lines.join("\n")}\n12345678 {"torn`);
     writeFileSync(path, corrupt);
 
     const err = await SessionStore.open(dir).then(
@@ -225,7 +241,8 @@ describe("SessionStore", () => {
   test("group commit: concurrent flushes share syncs, each resolves after its data is written and synced", async () => {
     const dir = tempDir();
     const path = join(dir, "wal.log");
-    // Unpaced (window 0): this is about sharing the sync in flight; the window has its own tests (group-commit.test.ts).
+    // Unpaced (window 0): this is about sharing the sync in flight; the window has its own tests
+    // (group-commit.test.ts).
     const store = await open(dir, { pacing: { windowMs: 0 } });
     const s = store.create({});
     await store.flush();
@@ -237,7 +254,10 @@ describe("SessionStore", () => {
         const syncsAtAppend = store.stats.syncs;
         store.append(s, gen(`tok${i}.`, [i]));
         await store.flush();
-        return { inFile: readFileSync(path, "utf8").includes(`"tok${i}."`), syncedAfter: store.stats.syncs > syncsAtAppend };
+        return {
+          inFile: readFileSync(path, "utf8").includes(`"tok${i}."`),
+          syncedAfter: store.stats.syncs > syncsAtAppend,
+        };
       }),
     );
     expect(results.every((r) => r.inFile)).toBe(true);
@@ -271,7 +291,9 @@ describe("SessionStore", () => {
     const first = await open(dir);
     const err = await SessionStore.open(dir).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SessionsLockedError);
-    expect((err as Error).message).toBe(`sessions directory ${dir} is in use by another superfluid server (pid ${process.pid})`);
+    expect((err as Error).message).toBe(
+      `sessions directory ${dir} is in use by another superfluid server (pid ${process.pid})`,
+    );
     await first.close();
     const again = await open(dir);
     await again.close();
@@ -287,7 +309,9 @@ describe("SessionStore", () => {
     store = await open(dir);
     const evs = store.read(s);
     expect(evs.length).toBe(2);
-    expect((evs[0]!.body as unknown as { Created: { params: { big: string } } }).Created.params.big.length).toBe(3 << 20);
+    expect((evs[0]!.body as unknown as { Created: { params: { big: string } } }).Created.params.big.length).toBe(
+      3 << 20,
+    );
     expect(store.recovered.records).toBe(2);
     await store.close();
   });
@@ -359,27 +383,32 @@ describe("SessionStore", () => {
     await again.close();
   });
 
-  test.if(process.platform !== "win32")("the sessions folder is created 0700 and its files 0600, even under umask 000", async () => {
-    const dir = join(tempDir(), "home", "sessions");
-    const old = process.umask(0);
-    try {
-      const store = await open(dir);
-      store.create({});
-      await store.close();
-      expect(statSync(dir).mode & 0o777).toBe(0o700);
-      expect(statSync(join(dir, "..")).mode & 0o777).toBe(0o700); // made by the same mkdir -p
-      for (const f of ["wal.log", "wal.log.store-id", "serve.lock"]) expect([f, statSync(join(dir, f)).mode & 0o777]).toEqual([f, 0o600]);
-      // A log an older version left readable to all is made private on open.
-      chmodSync(join(dir, "wal.log"), 0o644);
-      const reopened = await open(dir);
-      await reopened.close();
-      expect(statSync(join(dir, "wal.log")).mode & 0o777).toBe(0o600);
-      const rotated = await open(dir, { cache: true }); // a fresh log, a new store id
-      await rotated.close();
-      for (const f of ["wal.log", "wal.log.prev", "wal.log.store-id"]) expect([f, statSync(join(dir, f)).mode & 0o777]).toEqual([f, 0o600]);
-    } finally {
-      process.umask(old);
-    }
-    expect(process.umask()).toBe(old);
-  });
+  test.if(process.platform !== "win32")(
+    "the sessions folder is created 0700 and its files 0600, even under umask 000",
+    async () => {
+      const dir = join(tempDir(), "home", "sessions");
+      const old = process.umask(0);
+      try {
+        const store = await open(dir);
+        store.create({});
+        await store.close();
+        expect(statSync(dir).mode & 0o777).toBe(0o700);
+        expect(statSync(join(dir, "..")).mode & 0o777).toBe(0o700); // made by the same mkdir -p
+        for (const f of ["wal.log", "wal.log.store-id", "serve.lock"])
+          expect([f, statSync(join(dir, f)).mode & 0o777]).toEqual([f, 0o600]);
+        // A log an older version left readable to all is made private on open.
+        chmodSync(join(dir, "wal.log"), 0o644);
+        const reopened = await open(dir);
+        await reopened.close();
+        expect(statSync(join(dir, "wal.log")).mode & 0o777).toBe(0o600);
+        const rotated = await open(dir, { cache: true }); // a fresh log, a new store id
+        await rotated.close();
+        for (const f of ["wal.log", "wal.log.prev", "wal.log.store-id"])
+          expect([f, statSync(join(dir, f)).mode & 0o777]).toEqual([f, 0o600]);
+      } finally {
+        process.umask(old);
+      }
+      expect(process.umask()).toBe(old);
+    },
+  );
 });

@@ -1,5 +1,15 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { closeSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  ftruncateSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { encodeRecord, FfiSyncer, scanLog, WalCorruptError, WalWriter } from "../../src/session-log/wal.ts";
@@ -45,9 +55,9 @@ describe("wal", () => {
   test("scanLog: a malformed complete line is corruption, a torn tail is not", () => {
     const path = join(tempDir(), "wal.log");
     const good = encodeRecord(ev(1, 0, "a"));
-    writeFileSync(path, good + "hello\n");
+    writeFileSync(path, `${good}hello\n`);
     expect(() => scanLog(path, null)).toThrow(WalCorruptError);
-    writeFileSync(path, good + "\n");
+    writeFileSync(path, `${good}\n`);
     expect(() => scanLog(path, null)).toThrow(/byte offset \d+/);
     writeFileSync(path, good.toUpperCase()); // checksum in upper case hex: not ours
     expect(() => scanLog(path, null)).toThrow(WalCorruptError);
@@ -75,7 +85,10 @@ describe("wal", () => {
     const p1 = w.flush();
     await Promise.resolve(); // that batch is under way: the next push waits for the following one
     w.push(encodeRecord(ev(1, 2, "queued")));
-    const p2 = w.flush().then(() => null, (e: Error) => e); // (settles with p1: handled at once)
+    const p2 = w.flush().then(
+      () => null,
+      (e: Error) => e,
+    ); // (settles with p1: handled at once)
     await expect(p1).rejects.toThrow(/^EIO: i\/o error/);
     expect(String(await p2)).toMatch(/EIO/); // dropped with it: it may continue what the failed batch carried
     expect(failures.map((e) => e.message)).toEqual(["EIO: i/o error, fdatasync"]);
@@ -103,7 +116,8 @@ describe("wal", () => {
         const n = Math.min(room, data.length);
         if (n > 0) writeSync(fd, data, 0, n);
         room -= n;
-        if (n < data.length) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+        if (n < data.length)
+          throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
       },
     });
     const first = encodeRecord(ev(1, 0, "first"));
@@ -121,7 +135,11 @@ describe("wal", () => {
     await w.flush();
     expect(w.failure).toBeNull();
     const seen: number[] = [];
-    expect(scanLog(path, (e) => seen.push(e.session))).toEqual({ records: 2, validBytes: first.length + next.length, fileBytes: first.length + next.length });
+    expect(scanLog(path, (e) => seen.push(e.session))).toEqual({
+      records: 2,
+      validBytes: first.length + next.length,
+      fileBytes: first.length + next.length,
+    });
     expect(seen).toEqual([1, 2]);
     await w.close();
   });
@@ -177,7 +195,10 @@ describe("wal", () => {
       await s.sync(fd);
       await Promise.all([s.sync(fd), s.sync(fd)]);
       // (not expect().rejects: it waits without taking the worker's reply)
-      const err = await s.sync(100000).then(() => null, (e: unknown) => e);
+      const err = await s.sync(100000).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(String(err)).toMatch(/errno 9/); // EBADF
     } finally {
       s.close();

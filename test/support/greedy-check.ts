@@ -34,7 +34,11 @@ export function offGreedy(gaps: readonly number[]): number {
  * most OFF_GREEDY_SHARE of its tokens off-greedy. Returns the count too, for
  * the failure message.
  */
-export function isGreedyUpToRounding(model: LlamaModel, prompt: readonly number[], reply: readonly number[]): { ok: boolean; off: number; of: number } {
+export function isGreedyUpToRounding(
+  model: LlamaModel,
+  prompt: readonly number[],
+  reply: readonly number[],
+): { ok: boolean; off: number; of: number } {
   const off = offGreedy(greedyGaps(model, prompt, reply));
   return { ok: off <= reply.length * OFF_GREEDY_SHARE, off, of: reply.length };
 }
@@ -46,7 +50,13 @@ export function isGreedyUpToRounding(model: LlamaModel, prompt: readonly number[
  */
 export function greedyGaps(model: LlamaModel, prompt: readonly number[], reply: readonly number[]): number[] {
   const all = [...prompt, ...reply];
-  const ctx = new LlamaContext(model, { sequences: 1, cellsPerSequence: all.length + 64, batchSize: 512, microBatchSize: 512, threads: 1 });
+  const ctx = new LlamaContext(model, {
+    sequences: 1,
+    cellsPerSequence: all.length + 64,
+    batchSize: 512,
+    microBatchSize: 512,
+    threads: 1,
+  });
   try {
     const gaps: number[] = [];
     for (let start = 0; start < all.length - 1; start += ctx.batchSize) {
@@ -74,7 +84,12 @@ export function greedyGaps(model: LlamaModel, prompt: readonly number[], reply: 
  * test compares instead of the tokens the prompt gets alone, which another
  * batch shape or CPU variant may change at a near-tie.
  */
-export function expectGreedyReply(model: LlamaModel, prompt: readonly number[], reply: readonly number[], length?: number): void {
+export function expectGreedyReply(
+  model: LlamaModel,
+  prompt: readonly number[],
+  reply: readonly number[],
+  length?: number,
+): void {
   if (length !== undefined) expect(reply).toHaveLength(length);
   const check = isGreedyUpToRounding(model, prompt, reply);
   expect(check, `${check.off} of ${check.of} tokens off-greedy`).toMatchObject({ ok: true });

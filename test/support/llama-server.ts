@@ -17,10 +17,14 @@ export interface LlamaServer {
 /** Starts llama-server with `args` (its model and flags) on a free loopback port; resolves once /health answers 200. */
 export async function startLlamaServer(args: string[]): Promise<LlamaServer> {
   const port = await freePort();
-  const proc: ChildProcess = spawn(join(LLAMA_DIR, "llama-server"), [...args, "--host", "127.0.0.1", "--port", String(port)], {
-    env: { ...process.env, LD_LIBRARY_PATH: LLAMA_DIR },
-    stdio: "ignore",
-  });
+  const proc: ChildProcess = spawn(
+    join(LLAMA_DIR, "llama-server"),
+    [...args, "--host", "127.0.0.1", "--port", String(port)],
+    {
+      env: { ...process.env, LD_LIBRARY_PATH: LLAMA_DIR },
+      stdio: "ignore",
+    },
+  );
   const url = `http://127.0.0.1:${port}`;
   const stop = async () => {
     if (proc.exitCode !== null || proc.signalCode !== null) return;

@@ -38,4 +38,3 @@ export function fillableDisk(): { full: boolean; opts: StoreOptions } {
   };
   return disk;
 }
-

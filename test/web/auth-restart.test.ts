@@ -13,7 +13,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fixturePath } from "../support/models.ts";
 import { freePort, ROOT } from "../scenarios/support.ts";
-import { counterTotal, GREEDY, HANG_GUARD_MS, rawRequest, SocketClient, WebServer, wsHandshake, type Frame } from "./support.ts";
+import {
+  counterTotal,
+  HANG_GUARD_MS,
+  rawRequest,
+  SocketClient,
+  WebServer,
+  wsHandshake,
+  type Frame,
+} from "./support.ts";
 
 const TEST_GUARD = HANG_GUARD_MS * 4;
 const FOREIGN = "https://evil.example";
@@ -55,7 +63,11 @@ describe("authentication of the --web listener", () => {
   });
 
   const rpc = (headers: Record<string, string>) =>
-    fetch(`${s.base}/web/rpc`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify("List") });
+    fetch(`${s.base}/web/rpc`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify("List"),
+    });
 
   test("/web/health answers without a token", async () => {
     const res = await fetch(`${s.base}/web/health`);
@@ -87,24 +99,52 @@ describe("authentication of the --web listener", () => {
 
   test("/web/stream is guarded the same way", async () => {
     const post = (headers: Record<string, string>) =>
-      fetch(`${s.base}/web/stream`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ session: 0, max_tokens: 1 }) });
+      fetch(`${s.base}/web/stream`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify({ session: 0, max_tokens: 1 }),
+      });
     expect((await post({})).status).toBe(401);
     expect((await post({ authorization: `Bearer ${s.token}` })).status).toBe(403);
-    expect((await post({ authorization: `Bearer ${s.token}`, "x-superfluid-csrf": s.token, origin: FOREIGN })).status).toBe(403);
+    expect(
+      (await post({ authorization: `Bearer ${s.token}`, "x-superfluid-csrf": s.token, origin: FOREIGN })).status,
+    ).toBe(403);
   });
 
   test("a Host that is not a loopback name is refused (DNS rebinding)", async () => {
-    const auth = { authorization: `Bearer ${s.token}`, "x-superfluid-csrf": s.token, "content-type": "application/json" };
-    const ok = await rawRequest(s.webPort, { method: "POST", path: "/web/rpc", headers: { host: `127.0.0.1:${s.webPort}`, ...auth }, body: '"List"' });
+    const auth = {
+      authorization: `Bearer ${s.token}`,
+      "x-superfluid-csrf": s.token,
+      "content-type": "application/json",
+    };
+    const ok = await rawRequest(s.webPort, {
+      method: "POST",
+      path: "/web/rpc",
+      headers: { host: `127.0.0.1:${s.webPort}`, ...auth },
+      body: '"List"',
+    });
     expect(ok.status).toBe(200);
     for (const host of [`evil.example:${s.webPort}`, "evil.example", "192.168.1.10"]) {
-      const res = await rawRequest(s.webPort, { method: "POST", path: "/web/rpc", headers: { host, ...auth }, body: '"List"' });
+      const res = await rawRequest(s.webPort, {
+        method: "POST",
+        path: "/web/rpc",
+        headers: { host, ...auth },
+        body: '"List"',
+      });
       expect({ host, status: res.status }).toEqual({ host, status: 403 });
       noCors(res.headers);
     }
-    const health = await rawRequest(s.webPort, { method: "GET", path: "/web/health", headers: { host: "evil.example" } });
+    const health = await rawRequest(s.webPort, {
+      method: "GET",
+      path: "/web/health",
+      headers: { host: "evil.example" },
+    });
     expect(health.status).toBe(403);
-    const ws = await wsHandshake(s.webPort, { host: "evil.example", origin: s.base, "sec-websocket-protocol": `superfluid.v1, superfluid.token.${s.token}` });
+    const ws = await wsHandshake(s.webPort, {
+      host: "evil.example",
+      origin: s.base,
+      "sec-websocket-protocol": `superfluid.v1, superfluid.token.${s.token}`,
+    });
     expect(ws.status).toBe(403);
   });
 
@@ -116,7 +156,11 @@ describe("authentication of the --web listener", () => {
       ["no token", { origin: s.base, "sec-websocket-protocol": "superfluid.v1" }, 401],
       ["a wrong token", { origin: s.base, "sec-websocket-protocol": "superfluid.v1, superfluid.token.nope" }, 401],
       ["the token as subprotocol", { origin: s.base, "sec-websocket-protocol": protocols }, 101],
-      ["the token as bearer", { origin: s.base, "sec-websocket-protocol": "superfluid.v1", authorization: `Bearer ${s.token}` }, 101],
+      [
+        "the token as bearer",
+        { origin: s.base, "sec-websocket-protocol": "superfluid.v1", authorization: `Bearer ${s.token}` },
+        101,
+      ],
       ["a --web-origin Origin", { origin: LISTED, "sec-websocket-protocol": protocols }, 101],
     ];
     for (const [what, headers, status] of cases) {
@@ -138,7 +182,11 @@ describe("authentication of the --web listener", () => {
     expect((await bySubprotocol.call("List")).Sessions).toBeDefined();
     bySubprotocol.close();
 
-    const byBearer = await SocketClient.open(url, { origin: s.base, protocols: ["superfluid.v1"], headers: { authorization: `Bearer ${s.token}` } });
+    const byBearer = await SocketClient.open(url, {
+      origin: s.base,
+      protocols: ["superfluid.v1"],
+      headers: { authorization: `Bearer ${s.token}` },
+    });
     expect(byBearer.ws.protocol).toBe("superfluid.v1");
     expect((await byBearer.call("List")).Sessions).toBeDefined();
     byBearer.close();
@@ -157,7 +205,18 @@ test(
   async () => {
     const port = await freePort();
     const proc = Bun.spawn(
-      [process.execPath, join(ROOT, "src/main.ts"), "serve", await fixturePath("tiny-chat"), "--port", "0", "--sessions", tempDir(), "--web", `0.0.0.0:${port}`],
+      [
+        process.execPath,
+        join(ROOT, "src/main.ts"),
+        "serve",
+        await fixturePath("tiny-chat"),
+        "--port",
+        "0",
+        "--sessions",
+        tempDir(),
+        "--web",
+        `0.0.0.0:${port}`,
+      ],
       { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { ...process.env, SUPERFLUID_QUIET: "1" } },
     );
     // A server that started anyway would never exit: that is a failure, not a hang.
@@ -184,7 +243,11 @@ async function appendUser(s: WebServer, session: number, text: string): Promise<
 }
 
 /** Generates on a fresh socket; the Generated summary (throws on anything else). */
-async function generate(s: WebServer, session: number, maxTokens: number): Promise<{ deltas: Frame[]; summary: Frame }> {
+async function generate(
+  s: WebServer,
+  session: number,
+  maxTokens: number,
+): Promise<{ deltas: Frame[]; summary: Frame }> {
   const ws = await s.socket();
   try {
     const { deltas, reply } = await ws.generate(session, maxTokens);
@@ -196,8 +259,13 @@ async function generate(s: WebServer, session: number, maxTokens: number): Promi
 }
 
 /** The token ids of a session's Generated events, in order. */
-const generatedSpan = (events: Frame[]) => events.filter((e) => e.body?.Generated).flatMap((e) => e.body.Generated.span as number[]);
-const generatedText = (events: Frame[]) => events.filter((e) => e.body?.Generated).map((e) => e.body.Generated.text).join("");
+const generatedSpan = (events: Frame[]) =>
+  events.filter((e) => e.body?.Generated).flatMap((e) => e.body.Generated.span as number[]);
+const generatedText = (events: Frame[]) =>
+  events
+    .filter((e) => e.body?.Generated)
+    .map((e) => e.body.Generated.text)
+    .join("");
 
 test(
   "a SIGKILL mid-generation loses nothing the client saw; cursors resolve and Generate continues the open turn",
@@ -230,7 +298,11 @@ test(
       expect(statSync(join(sessions, "web-token")).mode & 0o777).toBe(0o600);
       const stale = await fetch(`${second.base}/web/rpc`, {
         method: "POST",
-        headers: { authorization: `Bearer ${first.token}`, "x-superfluid-csrf": first.token, "content-type": "application/json" },
+        headers: {
+          authorization: `Bearer ${first.token}`,
+          "x-superfluid-csrf": first.token,
+          "content-type": "application/json",
+        },
         body: '"List"',
       });
       expect(stale.status).toBe(401);
@@ -289,12 +361,20 @@ describe("parking (--park) across restarts", () => {
       const C = await s.create();
       const E = await s.create();
       ids = { A, B, C, E };
-      for (const [id, text] of [[A, MESSAGE], [B, OTHER], [C, MESSAGE], [E, MESSAGE]] as const) {
+      for (const [id, text] of [
+        [A, MESSAGE],
+        [B, OTHER],
+        [C, MESSAGE],
+        [E, MESSAGE],
+      ] as const) {
         await appendUser(s, id, text);
         await generate(s, id, N);
         await until(`the park artifact of session ${id}`, () => existsSync(park(id)));
       }
-      await until("superfluid_parks_total counts the four parks", async () => counterTotal(await scrape(s), "superfluid_parks_total") >= 4);
+      await until(
+        "superfluid_parks_total counts the four parks",
+        async () => counterTotal(await scrape(s), "superfluid_parks_total") >= 4,
+      );
       parksAtFirst = counterTotal(await scrape(s), "superfluid_parks_total");
     } finally {
       await s.stop();
@@ -340,7 +420,9 @@ describe("parking (--park) across restarts", () => {
         expect(counterTotal(await scrape(s), "superfluid_resumes_total")).toBe(0);
 
         // B's artifact covers its whole history before this append.
-        const covered = (await read(s, ids.B)).flatMap((e) => Object.values(e.body ?? {}).flatMap((b: any) => (Array.isArray(b?.span) ? b.span : []))).length;
+        const covered = (await read(s, ids.B)).flatMap((e) =>
+          Object.values(e.body ?? {}).flatMap((b: any) => (Array.isArray(b?.span) ? b.span : [])),
+        ).length;
         const parksBefore = counterTotal(await scrape(s), "superfluid_parks_total");
         await appendUser(s, ids.B, FOLLOW);
         const warm = await generate(s, ids.B, N);
@@ -348,7 +430,10 @@ describe("parking (--park) across restarts", () => {
         // More than any prefix it could share with C's history: it came from the artifact.
         expect(warm.summary.warm_prefix).toBeGreaterThanOrEqual(covered - 1);
         expect(counterTotal(await scrape(s), "superfluid_resumes_total")).toBe(1);
-        await until("the generations park again", async () => counterTotal(await scrape(s), "superfluid_parks_total") > parksBefore);
+        await until(
+          "the generations park again",
+          async () => counterTotal(await scrape(s), "superfluid_parks_total") > parksBefore,
+        );
       } finally {
         await s.stop();
       }
@@ -394,7 +479,11 @@ test(
         expect(a.summary.finish).toBe(2);
         const b = await generate(s, cut, N - K);
         expect((b.summary.events as Frame[]).some((e) => e.body?.GenerationPrompt)).toBe(false);
-        outcomes.push({ seed, whole: generatedSpan(one.summary.events), cut: generatedSpan([...a.summary.events, ...b.summary.events]) });
+        outcomes.push({
+          seed,
+          whole: generatedSpan(one.summary.events),
+          cut: generatedSpan([...a.summary.events, ...b.summary.events]),
+        });
       }
     } finally {
       await s.stop();

@@ -75,7 +75,11 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
     page.waitForFunction(
       (want) => {
         const done: any[] = [...document.querySelectorAll('.reply[data-state="done"]')];
-        return !document.body.dataset.generating && done.length >= want && done.every((r) => r.querySelector(".stats")?.textContent);
+        return (
+          !document.body.dataset.generating &&
+          done.length >= want &&
+          done.every((r) => r.querySelector(".stats")?.textContent)
+        );
       },
       { timeout: HANG_GUARD },
       n,
@@ -90,7 +94,10 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
     expect(csp).toContain("script-src 'self'");
     expect(csp).toContain("frame-ancestors 'none'");
     expect(await res.text()).toContain('<script src="/app.js"');
-    for (const [path, type] of [["/app.js", "javascript"], ["/style.css", "text/css"]] as const) {
+    for (const [path, type] of [
+      ["/app.js", "javascript"],
+      ["/style.css", "text/css"],
+    ] as const) {
       const r = await fetch(`${web()}${path}`);
       expect(r.status).toBe(200);
       expect(r.headers.get("content-type")).toContain(type);
@@ -121,7 +128,12 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
         seen.streaming = true;
         const t = r.querySelector(".reply-body")?.textContent ?? "";
         if (t && seen.texts[seen.texts.length - 1] !== t) seen.texts.push(t);
-      }).observe(document.querySelector("#log"), { subtree: true, childList: true, characterData: true, attributes: true });
+      }).observe(document.querySelector("#log"), {
+        subtree: true,
+        childList: true,
+        characterData: true,
+        attributes: true,
+      });
     });
     await page.type("#input", "Three facts about Oslo.");
     await page.click("#send");
@@ -148,7 +160,10 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
     await page.type("#input", "And two about Bergen?");
     await page.click("#send");
     await repliesDone(1);
-    expect(await page.$$eval("#log .msg.user .text", (ts) => ts.map((t) => t.textContent))).toEqual(["Three facts about Oslo.", "And two about Bergen?"]);
+    expect(await page.$$eval("#log .msg.user .text", (ts) => ts.map((t) => t.textContent))).toEqual([
+      "Three facts about Oslo.",
+      "And two about Bergen?",
+    ]);
     expect(await page.$eval(".reply .reply-body", (e) => e.textContent)).toBe(REPLY);
   });
 
@@ -162,24 +177,39 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
     await page.click(".editor .save");
     await page.waitForFunction(() => document.querySelectorAll("#sessions li").length === 3, { timeout: HANG_GUARD });
     await repliesDone(1);
-    expect(await page.$$eval("#log .msg.user .text", (ts) => ts.map((t) => t.textContent))).toEqual(["Three facts about Oslo.", "Two facts about Trondheim."]);
+    expect(await page.$$eval("#log .msg.user .text", (ts) => ts.map((t) => t.textContent))).toEqual([
+      "Three facts about Oslo.",
+      "Two facts about Trondheim.",
+    ]);
     expect(await page.$eval(".reply .reply-body", (e) => e.textContent)).toBe(REPLY);
     expect(await page.$$eval("#sessions li li li.selected", (ls) => ls.length)).toBe(1);
   });
 
   test("sets the session's QoS class", async () => {
     await page.select("#qos", "3");
-    await page.waitForFunction(() => [...document.querySelectorAll(".qos-note")].some((n: any) => n.textContent === "QoS: background"), { timeout: HANG_GUARD });
+    await page.waitForFunction(
+      () => [...document.querySelectorAll(".qos-note")].some((n: any) => n.textContent === "QoS: background"),
+      { timeout: HANG_GUARD },
+    );
     // What the page showed is what the log holds: a reload reads it back.
     await page.reload();
-    await page.waitForFunction(() => document.querySelector("#qos")?.value === "3" && document.querySelector(".reply"), { timeout: HANG_GUARD });
+    await page.waitForFunction(
+      () => document.querySelector("#qos")?.value === "3" && document.querySelector(".reply"),
+      { timeout: HANG_GUARD },
+    );
   });
 
   test("the page logged no errors (and, with SUPERFLUID_SCREENSHOT=1, takes the docs screenshot)", async () => {
     if (process.env.SUPERFLUID_SCREENSHOT === "1") {
-      // The screenshot for docs/api/web-page.md: the fork, which took the chat on with a warm reply, in the tree of all three.
+      // The screenshot for docs/api/web-page.md: the fork, which took the chat on with a warm reply, in the tree of all
+      // three.
       await page.click("#sessions li li .open");
-      await page.waitForFunction(() => document.querySelector("#sessions li li")?.classList.contains("selected") && document.querySelectorAll("#log .msg.user").length === 2, { timeout: HANG_GUARD });
+      await page.waitForFunction(
+        () =>
+          document.querySelector("#sessions li li")?.classList.contains("selected") &&
+          document.querySelectorAll("#log .msg.user").length === 2,
+        { timeout: HANG_GUARD },
+      );
       await repliesDone(1);
       await page.mouse.move(640, 600); // no hover state in the picture
       await page.screenshot({ path: join(ROOT, "docs", "web-chat.png") as `${string}.png` });
@@ -190,7 +220,15 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
   test("a forced tool call shows as a card; its result is sent from the card and the model answers", async () => {
     await page.click("#settings-toggle");
     await page.waitForSelector("#settings:not([hidden])", { timeout: HANG_GUARD });
-    const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+    const tools = [
+      {
+        type: "function",
+        function: {
+          name: "get_weather",
+          parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        },
+      },
+    ];
     await page.$eval("#p-tools", (e, text) => ((e as any).value = text), JSON.stringify(tools));
     await page.select("#p-tool_choice", "required");
     await page.click("#new-chat");
@@ -199,14 +237,22 @@ describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
     await page.click("#send");
     const card = await page.waitForSelector(".tool-card .tool-answer textarea", { timeout: HANG_GUARD });
     expect(await page.$eval(".tool-card .tool-name", (e) => e.textContent)).toBe("tool call · get_weather");
-    expect(JSON.parse((await page.$eval(".tool-card .tool-args", (e) => e.textContent)) ?? "")).toEqual({ city: "hello" });
+    expect(JSON.parse((await page.$eval(".tool-card .tool-args", (e) => e.textContent)) ?? "")).toEqual({
+      city: "hello",
+    });
     // The answer is generated with the same settings: back to auto, so the model answers in text.
     await page.select("#p-tool_choice", "auto");
     await card!.type("12 C, rain");
     await page.click(".tool-card .tool-answer button");
-    await page.waitForFunction(() => document.querySelector(".tool-card .tool-result:not(.pending)")?.textContent === "12 C, rain", { timeout: HANG_GUARD });
     await page.waitForFunction(
-      (reply) => [...document.querySelectorAll('.reply[data-state="done"] .reply-body')].some((b: any) => b.textContent === reply) && !document.body.dataset.generating,
+      () => document.querySelector(".tool-card .tool-result:not(.pending)")?.textContent === "12 C, rain",
+      { timeout: HANG_GUARD },
+    );
+    await page.waitForFunction(
+      (reply) =>
+        [...document.querySelectorAll('.reply[data-state="done"] .reply-body')].some(
+          (b: any) => b.textContent === reply,
+        ) && !document.body.dataset.generating,
       { timeout: HANG_GUARD },
       REPLY,
     );
@@ -246,14 +292,26 @@ describe.skipIf(!CHROMIUM)("chat page: cancel and continue", () => {
       { timeout: HANG_GUARD },
       chars,
     );
-  const stopped = () => page.waitForFunction(() => !document.body.dataset.generating && document.querySelector('.reply[data-state="done"] .stats')?.textContent, { timeout: HANG_GUARD });
+  const stopped = () =>
+    page.waitForFunction(
+      () =>
+        !document.body.dataset.generating && document.querySelector('.reply[data-state="done"] .stats')?.textContent,
+      { timeout: HANG_GUARD },
+    );
 
   test("cancels a streaming reply, then continues the same reply", async () => {
     await page.click("#settings-toggle");
-    for (const [field, value] of [["#p-seed", "7"], ["#p-max_tokens", "4000"]] as const) {
-      await page.$eval(field, (e, v) => {
-        (e as unknown as { value: string }).value = v;
-      }, value);
+    for (const [field, value] of [
+      ["#p-seed", "7"],
+      ["#p-max_tokens", "4000"],
+    ] as const) {
+      await page.$eval(
+        field,
+        (e, v) => {
+          (e as unknown as { value: string }).value = v;
+        },
+        value,
+      );
     }
     await page.type("#input", "Go on for a while.");
     await page.click("#send");

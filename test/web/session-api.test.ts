@@ -8,7 +8,17 @@
 // the cancel and busy tests need. Every wait is on a frame, a line or a Read
 // result; the timeouts are hang guards only.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { generateWith, GREEDY, HANG_GUARD_MS, readEvents, recordOf, replyText, WebServer, type Frame, type SocketClient } from "./support.ts";
+import {
+  generateWith,
+  GREEDY,
+  HANG_GUARD_MS,
+  readEvents,
+  recordOf,
+  replyText,
+  WebServer,
+  type Frame,
+  type SocketClient,
+} from "./support.ts";
 
 const REPLY = "Hello from superfluid's built-in test model.";
 /**
@@ -69,7 +79,12 @@ class SseReader {
 
   static async open(web: WebServer, body: unknown): Promise<SseReader> {
     const r = new SseReader();
-    const res = await fetch(`${web.base}/web/stream`, { method: "POST", headers: web.headers(), body: JSON.stringify(body), signal: r.controller.signal });
+    const res = await fetch(`${web.base}/web/stream`, {
+      method: "POST",
+      headers: web.headers(),
+      body: JSON.stringify(body),
+      signal: r.controller.signal,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/event-stream");
     r.reader = res.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>;
@@ -140,7 +155,8 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     expect(replyText(events)).toBe(REPLY);
     // Every token the model produced is in some span; text-bearing events carry their tokens.
     expect(generated.flatMap((e) => e.body.Generated.span).length).toBe(9);
-    for (const e of generated) if (e.body.Generated.text !== "") expect(e.body.Generated.span.length).toBeGreaterThan(0);
+    for (const e of generated)
+      if (e.body.Generated.text !== "") expect(e.body.Generated.span.length).toBeGreaterThan(0);
     expect(generated.at(-1).body.Generated.finish).toBe(1);
     expect(generated.slice(0, -1).every((e) => e.body.Generated.finish === 0)).toBe(true);
     expect(events.slice(2)).toEqual(deltas);
@@ -195,7 +211,8 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     expect(childAfter.length).toBe(2 + 1 + onChild.deltas.length);
 
     // Forking at the next id keeps everything.
-    const whole = (await web.rpc({ Fork: { session: parent, at_event: parentAfter.length, params: null } })).Created.session;
+    const whole = (await web.rpc({ Fork: { session: parent, at_event: parentAfter.length, params: null } })).Created
+      .session;
     expect((await readEvents(web, whole)).slice(0, parentAfter.length)).toEqual(parentAfter);
 
     // Fork with new params records them.
@@ -237,7 +254,13 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     expect(second).toBeGreaterThan(1);
 
     // Replace the first user message through the end: edit it and drop what followed.
-    const replaced = await web.rpc({ Rebase: { session, edits: [{ Replace: { from: 1, to: events.length, role: 1, text: "edited question" } }], params: null } });
+    const replaced = await web.rpc({
+      Rebase: {
+        session,
+        edits: [{ Replace: { from: 1, to: events.length, role: 1, text: "edited question" } }],
+        params: null,
+      },
+    });
     const edited = await readEvents(web, replaced.Created.session);
     expectContiguous(edited);
     expect(edited[0]).toEqual(events[0]);
@@ -250,7 +273,9 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     expect(replyText(g.deltas)).toBe(REPLY);
 
     // Drop the second exchange (its message to the end): the first exchange stays, whole.
-    const dropped = await web.rpc({ Rebase: { session, edits: [{ Drop: { from: second, to: events.length } }], params: null } });
+    const dropped = await web.rpc({
+      Rebase: { session, edits: [{ Drop: { from: second, to: events.length } }], params: null },
+    });
     const rest = await readEvents(web, dropped.Created.session);
     expectContiguous(rest);
     expect(rest.filter((e) => recordOf(e) === "Message").map((e) => e.body.Message.text)).toEqual(["first question"]);
@@ -274,7 +299,8 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
       const sub = (await watcher.next((f) => f.Subscribed)).Subscribed.sub;
       const quietSub = (await quiet.next((f) => f.Subscribed)).Subscribed.sub;
       // The backlog first.
-      for (let id = cursor; id < before.length; id++) expect((await watcher.next((f) => f.SubEvent)).SubEvent).toEqual({ sub, event: before[id] });
+      for (let id = cursor; id < before.length; id++)
+        expect((await watcher.next((f) => f.SubEvent)).SubEvent).toEqual({ sub, event: before[id] });
 
       const g = await ws.generate(session, 64);
       expect(replyText(g.deltas)).toBe(REPLY);
@@ -314,7 +340,9 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
 
   test("a tool call round trip: AppendSystem with a tool, a forced call, OpenToolCalls, AppendToolResult, the answer", async () => {
     const session = await web.create();
-    const system = await web.rpc({ AppendSystem: { session, text: "You can check the weather.", tools: [WEATHER_TOOL] } });
+    const system = await web.rpc({
+      AppendSystem: { session, text: "You can check the weather.", tools: [WEATHER_TOOL] },
+    });
     expect(system.Committed.event.body.Message).toMatchObject({ role: 0, text: "You can check the weather." });
     await web.rpc({ AppendMessage: { session, role: 1, text: "Weather in Oslo?" } });
     // AppendSystem is refused once the session has input.
@@ -334,12 +362,19 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     expect(open.ToolCalls.calls).toEqual([[use.event_id, "get_weather", use.body.ToolUse.arguments]]);
     expect((await web.rpc({ Inspect: { session } })).Inspection.inspection.open_tool_calls).toBe(1);
 
-    const result = await web.rpc({ AppendToolResult: { session, call_id: use.event_id, content: '{"temperature": 21}' } });
-    expect(result.Committed.event.body.ToolResult).toMatchObject({ call_id: use.event_id, content: '{"temperature": 21}' });
+    const result = await web.rpc({
+      AppendToolResult: { session, call_id: use.event_id, content: '{"temperature": 21}' },
+    });
+    expect(result.Committed.event.body.ToolResult).toMatchObject({
+      call_id: use.event_id,
+      content: '{"temperature": 21}',
+    });
     expect(result.Committed.event.body.ToolResult.span.length).toBeGreaterThan(0);
     expect((await web.rpc({ OpenToolCalls: { session } })).ToolCalls.calls).toEqual([]);
     // The same call cannot be answered twice.
-    expect(errOf(await web.rpc({ AppendToolResult: { session, call_id: use.event_id, content: "again" } }))).toContain("not an open tool call");
+    expect(errOf(await web.rpc({ AppendToolResult: { session, call_id: use.event_id, content: "again" } }))).toContain(
+      "not an open tool call",
+    );
 
     const answer = await ws.generate(session, 64);
     expect(answer.reply.Generated.finish).toBe(1);
@@ -353,7 +388,9 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     const session = await web.create();
     await web.rpc({ AppendSystem: { session, text: "Tools.", tools: [WEATHER_TOOL] } });
     await web.rpc({ AppendMessage: { session, role: 1, text: "Weather in Oslo?" } });
-    expect(errOf((await generateWith(ws, { session, tool_choice: "sometimes" })).reply)).toContain("Generate.tool_choice");
+    expect(errOf((await generateWith(ws, { session, tool_choice: "sometimes" })).reply)).toContain(
+      "Generate.tool_choice",
+    );
     const before = await readEvents(web, session);
     // Refused before anything is recorded.
     expect(errOf((await generateWith(ws, { session, tool_choice: { name: "no_such_tool" } })).reply)).toContain("tool");
@@ -365,18 +402,38 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     const use = named.deltas.find((e) => recordOf(e) === "ToolUse");
     expect(use.body.ToolUse.name).toBe("get_weather");
     // A failed outcome closes the call as a result does.
-    const outcome = await web.rpc({ AppendToolOutcome: { session, call_id: use.event_id, outcome: 1, note: "the weather service is down" } });
-    expect(outcome.Committed.event.body.ToolResult).toMatchObject({ call_id: use.event_id, content: "the weather service is down", outcome: 1 });
+    const outcome = await web.rpc({
+      AppendToolOutcome: { session, call_id: use.event_id, outcome: 1, note: "the weather service is down" },
+    });
+    expect(outcome.Committed.event.body.ToolResult).toMatchObject({
+      call_id: use.event_id,
+      content: "the weather service is down",
+      outcome: 1,
+    });
     expect((await web.rpc({ OpenToolCalls: { session } })).ToolCalls.calls).toEqual([]);
     const events = await readEvents(web, session);
 
     // Replace the user message only: the Rebased record shifts every later id by one, and the copied
     // ToolResult answers the copied ToolUse's new id.
-    const rebased = (await web.rpc({ Rebase: { session, edits: [{ Replace: { from: 2, to: 3, role: 1, text: "Weather in Bergen?" } }], params: null } })).Created.session;
+    const rebased = (
+      await web.rpc({
+        Rebase: {
+          session,
+          edits: [{ Replace: { from: 2, to: 3, role: 1, text: "Weather in Bergen?" } }],
+          params: null,
+        },
+      })
+    ).Created.session;
     const copy = await readEvents(web, rebased);
     expectContiguous(copy);
-    expect(copy.map(recordOf)).toEqual([...events.slice(0, 2).map(recordOf), "Rebased", ...events.slice(2).map(recordOf)]);
-    expect(copy.find((e) => recordOf(e) === "Message" && e.body.Message.role === 1).body.Message.text).toBe("Weather in Bergen?");
+    expect(copy.map(recordOf)).toEqual([
+      ...events.slice(0, 2).map(recordOf),
+      "Rebased",
+      ...events.slice(2).map(recordOf),
+    ]);
+    expect(copy.find((e) => recordOf(e) === "Message" && e.body.Message.role === 1).body.Message.text).toBe(
+      "Weather in Bergen?",
+    );
     const copiedUse = copy.find((e) => recordOf(e) === "ToolUse");
     const copiedResult = copy.find((e) => recordOf(e) === "ToolResult");
     expect(copiedUse.event_id).toBe(use.event_id + 1);
@@ -395,7 +452,9 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     expect(message).toContain("get_weather");
     const bare = await web.create();
     await web.rpc({ AppendMessage: { session: bare, role: 1, text: "Weather in Oslo?" } });
-    expect(errOf((await generateWith(ws, { session: bare, tool_choice: "required" })).reply)).toContain("declares no tools");
+    expect(errOf((await generateWith(ws, { session: bare, tool_choice: "required" })).reply)).toContain(
+      "declares no tools",
+    );
   });
 
   test("a forced call cut by max_tokens is kept as tool-call text, never an open call", async () => {
@@ -421,7 +480,11 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     // The same ids given as a span decode back to the text.
     const bySpan = await web.rpc({ Append: { session, text: null, span } });
     expect(bySpan.Committed.event.body.Appended).toEqual({ text: "Raw text.", span });
-    expect((await web.rpc({ Inspect: { session } })).Inspection.inspection).toMatchObject({ tokens: 2 * span.length, messages: 0, events: 3 });
+    expect((await web.rpc({ Inspect: { session } })).Inspection.inspection).toMatchObject({
+      tokens: 2 * span.length,
+      messages: 0,
+      events: 3,
+    });
   });
 
   test("/web/stream: committed lines, done, [DONE]; provisional lines when asked", async () => {
@@ -441,7 +504,9 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
 
     await web.rpc({ AppendMessage: { session, role: 1, text: "With provisional text." } });
     const withProvisional = await web.stream({ session, max_tokens: 64, provisional: true });
-    const provisional = withProvisional.filter((l: Frame) => l.provisional !== undefined).map((l: Frame) => l.provisional);
+    const provisional = withProvisional
+      .filter((l: Frame) => l.provisional !== undefined)
+      .map((l: Frame) => l.provisional);
     expect(provisional.length).toBeGreaterThan(0);
     expect(provisional.every((p: Frame) => p.channel === 0)).toBe(true);
     expect(provisional.map((p: Frame) => p.text).join("")).toBe(REPLY);
@@ -456,7 +521,11 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     expect(unknown.at(-1)).toBe("[DONE]");
     expect(unknown[0].error).toContain("no session 999999");
     // A body that is not a stream request is refused with Err.
-    const res = await fetch(`${web.base}/web/stream`, { method: "POST", headers: web.headers(), body: JSON.stringify({ max_tokens: 4 }) });
+    const res = await fetch(`${web.base}/web/stream`, {
+      method: "POST",
+      headers: web.headers(),
+      body: JSON.stringify({ max_tokens: 4 }),
+    });
     expect(((await res.json()) as Frame).Err.message).toContain("session");
   });
 
@@ -466,10 +535,14 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     await web.rpc({ AppendMessage: { session, role: 1, text: "Weather in Oslo?" } });
     const lines = await web.stream({ session, max_tokens: 128, tool_choice: "required" });
     expect(lines.at(-1)).toBe("[DONE]");
-    const uses = lines.filter((l: Frame) => l.committed && recordOf(l.committed) === "ToolUse").map((l: Frame) => l.committed);
+    const uses = lines
+      .filter((l: Frame) => l.committed && recordOf(l.committed) === "ToolUse")
+      .map((l: Frame) => l.committed);
     expect(uses.length).toBe(1);
     expect(uses[0].body.ToolUse.name).toBe("get_weather");
-    expect((await web.rpc({ OpenToolCalls: { session } })).ToolCalls.calls.map((c: Frame) => c[0])).toEqual([uses[0].event_id]);
+    expect((await web.rpc({ OpenToolCalls: { session } })).ToolCalls.calls.map((c: Frame) => c[0])).toEqual([
+      uses[0].event_id,
+    ]);
   });
 
   test("requests on one WebSocket run in order: a Read sent behind a Generate sees all of it", async () => {
@@ -506,22 +579,38 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     // params must carry all five fields.
     const { seed: _, ...fourParams } = GREEDY;
     expect(errOf(await web.rpc({ Create: { parent: null, params: fourParams } }))).toContain("Create.params.seed");
-    expect(errOf(await web.rpc({ Create: { parent: null, params: { ...GREEDY, top_p: 2 } } }))).toContain("Create.params.top_p");
+    expect(errOf(await web.rpc({ Create: { parent: null, params: { ...GREEDY, top_p: 2 } } }))).toContain(
+      "Create.params.top_p",
+    );
     expect(errOf(await web.rpc({ AppendMessage: { session: 1, role: 1 } }))).toContain("AppendMessage.text");
     expect(errOf(await web.rpc({ AppendMessage: { session: 1, role: 9, text: "x" } }))).toContain("AppendMessage.role");
 
     const session = await sessionWithMessage(web);
     const events = await readEvents(web, session);
-    expect(errOf(await web.rpc({ Fork: { session, at_event: events.length + 1, params: null } }))).toContain(`has ${events.length} committed events`);
+    expect(errOf(await web.rpc({ Fork: { session, at_event: events.length + 1, params: null } }))).toContain(
+      `has ${events.length} committed events`,
+    );
     expect(errOf(await web.rpc({ Trim: { session, to_event: 99 } }))).toContain("committed events");
-    expect(errOf(await web.rpc({ AppendToolResult: { session, call_id: 1, content: "x" } }))).toContain("not an open tool call");
-    expect(errOf(await web.rpc({ AppendToolOutcome: { session, call_id: 1, outcome: 1, note: null } }))).toContain("not an open tool call");
+    expect(errOf(await web.rpc({ AppendToolResult: { session, call_id: 1, content: "x" } }))).toContain(
+      "not an open tool call",
+    );
+    expect(errOf(await web.rpc({ AppendToolOutcome: { session, call_id: 1, outcome: 1, note: null } }))).toContain(
+      "not an open tool call",
+    );
     expect(
-      errOf(await web.rpc({ Rebase: { session, edits: [{ Drop: { from: 1, to: 2 } }, { Drop: { from: 1, to: 2 } }], params: null } })),
+      errOf(
+        await web.rpc({
+          Rebase: { session, edits: [{ Drop: { from: 1, to: 2 } }, { Drop: { from: 1, to: 2 } }], params: null },
+        }),
+      ),
     ).toContain("must not overlap");
-    expect(errOf(await web.rpc({ Rebase: { session, edits: [{ Drop: { from: 0, to: 1 } }], params: null } }))).toContain("Rebase.edits[0].from");
+    expect(
+      errOf(await web.rpc({ Rebase: { session, edits: [{ Drop: { from: 0, to: 1 } }], params: null } })),
+    ).toContain("Rebase.edits[0].from");
     expect(errOf(await web.rpc({ Rebase: { session, edits: [], params: null } }))).toContain("at least one edit");
-    expect(errOf(await web.rpc({ Rebase: { session, edits: [{ Keep: { from: 1, to: 2 } }], params: null } }))).toContain("Drop");
+    expect(
+      errOf(await web.rpc({ Rebase: { session, edits: [{ Keep: { from: 1, to: 2 } }], params: null } })),
+    ).toContain("Drop");
     expect(errOf(await web.rpc({ Read: { session: 999_999, cursor: 0 } }))).toContain("no session 999999");
     expect(errOf(await web.rpc({ Append: { session, text: null, span: [] } }))).toContain("span");
     expect(errOf(await web.rpc({ Append: { session, text: null, span: [1e9] } }))).toContain("not a token id");
@@ -543,36 +632,65 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
 
   test("media requests are refused with a clear Err", async () => {
     const session = await web.create();
-    expect(errOf(await web.rpc({ AppendImage: { session, role: 1, blob: "00".repeat(32), pre_text: null, post_text: null } }))).toContain("images are not supported");
+    expect(
+      errOf(
+        await web.rpc({ AppendImage: { session, role: 1, blob: "00".repeat(32), pre_text: null, post_text: null } }),
+      ),
+    ).toContain("images are not supported");
     expect(errOf(await web.rpc({ PutMedia: { bytes: [137, 80, 78, 71], mime: "image/png" } }))).toContain("media");
     expect(errOf(await web.rpc("GcMedia"))).toContain("media");
-    expect(errOf(await web.rpc({ AppendBlock: { session, role: 1, kind: "image", payload: [] } }))).toContain("not supported");
+    expect(errOf(await web.rpc({ AppendBlock: { session, role: 1, kind: "image", payload: [] } }))).toContain(
+      "not supported",
+    );
     expect((await readEvents(web, session)).map(recordOf)).toEqual(["Created"]);
   });
 
   test("SetMeta, Sessions, archived filtering and version conflicts", async () => {
     const session = await web.create();
-    const entry = async (includeArchived: boolean) => (await web.rpc({ Sessions: { include_archived: includeArchived } })).SessionList.sessions.find((s: Frame) => s.id === session);
-    expect(await entry(false)).toMatchObject({ id: session, parent: null, fork_at: null, title: null, archived: false, version: 0, events: 1 });
+    const entry = async (includeArchived: boolean) =>
+      (await web.rpc({ Sessions: { include_archived: includeArchived } })).SessionList.sessions.find(
+        (s: Frame) => s.id === session,
+      );
+    expect(await entry(false)).toMatchObject({
+      id: session,
+      parent: null,
+      fork_at: null,
+      title: null,
+      archived: false,
+      version: 0,
+      events: 1,
+    });
     expect((await entry(false)).updated_unix_ms).toBeGreaterThan(0);
 
-    expect(await web.rpc({ SetMeta: { session, expected_version: 0, title: "Weather chat", archived: null } })).toEqual({ Meta: { version: 1 } });
+    expect(await web.rpc({ SetMeta: { session, expected_version: 0, title: "Weather chat", archived: null } })).toEqual(
+      { Meta: { version: 1 } },
+    );
     expect(await entry(false)).toMatchObject({ title: "Weather chat", version: 1, archived: false });
     // A stale version is refused and changes nothing.
-    expect(errOf(await web.rpc({ SetMeta: { session, expected_version: 0, title: "Stale", archived: null } }))).toContain("version 1");
+    expect(
+      errOf(await web.rpc({ SetMeta: { session, expected_version: 0, title: "Stale", archived: null } })),
+    ).toContain("version 1");
     expect((await entry(false)).title).toBe("Weather chat");
 
-    expect(await web.rpc({ SetMeta: { session, expected_version: 1, title: null, archived: true } })).toEqual({ Meta: { version: 2 } });
+    expect(await web.rpc({ SetMeta: { session, expected_version: 1, title: null, archived: true } })).toEqual({
+      Meta: { version: 2 },
+    });
     expect(await entry(false)).toBeUndefined();
     expect(await entry(true)).toMatchObject({ title: "Weather chat", archived: true, version: 2 });
-    expect((await web.rpc({ Sessions: { include_archived: null } })).SessionList.sessions.some((s: Frame) => s.id === session)).toBe(false);
+    expect(
+      (await web.rpc({ Sessions: { include_archived: null } })).SessionList.sessions.some(
+        (s: Frame) => s.id === session,
+      ),
+    ).toBe(false);
     // Archived sessions keep their data.
     expect((await readEvents(web, session)).length).toBe(1);
     const inspection = (await web.rpc({ Inspect: { session } })).Inspection.inspection;
     expect(inspection).toMatchObject({ title: "Weather chat", archived: true, version: 2 });
 
     // Unarchive without a version check.
-    expect(await web.rpc({ SetMeta: { session, expected_version: null, title: null, archived: false } })).toEqual({ Meta: { version: 3 } });
+    expect(await web.rpc({ SetMeta: { session, expected_version: null, title: null, archived: false } })).toEqual({
+      Meta: { version: 3 },
+    });
     expect(await entry(false)).toMatchObject({ archived: false, version: 3 });
   });
 
@@ -585,8 +703,12 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     watcher.send({ Subscribe: { session: grandchild, cursor: 0, provisional: false } });
     const sub = (await watcher.next((f) => f.Subscribed)).Subscribed.sub;
 
-    expect(errOf(await web.rpc({ Purge: { session: root, expected_generation: 99, mode: "Cascade" } }))).toContain("expected_generation");
-    expect(errOf(await web.rpc({ Purge: { session: root, expected_generation: null, mode: "Sideways" } }))).toContain("Purge.mode");
+    expect(errOf(await web.rpc({ Purge: { session: root, expected_generation: 99, mode: "Cascade" } }))).toContain(
+      "expected_generation",
+    );
+    expect(errOf(await web.rpc({ Purge: { session: root, expected_generation: null, mode: "Sideways" } }))).toContain(
+      "Purge.mode",
+    );
 
     const purged = await web.rpc({ Purge: { session: root, expected_generation: null, mode: "Cascade" } });
     expect([...purged.Purged.sessions].sort((a: number, b: number) => a - b)).toEqual([root, child, grandchild]);
@@ -622,7 +744,9 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
       open_tool_calls: 0,
       pinned_until_unix_ms: null,
     });
-    const spans = events.flatMap((e) => (typeof e.body === "object" && Object.values(e.body as Record<string, Frame>)[0]?.span) || []);
+    const spans = events.flatMap(
+      (e) => (typeof e.body === "object" && Object.values(e.body as Record<string, Frame>)[0]?.span) || [],
+    );
     expect(inspection.tokens).toBe(spans.length);
 
     const qos = await web.rpc({ SetQos: { session, class: 0, batch_invariant: false } });
@@ -651,8 +775,12 @@ describe("session API on tiny-chat (/web/rpc, /web/ws, /web/stream)", () => {
     expect(viaSocket.Text.text).toContain("# TYPE");
 
     // tiny-chat has no fill-in-the-middle tokens.
-    expect(errOf(await web.rpc({ Complete: { prefix: "def f(", suffix: "):\n", mode: 0, max_tokens: 8 } }))).toContain("fill-in-the-middle");
-    expect(errOf(await ws.call({ Complete: { prefix: "def f(", suffix: "):\n", mode: 1, max_tokens: 8 } }))).toContain("fill-in-the-middle");
+    expect(errOf(await web.rpc({ Complete: { prefix: "def f(", suffix: "):\n", mode: 0, max_tokens: 8 } }))).toContain(
+      "fill-in-the-middle",
+    );
+    expect(errOf(await ws.call({ Complete: { prefix: "def f(", suffix: "):\n", mode: 1, max_tokens: 8 } }))).toContain(
+      "fill-in-the-middle",
+    );
   });
 });
 
@@ -679,9 +807,13 @@ describe("cancel and busy sessions on tiny-random (long generations)", () => {
 
       // Busy: a second Generate and an append are refused by name.
       expect(errOf(await other.call({ Generate: { session, max_tokens: 4 } }))).toStartWith("SessionBusy");
-      expect(errOf(await web.rpc({ AppendMessage: { session, role: 1, text: "interrupt" } }))).toStartWith("SessionBusy");
+      expect(errOf(await web.rpc({ AppendMessage: { session, role: 1, text: "interrupt" } }))).toStartWith(
+        "SessionBusy",
+      );
       expect(errOf(await web.rpc({ Append: { session, text: "interrupt", span: null } }))).toStartWith("SessionBusy");
-      expect(errOf(await web.rpc({ Purge: { session, expected_generation: null, mode: "Cascade" } }))).toStartWith("SessionBusy");
+      expect(errOf(await web.rpc({ Purge: { session, expected_generation: null, mode: "Cascade" } }))).toStartWith(
+        "SessionBusy",
+      );
       const busy = (await web.rpc({ Inspect: { session } })).Inspection.inspection;
       expect(busy.busy).toBe(true);
 
@@ -693,7 +825,10 @@ describe("cancel and busy sessions on tiny-random (long generations)", () => {
       expectContiguous(await readEvents(web, session));
 
       const cancel = await web.rpc({ Cancel: { session } });
-      if (cancel !== "Cancelling") throw new Error(`tiny-random ended its turn before the Cancel reached it (${JSON.stringify(cancel)}): choose a longer LONG_PROMPTS entry`);
+      if (cancel !== "Cancelling")
+        throw new Error(
+          `tiny-random ended its turn before the Cancel reached it (${JSON.stringify(cancel)}): choose a longer LONG_PROMPTS entry`,
+        );
       const summary = await runner.untilSummary();
       expect(summary.Generated.finish).toBe(4);
       const cut = summary.Generated.tokens_generated;
@@ -707,7 +842,9 @@ describe("cancel and busy sessions on tiny-random (long generations)", () => {
       expect(inspection.open_turn).toBe(true);
       expect(errOf(await web.rpc({ Cancel: { session } }))).toContain("nothing is generating");
       // The fork made during the generation takes input of its own.
-      expect((await web.rpc({ AppendMessage: { session: forked, role: 1, text: "A short one." } })).Committed).toBeDefined();
+      expect(
+        (await web.rpc({ AppendMessage: { session: forked, role: 1, text: "A short one." } })).Committed,
+      ).toBeDefined();
 
       // The next Generate continues the open turn: no new GenerationPrompt.
       const more = await runner.generate(session, 5);
@@ -720,7 +857,8 @@ describe("cancel and busy sessions on tiny-random (long generations)", () => {
       expect(more.reply.Generated.warm_prefix).toBeGreaterThan(0);
 
       // Cut and continued draws what one uncut generation draws (a fork before the turn, same params).
-      const tokensOf = (events: Frame[]) => events.filter((e) => recordOf(e) === "Generated").flatMap((e) => e.body.Generated.span);
+      const tokensOf = (events: Frame[]) =>
+        events.filter((e) => recordOf(e) === "Generated").flatMap((e) => e.body.Generated.span);
       const turn = [...tokensOf(afterCancel), ...tokensOf(more.deltas)];
       const uncutFork = (await web.rpc({ Fork: { session, at_event: 2, params: null } })).Created.session;
       const uncut = await runner.generate(uncutFork, turn.length);
@@ -838,14 +976,19 @@ describe("Complete (fill-in-the-middle) on tiny-fim, metered per connection and 
 
   beforeAll(async () => {
     // Two completions per bucket, one back every 1000 s: a test never sees a refill.
-    web = await WebServer.start({ fixture: "tiny-fim", args: ["--completion-burst", "2", "--completion-rate", "0.001"] });
+    web = await WebServer.start({
+      fixture: "tiny-fim",
+      args: ["--completion-burst", "2", "--completion-rate", "0.001"],
+    });
   });
 
   afterAll(async () => {
     await web?.stop();
   });
 
-  const complete = { Complete: { prefix: "def add(a, b):\n    return ", suffix: "\n\nprint(add(1, 2))\n", mode: 0, max_tokens: 4 } };
+  const complete = {
+    Complete: { prefix: "def add(a, b):\n    return ", suffix: "\n\nprint(add(1, 2))\n", mode: 0, max_tokens: 4 },
+  };
 
   test("/web/rpc shares one bucket: 429 with Retry-After and a Throttled body once it is empty", async () => {
     for (let i = 0; i < 2; i++) {
@@ -854,7 +997,11 @@ describe("Complete (fill-in-the-middle) on tiny-fim, metered per connection and 
       expect(typeof reply.Completion.text).toBe("string");
       expect(reply.Completion.expired).toBe(false);
     }
-    const res = await fetch(`${web.base}/web/rpc`, { method: "POST", headers: web.headers(), body: JSON.stringify(complete) });
+    const res = await fetch(`${web.base}/web/rpc`, {
+      method: "POST",
+      headers: web.headers(),
+      body: JSON.stringify(complete),
+    });
     expect(res.status).toBe(429);
     expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
     const body: any = await res.json();
@@ -878,4 +1025,3 @@ describe("Complete (fill-in-the-middle) on tiny-fim, metered per connection and 
     }
   });
 });
-

@@ -25,8 +25,13 @@ export class WebServer {
   static async start(opts: { fixture?: FixtureKind; sessions?: string; args?: string[] } = {}): Promise<WebServer> {
     const sessions = opts.sessions ?? mkdtempSync(join(tmpdir(), "superfluid-web-"));
     const webPort = await freePort();
-    const server = await ServerProcess.spawn(["--web", `127.0.0.1:${webPort}`, "--sessions", sessions, ...(opts.args ?? [])], undefined, opts.fixture ?? "tiny-chat");
-    if ((await server.waitHealthy(HANG_GUARD_MS)) !== "healthy") throw new Error(`the server did not start:\n${server.stderr}`);
+    const server = await ServerProcess.spawn(
+      ["--web", `127.0.0.1:${webPort}`, "--sessions", sessions, ...(opts.args ?? [])],
+      undefined,
+      opts.fixture ?? "tiny-chat",
+    );
+    if ((await server.waitHealthy(HANG_GUARD_MS)) !== "healthy")
+      throw new Error(`the server did not start:\n${server.stderr}`);
     const tokenFile = join(sessions, "web-token");
     if (!existsSync(tokenFile)) throw new Error(`no ${tokenFile} after the start:\n${server.stderr}`);
     return new WebServer(server, sessions, webPort, readFileSync(tokenFile, "utf8").trim());
@@ -37,19 +42,33 @@ export class WebServer {
   }
 
   headers(extra: Record<string, string> = {}): Record<string, string> {
-    return { authorization: `Bearer ${this.token}`, "x-superfluid-csrf": this.token, "content-type": "application/json", ...extra };
+    return {
+      authorization: `Bearer ${this.token}`,
+      "x-superfluid-csrf": this.token,
+      "content-type": "application/json",
+      ...extra,
+    };
   }
 
   /** POST /web/rpc with the token twice; the parsed reply. */
   async rpc(request: unknown): Promise<Frame> {
-    const res = await fetch(`${this.base}/web/rpc`, { method: "POST", headers: this.headers(), body: JSON.stringify(request) });
+    const res = await fetch(`${this.base}/web/rpc`, {
+      method: "POST",
+      headers: this.headers(),
+      body: JSON.stringify(request),
+    });
     if (res.status !== 200) throw new Error(`/web/rpc answered ${res.status}: ${await res.text()}`);
     return res.json();
   }
 
   /** POST /web/stream; every `data:` payload, parsed (the final "[DONE]" as the string). */
   async stream(body: unknown, signal?: AbortSignal): Promise<Frame[]> {
-    const res = await fetch(`${this.base}/web/stream`, { method: "POST", headers: this.headers(), body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+    const res = await fetch(`${this.base}/web/stream`, {
+      method: "POST",
+      headers: this.headers(),
+      body: JSON.stringify(body),
+      ...(signal ? { signal } : {}),
+    });
     const text = await res.text();
     return text
       .split("\n")
@@ -60,7 +79,10 @@ export class WebServer {
 
   /** A WebSocket on /web/ws with the listener's own Origin and the token as a subprotocol entry. */
   async socket(): Promise<SocketClient> {
-    return SocketClient.open(`ws://127.0.0.1:${this.webPort}/web/ws`, { origin: this.base, protocols: ["superfluid.v1", `superfluid.token.${this.token}`] });
+    return SocketClient.open(`ws://127.0.0.1:${this.webPort}/web/ws`, {
+      origin: this.base,
+      protocols: ["superfluid.v1", `superfluid.token.${this.token}`],
+    });
   }
 
   /** Creates a session with `params` (greedy by default) and returns its id. */
@@ -97,8 +119,14 @@ export class SocketClient {
     for (const w of waiters) w();
   }
 
-  static open(url: string, opts: { origin?: string; protocols?: string[]; headers?: Record<string, string> }): Promise<SocketClient> {
-    const ws = new WebSocket(url, { headers: { ...(opts.origin ? { origin: opts.origin } : {}), ...opts.headers }, protocols: opts.protocols ?? [] } as any);
+  static open(
+    url: string,
+    opts: { origin?: string; protocols?: string[]; headers?: Record<string, string> },
+  ): Promise<SocketClient> {
+    const ws = new WebSocket(url, {
+      headers: { ...(opts.origin ? { origin: opts.origin } : {}), ...opts.headers },
+      protocols: opts.protocols ?? [],
+    } as any);
     return new Promise((resolve, reject) => {
       ws.onopen = () => resolve(new SocketClient(ws));
       ws.onerror = () => reject(new Error(`the WebSocket ${url} was refused`));
@@ -116,7 +144,8 @@ export class SocketClient {
       const at = this.frames.findIndex(match);
       if (at >= 0) return this.frames.splice(at, 1)[0];
       if (this.closed) throw new Error("the WebSocket closed while a frame was awaited");
-      if (performance.now() > deadline) throw new Error(`no matching frame; queued: ${JSON.stringify(this.frames).slice(0, 500)}`);
+      if (performance.now() > deadline)
+        throw new Error(`no matching frame; queued: ${JSON.stringify(this.frames).slice(0, 500)}`);
       await new Promise<void>((resolve) => {
         this.waiters.push(resolve);
         setTimeout(resolve, 1000);
@@ -143,7 +172,10 @@ export class SocketClient {
     }
   }
 
-  /** Takes every queued frame that matches, without waiting (after a request's reply, the frames sent before it are all queued). */
+  /**
+   * Takes every queued frame that matches, without waiting (after a request's reply, the frames sent before it are all
+   * queued).
+   */
   takeQueued(match: (f: Frame) => boolean): Frame[] {
     const taken = this.frames.filter(match);
     for (const f of taken) this.frames.splice(this.frames.indexOf(f), 1);
@@ -171,7 +203,10 @@ export function replyText(events: Frame[]): string {
  * Sends Generate with any fields (tool_choice, say) on a socket and collects
  * its Delta frames until the Generated summary (or Err), like SocketClient.generate.
  */
-export async function generateWith(client: SocketClient, fields: Record<string, unknown>): Promise<{ deltas: Frame[]; reply: Frame }> {
+export async function generateWith(
+  client: SocketClient,
+  fields: Record<string, unknown>,
+): Promise<{ deltas: Frame[]; reply: Frame }> {
   client.send({ Generate: { max_tokens: null, ...fields } });
   const deltas: Frame[] = [];
   for (;;) {
@@ -210,17 +245,25 @@ export interface RawReply {
  * WebSocket handshake whose refusal status the client hides). The reply is
  * read until the connection closes, or only to the end of its head for a 101.
  */
-export function rawRequest(port: number, head: { method: string; path: string; headers: Record<string, string>; body?: string }): Promise<RawReply> {
+export function rawRequest(
+  port: number,
+  head: { method: string; path: string; headers: Record<string, string>; body?: string },
+): Promise<RawReply> {
   const body = head.body ?? "";
   // The connection closes after the reply (its end is the reply's end), unless the request sets its own (an upgrade).
-  const headers = Object.keys(head.headers).some((k) => k.toLowerCase() === "connection") ? head.headers : { ...head.headers, connection: "close" };
+  const headers = Object.keys(head.headers).some((k) => k.toLowerCase() === "connection")
+    ? head.headers
+    : { ...head.headers, connection: "close" };
   const lines = [`${head.method} ${head.path} HTTP/1.1`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
   if (body !== "") lines.push(`content-length: ${Buffer.byteLength(body)}`);
   return new Promise((resolve, reject) => {
     const socket = connect(port, "127.0.0.1");
     let data = "";
     let done = false;
-    const guard = setTimeout(() => finish(new Error(`no reply from 127.0.0.1:${port}; got: ${data.slice(0, 300)}`)), HANG_GUARD_MS);
+    const guard = setTimeout(
+      () => finish(new Error(`no reply from 127.0.0.1:${port}; got: ${data.slice(0, 300)}`)),
+      HANG_GUARD_MS,
+    );
     const finish = (err?: Error) => {
       if (done) return;
       done = true;

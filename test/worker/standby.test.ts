@@ -32,7 +32,9 @@ describe("standby worker", () => {
 
   test("a model that cannot load is reported after the claim, as from a worker of its own", async () => {
     startStandbyWorker();
-    await expect(WorkerClient.start({ model: "/nonexistent/model.gguf", maxBatch: 1, maxContext: 512, threads: 1 })).rejects.toThrow(/failed|exited/);
+    await expect(
+      WorkerClient.start({ model: "/nonexistent/model.gguf", maxBatch: 1, maxContext: 512, threads: 1 }),
+    ).rejects.toThrow(/failed|exited/);
   });
 
   test("unclaimed, it exits with status 0 once the daemon's channel closes", async () => {

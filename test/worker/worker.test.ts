@@ -13,7 +13,10 @@ let prompt: number[];
 beforeAll(async () => {
   const path = await fixturePath("tiny-random");
   vocab = LlamaModel.load(path, { vocabOnly: true });
-  prompt = vocab.tokenize("<|im_start|>user\ntell me a story<|im_end|>\n<|im_start|>assistant\n", { addSpecial: true, parseSpecial: true });
+  prompt = vocab.tokenize("<|im_start|>user\ntell me a story<|im_end|>\n<|im_start|>assistant\n", {
+    addSpecial: true,
+    parseSpecial: true,
+  });
   worker = await WorkerClient.start({ model: path, maxBatch: 4, maxContext: 2048, threads: 2 });
 });
 afterAll(async () => {
@@ -96,7 +99,9 @@ describe("worker link", () => {
   });
 
   test("a queued request cancelled as the worker dies is not started again by its replacement", async () => {
-    const busy = Array.from({ length: 4 }, () => worker.generate({ prompt, sampling: GREEDY, maxTokens: 100000, ignoreEos: true }));
+    const busy = Array.from({ length: 4 }, () =>
+      worker.generate({ prompt, sampling: GREEDY, maxTokens: 100000, ignoreEos: true }),
+    );
     const settled = busy.map((g) => g.result().catch((err) => err));
     await Promise.all(busy.map((g) => g.prefilled));
     const queued = worker.generate({ prompt, sampling: GREEDY, maxTokens: 1500, ignoreEos: true });

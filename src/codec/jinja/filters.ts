@@ -40,7 +40,9 @@ const text = (v: Value | undefined, fallback: string): string => (v === undefine
 function attrGetter(attribute: Value | undefined): (item: Value) => Value {
   if (attribute === undefined || attribute instanceof NullValue) return (item) => item;
   if (attribute instanceof IntegerValue) return (item) => getitem(item, attribute);
-  const parts = str(attribute).split(".").map((p) => (/^\d+$/.test(p) ? number(Number(p)) : string(p)));
+  const parts = str(attribute)
+    .split(".")
+    .map((p) => (/^\d+$/.test(p) ? number(Number(p)) : string(p)));
   return (item) => parts.reduce((v, part) => getitem(v, part), item);
 }
 
@@ -71,9 +73,7 @@ function selectOrReject(value: Value, args: Value[], select: boolean, byAttribut
     rest = rest.slice(1);
   }
   const check =
-    rest.length === 0
-      ? (v: Value) => v.__bool__().value
-      : (v: Value) => runTest(str(rest[0]!), v, rest.slice(1));
+    rest.length === 0 ? (v: Value) => v.__bool__().value : (v: Value) => runTest(str(rest[0]!), v, rest.slice(1));
   return list(iterate(value).filter((item) => check(get(item)) === select));
 }
 
@@ -99,8 +99,12 @@ function toInt(value: Value, fallback: Value, base: number): Value {
   const m = /^([+-]?)(0[xob])?([0-9a-z]+)$/i.exec(s);
   if (m) {
     const prefix = m[2]?.toLowerCase();
-    const radix = base === 0 ? ({ "0x": 16, "0o": 8, "0b": 2 } as Record<string, number>)[prefix ?? ""] ?? 10 : base;
-    const prefixFits = prefix === undefined || (prefix === "0x" && radix === 16) || (prefix === "0o" && radix === 8) || (prefix === "0b" && radix === 2);
+    const radix = base === 0 ? (({ "0x": 16, "0o": 8, "0b": 2 } as Record<string, number>)[prefix ?? ""] ?? 10) : base;
+    const prefixFits =
+      prefix === undefined ||
+      (prefix === "0x" && radix === 16) ||
+      (prefix === "0o" && radix === 8) ||
+      (prefix === "0b" && radix === 2);
     const digits = m[3]!.toLowerCase();
     if (prefixFits && Array.from(digits).every((d) => parseInt(d, 36) < radix)) {
       return number((m[1] === "-" ? -1 : 1) * parseInt(digits, radix));
@@ -114,7 +118,16 @@ function toFloat(value: Value, fallback: Value): Value {
   if (isNumeric(value)) return number(numericValue(value), true);
   if (isString(value)) {
     const s = value.value.trim().toLowerCase();
-    const n = s === "inf" || s === "+inf" ? Infinity : s === "-inf" ? -Infinity : s === "nan" ? NaN : s === "" ? NaN : Number(s);
+    const n =
+      s === "inf" || s === "+inf"
+        ? Infinity
+        : s === "-inf"
+          ? -Infinity
+          : s === "nan"
+            ? NaN
+            : s === ""
+              ? NaN
+              : Number(s);
     return Number.isNaN(n) && s !== "nan" ? fallback : number(n, true);
   }
   return fallback;
@@ -132,9 +145,9 @@ function roundHalfEven(n: number, digits: number): number {
 /** do_indent: Python's splitlines, the first line and blank lines left alone unless asked. */
 function indent(value: Value, width: Value | undefined, first: boolean, blank: boolean): Value {
   const pad = width === undefined ? "    " : isString(width) ? width.value : " ".repeat(Number(width.value));
-  const lines = splitlines(str(value) + "\n");
+  const lines = splitlines(`${str(value)}\n`);
   let out: string;
-  if (blank) out = lines.join("\n" + pad);
+  if (blank) out = lines.join(`\n${pad}`);
   else out = [lines[0] ?? "", ...lines.slice(1).map((line) => (line ? pad + line : line))].join("\n");
   if (first) out = pad + out;
   return like(value, out);
@@ -157,149 +170,245 @@ const FILTERS = new Map<string, Filter>([
   ["forceescape", (v) => new MarkupValue(escapeHtml(str(v)))],
   ["length", (v) => number(length(v))],
   ["count", (v) => number(length(v))],
-  ["trim", (v, args, kwargs) => {
-    const [chars] = params("trim", args, kwargs, ["chars"]);
-    return like(v, strip(str(v), chars === undefined || chars instanceof NullValue ? null : str(chars), true, true));
-  }],
+  [
+    "trim",
+    (v, args, kwargs) => {
+      const [chars] = params("trim", args, kwargs, ["chars"]);
+      return like(v, strip(str(v), chars === undefined || chars instanceof NullValue ? null : str(chars), true, true));
+    },
+  ],
   ["upper", (v) => like(v, str(v).toUpperCase())],
   ["lower", (v) => like(v, str(v).toLowerCase())],
-  ["capitalize", (v) => {
-    const s = str(v);
-    return like(v, s.charAt(0).toUpperCase() + s.slice(1).toLowerCase());
-  }],
+  [
+    "capitalize",
+    (v) => {
+      const s = str(v);
+      return like(v, s.charAt(0).toUpperCase() + s.slice(1).toLowerCase());
+    },
+  ],
   ["title", (v) => like(v, title(str(v)))],
   ["default", defaultFilter],
   ["d", defaultFilter],
   ["list", (v) => list(iterate(v).slice())],
   ["first", (v) => iterate(v)[0] ?? UNDEFINED],
-  ["last", (v) => {
-    const items = iterate(v);
-    return items[items.length - 1] ?? UNDEFINED;
-  }],
-  ["reverse", (v) => (isString(v) ? like(v, Array.from(v.value).reverse().join("")) : list(iterate(v).slice().reverse()))],
-  ["items", (v) => {
-    if (v instanceof UndefinedValue) return list([]);
-    if (!(v instanceof ObjectValue)) throw new TypeError(`'${typeName(v)}' object has no attribute 'items'`);
-    return dictItems(v.value);
-  }],
-  ["dictsort", (v, args, kwargs) => {
-    const [caseSensitive, by, reverse] = params("dictsort", args, kwargs, ["case_sensitive", "by", "reverse"]);
-    if (!(v instanceof ObjectValue)) throw new TypeError(`'${typeName(v)}' object has no attribute 'items'`);
-    const pos = by === undefined || str(by) === "key" ? 0 : str(by) === "value" ? 1 : -1;
-    if (pos < 0) throw new Error("FilterArgumentError: You can only sort by either 'key' or 'value'");
-    const key = sortKey(flag(caseSensitive), number(pos));
-    return list(sorted(iterate(dictItems(v.value)), key, flag(reverse)));
-  }],
-  ["sort", (v, args, kwargs) => {
-    const [reverse, caseSensitive, attribute] = params("sort", args, kwargs, ["reverse", "case_sensitive", "attribute"]);
-    return list(sorted(iterate(v), sortKey(flag(caseSensitive), attribute), flag(reverse)));
-  }],
-  ["unique", (v, args, kwargs) => {
-    const [caseSensitive, attribute] = params("unique", args, kwargs, ["case_sensitive", "attribute"]);
-    const key = sortKey(flag(caseSensitive), attribute);
-    const seen: Value[] = [];
-    const out: Value[] = [];
-    for (const item of iterate(v)) {
-      const k = key(item);
-      if (seen.some((s) => equals(s, k))) continue;
-      seen.push(k);
-      out.push(item);
-    }
-    return list(out);
-  }],
+  [
+    "last",
+    (v) => {
+      const items = iterate(v);
+      return items[items.length - 1] ?? UNDEFINED;
+    },
+  ],
+  [
+    "reverse",
+    (v) => (isString(v) ? like(v, Array.from(v.value).reverse().join("")) : list(iterate(v).slice().reverse())),
+  ],
+  [
+    "items",
+    (v) => {
+      if (v instanceof UndefinedValue) return list([]);
+      if (!(v instanceof ObjectValue)) throw new TypeError(`'${typeName(v)}' object has no attribute 'items'`);
+      return dictItems(v.value);
+    },
+  ],
+  [
+    "dictsort",
+    (v, args, kwargs) => {
+      const [caseSensitive, by, reverse] = params("dictsort", args, kwargs, ["case_sensitive", "by", "reverse"]);
+      if (!(v instanceof ObjectValue)) throw new TypeError(`'${typeName(v)}' object has no attribute 'items'`);
+      const pos = by === undefined || str(by) === "key" ? 0 : str(by) === "value" ? 1 : -1;
+      if (pos < 0) throw new Error("FilterArgumentError: You can only sort by either 'key' or 'value'");
+      const key = sortKey(flag(caseSensitive), number(pos));
+      return list(sorted(iterate(dictItems(v.value)), key, flag(reverse)));
+    },
+  ],
+  [
+    "sort",
+    (v, args, kwargs) => {
+      const [reverse, caseSensitive, attribute] = params("sort", args, kwargs, [
+        "reverse",
+        "case_sensitive",
+        "attribute",
+      ]);
+      return list(sorted(iterate(v), sortKey(flag(caseSensitive), attribute), flag(reverse)));
+    },
+  ],
+  [
+    "unique",
+    (v, args, kwargs) => {
+      const [caseSensitive, attribute] = params("unique", args, kwargs, ["case_sensitive", "attribute"]);
+      const key = sortKey(flag(caseSensitive), attribute);
+      const seen: Value[] = [];
+      const out: Value[] = [];
+      for (const item of iterate(v)) {
+        const k = key(item);
+        if (seen.some((s) => equals(s, k))) continue;
+        seen.push(k);
+        out.push(item);
+      }
+      return list(out);
+    },
+  ],
   ["min", (v, args, kwargs) => minOrMax(v, args, kwargs, "min", -1)],
   ["max", (v, args, kwargs) => minOrMax(v, args, kwargs, "max", 1)],
-  ["sum", (v, args, kwargs) => {
-    const [attribute, start] = params("sum", args, kwargs, ["attribute", "start"]);
-    const get = attrGetter(attribute);
-    let total: Value = start ?? number(0);
-    for (const item of iterate(v)) {
-      const x = get(item);
-      if (!isNumeric(x) || !isNumeric(total)) throw new TypeError(`unsupported operand type(s) for +: '${typeName(total)}' and '${typeName(x)}'`);
-      total = number(numericValue(total) + numericValue(x), total instanceof FloatValue || x instanceof FloatValue);
-    }
-    return total;
-  }],
-  ["join", (v, args, kwargs) => {
-    const [separator, attribute] = params("join", args, kwargs, ["d", "attribute"]);
-    const get = attrGetter(attribute);
-    return string(iterate(v).map((item) => str(get(item))).join(text(separator, "")));
-  }],
-  ["map", (v, args, kwargs) => {
-    if (!v.__bool__().value) return list([]);
-    const items = iterate(v);
-    if (kwargs.has("attribute")) {
-      const get = attrGetter(kwargs.get("attribute"));
-      const fallback = kwargs.get("default");
-      return list(items.map((item) => {
+  [
+    "sum",
+    (v, args, kwargs) => {
+      const [attribute, start] = params("sum", args, kwargs, ["attribute", "start"]);
+      const get = attrGetter(attribute);
+      let total: Value = start ?? number(0);
+      for (const item of iterate(v)) {
         const x = get(item);
-        return x instanceof UndefinedValue && fallback !== undefined ? fallback : x;
-      }));
-    }
-    const [name, ...rest] = args;
-    if (name === undefined) throw new TypeError("map requires a filter argument");
-    return list(items.map((item) => applyFilter(str(name), item, rest, kwargs)));
-  }],
+        if (!isNumeric(x) || !isNumeric(total))
+          throw new TypeError(`unsupported operand type(s) for +: '${typeName(total)}' and '${typeName(x)}'`);
+        total = number(numericValue(total) + numericValue(x), total instanceof FloatValue || x instanceof FloatValue);
+      }
+      return total;
+    },
+  ],
+  [
+    "join",
+    (v, args, kwargs) => {
+      const [separator, attribute] = params("join", args, kwargs, ["d", "attribute"]);
+      const get = attrGetter(attribute);
+      return string(
+        iterate(v)
+          .map((item) => str(get(item)))
+          .join(text(separator, "")),
+      );
+    },
+  ],
+  [
+    "map",
+    (v, args, kwargs) => {
+      if (!v.__bool__().value) return list([]);
+      const items = iterate(v);
+      if (kwargs.has("attribute")) {
+        const get = attrGetter(kwargs.get("attribute"));
+        const fallback = kwargs.get("default");
+        return list(
+          items.map((item) => {
+            const x = get(item);
+            return x instanceof UndefinedValue && fallback !== undefined ? fallback : x;
+          }),
+        );
+      }
+      const [name, ...rest] = args;
+      if (name === undefined) throw new TypeError("map requires a filter argument");
+      return list(items.map((item) => applyFilter(str(name), item, rest, kwargs)));
+    },
+  ],
   ["select", (v, args) => selectOrReject(v, args, true, false)],
   ["reject", (v, args) => selectOrReject(v, args, false, false)],
   ["selectattr", (v, args) => selectOrReject(v, args, true, true)],
   ["rejectattr", (v, args) => selectOrReject(v, args, false, true)],
   ["attr", (v, args) => getattr(v, str(args[0] ?? UNDEFINED))],
-  ["replace", (v, args, kwargs) => {
-    const [old, replacement, count] = params("replace", args, kwargs, ["old", "new", "count"]);
-    const n = count === undefined || count instanceof NullValue ? -1 : Number(count.value);
-    return like(v, replace(str(v), text(old, ""), text(replacement, ""), n));
-  }],
-  ["indent", (v, args, kwargs) => {
-    const [width, first, blank] = params("indent", args, kwargs, ["width", "first", "blank"]);
-    return indent(v, width, flag(first), flag(blank));
-  }],
-  ["center", (v, args, kwargs) => {
-    const [width] = params("center", args, kwargs, ["width"]);
-    const s = str(v);
-    const missing = (width === undefined ? 80 : Number(width.value)) - codePoints(s);
-    if (missing <= 0) return string(s);
-    const left = Math.floor(missing / 2) + (missing % 2 & (width === undefined ? 80 : Number(width.value)) % 2);
-    return string(" ".repeat(left) + s + " ".repeat(missing - left));
-  }],
-  ["int", (v, args, kwargs) => {
-    const [fallback, base] = params("int", args, kwargs, ["default", "base"]);
-    return toInt(v, fallback ?? number(0), base === undefined ? 10 : Number(base.value));
-  }],
-  ["float", (v, args, kwargs) => {
-    const [fallback] = params("float", args, kwargs, ["default"]);
-    return toFloat(v, fallback ?? number(0, true));
-  }],
-  ["abs", (v) => {
-    if (!isNumeric(v)) throw new TypeError(`bad operand type for abs(): '${typeName(v)}'`);
-    return number(Math.abs(numericValue(v)), v instanceof FloatValue);
-  }],
-  ["round", (v, args, kwargs) => {
-    const [precision, method] = params("round", args, kwargs, ["precision", "method"]);
-    if (!isNumeric(v)) throw new TypeError(`type ${typeName(v)} doesn't define __round__ method`);
-    const digits = precision === undefined ? 0 : Number(precision.value);
-    const how = method === undefined ? "common" : str(method);
-    const n = numericValue(v);
-    const scale = 10 ** digits;
-    const rounded = how === "ceil" ? Math.ceil(n * scale) / scale : how === "floor" ? Math.floor(n * scale) / scale : roundHalfEven(n, digits);
-    return number(rounded, true);
-  }],
+  [
+    "replace",
+    (v, args, kwargs) => {
+      const [old, replacement, count] = params("replace", args, kwargs, ["old", "new", "count"]);
+      const n = count === undefined || count instanceof NullValue ? -1 : Number(count.value);
+      return like(v, replace(str(v), text(old, ""), text(replacement, ""), n));
+    },
+  ],
+  [
+    "indent",
+    (v, args, kwargs) => {
+      const [width, first, blank] = params("indent", args, kwargs, ["width", "first", "blank"]);
+      return indent(v, width, flag(first), flag(blank));
+    },
+  ],
+  [
+    "center",
+    (v, args, kwargs) => {
+      const [width] = params("center", args, kwargs, ["width"]);
+      const s = str(v);
+      const missing = (width === undefined ? 80 : Number(width.value)) - codePoints(s);
+      if (missing <= 0) return string(s);
+      const left = Math.floor(missing / 2) + ((missing % 2) & ((width === undefined ? 80 : Number(width.value)) % 2));
+      return string(" ".repeat(left) + s + " ".repeat(missing - left));
+    },
+  ],
+  [
+    "int",
+    (v, args, kwargs) => {
+      const [fallback, base] = params("int", args, kwargs, ["default", "base"]);
+      return toInt(v, fallback ?? number(0), base === undefined ? 10 : Number(base.value));
+    },
+  ],
+  [
+    "float",
+    (v, args, kwargs) => {
+      const [fallback] = params("float", args, kwargs, ["default"]);
+      return toFloat(v, fallback ?? number(0, true));
+    },
+  ],
+  [
+    "abs",
+    (v) => {
+      if (!isNumeric(v)) throw new TypeError(`bad operand type for abs(): '${typeName(v)}'`);
+      return number(Math.abs(numericValue(v)), v instanceof FloatValue);
+    },
+  ],
+  [
+    "round",
+    (v, args, kwargs) => {
+      const [precision, method] = params("round", args, kwargs, ["precision", "method"]);
+      if (!isNumeric(v)) throw new TypeError(`type ${typeName(v)} doesn't define __round__ method`);
+      const digits = precision === undefined ? 0 : Number(precision.value);
+      const how = method === undefined ? "common" : str(method);
+      const n = numericValue(v);
+      const scale = 10 ** digits;
+      const rounded =
+        how === "ceil"
+          ? Math.ceil(n * scale) / scale
+          : how === "floor"
+            ? Math.floor(n * scale) / scale
+            : roundHalfEven(n, digits);
+      return number(rounded, true);
+    },
+  ],
   ["wordcount", (v) => number((str(v).match(/[\p{L}\p{N}_]+/gu) ?? []).length)],
-  ["format", (v, args, kwargs) => {
-    if (args.length > 0 && kwargs.size > 0) throw new Error("FilterArgumentError: can't handle positional and keyword arguments at the same time");
-    return like(v, percentFormat(str(v), kwargs.size > 0 ? new ObjectValue(kwargs) : tuple(args), kwargs.size > 0 ? kwargs : undefined));
-  }],
-  ["tojson", (v, args, kwargs) => {
-    // transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
-    const [ensureAscii, indentArg, separators, sortKeys] = params("tojson", args, kwargs, ["ensure_ascii", "indent", "separators", "sort_keys"]);
-    let seps: [string, string] | null = null;
-    if (separators instanceof ArrayValue) {
-      if (separators.value.length !== 2) throw new Error("ValueError: separators must be a pair of strings");
-      seps = [str(separators.value[0]!), str(separators.value[1]!)];
-    }
-    const ind = indentArg === undefined || indentArg instanceof NullValue ? null : isString(indentArg) ? indentArg.value : Number(indentArg.value);
-    return string(dumps(v, { ensureAscii: flag(ensureAscii), indent: ind, separators: seps, sortKeys: flag(sortKeys) }));
-  }],
+  [
+    "format",
+    (v, args, kwargs) => {
+      if (args.length > 0 && kwargs.size > 0)
+        throw new Error("FilterArgumentError: can't handle positional and keyword arguments at the same time");
+      return like(
+        v,
+        percentFormat(
+          str(v),
+          kwargs.size > 0 ? new ObjectValue(kwargs) : tuple(args),
+          kwargs.size > 0 ? kwargs : undefined,
+        ),
+      );
+    },
+  ],
+  [
+    "tojson",
+    (v, args, kwargs) => {
+      // transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+      const [ensureAscii, indentArg, separators, sortKeys] = params("tojson", args, kwargs, [
+        "ensure_ascii",
+        "indent",
+        "separators",
+        "sort_keys",
+      ]);
+      let seps: [string, string] | null = null;
+      if (separators instanceof ArrayValue) {
+        if (separators.value.length !== 2) throw new Error("ValueError: separators must be a pair of strings");
+        seps = [str(separators.value[0]!), str(separators.value[1]!)];
+      }
+      const ind =
+        indentArg === undefined || indentArg instanceof NullValue
+          ? null
+          : isString(indentArg)
+            ? indentArg.value
+            : Number(indentArg.value);
+      return string(
+        dumps(v, { ensureAscii: flag(ensureAscii), indent: ind, separators: seps, sortKeys: flag(sortKeys) }),
+      );
+    },
+  ],
 ]);
 
 function defaultFilter(v: Value, args: Value[], kwargs: Map<string, Value>): Value {

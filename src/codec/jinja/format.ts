@@ -44,14 +44,17 @@ export function formatString(template: string, args: Value[], kwargs: Map<string
       auto = (auto ?? -1) + 1;
       value = args[auto];
     } else if (/^\d+$/.test(head)) {
-      if (auto !== undefined) throw new Error("cannot switch from automatic field numbering to manual field specification");
+      if (auto !== undefined)
+        throw new Error("cannot switch from automatic field numbering to manual field specification");
       manual = true;
       value = args[Number(head)];
     } else {
       value = kwargs.get(head);
     }
-    if (value === undefined) throw new Error(`Replacement index ${head || auto} out of range for positional args tuple`);
-    const shown = conversion === "r" || conversion === "a" ? string(repr(value)) : conversion === "s" ? string(str(value)) : value;
+    if (value === undefined)
+      throw new Error(`Replacement index ${head || auto} out of range for positional args tuple`);
+    const shown =
+      conversion === "r" || conversion === "a" ? string(repr(value)) : conversion === "s" ? string(str(value)) : value;
     out += formatValue(shown, spec);
   }
   return out;
@@ -67,11 +70,14 @@ function formatValue(value: Value, spec: string): string {
   if (isNumeric(value) && kind !== "s") {
     const n = numericValue(value);
     const precision = precisionText === undefined ? undefined : Number(precisionText);
-    if (kind === "f" || kind === "%") text = (kind === "%" ? n * 100 : n).toFixed(precision ?? 6) + (kind === "%" ? "%" : "");
+    if (kind === "f" || kind === "%")
+      text = (kind === "%" ? n * 100 : n).toFixed(precision ?? 6) + (kind === "%" ? "%" : "");
     else if (kind === "d") text = String(Math.trunc(n));
-    else text = precision === undefined ? (value instanceof FloatValue ? floatRepr(n) : String(n)) : n.toPrecision(precision);
-    if (sign === "+" && n >= 0) text = "+" + text;
-    else if (sign === " " && n >= 0) text = " " + text;
+    else
+      text =
+        precision === undefined ? (value instanceof FloatValue ? floatRepr(n) : String(n)) : n.toPrecision(precision);
+    if (sign === "+" && n >= 0) text = `+${text}`;
+    else if (sign === " " && n >= 0) text = ` ${text}`;
   } else {
     if (kind !== undefined && kind !== "s") throw new Error(`Unknown format code '${kind}' for object of type 'str'`);
     text = str(value);
@@ -96,27 +102,30 @@ function formatValue(value: Value, spec: string): string {
 export function percentFormat(template: string, values: Value, named: Map<Key, Value> | undefined): string {
   const positional = values instanceof TupleValue ? values.value : [values];
   let next = 0;
-  const out = template.replace(/%(?:\(([^)]*)\))?([-+ 0#]*)(\d+)?(?:\.(\d+))?([sradiufFeEgGxXoc%])/g, (_, key: string | undefined, flags: string, width, precision, kind: string) => {
-    if (kind === "%") return "%";
-    let value: Value | undefined;
-    if (key !== undefined) {
-      if (!named) throw new TypeError("format requires a mapping");
-      value = named.get(key);
-      if (value === undefined) throw new Error(`KeyError: '${key}'`);
-    } else {
-      value = positional[next++];
-      if (value === undefined) throw new TypeError("not enough arguments for format string");
-    }
-    const text = percentField(value, kind, precision === undefined ? undefined : Number(precision), flags);
-    const size = width === undefined ? 0 : Number(width);
-    if (text.length >= size) return text;
-    if (flags.includes("-")) return text.padEnd(size);
-    if (flags.includes("0") && "diufFeEgGxXo".includes(kind)) {
-      const signed = /^[+\- ]/.test(text) ? 1 : 0;
-      return text.slice(0, signed) + text.slice(signed).padStart(size - signed, "0");
-    }
-    return text.padStart(size);
-  });
+  const out = template.replace(
+    /%(?:\(([^)]*)\))?([-+ 0#]*)(\d+)?(?:\.(\d+))?([sradiufFeEgGxXoc%])/g,
+    (_, key: string | undefined, flags: string, width, precision, kind: string) => {
+      if (kind === "%") return "%";
+      let value: Value | undefined;
+      if (key !== undefined) {
+        if (!named) throw new TypeError("format requires a mapping");
+        value = named.get(key);
+        if (value === undefined) throw new Error(`KeyError: '${key}'`);
+      } else {
+        value = positional[next++];
+        if (value === undefined) throw new TypeError("not enough arguments for format string");
+      }
+      const text = percentField(value, kind, precision === undefined ? undefined : Number(precision), flags);
+      const size = width === undefined ? 0 : Number(width);
+      if (text.length >= size) return text;
+      if (flags.includes("-")) return text.padEnd(size);
+      if (flags.includes("0") && "diufFeEgGxXo".includes(kind)) {
+        const signed = /^[+\- ]/.test(text) ? 1 : 0;
+        return text.slice(0, signed) + text.slice(signed).padStart(size - signed, "0");
+      }
+      return text.padStart(size);
+    },
+  );
   if (!named && next < positional.length) throw new TypeError("not all arguments converted during string formatting");
   return out;
 }
@@ -140,7 +149,7 @@ function percentField(value: Value, kind: string, precision: number | undefined,
     if (kind === "E") body = body.toUpperCase();
   } else {
     // %g: precision significant digits, trailing zeros dropped
-    body = String(Number(a.toPrecision(precision === 0 ? 1 : precision ?? 6)));
+    body = String(Number(a.toPrecision(precision === 0 ? 1 : (precision ?? 6))));
     if (kind === "G") body = body.toUpperCase();
   }
   return sign + body;

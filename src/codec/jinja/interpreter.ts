@@ -180,7 +180,9 @@ export class JinjaInterpreter extends LibraryInterpreter {
     const names = target.value as Node[];
     const parts = iterate(value);
     if (parts.length !== names.length) {
-      throw new Error(`ValueError: ${parts.length < names.length ? "not enough" : "too many"} values to unpack (expected ${names.length})`);
+      throw new Error(
+        `ValueError: ${parts.length < names.length ? "not enough" : "too many"} values to unpack (expected ${names.length})`,
+      );
     }
     names.forEach((name, i) => this.bindTarget(env, name, parts[i]!));
   }
@@ -286,7 +288,8 @@ function loopObject(items: Value[], i: number): Value {
 function notCallable(callee: Node, value: Value): string {
   if (value instanceof UndefinedValue) {
     if (callee.type === "Identifier") return `'${callee.value as string}' is undefined`;
-    if (callee.type === "MemberExpression" && !callee.computed) return `'${(callee.property as Node).value as string}' is undefined`;
+    if (callee.type === "MemberExpression" && !callee.computed)
+      return `'${(callee.property as Node).value as string}' is undefined`;
   }
   return `'${typeName(value)}' object is not callable`;
 }

@@ -36,12 +36,22 @@ export function dumps(value: Value, options: DumpOptions): string {
     if (v instanceof FloatValue) return floatJson(v.value);
     if (v instanceof NullValue) return "null";
     if (v instanceof ArrayValue) {
-      return container("[", "]", v.value.map((item) => write(item, depth + 1)), depth);
+      return container(
+        "[",
+        "]",
+        v.value.map((item) => write(item, depth + 1)),
+        depth,
+      );
     }
     if (v instanceof ObjectValue) {
       let entries = Array.from(v.value);
       if (options.sortKeys) entries = entries.sort(([a], [b]) => compareKeys(a, b));
-      return container("{", "}", entries.map(([k, item]) => quote(keyText(k)) + keySep + write(item, depth + 1)), depth);
+      return container(
+        "{",
+        "}",
+        entries.map(([k, item]) => quote(keyText(k)) + keySep + write(item, depth + 1)),
+        depth,
+      );
     }
     throw new TypeError(`Object of type ${typeName(v)} is not JSON serializable`);
   };
@@ -49,8 +59,8 @@ export function dumps(value: Value, options: DumpOptions): string {
   const container = (open: string, close: string, items: string[], depth: number): string => {
     if (items.length === 0) return open + close;
     if (indent === null) return open + items.join(itemSep) + close;
-    const inner = "\n" + indent.repeat(depth + 1);
-    return open + inner + items.join(itemSep + inner) + "\n" + indent.repeat(depth) + close;
+    const inner = `\n${indent.repeat(depth + 1)}`;
+    return `${open + inner + items.join(itemSep + inner)}\n${indent.repeat(depth)}${close}`;
   };
 
   return write(value, 0);
@@ -75,5 +85,5 @@ function compareKeys(a: Key, b: Key): number {
 
 /** ensure_ascii: every character outside printable ASCII as \uXXXX (UTF-16 units, as Python writes them). */
 function asciiQuote(s: string): string {
-  return JSON.stringify(s).replace(/[\x7f-\uffff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  return JSON.stringify(s).replace(/[\x7f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }

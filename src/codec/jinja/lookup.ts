@@ -37,7 +37,10 @@ export function getitem(obj: Value, key: Value): Value {
   } else if (obj instanceof NamespaceValue && isString(key)) {
     const item = obj.value.get(key.value);
     if (item !== undefined) return item;
-  } else if ((obj instanceof ArrayValue || isString(obj)) && (key instanceof IntegerValue || key instanceof BooleanValue)) {
+  } else if (
+    (obj instanceof ArrayValue || isString(obj)) &&
+    (key instanceof IntegerValue || key instanceof BooleanValue)
+  ) {
     return index(obj, Number(key.value));
   }
   return isString(key) ? getattr(obj, key.value) : UNDEFINED;

@@ -32,7 +32,15 @@ type Method<T> = (self: T, args: Value[], kwargs: Map<string, Value>) => Value;
 /** The bound method `name` of `obj`, or undefined when Python has no such attribute. */
 export function methodOf(obj: Value, name: string): Value | undefined {
   const table: Record<string, Method<never>> | undefined =
-    obj instanceof StringValue ? STR_METHODS : obj instanceof ObjectValue ? DICT_METHODS : obj instanceof TupleValue ? TUPLE_METHODS : obj instanceof ArrayValue ? LIST_METHODS : undefined;
+    obj instanceof StringValue
+      ? STR_METHODS
+      : obj instanceof ObjectValue
+        ? DICT_METHODS
+        : obj instanceof TupleValue
+          ? TUPLE_METHODS
+          : obj instanceof ArrayValue
+            ? LIST_METHODS
+            : undefined;
   const method = table && Object.hasOwn(table, name) ? table[name] : undefined;
   if (method) {
     const impl = method as Method<Value>;
@@ -141,7 +149,10 @@ function pyTitle(s: string): string {
   return out;
 }
 
-const predicate = (test: (s: string) => boolean): Method<ValueOf<string>> => (self) => bool(self.value !== "" && test(self.value));
+const predicate =
+  (test: (s: string) => boolean): Method<ValueOf<string>> =>
+  (self) =>
+    bool(self.value !== "" && test(self.value));
 const affixes = (v: Value): string[] => (v instanceof ArrayValue ? v.value.map((x) => str(x)) : [str(v)]);
 const pad = (self: ValueOf<string>, args: Value[], side: "left" | "right" | "center"): Value => {
   const width = intArg(args[0], 0);
@@ -150,7 +161,7 @@ const pad = (self: ValueOf<string>, args: Value[], side: "left" | "right" | "cen
   if (missing <= 0) return self;
   if (side === "right") return like(self, self.value + fill.repeat(missing));
   if (side === "left") return like(self, fill.repeat(missing) + self.value);
-  const left = Math.floor(missing / 2) + (missing % 2 & width % 2);
+  const left = Math.floor(missing / 2) + ((missing % 2) & (width % 2));
   return like(self, fill.repeat(left) + self.value + fill.repeat(missing - left));
 };
 
@@ -158,7 +169,8 @@ const STR_METHODS: Record<string, Method<ValueOf<string>>> = {
   upper: (self) => like(self, self.value.toUpperCase()),
   lower: (self) => like(self, self.value.toLowerCase()),
   casefold: (self) => like(self, self.value.toLowerCase()),
-  swapcase: (self) => like(self, Array.from(self.value, (c) => (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase())).join("")),
+  swapcase: (self) =>
+    like(self, Array.from(self.value, (c) => (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase())).join("")),
   title: (self) => like(self, pyTitle(self.value)),
   capitalize: (self) => like(self, self.value.charAt(0).toUpperCase() + self.value.slice(1).toLowerCase()),
   strip: (self, args) => like(self, strip(self.value, textArg(args[0], "strip"), true, true)),
@@ -209,7 +221,8 @@ const STR_METHODS: Record<string, Method<ValueOf<string>>> = {
       self,
       items
         .map((item, i) => {
-          if (!isString(item)) throw new TypeError(`sequence item ${i}: expected str instance, ${typeName(item)} found`);
+          if (!isString(item))
+            throw new TypeError(`sequence item ${i}: expected str instance, ${typeName(item)} found`);
           return item.value;
         })
         .join(self.value),
@@ -280,4 +293,7 @@ const TUPLE_METHODS: Record<string, Method<ValueOf<Value[]>>> = {
   },
 };
 
-const LIST_METHODS: Record<string, Method<ValueOf<Value[]>>> = { ...TUPLE_METHODS, copy: (self) => list(self.value.slice()) };
+const LIST_METHODS: Record<string, Method<ValueOf<Value[]>>> = {
+  ...TUPLE_METHODS,
+  copy: (self) => list(self.value.slice()),
+};

@@ -39,7 +39,8 @@ export function binary(op: string, left: Value, right: Value): Value {
       return string(str(left) + str(right));
   }
   // Jinja2's Undefined raises when ordered or computed with.
-  if (isUndefined(left) || isUndefined(right)) throw new Error(`UndefinedError: an undefined value cannot be used with '${op}'`);
+  if (isUndefined(left) || isUndefined(right))
+    throw new Error(`UndefinedError: an undefined value cannot be used with '${op}'`);
   switch (op) {
     case "<":
       return bool(compare(left, right) < 0);
@@ -70,7 +71,11 @@ function add(left: Value, right: Value): Value {
     }
     return string(left.value + right.value);
   }
-  if (left instanceof ArrayValue && right instanceof ArrayValue && left instanceof TupleValue === right instanceof TupleValue) {
+  if (
+    left instanceof ArrayValue &&
+    right instanceof ArrayValue &&
+    left instanceof TupleValue === right instanceof TupleValue
+  ) {
     const items = left.value.concat(right.value);
     return left instanceof TupleValue ? tuple(items) : list(items);
   }
@@ -94,7 +99,8 @@ function multiply(left: Value, right: Value): Value {
 }
 
 function arithmetic(op: string, left: Value, right: Value): Value {
-  if (op === "%" && isString(left)) return string(percentFormat(left.value, right, right instanceof ObjectValue ? right.value : undefined));
+  if (op === "%" && isString(left))
+    return string(percentFormat(left.value, right, right instanceof ObjectValue ? right.value : undefined));
   if (!isNumeric(left) || !isNumeric(right)) throw unsupported(op, left, right);
   const a = numericValue(left);
   const b = numericValue(right);
@@ -121,7 +127,8 @@ function arithmetic(op: string, left: Value, right: Value): Value {
 const isMarkup = (v: Value): boolean => v instanceof MarkupValue;
 
 /** An int result stays int unless an operand was a float. */
-const numeric = (n: number, left: Value, right: Value): Value => number(n, left instanceof FloatValue || right instanceof FloatValue);
+const numeric = (n: number, left: Value, right: Value): Value =>
+  number(n, left instanceof FloatValue || right instanceof FloatValue);
 
 const unsupported = (op: string, left: Value, right: Value): TypeError =>
   new TypeError(`unsupported operand type(s) for ${op}: '${typeName(left)}' and '${typeName(right)}'`);

@@ -7,9 +7,16 @@ import type { Value } from "./values.ts";
  * parameter given neither is undefined. Too many arguments, or an unknown or
  * repeated keyword, is a TypeError as in Python.
  */
-export function params(fnName: string, args: Value[], kwargs: Map<string, Value>, names: readonly string[]): (Value | undefined)[] {
+export function params(
+  fnName: string,
+  args: Value[],
+  kwargs: Map<string, Value>,
+  names: readonly string[],
+): (Value | undefined)[] {
   if (args.length > names.length) {
-    throw new TypeError(`${fnName}() takes at most ${names.length} argument${names.length === 1 ? "" : "s"} (${args.length} given)`);
+    throw new TypeError(
+      `${fnName}() takes at most ${names.length} argument${names.length === 1 ? "" : "s"} (${args.length} given)`,
+    );
   }
   const bound: (Value | undefined)[] = names.map((_, i) => args[i]);
   for (const [key, value] of kwargs) {

@@ -67,14 +67,19 @@ function stringRepr(s: string): string {
   const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
   let out = quote;
   for (const ch of s) {
-    if (ch === quote || ch === "\\") out += "\\" + ch;
+    if (ch === quote || ch === "\\") out += `\\${ch}`;
     else if (ch === "\n") out += "\\n";
     else if (ch === "\r") out += "\\r";
     else if (ch === "\t") out += "\\t";
     else if (ch !== " " && NON_PRINTABLE.test(ch)) {
       const code = ch.codePointAt(0)!;
       const hex = code.toString(16);
-      out += code <= 0xff ? `\\x${hex.padStart(2, "0")}` : code <= 0xffff ? `\\u${hex.padStart(4, "0")}` : `\\U${hex.padStart(8, "0")}`;
+      out +=
+        code <= 0xff
+          ? `\\x${hex.padStart(2, "0")}`
+          : code <= 0xffff
+            ? `\\u${hex.padStart(4, "0")}`
+            : `\\U${hex.padStart(8, "0")}`;
     } else out += ch;
   }
   return out + quote;
@@ -100,7 +105,8 @@ export function equals(a: Value, b: Value): boolean {
   if (isNumeric(a) && isNumeric(b)) return numericValue(a) === numericValue(b);
   if (isString(a) && isString(b)) return a.value === b.value;
   if (a instanceof NullValue || b instanceof NullValue) return a instanceof NullValue && b instanceof NullValue;
-  if (a instanceof UndefinedValue || b instanceof UndefinedValue) return a instanceof UndefinedValue && b instanceof UndefinedValue;
+  if (a instanceof UndefinedValue || b instanceof UndefinedValue)
+    return a instanceof UndefinedValue && b instanceof UndefinedValue;
   if (a instanceof ArrayValue && b instanceof ArrayValue) {
     if (a instanceof TupleValue !== b instanceof TupleValue || a.value.length !== b.value.length) return false;
     return a.value.every((item, i) => equals(item, b.value[i]!));
@@ -204,7 +210,8 @@ export function like(source: Value, text: string): Value {
 }
 
 /** Python's str.isspace() characters: what strip() and split() remove by default. */
-const PY_SPACE = "\t\n\v\f\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000";
+const PY_SPACE =
+  "\t\n\v\f\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000";
 export const isPySpace = (ch: string): boolean => PY_SPACE.includes(ch);
 
 /** Python's str.strip/lstrip/rstrip: whitespace, or any of `chars`. Scans, so it stays linear. */

@@ -34,7 +34,8 @@ const integer = (v: Value, name: string): number => {
 };
 // Python: anything with __iter__ (Jinja2's Undefined has one) is iterable; a sequence has
 // __len__ and __getitem__: among template values, the same ones.
-const iterableLike: Test = (v) => v instanceof ArrayValue || v instanceof StringValue || v instanceof ObjectValue || v instanceof UndefinedValue;
+const iterableLike: Test = (v) =>
+  v instanceof ArrayValue || v instanceof StringValue || v instanceof ObjectValue || v instanceof UndefinedValue;
 const cased = (s: string) => Array.from(s).some((ch) => ch.toLowerCase() !== ch.toUpperCase());
 
 const TESTS = new Map<string, Test>([
@@ -74,10 +75,16 @@ const TESTS = new Map<string, Test>([
   [">=", (v, args) => compare(v, arg(args, ">=")) >= 0],
   ["lessthan", (v, args) => compare(v, arg(args, "lessthan")) < 0],
   ["in", (v, args) => contains(arg(args, "in"), v)],
-  ["sameas", (v, args) => {
-    const other = arg(args, "sameas");
-    return v === other || ((v instanceof NullValue || v instanceof BooleanValue) && v.type === other.type && v.value === other.value);
-  }],
+  [
+    "sameas",
+    (v, args) => {
+      const other = arg(args, "sameas");
+      return (
+        v === other ||
+        ((v instanceof NullValue || v instanceof BooleanValue) && v.type === other.type && v.value === other.value)
+      );
+    },
+  ],
 ]);
 
 /** Runs the test `name`; an unknown test is an error, as in Jinja2. */

@@ -1,6 +1,7 @@
 // DeepSeek V3 / R1 / V3.1 tool calls, written with the models' special tokens
 // (fullwidth bars U+FF5C, word separators U+2581):
-//   V3/R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{ARGS}\n```<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
+// V3/R1:
+// <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{ARGS}\n```<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
 //   V3.1:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{ARGS}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>
 // Calls come out whole when their call-end token arrives; a call cut off by
 // the end of the reply once its arguments began comes out as far as it was
@@ -24,8 +25,6 @@ export const DEEPSEEK_MARKERS = {
 } as const;
 
 const M = DEEPSEEK_MARKERS;
-
-
 
 // V3/R1 body after `function<｜tool▁sep｜>`: NAME, newline, a fenced JSON block.
 const FENCE_OPEN = /^[ \t]*([^\s`<>]+)[ \t]*\r?\n```(?:json)?[ \t]*\r?\n?/;
@@ -154,8 +153,11 @@ class DeepseekToolParser implements ToolCallParser {
 
 /** GBNF for a V3/R1-style calls block holding one call (or several when `parallel`) to `tools`. */
 export function deepseekToolGrammar(tools: ToolSpec[], parallel: boolean): string {
-  const shape: CallShape = (tool, args) => seq(lit(`${M.callBegin}function${M.sep}${tool.name}\n\`\`\`json\n`), args, lit(`\n\`\`\`${M.callEnd}`));
-  return forcedCallGrammar(tools, shape, (call) => seq(lit(M.callsBegin), oneOrMore(call, parallel, repeat(lit("\n"), 0, 1)), lit(M.callsEnd)));
+  const shape: CallShape = (tool, args) =>
+    seq(lit(`${M.callBegin}function${M.sep}${tool.name}\n\`\`\`json\n`), args, lit(`\n\`\`\`${M.callEnd}`));
+  return forcedCallGrammar(tools, shape, (call) =>
+    seq(lit(M.callsBegin), oneOrMore(call, parallel, repeat(lit("\n"), 0, 1)), lit(M.callsEnd)),
+  );
 }
 
 export const deepseek: ToolDialect = {

@@ -9,11 +9,6 @@ import { jsonValueEnd, skipWs } from "../json-scan.ts";
 import { emitCall, emitText } from "./events.ts";
 import { cutJsonCall, cutJsonCallArray } from "./cut-call.ts";
 
-
-
-
-
-
 /** Raw text of the top-level members (object) or elements (array) of valid JSON `text`. */
 function topLevelParts(text: string): { key?: string; raw: string }[] {
   const parts: { key?: string; raw: string }[] = [];
@@ -89,11 +84,11 @@ function parseJsonCalls(text: string): ParsedCall[] | undefined {
   return calls;
 }
 
-
-
 const FENCE = "```";
 
-/** A call object (or array of them) cut off before it closed: call markup, never content (a partial call or dropped). */
+/**
+ * A call object (or array of them) cut off before it closed: call markup, never content (a partial call or dropped).
+ */
 function isCutCall(s: string): boolean {
   const m = /^\s*(?:```[\w-]*\s*)?(\[?\s*\{\s*(?:"(?:n(?:a(?:m(?:e(?:"[\s\S]*)?)?)?)?)?)?)$/.exec(s);
   return m !== null && jsonValueEnd(s, s.length - m[1]!.length) < 0;
@@ -165,7 +160,6 @@ class GenericJsonParser implements ToolCallParser {
     return out;
   }
 }
-
 
 /**
  * GBNF for one JSON call object `{"name": "<f>", "<argsKey>": <f's schema>}` to one of `tools`,

@@ -186,14 +186,14 @@ export class HarmonyParser implements ToolCallParser {
   }
 }
 
-
 /**
  * GBNF for one forced call: `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|>`.
  * `parallel` is accepted but still yields exactly one call: in Harmony a call ends the
  * turn at `<|call|>`, and the next call comes only after the tool's result.
  */
 export function harmonyCallGrammar(tools: ToolSpec[], _parallel: boolean): string {
-  const shape: CallShape = (tool, args) => seq(lit(`${CHANNEL}commentary to=functions.${tool.name} ${CONSTRAIN}json${MESSAGE}`), args, lit(CALL));
+  const shape: CallShape = (tool, args) =>
+    seq(lit(`${CHANNEL}commentary to=functions.${tool.name} ${CONSTRAIN}json${MESSAGE}`), args, lit(CALL));
   return forcedCallGrammar(tools, shape, (call) => call);
 }
 

@@ -46,7 +46,9 @@ class Llama3ToolParser implements ToolCallParser {
       // markup is never content. Anything else left (leading whitespace of an
       // empty reply) is content.
       const onlySeparators = this.mode === "lead" && this.count > 0 && /^[\s;]*$/.test(this.held);
-      const cutCall = this.mode === "object" || (this.mode === "lead" && this.held.trim() !== "" && PYTHON_TAG.startsWith(this.held.trim()));
+      const cutCall =
+        this.mode === "object" ||
+        (this.mode === "lead" && this.held.trim() !== "" && PYTHON_TAG.startsWith(this.held.trim()));
       const partial = this.mode === "object" ? cutJsonCall(this.held.slice(this.objStart), ARGUMENT_KEYS) : undefined;
       if (partial) emitCall(out, this.count++, this.newId(), partial);
       else if (!onlySeparators && !cutCall) emitText(out, this.held);
@@ -104,6 +106,7 @@ export const llama3: ToolDialect = {
     template.includes(PYTHON_TAG) ||
     (template.includes("<|start_header_id|>") && /"name"\s*:/.test(template) && /"parameters"\s*:/.test(template)),
   parser: (newId) => new Llama3ToolParser(newId ?? newCallId),
-  forcedGrammar: (tools, parallel) => forcedCallGrammar(tools, jsonObjectCall("parameters"), (call) => oneOrMore(call, parallel, lit("; "))),
+  forcedGrammar: (tools, parallel) =>
+    forcedCallGrammar(tools, jsonObjectCall("parameters"), (call) => oneOrMore(call, parallel, lit("; "))),
   openers: [PYTHON_TAG],
 };

@@ -17,15 +17,12 @@ const ARGS = "[ARGS]";
 const CALL_ID = "[CALL_ID]";
 const MAX_NAME = 256;
 
-
 /** A random call id of exactly 9 alphanumeric characters, as Mistral templates demand. */
 export function mistralCallId(): string {
   return randomAlnum(9);
 }
 
 const isNameChar = (c: string): boolean => /[A-Za-z0-9_.:-]/.test(c);
-
-
 
 interface ParsedCall {
   name: string;
@@ -134,7 +131,8 @@ function readSection(buf: string): Section {
 /** The calls of a section cut off by the end of the reply, as far as they were written. */
 function cutSection(buf: string): CutCall[] | undefined {
   const start = skipWs(buf, 0);
-  if (buf[start] === "[") return cutJsonCallArray(buf.slice(start), ["arguments"], (element) => parseCallArray(`[${element}]`)?.[0]);
+  if (buf[start] === "[")
+    return cutJsonCallArray(buf.slice(start), ["arguments"], (element) => parseCallArray(`[${element}]`)?.[0]);
   // name[ARGS]{... (an optional [CALL_ID]id before [ARGS])
   const m = /^([A-Za-z0-9_.:-]+)(?:\[CALL_ID\][A-Za-z0-9_-]*)?\[ARGS\]\s*(?=\{)/.exec(buf.slice(start));
   if (!m || m[1]!.length > MAX_NAME) return undefined;
@@ -198,12 +196,13 @@ export class MistralToolParser implements ToolCallParser {
       this.pending = r.state === "incomplete" ? "" : buf;
     }
   }
-
 }
 
 /** GBNF: `[TOOL_CALLS]` and a JSON array of one call (several when `parallel`) to one of `tools`. */
 export function mistralToolCallGrammar(tools: ToolSpec[], parallel: boolean): string {
-  return forcedCallGrammar(tools, jsonObjectCall(), (call) => seq(lit(MISTRAL_TOOL_CALLS), parallel ? callArray(call) : seq(lit("["), call, lit("]"))));
+  return forcedCallGrammar(tools, jsonObjectCall(), (call) =>
+    seq(lit(MISTRAL_TOOL_CALLS), parallel ? callArray(call) : seq(lit("["), call, lit("]"))),
+  );
 }
 
 export const mistral: ToolDialect = {

@@ -6,7 +6,14 @@ import type { PreparedChat } from "../../pipeline/prepare-chat.ts";
 import { runChat, type ChatFamily, type ChatReply, type ParsedChat } from "../chat-runner.ts";
 import type { ServerContext } from "../server-context.ts";
 import { ANTHROPIC_SSE, anthropicErrorBody } from "./envelope.ts";
-import { MessageBlocks, stopReasonOf, usageOf, type AnthropicUsage, type ContentBlock, type StopReason } from "./reply.ts";
+import {
+  MessageBlocks,
+  stopReasonOf,
+  usageOf,
+  type AnthropicUsage,
+  type ContentBlock,
+  type StopReason,
+} from "./reply.ts";
 import { anthropicModel, checkRequestText, messagesJobOf, parseMessagesRequest } from "./request.ts";
 import type { MessagesRequest } from "./schema.ts";
 
@@ -41,7 +48,12 @@ function messageReply(ctx: ServerContext, p: PreparedChat): ChatReply {
   const blocks = new MessageBlocks(() => `toolu_${ctx.nextId()}`, p.request.grammar !== undefined);
   let cachedAtAdmission = 0;
   /** The message object, before its content and stop are known (message_start) or with them. */
-  const messageOf = (content: ContentBlock[], stop: StopReason | null, stopSequence: string | null, usage: AnthropicUsage) => ({
+  const messageOf = (
+    content: ContentBlock[],
+    stop: StopReason | null,
+    stopSequence: string | null,
+    usage: AnthropicUsage,
+  ) => ({
     id,
     type: "message",
     role: "assistant",
@@ -56,7 +68,13 @@ function messageReply(ctx: ServerContext, p: PreparedChat): ChatReply {
     renderer: {
       admitted: (cached) => void (cachedAtAdmission = cached),
       open: () => [
-        { data: { type: "message_start", message: messageOf([], null, null, usageOf(p.prompt.length, cachedAtAdmission, p.pins, 0)) }, event: "message_start" },
+        {
+          data: {
+            type: "message_start",
+            message: messageOf([], null, null, usageOf(p.prompt.length, cachedAtAdmission, p.pins, 0)),
+          },
+          event: "message_start",
+        },
         { data: { type: "ping" }, event: "ping" },
       ],
       delta: (_index, d) => blocks.push(d),

@@ -49,7 +49,12 @@ const HOUR_MS = 60 * 60_000;
  * pinned it: 1h breakpoints come first, so they reach less far), the rest is
  * input; the three add up to the prompt.
  */
-export function usageOf(promptTokens: number, cachedTokens: number, pins: PrefixPin[], outputTokens: number): AnthropicUsage {
+export function usageOf(
+  promptTokens: number,
+  cachedTokens: number,
+  pins: PrefixPin[],
+  outputTokens: number,
+): AnthropicUsage {
   const beyondCache = (length: number) => Math.max(0, Math.min(promptTokens, length) - cachedTokens);
   const created = beyondCache(Math.max(0, ...pins.map((p) => p.length)));
   const createdLong = beyondCache(Math.max(0, ...pins.filter((p) => p.ttlMs >= HOUR_MS).map((p) => p.length)));
@@ -91,7 +96,9 @@ export class MessageBlocks {
     private readonly callsValid: boolean,
   ) {}
 
-  /** One delta as block events: reasoning, then text, then call events (the order the model wrote them within a tick). */
+  /**
+   * One delta as block events: reasoning, then text, then call events (the order the model wrote them within a tick).
+   */
   push(d: ChoiceDelta): BlockEvent[] {
     const out: BlockEvent[] = [];
     if (d.reasoning) this.appendText("thinking", d.reasoning, out);
@@ -102,7 +109,8 @@ export class MessageBlocks {
         if (this.callsValid) this.openCall(e.index, e.name, out);
         else this.held = { index: e.index, name: e.name };
       } else if (e.type === "call-args" && e.text !== "") {
-        if (this.open?.call === e.index) out.push(this.event("content_block_delta", { delta: { type: "input_json_delta", partial_json: e.text } }));
+        if (this.open?.call === e.index)
+          out.push(this.event("content_block_delta", { delta: { type: "input_json_delta", partial_json: e.text } }));
       } else if (e.type === "call-end") {
         const input = inputOf(e.arguments);
         if (this.held?.index === e.index) {
@@ -113,7 +121,10 @@ export class MessageBlocks {
             continue;
           }
           this.openCall(e.index, name, out);
-          if (e.arguments !== "") out.push(this.event("content_block_delta", { delta: { type: "input_json_delta", partial_json: e.arguments } }));
+          if (e.arguments !== "")
+            out.push(
+              this.event("content_block_delta", { delta: { type: "input_json_delta", partial_json: e.arguments } }),
+            );
         }
         if (this.open?.call !== e.index) continue;
         (this.content.at(-1) as Extract<ContentBlock, { type: "tool_use" }>).input = input ?? {};
@@ -140,7 +151,8 @@ export class MessageBlocks {
   private appendText(kind: "thinking" | "text", text: string, out: BlockEvent[]): void {
     if (this.open?.kind !== kind) {
       this.close(out);
-      const block: ContentBlock = kind === "thinking" ? { type: "thinking", thinking: "", signature: "" } : { type: "text", text: "" };
+      const block: ContentBlock =
+        kind === "thinking" ? { type: "thinking", thinking: "", signature: "" } : { type: "text", text: "" };
       this.content.push(block);
       this.open = { kind };
       out.push(this.event("content_block_start", { content_block: { ...block } }));
@@ -155,7 +167,8 @@ export class MessageBlocks {
   private close(out: BlockEvent[]): void {
     if (!this.open) return;
     // A thinking block ends with its signature; a local model signs nothing.
-    if (this.open.kind === "thinking") out.push(this.event("content_block_delta", { delta: { type: "signature_delta", signature: "" } }));
+    if (this.open.kind === "thinking")
+      out.push(this.event("content_block_delta", { delta: { type: "signature_delta", signature: "" } }));
     out.push(this.event("content_block_stop", {}));
     this.open = undefined;
   }

@@ -7,11 +7,26 @@ import type { ChatMessage, ToolCall } from "../../codec/index.ts";
 import type { ModelRegistry } from "../../daemon/registry.ts";
 import type { ServedModel } from "../../daemon/served-model.ts";
 import type { QosClass } from "../../engine/scheduler.ts";
-import { toolSchema, type ChatJob, type ChatTool, type Constraint, type PrefixBreakpoint, type ToolChoice } from "../../pipeline/chat-job.ts";
+import {
+  toolSchema,
+  type ChatJob,
+  type ChatTool,
+  type Constraint,
+  type PrefixBreakpoint,
+  type ToolChoice,
+} from "../../pipeline/chat-job.ts";
 import { invalidRequest, RequestError, unsupportedMedia } from "../../daemon/request-error.ts";
 import { checkArrayLength, checkChatText } from "../chat-limits.ts";
 import { parseWith } from "../validate.ts";
-import { countTokensRequestSchema, messagesRequestSchema, type BlockInput, type CountTokensRequest, type MessageInput, type MessagesRequest, type ToolInput } from "./schema.ts";
+import {
+  countTokensRequestSchema,
+  messagesRequestSchema,
+  type BlockInput,
+  type CountTokensRequest,
+  type MessageInput,
+  type MessagesRequest,
+  type ToolInput,
+} from "./schema.ts";
 
 /**
  * Claude Code's first system block: `x-anthropic-billing-header: cc_version=...`,
@@ -28,7 +43,8 @@ const TTL_MS: Record<string, number> = { "5m": 5 * 60_000, "1h": 60 * 60_000 };
 
 /** A JSON object with these fields present, refused in Anthropic's words before validation walks it. */
 function requireFields(body: unknown, fields: string[]): void {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidRequest("request body must be a JSON object");
   for (const field of fields) {
     if ((body as Record<string, unknown>)[field] === undefined) throw invalidRequest(`${field}: Field required`, field);
   }
@@ -57,7 +73,10 @@ export function checkRequestText(model: ServedModel, req: CountTokensRequest): v
   ]);
 }
 
-/** The model a request names (loaded first when it is known but not loaded): a served id or an --alias; anything else is a 404 that says how to map it. */
+/**
+ * The model a request names (loaded first when it is known but not loaded): a served id or an --alias; anything else is
+ * a 404 that says how to map it.
+ */
 export async function anthropicModel(registry: ModelRegistry, name: string): Promise<ServedModel> {
   const model = await registry.resolve(name);
   if (model) return model;
@@ -78,16 +97,30 @@ class Breakpoints {
   add(cacheControl: unknown, field: string, at: () => Omit<PrefixBreakpoint, "ttlMs">): void {
     if (cacheControl === undefined || cacheControl === null) return;
     const { type, ttl } = cacheControl as { type: string; ttl?: string | null };
-    if (type !== "ephemeral") throw invalidRequest(`${field}.cache_control.type: must be "ephemeral", got '${type}'`, `${field}.cache_control.type`);
+    if (type !== "ephemeral")
+      throw invalidRequest(
+        `${field}.cache_control.type: must be "ephemeral", got '${type}'`,
+        `${field}.cache_control.type`,
+      );
     const ttlName = ttl ?? "5m";
     const ttlMs = TTL_MS[ttlName];
-    if (ttlMs === undefined) throw invalidRequest(`${field}.cache_control.ttl: must be "5m" or "1h", got '${ttlName}'`, `${field}.cache_control.ttl`);
+    if (ttlMs === undefined)
+      throw invalidRequest(
+        `${field}.cache_control.ttl: must be "5m" or "1h", got '${ttlName}'`,
+        `${field}.cache_control.ttl`,
+      );
     if (ttlName === "1h" && this.sawShort) {
-      throw invalidRequest(`${field}.cache_control: a ttl="1h" cache_control block must not come after a ttl="5m" one`, `${field}.cache_control`);
+      throw invalidRequest(
+        `${field}.cache_control: a ttl="1h" cache_control block must not come after a ttl="5m" one`,
+        `${field}.cache_control`,
+      );
     }
     if (ttlName === "5m") this.sawShort = true;
     if (this.list.length === MAX_BREAKPOINTS) {
-      throw invalidRequest(`A maximum of ${MAX_BREAKPOINTS} blocks with cache_control may be provided. Found ${MAX_BREAKPOINTS + 1} or more.`, field);
+      throw invalidRequest(
+        `A maximum of ${MAX_BREAKPOINTS} blocks with cache_control may be provided. Found ${MAX_BREAKPOINTS + 1} or more.`,
+        field,
+      );
     }
     this.list.push({ ...at(), ttlMs });
   }
@@ -102,7 +135,8 @@ function textOf(content: unknown, field: string): string {
       const block = b as { type?: unknown; text?: unknown };
       if (block?.type === "image") throw unsupportedMedia("images", `${field}[${i}]`);
       if (block?.type !== "text") return undefined;
-      if (typeof block.text !== "string") throw invalidRequest(`${field}[${i}].text: must be a string`, `${field}[${i}].text`);
+      if (typeof block.text !== "string")
+        throw invalidRequest(`${field}[${i}].text: must be a string`, `${field}[${i}].text`);
       return block.text;
     })
     .filter((t): t is string => t !== undefined)
@@ -115,7 +149,10 @@ function textOf(content: unknown, field: string): string {
  * to the model; it becomes callable once a tool result references it
  * (Conversation.toolResultText).
  */
-function toolsOf(tools: ToolInput[], breakpoints: Breakpoints): { listed: ChatTool[]; deferred: Map<string, ChatTool> } {
+function toolsOf(
+  tools: ToolInput[],
+  breakpoints: Breakpoints,
+): { listed: ChatTool[]; deferred: Map<string, ChatTool> } {
   const listed: ChatTool[] = [];
   const deferred = new Map<string, ChatTool>();
   tools.forEach((t, i) => {
@@ -124,7 +161,10 @@ function toolsOf(tools: ToolInput[], breakpoints: Breakpoints): { listed: ChatTo
     const tool: ChatTool = {
       name: t.name,
       parameters,
-      template: { type: "function", function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters } },
+      template: {
+        type: "function",
+        function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters },
+      },
     };
     if (t.defer_loading === true) deferred.set(t.name, { ...tool, unlisted: true });
     else listed.push(tool);
@@ -139,8 +179,13 @@ function toolChoiceOf(req: CountTokensRequest, tools: ChatTool[]): ToolChoice {
   if (!choice || choice.type === "auto") return "auto";
   if (choice.type === "none") return "none";
   if (choice.type === "any") return "required";
-  if (typeof choice.name !== "string") throw invalidRequest('tool_choice.name: required when tool_choice.type is "tool"', "tool_choice.name");
-  if (!tools.some((t) => t.name === choice.name)) throw invalidRequest(`tool_choice names the tool '${choice.name}', which is not declared in tools`, "tool_choice.name");
+  if (typeof choice.name !== "string")
+    throw invalidRequest('tool_choice.name: required when tool_choice.type is "tool"', "tool_choice.name");
+  if (!tools.some((t) => t.name === choice.name))
+    throw invalidRequest(
+      `tool_choice names the tool '${choice.name}', which is not declared in tools`,
+      "tool_choice.name",
+    );
   return { name: choice.name };
 }
 
@@ -150,10 +195,14 @@ function toolChoiceOf(req: CountTokensRequest, tools: ChatTool[]): ToolChoice {
  * grammar; a keyword the compiler cannot enforce is refused by name.
  */
 function constraintOf(req: CountTokensRequest): Constraint | undefined {
-  const [format, field] = req.output_config?.format ? [req.output_config.format, "output_config.format"] : [req.output_format, "output_format"];
+  const [format, field] = req.output_config?.format
+    ? [req.output_config.format, "output_config.format"]
+    : [req.output_format, "output_format"];
   if (!format) return undefined;
-  if (format.type !== "json_schema") throw invalidRequest(`${field}.type: must be "json_schema", got '${format.type}'`, `${field}.type`);
-  if (typeof format.schema !== "object" || format.schema === null) throw invalidRequest(`${field}.schema: a JSON Schema object is required`, `${field}.schema`);
+  if (format.type !== "json_schema")
+    throw invalidRequest(`${field}.type: must be "json_schema", got '${format.type}'`, `${field}.type`);
+  if (typeof format.schema !== "object" || format.schema === null)
+    throw invalidRequest(`${field}.schema: a JSON Schema object is required`, `${field}.schema`);
   return { type: "json_schema", schema: format.schema, strict: true, field: `${field}.schema` };
 }
 
@@ -187,7 +236,11 @@ class Conversation {
   addSystem(blocks: { text: string; cacheControl?: unknown; field: string }[]): void {
     for (const b of blocks) {
       if (b.text.startsWith(BILLING_HEADER)) continue;
-      if (b.cacheControl && b.text === "") throw invalidRequest(`${b.field}.cache_control: cache_control cannot be set for empty text blocks`, `${b.field}.cache_control`);
+      if (b.cacheControl && b.text === "")
+        throw invalidRequest(
+          `${b.field}.cache_control: cache_control cannot be set for empty text blocks`,
+          `${b.field}.cache_control`,
+        );
       this.systemParts.push(b.text);
       this.setSystem();
       this.breakpoints.add(b.cacheControl, b.field, () => this.snapshot());
@@ -241,19 +294,31 @@ class Conversation {
       const at = `${field}.content[${j}]`;
       if (b.type === "image") throw unsupportedMedia("images", at);
       if (b.type !== "text") return [];
-      return [{ text: this.textField(b as Record<string, unknown>, at), cacheControl: (b as Record<string, unknown>).cache_control, field: at }];
+      return [
+        {
+          text: this.textField(b as Record<string, unknown>, at),
+          cacheControl: (b as Record<string, unknown>).cache_control,
+          field: at,
+        },
+      ];
     });
     this.addSystem(blocks);
   }
 
-  /** A tool result's content as text: text blocks, and the definitions of the deferred tools it references, which it loads. */
+  /**
+   * A tool result's content as text: text blocks, and the definitions of the deferred tools it references, which it
+   * loads.
+   */
   private toolResultText(content: unknown, field: string): string {
     if (content === undefined || content === null) return "";
     if (!Array.isArray(content)) return textOf(content, field);
     const parts = content.flatMap((b, k) => {
       const block = b as { type?: unknown; tool_name?: unknown };
       if (block?.type !== "tool_reference") return [textOf([b], `${field}[${k}]`)];
-      const tool = typeof block.tool_name === "string" ? (this.deferred.get(block.tool_name) ?? this.tools.find((t) => t.name === block.tool_name)) : undefined;
+      const tool =
+        typeof block.tool_name === "string"
+          ? (this.deferred.get(block.tool_name) ?? this.tools.find((t) => t.name === block.tool_name))
+          : undefined;
       if (!tool) return [];
       if (tool.unlisted && !this.loaded.includes(tool)) this.loaded.push(tool);
       return [JSON.stringify(tool.template)];
@@ -269,20 +334,31 @@ class Conversation {
       switch (b.type) {
         case "text":
           if (!text) this.messages.push((text = { role: "user", content: "" }));
-          text.content = text.content === "" ? this.textField(block, at) : `${text.content}\n${this.textField(block, at)}`;
+          text.content =
+            text.content === "" ? this.textField(block, at) : `${text.content}\n${this.textField(block, at)}`;
           break;
         case "tool_result": {
-          if (typeof block.tool_use_id !== "string") throw invalidRequest(`${at}.tool_use_id: Field required`, `${at}.tool_use_id`);
+          if (typeof block.tool_use_id !== "string")
+            throw invalidRequest(`${at}.tool_use_id: Field required`, `${at}.tool_use_id`);
           const content = this.toolResultText(block.content, `${at}.content`);
           // The template has no error flag for a tool result; the text says it.
-          this.messages.push({ role: "tool", tool_call_id: block.tool_use_id, content: block.is_error === true ? `Error: ${content}` : content });
+          this.messages.push({
+            role: "tool",
+            tool_call_id: block.tool_use_id,
+            content: block.is_error === true ? `Error: ${content}` : content,
+          });
           text = undefined;
           break;
         }
         case "image":
           throw unsupportedMedia("images", at);
         case "document":
-          throw new RequestError(400, "document blocks are not supported: send the document's text as a text block", "unsupported_input", at);
+          throw new RequestError(
+            400,
+            "document blocks are not supported: send the document's text as a text block",
+            "unsupported_input",
+            at,
+          );
         default:
           return; // kinds a local model has no use for (search results, server tool blocks) are skipped
       }
@@ -300,19 +376,31 @@ class Conversation {
       const block = b as Record<string, unknown>;
       switch (b.type) {
         case "text":
-          message.content = message.content === "" ? this.textField(block, at) : `${message.content}\n${this.textField(block, at)}`;
+          message.content =
+            message.content === "" ? this.textField(block, at) : `${message.content}\n${this.textField(block, at)}`;
           break;
         case "thinking":
-          if (block.cache_control) throw invalidRequest(`${at}.cache_control: cache_control cannot be set on thinking blocks`, `${at}.cache_control`);
-          if (typeof block.thinking !== "string") throw invalidRequest(`${at}.thinking: must be a string`, `${at}.thinking`);
+          if (block.cache_control)
+            throw invalidRequest(
+              `${at}.cache_control: cache_control cannot be set on thinking blocks`,
+              `${at}.cache_control`,
+            );
+          if (typeof block.thinking !== "string")
+            throw invalidRequest(`${at}.thinking: must be a string`, `${at}.thinking`);
           reasoning += block.thinking;
           message.reasoning_content = reasoning;
           break;
         case "tool_use": {
-          if (typeof block.id !== "string" || typeof block.name !== "string") throw invalidRequest(`${at}: tool_use blocks need an id and a name`, at);
+          if (typeof block.id !== "string" || typeof block.name !== "string")
+            throw invalidRequest(`${at}: tool_use blocks need an id and a name`, at);
           const input = block.input ?? {};
-          if (typeof input !== "object" || Array.isArray(input)) throw invalidRequest(`${at}.input: must be an object`, `${at}.input`);
-          calls.push({ id: block.id, type: "function", function: { name: block.name, arguments: JSON.stringify(input) } });
+          if (typeof input !== "object" || Array.isArray(input))
+            throw invalidRequest(`${at}.input: must be an object`, `${at}.input`);
+          calls.push({
+            id: block.id,
+            type: "function",
+            function: { name: block.name, arguments: JSON.stringify(input) },
+          });
           message.tool_calls = calls;
           break;
         }
@@ -328,7 +416,11 @@ class Conversation {
 
   private textField(block: Record<string, unknown>, at: string): string {
     if (typeof block.text !== "string") throw invalidRequest(`${at}.text: must be a string`, `${at}.text`);
-    if (block.text === "" && block.cache_control) throw invalidRequest(`${at}.cache_control: cache_control cannot be set for empty text blocks`, `${at}.cache_control`);
+    if (block.text === "" && block.cache_control)
+      throw invalidRequest(
+        `${at}.cache_control: cache_control cannot be set for empty text blocks`,
+        `${at}.cache_control`,
+      );
     return block.text;
   }
 
@@ -342,13 +434,18 @@ export interface MessagesJob {
   breakpoints: PrefixBreakpoint[];
 }
 
-/** What shapes the prompt: messages, system, tools, tool choice and the thinking switch (count_tokens needs no more). */
+/**
+ * What shapes the prompt: messages, system, tools, tool choice and the thinking switch (count_tokens needs no more).
+ */
 export function promptJobOf(req: CountTokensRequest): MessagesJob {
   const breakpoints = new Breakpoints();
   const { listed, deferred } = toolsOf(req.tools ?? [], breakpoints);
   const conversation = new Conversation(breakpoints, listed, deferred);
   if (typeof req.system === "string") conversation.addSystem([{ text: req.system, field: "system" }]);
-  else if (req.system) conversation.addSystem(req.system.map((b, i) => ({ text: b.text, cacheControl: b.cache_control, field: `system[${i}]` })));
+  else if (req.system)
+    conversation.addSystem(
+      req.system.map((b, i) => ({ text: b.text, cacheControl: b.cache_control, field: `system[${i}]` })),
+    );
   req.messages.forEach((m, i) => conversation.add(m, i));
   // A top-level cache_control is Anthropic's automatic caching: a breakpoint on the last block.
   breakpoints.add(req.cache_control, "cache_control", () => conversation.snapshot());
@@ -358,7 +455,12 @@ export function promptJobOf(req: CountTokensRequest): MessagesJob {
   const constraint = forced ? undefined : constraintOf(req);
   // Agents put their moving breakpoint on the newest block: its cut is the whole conversation.
   const final = breakpoints.list.at(-1);
-  if (final && final.tools.length === tools.length && JSON.stringify(final.messages) === JSON.stringify(conversation.messages)) final.last = true;
+  if (
+    final &&
+    final.tools.length === tools.length &&
+    JSON.stringify(final.messages) === JSON.stringify(conversation.messages)
+  )
+    final.last = true;
   return {
     job: {
       messages: conversation.messages,

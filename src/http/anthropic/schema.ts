@@ -18,7 +18,11 @@ const messageSchema = object({
 export type MessageInput = v.InferOutput<typeof messageSchema>;
 export type BlockInput = v.InferOutput<typeof block>;
 
-export const textBlockSchema = object({ type: v.literal("text"), text: v.string(), cache_control: opt(cacheControlSchema) });
+export const textBlockSchema = object({
+  type: v.literal("text"),
+  text: v.string(),
+  cache_control: opt(cacheControlSchema),
+});
 
 const toolSchema = object({
   name: v.pipe(v.string(), v.minLength(1, "must not be empty")),
@@ -42,12 +46,18 @@ const thinkingSchema = object({ type: v.string(), budget_tokens: opt(int(0)) });
 
 const countTokensEntries = {
   model: v.string("model must be a string"),
-  messages: v.pipe(v.array(messageSchema, "messages must be an array"), v.minLength(1, "at least one message is required")),
+  messages: v.pipe(
+    v.array(messageSchema, "messages must be an array"),
+    v.minLength(1, "at least one message is required"),
+  ),
   system: opt(v.union([v.string(), v.array(textBlockSchema)], "system must be a string or an array of text blocks")),
   tools: opt(v.array(toolSchema, "tools must be an array")),
   tool_choice: opt(toolChoiceSchema),
   thinking: opt(thinkingSchema),
-  /** Structured output: `output_config.format` (and the beta's top-level `output_format`), `{type: "json_schema", schema}`. */
+  /**
+   * Structured output: `output_config.format` (and the beta's top-level `output_format`), `{type: "json_schema",
+   * schema}`.
+   */
   output_config: opt(object({ format: opt(object({ type: v.string(), schema: opt(v.unknown()) })) })),
   output_format: opt(object({ type: v.string(), schema: opt(v.unknown()) })),
   /** Automatic caching: one breakpoint at the request's last block. */
@@ -60,7 +70,12 @@ export const countTokensRequestSchema = object(countTokensEntries);
 export const messagesRequestSchema = object({
   ...countTokensEntries,
   max_tokens: int(1),
-  stop_sequences: opt(v.pipe(v.array(v.string(), "stop_sequences must be an array of strings"), v.maxLength(64, "at most 64 stop sequences"))),
+  stop_sequences: opt(
+    v.pipe(
+      v.array(v.string(), "stop_sequences must be an array of strings"),
+      v.maxLength(64, "at most 64 stop sequences"),
+    ),
+  ),
   stream: opt(v.boolean()),
   temperature: opt(num(0, 2)),
   top_p: opt(num(0, 1)),

@@ -14,7 +14,10 @@ const OPEN_PATHS = new Set(["/health"]);
 /** Authenticated but never metered, and holding no slot: scrapes. */
 const UNMETERED_PATHS = new Set(["/health", "/metrics", "/v1/metrics"]);
 
-/** A refusal, or the admission: `release`, when the request holds a slot, gives it back (call it when the reply has ended). */
+/**
+ * A refusal, or the admission: `release`, when the request holds a slot, gives it back (call it when the reply has
+ * ended).
+ */
 export type Admission = { refusal: RequestError } | { release?: () => void };
 
 /** What /metrics shows of one policy key. */
@@ -36,7 +39,9 @@ function takesSlot(method: string, path: string): boolean {
   return !UNMETERED_PATHS.has(path) && !path.endsWith("/cancel");
 }
 
-/** The 401 of a request without a valid key; `headers` undefined when the request could not be read far enough to look. */
+/**
+ * The 401 of a request without a valid key; `headers` undefined when the request could not be read far enough to look.
+ */
 export function unauthenticated(headers?: Headers): RequestError {
   const sent = headers !== undefined && (headers.has("authorization") || headers.has("x-api-key"));
   const message = sent
@@ -47,7 +52,9 @@ export function unauthenticated(headers?: Headers): RequestError {
   return new RequestError(401, message, "invalid_api_key");
 }
 
-/** A bucket of `rpm` requests a minute: capacity rpm, refilled at rpm/60 a second (docs/api/security.md#rate-limits). */
+/**
+ * A bucket of `rpm` requests a minute: capacity rpm, refilled at rpm/60 a second (docs/api/security.md#rate-limits).
+ */
 const perMinute = (rpm: number, now?: () => number) => new TokenBuckets(rpm / 60, rpm, now);
 
 export class RequestGate {
@@ -88,7 +95,10 @@ export class RequestGate {
     if (this.keys.enabled) {
       principal = this.keys.identify(request.headers);
       // A wrong key still takes from its client's --rate-limit bucket, so keys cannot be guessed at line rate.
-      if (!principal) return { refusal: (!UNMETERED_PATHS.has(path) && this.meter(request, undefined)) || unauthenticated(request.headers) };
+      if (!principal)
+        return {
+          refusal: (!UNMETERED_PATHS.has(path) && this.meter(request, undefined)) || unauthenticated(request.headers),
+        };
       setPrincipal(request, principal);
       if (principal.fromPolicy) this.stats.get(principal.name)!.requests++;
     }

@@ -38,7 +38,17 @@ export interface KeyPolicyOptions {
 }
 
 const TOP_FIELDS = new Set(["keys"]);
-const ENTRY_FIELDS = new Set(["name", "key", "key_env", "class", "max_class", "batch_invariant", "rate_limit_rpm", "max_concurrent", "admin"]);
+const ENTRY_FIELDS = new Set([
+  "name",
+  "key",
+  "key_env",
+  "class",
+  "max_class",
+  "batch_invariant",
+  "rate_limit_rpm",
+  "max_concurrent",
+  "admin",
+]);
 const NAME = /^[A-Za-z0-9._-]+$/;
 /** The name logs and metrics give a global --api-key (src/http/auth/principal.ts); an entry may not take it. */
 const RESERVED_NAME = "api-key";
@@ -94,11 +104,13 @@ export function parseKeyPolicy(text: string, opts: KeyPolicyOptions): PolicyKey[
   const quote = (s: string) => (secrets.has(s) ? "(a value equal to a secret, not shown)" : JSON.stringify(s));
 
   for (const field of Object.keys(doc)) {
-    if (!TOP_FIELDS.has(field)) throw new KeyPolicyError(`unknown top-level field ${quote(field)}: the file holds only "keys"`);
+    if (!TOP_FIELDS.has(field))
+      throw new KeyPolicyError(`unknown top-level field ${quote(field)}: the file holds only "keys"`);
   }
   if (keys === undefined) throw new KeyPolicyError(`"keys" is missing: the file must list at least one key`);
   if (!Array.isArray(keys)) throw new KeyPolicyError(`"keys" must be an array of key entries, got ${kind(keys)}`);
-  if (keys.length === 0) throw new KeyPolicyError(`"keys" is empty: list at least one key (an empty policy would lock every client out)`);
+  if (keys.length === 0)
+    throw new KeyPolicyError(`"keys" is empty: list at least one key (an empty policy would lock every client out)`);
 
   const out: PolicyKey[] = [];
   const labels: string[] = [];
@@ -118,27 +130,36 @@ export function parseKeyPolicy(text: string, opts: KeyPolicyOptions): PolicyKey[
   const apiKeys = new Set(opts.apiKeys.filter((k) => k !== ""));
   out.forEach((k, i) => {
     const first = names.get(k.name);
-    if (first !== undefined) throw new KeyPolicyError(`${labels[i]}: the name is already used by keys[${first}]; names must be unique`);
+    if (first !== undefined)
+      throw new KeyPolicyError(`${labels[i]}: the name is already used by keys[${first}]; names must be unique`);
     names.set(k.name, i);
   });
   out.forEach((k, i) => {
     if (apiKeys.has(k.secret)) {
-      throw new KeyPolicyError(`${labels[i]}: its secret equals an --api-key value; a policy key must have a secret of its own`);
+      throw new KeyPolicyError(
+        `${labels[i]}: its secret equals an --api-key value; a policy key must have a secret of its own`,
+      );
     }
     const first = secretOwner.get(k.secret);
     if (first !== undefined) {
-      throw new KeyPolicyError(`${labels[i]}: its secret is the same as ${labels[first]}'s; each key needs its own secret (the server could not tell them apart)`);
+      throw new KeyPolicyError(
+        `${labels[i]}: its secret is the same as ${labels[first]}'s; each key needs its own secret (the server could not tell them apart)`,
+      );
     }
     secretOwner.set(k.secret, i);
   });
   out.forEach((k, i) => {
     if (apiKeys.has(k.name)) {
-      throw new KeyPolicyError(`${labels[i]}: its name equals an --api-key value; names are printed in logs and metrics, so a name must not be a secret`);
+      throw new KeyPolicyError(
+        `${labels[i]}: its name equals an --api-key value; names are printed in logs and metrics, so a name must not be a secret`,
+      );
     }
     const owner = secretOwner.get(k.name);
     if (owner !== undefined) {
       const whose = owner === i ? "its own secret" : `the secret of ${labels[owner]}`;
-      throw new KeyPolicyError(`${labels[i]}: its name equals ${whose}; names are printed in logs and metrics, so a name must not be a secret`);
+      throw new KeyPolicyError(
+        `${labels[i]}: its name equals ${whose}; names are printed in logs and metrics, so a name must not be a secret`,
+      );
     }
   });
   return out;
@@ -148,18 +169,25 @@ export function parseKeyPolicy(text: string, opts: KeyPolicyOptions): PolicyKey[
 function parseEntry(e: Entry, at: string, opts: KeyPolicyOptions, quote: (s: string) => string): PolicyKey {
   for (const field of Object.keys(e)) {
     if (!ENTRY_FIELDS.has(field)) {
-      throw new KeyPolicyError(`${at}: unknown field ${quote(field)}; an entry may have ${[...ENTRY_FIELDS].join(", ")}`);
+      throw new KeyPolicyError(
+        `${at}: unknown field ${quote(field)}; an entry may have ${[...ENTRY_FIELDS].join(", ")}`,
+      );
     }
   }
 
   const name = e.name;
-  if (name === undefined) throw new KeyPolicyError(`${at}: "name" is missing; every key needs a public name for logs and metrics`);
+  if (name === undefined)
+    throw new KeyPolicyError(`${at}: "name" is missing; every key needs a public name for logs and metrics`);
   if (typeof name !== "string") throw new KeyPolicyError(`${at}: "name" must be a string, got ${kind(name)}`);
   if (!NAME.test(name)) {
-    throw new KeyPolicyError(`${at}: "name" ${quote(name)} may use only letters, digits, '.', '_' and '-' (and not be empty)`);
+    throw new KeyPolicyError(
+      `${at}: "name" ${quote(name)} may use only letters, digits, '.', '_' and '-' (and not be empty)`,
+    );
   }
   if (name === RESERVED_NAME) {
-    throw new KeyPolicyError(`${at}: the name "${RESERVED_NAME}" is reserved for the global --api-key in logs and metrics; choose another`);
+    throw new KeyPolicyError(
+      `${at}: the name "${RESERVED_NAME}" is reserved for the global --api-key in logs and metrics; choose another`,
+    );
   }
 
   const secret = readSecret(e, at, opts);
@@ -190,7 +218,10 @@ function readSecret(e: Entry, at: string, opts: KeyPolicyOptions): string {
   const hasKey = e.key !== undefined;
   const hasEnv = e.key_env !== undefined;
   if (hasKey && hasEnv) throw new KeyPolicyError(`${at}: has both "key" and "key_env"; give exactly one`);
-  if (!hasKey && !hasEnv) throw new KeyPolicyError(`${at}: needs a secret: "key" (inline) or "key_env" (the environment variable holding it)`);
+  if (!hasKey && !hasEnv)
+    throw new KeyPolicyError(
+      `${at}: needs a secret: "key" (inline) or "key_env" (the environment variable holding it)`,
+    );
   let secret: string;
   if (hasKey) {
     if (typeof e.key !== "string") throw new KeyPolicyError(`${at}: "key" must be a string, got ${kind(e.key!)}`);
@@ -199,20 +230,27 @@ function readSecret(e: Entry, at: string, opts: KeyPolicyOptions): string {
   } else {
     const env = e.key_env!;
     if (typeof env !== "string" || env === "") {
-      throw new KeyPolicyError(`${at}: "key_env" must name an environment variable, got ${typeof env === "string" ? "an empty string" : kind(env)}`);
+      throw new KeyPolicyError(
+        `${at}: "key_env" must name an environment variable, got ${typeof env === "string" ? "an empty string" : kind(env)}`,
+      );
     }
     const value = opts.env[env];
-    if (value === undefined) throw new KeyPolicyError(`${at}: "key_env" names ${JSON.stringify(env)}, which is not set`);
+    if (value === undefined)
+      throw new KeyPolicyError(`${at}: "key_env" names ${JSON.stringify(env)}, which is not set`);
     if (value === "") throw new KeyPolicyError(`${at}: "key_env" names ${JSON.stringify(env)}, which is empty`);
     secret = value;
   }
   // HTTP trims header values, so a secret with whitespace at either end could
   // never be presented (a trailing newline from `$(cat file)` is the usual cause).
   if (secret.trim() !== secret) {
-    throw new KeyPolicyError(`${at}: the secret ${hasKey ? "in \"key\"" : "from \"key_env\""} begins or ends with whitespace, which HTTP headers drop; no client could present it`);
+    throw new KeyPolicyError(
+      `${at}: the secret ${hasKey ? 'in "key"' : 'from "key_env"'} begins or ends with whitespace, which HTTP headers drop; no client could present it`,
+    );
   }
   if (!isHeaderSafeSecret(secret)) {
-    throw new KeyPolicyError(`${at}: the secret ${hasKey ? "in \"key\"" : "from \"key_env\""} holds a space or a character outside printable ASCII; ${SECRET_CHARACTERS}`);
+    throw new KeyPolicyError(
+      `${at}: the secret ${hasKey ? 'in "key"' : 'from "key_env"'} holds a space or a character outside printable ASCII; ${SECRET_CHARACTERS}`,
+    );
   }
   return secret;
 }
@@ -227,7 +265,8 @@ export function isHeaderSafeSecret(secret: string): boolean {
 }
 
 /** Why a secret was refused for its characters. */
-export const SECRET_CHARACTERS = "keys must be printable ASCII without spaces (characters ! to ~), which every client sends unchanged in a header";
+export const SECRET_CHARACTERS =
+  "keys must be printable ASCII without spaces (characters ! to ~), which every client sends unchanged in a header";
 
 /** A QoS class as parseQos reads it: a name, an alias, or 0-3 as a JSON number or a string. */
 function readClass(v: Json, what: string, quote: (s: string) => string): QosClass {
@@ -263,7 +302,14 @@ export function readKeyPolicy(path: string, opts: KeyPolicyOptions): PolicyKey[]
     text = readFileSync(path, "utf8");
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : code === "EISDIR" ? "it is a folder" : (code ?? String(err));
+    const why =
+      code === "ENOENT"
+        ? "no such file"
+        : code === "EACCES"
+          ? "permission denied"
+          : code === "EISDIR"
+            ? "it is a folder"
+            : (code ?? String(err));
     throw new KeyPolicyError(`${path}: cannot read the file (${why})`);
   }
   try {

@@ -12,7 +12,10 @@ export const GLOBAL_KEY_NAME = "api-key";
 
 const digest = (secret: string) => createHash("sha256").update(secret, "utf8").digest();
 
-/** The keys a request carries: `Authorization: Bearer <key>` and `X-Api-Key: <key>` (Anthropic's clients send the latter). */
+/**
+ * The keys a request carries: `Authorization: Bearer <key>` and `X-Api-Key: <key>` (Anthropic's clients send the
+ * latter).
+ */
 export function presentedKeys(headers: Headers): string[] {
   const keys: string[] = [];
   const bearer = /^bearer[ \t]+(\S.*)$/i.exec(headers.get("authorization")?.trim() ?? "");
@@ -29,7 +32,14 @@ export class KeyRing {
     // A global key is the operator's: admin, no limits of its own, sharing the stored objects of a keyless server.
     const global = (secret: string) => ({
       digest: digest(secret),
-      principal: { name: GLOBAL_KEY_NAME, fromPolicy: false, scope: undefined, admin: true, rateLimitRpm: 0, maxConcurrent: 0 },
+      principal: {
+        name: GLOBAL_KEY_NAME,
+        fromPolicy: false,
+        scope: undefined,
+        admin: true,
+        rateLimitRpm: 0,
+        maxConcurrent: 0,
+      },
     });
     const listed = (k: PolicyKey) => ({
       digest: digest(k.secret),

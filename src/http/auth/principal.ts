@@ -55,7 +55,10 @@ export function runAs<T>(principal: Principal | undefined, handler: () => T): T 
   return principal ? running.run(principal, handler) : handler();
 }
 
-/** The name of the key the current request's handler runs under; undefined on a server without keys and outside requests (batch lines). */
+/**
+ * The name of the key the current request's handler runs under; undefined on a server without keys and outside requests
+ * (batch lines).
+ */
 export function runningKeyName(): string | undefined {
   return running.getStore()?.name;
 }

@@ -37,7 +37,14 @@ const OLLAMA_CHAT_FAMILY: ChatFamily<ParsedOllamaChat> = {
     return chatJobOf(model, req, qos);
   },
   reply: (_ctx, { req, model }, p, timer) => ({
-    renderer: ollamaRenderer({ kind: "chat", name: req.model, model, promptTokens: p.prompt.length, logprobs: req.logprobs === true, timer }),
+    renderer: ollamaRenderer({
+      kind: "chat",
+      name: req.model,
+      model,
+      promptTokens: p.prompt.length,
+      logprobs: req.logprobs === true,
+      timer,
+    }),
   }),
 };
 

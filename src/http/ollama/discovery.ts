@@ -131,7 +131,12 @@ function capabilities(entry: RegistryEntry): string[] {
   if (!model) {
     const { info } = entry.source;
     const template = info.chatTemplate ?? "";
-    if (info.fimTokens.prefix !== undefined && info.fimTokens.suffix !== undefined && info.fimTokens.middle !== undefined) out.push("insert");
+    if (
+      info.fimTokens.prefix !== undefined &&
+      info.fimTokens.suffix !== undefined &&
+      info.fimTokens.middle !== undefined
+    )
+      out.push("insert");
     if (templateReads(template, "enable_thinking") || templateReads(template, "reasoning_effort")) out.push("thinking");
     return out;
   }
@@ -143,7 +148,9 @@ function capabilities(entry: RegistryEntry): string[] {
   return out;
 }
 
-/** The known model an Ollama name means (a served id, `id:latest` or an --alias), without loading it; else Ollama's 404. */
+/**
+ * The known model an Ollama name means (a served id, `id:latest` or an --alias), without loading it; else Ollama's 404.
+ */
 function knownModel(registry: ModelRegistry, name: unknown): RegistryEntry {
   if (typeof name !== "string" || name === "") throw invalidRequest("model is required", "model");
   const entry = registry.entry(name) ?? registry.entry(withoutLatest(name));
@@ -158,7 +165,8 @@ function knownModel(registry: ModelRegistry, name: unknown): RegistryEntry {
  * always left empty.
  */
 export function showModel(registry: ModelRegistry, body: unknown) {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalidRequest("the request body must be a JSON object");
+  if (body === null || typeof body !== "object" || Array.isArray(body))
+    throw invalidRequest("the request body must be a JSON object");
   const fields = body as Record<string, unknown>;
   const entry = knownModel(registry, fields.model || fields.name);
   const facts = factsOf(entry);
@@ -176,7 +184,10 @@ export function showModel(registry: ModelRegistry, body: unknown) {
 }
 
 /** Ollama's model-management routes: superfluid serves the models it was started with. */
-/** The model-store routes, with the methods Ollama serves them on (a blob check is a HEAD, answered as a GET without its body). */
+/**
+ * The model-store routes, with the methods Ollama serves them on (a blob check is a HEAD, answered as a GET without its
+ * body).
+ */
 export const NOT_SERVED_ROUTES: readonly { method: "GET" | "POST" | "DELETE"; path: string }[] = [
   { method: "POST", path: "/api/pull" },
   { method: "POST", path: "/api/push" },

@@ -32,7 +32,8 @@ const legacySchema = v.looseObject({
 const ns = (ms: number) => Math.round(ms * 1e6);
 
 function bodyObject(body: unknown): Record<string, unknown> {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidRequest("request body must be a JSON object");
   if ((body as { model?: unknown }).model === undefined) throw invalidRequest("model is required", "model");
   return body as Record<string, unknown>;
 }
@@ -41,7 +42,8 @@ function bodyObject(body: unknown): Record<string, unknown> {
 async function embedderOf(ctx: ServerContext, name: unknown) {
   const model = await loadedOllamaModel(ctx.registry, name);
   const facts = embeddingFacts(model);
-  if (facts.pooling === "rank") throw new RequestError(400, `"${model.id}" is a reranker: it gives no embeddings`, "unsupported_model", "model");
+  if (facts.pooling === "rank")
+    throw new RequestError(400, `"${model.id}" is a reranker: it gives no embeddings`, "unsupported_model", "model");
   return { model, facts };
 }
 
@@ -54,7 +56,8 @@ export async function embed(ctx: ServerContext, request: Request): Promise<Respo
   const req = parseWith(embedSchema, body);
   const { model, facts } = await embedderOf(ctx, req.model);
   const dimensions = req.dimensions ?? undefined;
-  if (dimensions !== undefined && dimensions > facts.dimensions) throw invalidRequest(`dimensions (${dimensions}) must be at most the model's ${facts.dimensions}`, "dimensions");
+  if (dimensions !== undefined && dimensions > facts.dimensions)
+    throw invalidRequest(`dimensions (${dimensions}) must be at most the model's ${facts.dimensions}`, "dimensions");
   // As Ollama: an empty string is no input at all, and no input gives no vectors.
   const inputs = typeof req.input === "string" ? (req.input === "" ? [] : [req.input]) : req.input;
   let vectors: Float32Array[] = [];
@@ -69,7 +72,9 @@ export async function embed(ctx: ServerContext, request: Request): Promise<Respo
   }
   const shaped = vectors.map((vector) => {
     const unit = normalize(vector);
-    return Array.from(dimensions === undefined || dimensions >= unit.length ? unit : normalize(unit.subarray(0, dimensions)));
+    return Array.from(
+      dimensions === undefined || dimensions >= unit.length ? unit : normalize(unit.subarray(0, dimensions)),
+    );
   });
   return Response.json({
     model: req.model,
@@ -85,6 +90,8 @@ export async function legacyEmbeddings(ctx: ServerContext, request: Request): Pr
   const { model } = await embedderOf(ctx, req.model);
   // As Ollama: no prompt, no vector.
   if (!req.prompt) return Response.json({ embedding: [] });
-  const [vector] = await model.worker.hold(async () => embedTokens(model, await tokenizeInputs(model, [req.prompt!], { field: "prompt" }), request.signal));
+  const [vector] = await model.worker.hold(async () =>
+    embedTokens(model, await tokenizeInputs(model, [req.prompt!], { field: "prompt" }), request.signal),
+  );
   return Response.json({ embedding: Array.from(vector!) });
 }

@@ -10,5 +10,7 @@ export function ollamaErrorBody(err: RequestError): { error: string } {
 /** Ollama's streams: one JSON object per line, an error as one `{"error"}` line. */
 export const OLLAMA_NDJSON = ndjsonFraming({ error: ollamaErrorBody });
 
-/** Ollama's documented calls are `curl -d` without a content type: its routes read those bodies too (src/http/body.ts). */
+/**
+ * Ollama's documented calls are `curl -d` without a content type: its routes read those bodies too (src/http/body.ts).
+ */
 export const CURL_BODIES = { curlTypes: true } as const;

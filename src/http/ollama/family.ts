@@ -16,7 +16,8 @@ export const ollamaFamily: ApiFamily = {
   prefixes: ["/api/"],
   errorBody: ollamaErrorBody,
   mount(app, ctx) {
-    // The facts discovery lists (file size, parameter count, model_info) are read from the GGUF header now, not on the first request.
+    // The facts discovery lists (file size, parameter count, model_info) are read from the GGUF header now, not on the
+    // first request.
     warmModelFacts(ctx.registry.all());
     const noParse = { parse: "none" as const };
     app
@@ -25,7 +26,11 @@ export const ollamaFamily: ApiFamily = {
       .get("/api/version", () => ollamaVersion())
       .get("/api/tags", () => listTags(ctx.registry))
       .get("/api/ps", () => listRunning(ctx.registry))
-      .post("/api/show", async ({ request }) => showModel(ctx.registry, await readJsonBody(request, CURL_BODIES)), noParse)
+      .post(
+        "/api/show",
+        async ({ request }) => showModel(ctx.registry, await readJsonBody(request, CURL_BODIES)),
+        noParse,
+      )
       .post(CHAT_ROUTE, ({ request }) => chat(ctx, request), noParse)
       .post(GENERATE_ROUTE, ({ request }) => generate(ctx, request), noParse)
       .post(EMBED_ROUTE, ({ request }) => embed(ctx, request), noParse)

@@ -12,7 +12,13 @@ import { QOS } from "../../engine/scheduler.ts";
 import { ChoiceSet } from "../../pipeline/choice-set.ts";
 import type { ChoiceOptions } from "../../pipeline/choice-stream.ts";
 import { FIM_DEFAULT_MAX_TOKENS, fimMarkersOf, fimPrompt, fimTargetOf } from "../../pipeline/fim-prompt.ts";
-import { checkContext, checkTextFits, fitWindow, generateRequest, type GenerationOptions } from "../../pipeline/engine-request.ts";
+import {
+  checkContext,
+  checkTextFits,
+  fitWindow,
+  generateRequest,
+  type GenerationOptions,
+} from "../../pipeline/engine-request.ts";
 import { prepareChat, startChat } from "../../pipeline/prepare-chat.ts";
 import { invalidRequest } from "../../daemon/request-error.ts";
 import { RequestTimer } from "../access-log.ts";
@@ -40,7 +46,8 @@ function refuseUntemplated(req: GenerateRequest, mode: "raw" | "suffix"): void {
     ["options.stop", mergedOptions(req).stop],
   ];
   for (const [field, value] of refused) {
-    if (value !== undefined && value !== null && value !== "") throw invalidRequest(`${field} cannot be used with ${mode}: the prompt is not templated`, field);
+    if (value !== undefined && value !== null && value !== "")
+      throw invalidRequest(`${field} cannot be used with ${mode}: the prompt is not templated`, field);
   }
   refuseImages(req.images, "images");
 }
@@ -50,13 +57,25 @@ export async function generate(ctx: ServerContext, request: Request): Promise<Re
   const req = parseOllama(generateSchema, await readJsonBody(request, CURL_BODIES));
   const model = await loadedOllamaModel(ctx.registry, req.model);
   const stream = req.stream ?? true;
-  if (req.template) throw invalidRequest("template: only the model's own template is used (send an empty template or none)", "template");
+  if (req.template)
+    throw invalidRequest(
+      "template: only the model's own template is used (send an empty template or none)",
+      "template",
+    );
   const suffix = req.suffix ?? "";
-  if (!req.prompt && suffix === "" && !req.system && !(req.images && req.images.length > 0)) return preloaded({ kind: "generate", name: req.model }, stream);
+  if (!req.prompt && suffix === "" && !req.system && !(req.images && req.images.length > 0))
+    return preloaded({ kind: "generate", name: req.model }, stream);
   checkBatchInvariant(ctx.qos, request);
   const reply = (on: ServedModel, promptTokens: number, choices: ChoiceSet, choice: ChoiceOptions) => {
     const plan = { route: GENERATE_ROUTE, model: on, promptTokens, choices, choice, timer };
-    const renderer = ollamaRenderer({ kind: "generate", name: req.model, model: on, promptTokens, logprobs: false, timer });
+    const renderer = ollamaRenderer({
+      kind: "generate",
+      name: req.model,
+      model: on,
+      promptTokens,
+      logprobs: false,
+      timer,
+    });
     return replyResponse(ctx, request.signal, plan, renderer, OLLAMA_WIRE, stream);
   };
   if (suffix !== "") {
@@ -71,7 +90,11 @@ export async function generate(ctx: ServerContext, request: Request): Promise<Re
     const tokens = Array.from(await model.prompts.tokenize(text, { addSpecial: true, parseSpecial: true }));
     checkContext(model, tokens.length, "prompt");
     const options = optionsPlan(model, mergedOptions(req));
-    const engineRequest = generateRequest(ctx, model, tokens, { sampling: options.sampling, maxTokens: options.maxTokens, qos });
+    const engineRequest = generateRequest(ctx, model, tokens, {
+      sampling: options.sampling,
+      maxTokens: options.maxTokens,
+      qos,
+    });
     fitWindow(options.window, tokens.length, engineRequest);
     return reply(model, tokens.length, new ChoiceSet(model, [engineRequest], 1, { durable: true }), { stops: [] });
   }
@@ -81,9 +104,16 @@ export async function generate(ctx: ServerContext, request: Request): Promise<Re
 }
 
 /** Fill-in-the-middle: the prompt before the cursor, the suffix after it. */
-async function startFim(ctx: ServerContext, request: Request, req: GenerateRequest, model: ServedModel, suffix: string) {
+async function startFim(
+  ctx: ServerContext,
+  request: Request,
+  req: GenerateRequest,
+  model: ServedModel,
+  suffix: string,
+) {
   refuseUntemplated(req, "suffix");
-  if (req.raw) throw invalidRequest("raw cannot be used with suffix: fill-in-the-middle frames the prompt itself", "raw");
+  if (req.raw)
+    throw invalidRequest("raw cannot be used with suffix: fill-in-the-middle frames the prompt itself", "raw");
   const target = fimTargetOf(model);
   const prefix = req.prompt ?? "";
   checkTextFits(target, prefix.length + suffix.length, "prompt");

@@ -116,7 +116,8 @@ function infoOf(file: GgufFile, parameters: number): Record<string, JsonValue> {
   const entries: [string, JsonValue][] = Object.entries(file.metadata)
     .filter(([key]) => !OMITTED_KEYS.has(key))
     .map(([key, value]) => [key, jsonOf(value, file.types[key]?.includes("f32") ?? false)]);
-  if (parameters > 0 && file.metadata["general.parameter_count"] === undefined) entries.push(["general.parameter_count", parameters]);
+  if (parameters > 0 && file.metadata["general.parameter_count"] === undefined)
+    entries.push(["general.parameter_count", parameters]);
   entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return Object.fromEntries(entries);
 }

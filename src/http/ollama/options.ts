@@ -21,7 +21,13 @@ export interface OptionsPlan {
  * Samplers this server does not have, at the values that turn them off
  * (what clients send when they fill in every option): accepted as no-ops.
  */
-const OFF_VALUES: Record<string, unknown> = { mirostat: 0, tfs_z: 1, typical_p: 1, repeat_last_n: 64, penalize_newline: false };
+const OFF_VALUES: Record<string, unknown> = {
+  mirostat: 0,
+  tfs_z: 1,
+  typical_p: 1,
+  repeat_last_n: 64,
+  penalize_newline: false,
+};
 
 /**
  * Options that tune how Ollama loads and runs a model (GPU layers, threads,
@@ -29,20 +35,50 @@ const OFF_VALUES: Record<string, unknown> = { mirostat: 0, tfs_z: 1, typical_p: 
  * request's value changes nothing about its reply, so it is ignored rather
  * than refused (clients send them from their settings).
  */
-const SERVER_KNOBS = new Set(["num_gpu", "main_gpu", "num_thread", "num_batch", "numa", "low_vram", "f16_kv", "use_mmap", "use_mlock", "vocab_only", "logits_all", "embedding_only", "num_keep"]);
+const SERVER_KNOBS = new Set([
+  "num_gpu",
+  "main_gpu",
+  "num_thread",
+  "num_batch",
+  "numa",
+  "low_vram",
+  "f16_kv",
+  "use_mmap",
+  "use_mlock",
+  "vocab_only",
+  "logits_all",
+  "embedding_only",
+  "num_keep",
+]);
 
 /** Stop strings an Ollama request may carry. */
 const MAX_STOPS = 4;
 
-/** Stop strings as sent, empty ones included (dropped before MAX_STOPS applies): the array is walked only below this. */
+/**
+ * Stop strings as sent, empty ones included (dropped before MAX_STOPS applies): the array is walked only below this.
+ */
 const MAX_SENT_STOPS = 64;
 
-function numberOption(name: string, value: unknown, min: number, max = Infinity, opts: { int?: boolean; exclusiveMin?: boolean } = {}): number {
-  const ok = typeof value === "number" && Number.isFinite(value) && (opts.exclusiveMin ? value > min : value >= min) && value <= max && (!opts.int || Number.isInteger(value));
+function numberOption(
+  name: string,
+  value: unknown,
+  min: number,
+  max = Infinity,
+  opts: { int?: boolean; exclusiveMin?: boolean } = {},
+): number {
+  const ok =
+    typeof value === "number" &&
+    Number.isFinite(value) &&
+    (opts.exclusiveMin ? value > min : value >= min) &&
+    value <= max &&
+    (!opts.int || Number.isInteger(value));
   if (!ok) {
     const floor = `${opts.exclusiveMin ? "above" : "at least"} ${min}`;
     const range = max === Infinity ? floor : opts.exclusiveMin ? `${floor} and at most ${max}` : `${min} to ${max}`;
-    throw invalidRequest(`options.${name}: must be ${opts.int ? "a whole number" : "a number"} ${range}`, `options.${name}`);
+    throw invalidRequest(
+      `options.${name}: must be ${opts.int ? "a whole number" : "a number"} ${range}`,
+      `options.${name}`,
+    );
   }
   return value as number;
 }
@@ -63,7 +99,10 @@ export function optionsPlan(model: ServedModel, options: Record<string, unknown>
         // The window is the server's (serve --max-context); a smaller one is honoured per request.
         const window = numberOption(name, value, 1, Infinity, { int: true });
         if (window > model.contextWindow) {
-          throw invalidRequest(`options.num_ctx: this server runs ${model.id} with a window of ${model.contextWindow} tokens (serve --max-context); got ${window}`, "options.num_ctx");
+          throw invalidRequest(
+            `options.num_ctx: this server runs ${model.id} with a window of ${model.contextWindow} tokens (serve --max-context); got ${window}`,
+            "options.num_ctx",
+          );
         }
         if (window < model.contextWindow) plan.window = { tokens: window, field: "options.num_ctx" };
         break;
@@ -95,10 +134,13 @@ export function optionsPlan(model: ServedModel, options: Record<string, unknown>
         break;
       case "stop": {
         const stops = typeof value === "string" ? [value] : value;
-        if (Array.isArray(stops) && stops.length > MAX_SENT_STOPS) throw invalidRequest(`options.stop: at most ${MAX_STOPS} stop strings, got ${stops.length}`, "options.stop");
-        if (!Array.isArray(stops) || stops.some((s) => typeof s !== "string")) throw invalidRequest("options.stop: must be a string or an array of strings", "options.stop");
+        if (Array.isArray(stops) && stops.length > MAX_SENT_STOPS)
+          throw invalidRequest(`options.stop: at most ${MAX_STOPS} stop strings, got ${stops.length}`, "options.stop");
+        if (!Array.isArray(stops) || stops.some((s) => typeof s !== "string"))
+          throw invalidRequest("options.stop: must be a string or an array of strings", "options.stop");
         const kept = (stops as string[]).filter((s) => s !== "");
-        if (kept.length > MAX_STOPS) throw invalidRequest(`options.stop: at most ${MAX_STOPS} stop strings, got ${kept.length}`, "options.stop");
+        if (kept.length > MAX_STOPS)
+          throw invalidRequest(`options.stop: at most ${MAX_STOPS} stop strings, got ${kept.length}`, "options.stop");
         plan.stop = kept;
         break;
       }

@@ -63,10 +63,17 @@ class Gathered {
 
   private logprob(token: number, lp: TokenLogprob) {
     const text = (t: number) => Buffer.from(this.model.tokenizer.tokenBytes(t)).toString("utf8");
-    return { token: text(token), logprob: lp.logprob, top_logprobs: lp.top.map(([t, l]) => ({ token: text(t), logprob: l })) };
+    return {
+      token: text(token),
+      logprob: lp.logprob,
+      top_logprobs: lp.top.map(([t, l]) => ({ token: text(t), logprob: l })),
+    };
   }
 
-  /** Ollama's timings, in nanoseconds: the whole request, the prompt from admission to the first token, the reply after it. */
+  /**
+   * Ollama's timings, in nanoseconds: the whole request, the prompt from admission to the first token, the reply after
+   * it.
+   */
   durations(): Record<string, number> {
     const now = performance.now();
     const ns = (ms: number) => Math.max(0, Math.round(ms * 1e6));
@@ -99,7 +106,14 @@ function head(plan: RecordPlan) {
 /** The fields a record carries for its text: chat's `message`, generate's `response`. */
 function body(plan: RecordPlan, content: string, thinking: string, calls: OllamaCall[] = []) {
   if (plan.kind === "chat") {
-    return { message: { role: "assistant", content, ...(thinking ? { thinking } : {}), ...(calls.length > 0 ? { tool_calls: calls } : {}) } };
+    return {
+      message: {
+        role: "assistant",
+        content,
+        ...(thinking ? { thinking } : {}),
+        ...(calls.length > 0 ? { tool_calls: calls } : {}),
+      },
+    };
   }
   // Ollama's deprecated continuation state, empty: the prefix cache serves a
   // resent conversation. Ollama puts it on the terminal record only; the AI
@@ -121,27 +135,48 @@ function terminal(plan: RecordPlan, g: Gathered, end: ChoiceEnd, whole: boolean)
   };
 }
 
-/** Ollama's records: one per delta when streamed, then the calls and the terminal record; whole, the terminal record alone. */
+/**
+ * Ollama's records: one per delta when streamed, then the calls and the terminal record; whole, the terminal record
+ * alone.
+ */
 export function ollamaRenderer(plan: RecordPlan): ReplyRenderer {
   const g = new Gathered(plan.model, plan.timer);
   return {
     delta: (_index, d) => {
       const part = g.add(d);
       if (!part.content && !part.thinking && part.logprobs.length === 0) return [];
-      return [{ data: { ...head(plan), ...body(plan, part.content, part.thinking), ...(plan.logprobs ? { logprobs: part.logprobs } : {}), done: false } }];
+      return [
+        {
+          data: {
+            ...head(plan),
+            ...body(plan, part.content, part.thinking),
+            ...(plan.logprobs ? { logprobs: part.logprobs } : {}),
+            done: false,
+          },
+        },
+      ];
     },
     // Calls arrive whole, on one record before the terminal one.
     close: (_index, end) => [
       ...(g.calls.length > 0 ? [{ data: { ...head(plan), ...body(plan, "", "", g.calls), done: false } }] : []),
       { data: terminal(plan, g, end, false) },
     ],
-    whole: ([end]) => ({ body: terminal(plan, g, end!, true), headers: { "x-superfluid-warm": String(end!.cachedTokens) } }),
+    whole: ([end]) => ({
+      body: terminal(plan, g, end!, true),
+      headers: { "x-superfluid-warm": String(end!.cachedTokens) },
+    }),
   };
 }
 
 /** A preload (empty messages or prompt): nothing runs, one terminal record says the model is loaded. */
 export function preloaded(plan: Pick<RecordPlan, "kind" | "name">, stream: boolean): Response {
-  const record = { model: plan.name, created_at: new Date().toISOString(), ...(plan.kind === "chat" ? { message: { role: "assistant", content: "" } } : { response: "" }), done: true, done_reason: "load" };
+  const record = {
+    model: plan.name,
+    created_at: new Date().toISOString(),
+    ...(plan.kind === "chat" ? { message: { role: "assistant", content: "" } } : { response: "" }),
+    done: true,
+    done_reason: "load",
+  };
   if (!stream) return Response.json(record);
   return new Response(`${JSON.stringify(record)}\n`, { headers: { "content-type": OLLAMA_NDJSON.contentType } });
 }

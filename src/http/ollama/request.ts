@@ -21,7 +21,11 @@ function toTemplateMessage(m: OllamaMessage, i: number): ChatMessage {
   refuseImages(m.images, `messages[${i}].images`);
   const calls = m.tool_calls?.map((c, j) => {
     const args = c.function.arguments ?? {};
-    if (typeof args !== "object" || Array.isArray(args)) throw invalidRequest(`messages[${i}].tool_calls[${j}].function.arguments: must be an object`, `messages[${i}].tool_calls[${j}].function.arguments`);
+    if (typeof args !== "object" || Array.isArray(args))
+      throw invalidRequest(
+        `messages[${i}].tool_calls[${j}].function.arguments: must be an object`,
+        `messages[${i}].tool_calls[${j}].function.arguments`,
+      );
     return { type: "function", function: { name: c.function.name, arguments: JSON.stringify(args) } };
   });
   return {
@@ -41,7 +45,10 @@ function toolsOf(tools: ChatRequest["tools"]): ChatTool[] {
   });
 }
 
-/** `format`: "json" for any JSON object, a schema for one that validates (held by the grammar, keywords it cannot enforce refused). */
+/**
+ * `format`: "json" for any JSON object, a schema for one that validates (held by the grammar, keywords it cannot
+ * enforce refused).
+ */
 function constraintOf(format: ChatRequest["format"]): Constraint | undefined {
   if (format === undefined || format === null || format === "") return undefined;
   if (format === "json") return { type: "json_object" };
@@ -62,11 +69,20 @@ function toolChoiceOf(req: ChatRequest, tools: ChatTool[]): ToolChoice {
   if (choice === "none" || choice === "required") return choice;
   const name = choice.function?.name ?? choice.name;
   if (!name) throw invalidRequest("tool_choice: a named choice needs function.name", "tool_choice");
-  if (!tools.some((t) => t.name === name)) throw invalidRequest(`tool_choice names the function '${name}', which is not declared in tools`, "tool_choice");
+  if (!tools.some((t) => t.name === name))
+    throw invalidRequest(`tool_choice names the function '${name}', which is not declared in tools`, "tool_choice");
   return { name };
 }
 
-function jobOf(model: ServedModel, req: ChatRequest | GenerateRequest, messages: ChatMessage[], tools: ChatTool[], toolChoice: ToolChoice, qos: QosClass, logprobs?: number): ChatJob {
+function jobOf(
+  model: ServedModel,
+  req: ChatRequest | GenerateRequest,
+  messages: ChatMessage[],
+  tools: ChatTool[],
+  toolChoice: ToolChoice,
+  qos: QosClass,
+  logprobs?: number,
+): ChatJob {
   const options = optionsPlan(model, mergedOptions(req));
   // A forced call beats `format`, as on the other families.
   const constraint = toolChoice === "required" || typeof toolChoice === "object" ? undefined : constraintOf(req.format);
@@ -91,15 +107,27 @@ function jobOf(model: ServedModel, req: ChatRequest | GenerateRequest, messages:
 }
 
 export function chatJobOf(model: ServedModel, req: ChatRequest, qos: QosClass): ChatJob {
-  if (req.top_logprobs !== undefined && req.top_logprobs !== null && !req.logprobs) throw invalidRequest("top_logprobs requires logprobs to be true", "top_logprobs");
+  if (req.top_logprobs !== undefined && req.top_logprobs !== null && !req.logprobs)
+    throw invalidRequest("top_logprobs requires logprobs to be true", "top_logprobs");
   const messages = (req.messages ?? []).map(toTemplateMessage);
   const tools = toolsOf(req.tools);
-  return jobOf(model, req, messages, tools, toolChoiceOf(req, tools), qos, req.logprobs ? (req.top_logprobs ?? 0) : undefined);
+  return jobOf(
+    model,
+    req,
+    messages,
+    tools,
+    toolChoiceOf(req, tools),
+    qos,
+    req.logprobs ? (req.top_logprobs ?? 0) : undefined,
+  );
 }
 
 /** A templated generate: the prompt as the user turn, after `system` when given. */
 export function generateJobOf(model: ServedModel, req: GenerateRequest, qos: QosClass): ChatJob {
   refuseImages(req.images, "images");
-  const messages: ChatMessage[] = [...(req.system ? [{ role: "system", content: req.system }] : []), { role: "user", content: req.prompt ?? "" }];
+  const messages: ChatMessage[] = [
+    ...(req.system ? [{ role: "system", content: req.system }] : []),
+    { role: "user", content: req.prompt ?? "" },
+  ];
   return jobOf(model, req, messages, [], "auto", qos);
 }

@@ -22,16 +22,28 @@ const message = object({
 
 export type OllamaMessage = v.InferOutput<typeof message>;
 
-const tool = object({ type: opt(v.string()), function: object({ name: v.string(), description: opt(v.string()), parameters: opt(v.unknown()) }) });
+const tool = object({
+  type: opt(v.string()),
+  function: object({ name: v.string(), description: opt(v.string()), parameters: opt(v.unknown()) }),
+});
 
 /** `think`: on/off, or a reasoning effort. */
-const think = v.union([v.boolean(), v.picklist(["minimal", "low", "medium", "high"])], 'think must be true, false, "minimal", "low", "medium" or "high"');
+const think = v.union(
+  [v.boolean(), v.picklist(["minimal", "low", "medium", "high"])],
+  'think must be true, false, "minimal", "low", "medium" or "high"',
+);
 
-const format = v.union([v.literal("json"), v.literal(""), record(v.unknown())], 'format must be "json" or a JSON schema object');
+const format = v.union(
+  [v.literal("json"), v.literal(""), record(v.unknown())],
+  'format must be "json" or a JSON schema object',
+);
 
 /** `tool_choice` as OpenAI-style clients send it (Ollama itself has none). */
 const toolChoice = v.union(
-  [v.picklist(["none", "auto", "required"]), object({ type: opt(v.string()), name: opt(v.string()), function: opt(object({ name: v.string() })) })],
+  [
+    v.picklist(["none", "auto", "required"]),
+    object({ type: opt(v.string()), name: opt(v.string()), function: opt(object({ name: v.string() })) }),
+  ],
   'tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}',
 );
 
@@ -65,7 +77,9 @@ const shared = {
 const AS_OPTION: Record<string, string> = { max_tokens: "num_predict", max_output_tokens: "num_predict" };
 
 /** `options`, with the top-level sampling fields a request sent filled in where `options` leaves them out. */
-export function mergedOptions(req: { options?: Record<string, unknown> | null } & Record<string, unknown>): Record<string, unknown> {
+export function mergedOptions(
+  req: { options?: Record<string, unknown> | null } & Record<string, unknown>,
+): Record<string, unknown> {
   const merged: Record<string, unknown> = {};
   for (const key of Object.keys(topLevelSampling)) {
     const value = req[key];
@@ -97,13 +111,20 @@ export type ChatRequest = v.InferOutput<typeof chatSchema>;
 export type GenerateRequest = v.InferOutput<typeof generateSchema>;
 
 /** Validates a body against a route's schema. */
-export function parseOllama<S extends typeof chatSchema | typeof generateSchema>(schema: S, body: unknown): v.InferOutput<S> {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
+export function parseOllama<S extends typeof chatSchema | typeof generateSchema>(
+  schema: S,
+  body: unknown,
+): v.InferOutput<S> {
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidRequest("request body must be a JSON object");
   if ((body as { model?: unknown }).model === undefined) throw invalidRequest("model is required", "model");
   // keep_alive waits for model residency control (load and unload): until then any value is refused.
   const keepAlive = (body as { keep_alive?: unknown }).keep_alive;
   if (keepAlive !== undefined && keepAlive !== null) {
-    throw invalidRequest("unsupported parameter: keep_alive (this server keeps its models loaded while it runs)", "keep_alive");
+    throw invalidRequest(
+      "unsupported parameter: keep_alive (this server keeps its models loaded while it runs)",
+      "keep_alive",
+    );
   }
   return parseWith(schema, body);
 }

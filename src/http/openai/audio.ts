@@ -20,7 +20,13 @@ const MAX_AUDIO_BYTES = 25 * 1024 * 1024;
 const FORM_OVERHEAD_BYTES = 1024 * 1024;
 
 const missing = (field: string) => invalidRequest(`Missing required parameter: '${field}'.`, field);
-const tooLarge = () => new RequestError(413, `the audio file is larger than OpenAI's limit of ${MAX_AUDIO_BYTES} bytes (25 MiB)`, "payload_too_large", "file");
+const tooLarge = () =>
+  new RequestError(
+    413,
+    `the audio file is larger than OpenAI's limit of ${MAX_AUDIO_BYTES} bytes (25 MiB)`,
+    "payload_too_large",
+    "file",
+  );
 
 /** What a form carried: whether a `file` part came, and `model`. */
 interface AudioForm {
@@ -50,12 +56,18 @@ class FormReader {
       this.check();
     });
     this.form.on("field", (field: string, value: string) => {
-      if (field === "file") return this.fail(invalidRequest("'file' must be a file part (a part with a filename), not a plain field", "file"));
+      if (field === "file")
+        return this.fail(
+          invalidRequest("'file' must be a file part (a part with a filename), not a plain field", "file"),
+        );
       if (field === "model") this.seen.model = value;
       this.check();
     });
-    for (const event of ["partsLimit", "fieldsLimit", "filesLimit"]) this.form.on(event, () => this.fail(invalidRequest("the form has too many parts", "file")));
-    this.form.on("error", (err: unknown) => this.fail(invalidRequest(`the multipart body is malformed: ${(err as Error).message}`, "file")));
+    for (const event of ["partsLimit", "fieldsLimit", "filesLimit"])
+      this.form.on(event, () => this.fail(invalidRequest("the form has too many parts", "file")));
+    this.form.on("error", (err: unknown) =>
+      this.fail(invalidRequest(`the multipart body is malformed: ${(err as Error).message}`, "file")),
+    );
   }
 
   private check(): void {
@@ -90,7 +102,8 @@ class FormReader {
         this.fail(tooLarge());
         break;
       }
-      if (!this.form.write(step.value)) await Promise.race([new Promise((resolve) => this.form.once("drain", resolve)), stop]);
+      if (!this.form.write(step.value))
+        await Promise.race([new Promise((resolve) => this.form.once("drain", resolve)), stop]);
     }
     reader.cancel().catch(() => {});
     if (this.failure) throw this.failure.err;
@@ -103,7 +116,10 @@ async function readAudioForm(request: Request): Promise<AudioForm & { model: str
   const contentType = request.headers.get("content-type") ?? "";
   const essence = contentType.split(";", 1)[0]!.trim().toLowerCase();
   if (essence !== "multipart/form-data" || !/;\s*boundary=/i.test(contentType)) {
-    throw invalidRequest(`the request must be multipart/form-data with the fields 'file' and 'model', not '${essence || "no content type"}'`, "file");
+    throw invalidRequest(
+      `the request must be multipart/form-data with the fields 'file' and 'model', not '${essence || "no content type"}'`,
+      "file",
+    );
   }
   if (Number(request.headers.get("content-length") ?? NaN) > MAX_AUDIO_BYTES + FORM_OVERHEAD_BYTES) throw tooLarge();
   if (!request.body) throw missing("file");
@@ -127,7 +143,8 @@ async function speechToText(request: Request, what: "transcribe" | "translate"):
 /** POST /v1/audio/speech: the JSON body's `model` and `input` checked, then refused. */
 async function speech(request: Request): Promise<never> {
   const body = await readJsonBody(request);
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidRequest("request body must be a JSON object");
   const { model, input } = body as { model?: unknown; input?: unknown };
   if (model === undefined || model === null) throw missing("model");
   if (input === undefined || input === null) throw missing("input");

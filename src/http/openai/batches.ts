@@ -22,8 +22,16 @@ import { runEmbeddings } from "./embeddings.ts";
  */
 const LINE_DEFAULTS: GenerationDefaults = { operatorSampling: {}, maxTokens: 2048 };
 
-/** Runs one /v1/chat/completions batch line: the chat completions handler in process, on `model` whatever the line names, in the background class. */
-export function runBatchLine(ctx: ServerContext, model: ServedModel, body: Record<string, unknown>, signal: AbortSignal): Promise<LineReply> {
+/**
+ * Runs one /v1/chat/completions batch line: the chat completions handler in process, on `model` whatever the line
+ * names, in the background class.
+ */
+export function runBatchLine(
+  ctx: ServerContext,
+  model: ServedModel,
+  body: Record<string, unknown>,
+  signal: AbortSignal,
+): Promise<LineReply> {
   return runChatCompletion(ctx, body, { qos: QOS.background, signal, model, defaults: LINE_DEFAULTS });
 }
 
@@ -33,7 +41,11 @@ export function runBatchLine(ctx: ServerContext, model: ServedModel, body: Recor
  * which cannot embed). The embed path has no QoS classes: the line's inputs
  * queue with interactive embedding requests in the worker's one embed queue.
  */
-export function runBatchEmbedding(ctx: ServerContext, body: Record<string, unknown>, signal: AbortSignal): Promise<LineReply> {
+export function runBatchEmbedding(
+  ctx: ServerContext,
+  body: Record<string, unknown>,
+  signal: AbortSignal,
+): Promise<LineReply> {
   return runEmbeddings(ctx, body, signal);
 }
 
@@ -50,12 +62,20 @@ export function mountBatches(app: Elysia, ctx: ServerContext): void {
   const noParse = { parse: "none" as const };
   app
     // Each route names the caller's scope: a batch is seen only by the key that created it.
-    .post("/v1/batches", async ({ request }) => ctx.batches.create(await readJsonBody(request), scopeOf(request)), noParse)
+    .post(
+      "/v1/batches",
+      async ({ request }) => ctx.batches.create(await readJsonBody(request), scopeOf(request)),
+      noParse,
+    )
     .get("/v1/batches", ({ query, request }) => {
       const q = query as Record<string, string | undefined>;
       return ctx.batches.list({ limit: q.limit ?? null, after: q.after ?? null }, scopeOf(request));
     })
     .get("/v1/batches/:id", ({ params, request }) => ctx.batches.get(batchId(params.id), scopeOf(request)))
     // The body, if any, is not read: cancel takes no parameters.
-    .post("/v1/batches/:id/cancel", ({ params, request }) => ctx.batches.cancel(batchId(params.id), scopeOf(request)), noParse);
+    .post(
+      "/v1/batches/:id/cancel",
+      ({ params, request }) => ctx.batches.cancel(batchId(params.id), scopeOf(request)),
+      noParse,
+    );
 }

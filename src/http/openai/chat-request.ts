@@ -27,8 +27,10 @@ const MAX_STOPS = 64;
 export const MAX_TEMPLATE_KWARGS = 256;
 
 export function parseChatRequest(body: unknown): ChatRequest {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
-  if (!("model" in body) || (body as { model: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidRequest("request body must be a JSON object");
+  if (!("model" in body) || (body as { model: unknown }).model === undefined)
+    throw invalidRequest("you must provide a model parameter", "model");
   if (!("messages" in body)) throw invalidRequest("you must provide a messages parameter", "messages");
   refusePerRequestLora(body);
   // Before validation walks them key by key.
@@ -50,7 +52,8 @@ function refuseUndeclaredToolChoice(req: ChatRequest): void {
   const name = choice?.type === "function" ? choice.function?.name : undefined;
   if (typeof name !== "string") return;
   const declared = (req.tools ?? []).filter((t) => t.type === "function").map((t) => t.function?.name);
-  if (!declared.includes(name)) throw invalidRequest(`tool_choice names the function '${name}', which is not declared in tools`, "tool_choice");
+  if (!declared.includes(name))
+    throw invalidRequest(`tool_choice names the function '${name}', which is not declared in tools`, "tool_choice");
 }
 
 const MEDIA_KIND: Record<string, string> = {
@@ -91,7 +94,11 @@ function toTemplateMessage(m: ChatMessageInput): ChatMessage {
   const content = Array.isArray(m.content)
     ? m.content.map((p) => (p.type === "text" ? (p as { text: string }).text : "")).join("")
     : (m.content ?? null);
-  const toolCalls = m.tool_calls?.map((c) => ({ ...(c.id ? { id: c.id } : {}), type: c.type ?? "function", function: c.function }));
+  const toolCalls = m.tool_calls?.map((c) => ({
+    ...(c.id ? { id: c.id } : {}),
+    type: c.type ?? "function",
+    function: c.function,
+  }));
   return {
     role: m.role === "developer" ? "system" : m.role,
     content,
@@ -106,7 +113,10 @@ function toTemplateMessage(m: ChatMessageInput): ChatMessage {
 function toolsOf(req: ChatRequest): ChatTool[] {
   return (req.tools ?? []).flatMap((t, i) => {
     if (t.type !== "function" || !t.function) return [];
-    const parameters = toolSchema((t.function as { parameters?: unknown }).parameters, `tools[${i}].function.parameters`);
+    const parameters = toolSchema(
+      (t.function as { parameters?: unknown }).parameters,
+      `tools[${i}].function.parameters`,
+    );
     return [{ name: t.function.name, parameters, template: t as Record<string, unknown> }];
   });
 }
@@ -114,18 +124,23 @@ function toolsOf(req: ChatRequest): ChatTool[] {
 function toolChoiceOf(req: ChatRequest): ToolChoice {
   const choice = req.tool_choice;
   if (choice === "none" || choice === "required") return choice;
-  if (typeof choice === "object" && choice !== null && choice.type === "function") return { name: choice.function.name };
+  if (typeof choice === "object" && choice !== null && choice.type === "function")
+    return { name: choice.function.name };
   return "auto";
 }
 
 /** `grammar` (raw GBNF), else `response_format`. */
 function constraintOf(req: ChatRequest): Constraint | undefined {
-  if (req.grammar !== undefined && req.grammar !== null) return { type: "gbnf", grammar: req.grammar, field: "grammar" };
+  if (req.grammar !== undefined && req.grammar !== null)
+    return { type: "gbnf", grammar: req.grammar, field: "grammar" };
   const format = req.response_format;
   if (!format || format.type === "text") return undefined;
   if (format.type === "json_object") return { type: "json_object" };
   if (format.type !== "json_schema") {
-    throw invalidRequest(`response_format.type must be text, json_object or json_schema, not '${format.type}'`, "response_format.type");
+    throw invalidRequest(
+      `response_format.type must be text, json_object or json_schema, not '${format.type}'`,
+      "response_format.type",
+    );
   }
   const jsonSchema = format.json_schema;
   if (typeof jsonSchema !== "object" || jsonSchema === null) {
@@ -133,10 +148,16 @@ function constraintOf(req: ChatRequest): Constraint | undefined {
   }
   const { schema, strict } = jsonSchema as { schema?: unknown; strict?: unknown };
   if (strict !== undefined && strict !== null && typeof strict !== "boolean") {
-    throw invalidRequest("response_format.json_schema.strict must be true or false", "response_format.json_schema.strict");
+    throw invalidRequest(
+      "response_format.json_schema.strict must be true or false",
+      "response_format.json_schema.strict",
+    );
   }
   if (schema === undefined || schema === null) {
-    throw invalidRequest("response_format of type json_schema needs json_schema.schema", "response_format.json_schema.schema");
+    throw invalidRequest(
+      "response_format of type json_schema needs json_schema.schema",
+      "response_format.json_schema.schema",
+    );
   }
   // Only an explicit strict: false lets the compiler skip keywords it cannot enforce.
   return { type: "json_schema", schema, strict: strict !== false, field: "response_format.json_schema.schema" };
@@ -152,7 +173,12 @@ export function chatJobOf(model: ServedModel, req: ChatRequest, qos: QosClass, d
   refuseMedia(model, req.messages);
   const maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
   // A stream carries one choice, whatever n says.
-  checkReplyBudget(req.stream ? 1 : (req.n ?? 1), maxTokens ?? defaultMaxTokens, model.contextWindow, req.max_completion_tokens ? "max_completion_tokens" : "max_tokens");
+  checkReplyBudget(
+    req.stream ? 1 : (req.n ?? 1),
+    maxTokens ?? defaultMaxTokens,
+    model.contextWindow,
+    req.max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+  );
   return {
     messages: req.messages.map(toTemplateMessage),
     tools,

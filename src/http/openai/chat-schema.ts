@@ -5,7 +5,9 @@ import { int, object, opt, record } from "../validate.ts";
 import { samplingFields } from "./sampling-fields.ts";
 
 const textPart = v.looseObject({ type: v.literal("text"), text: v.string() });
-const mediaPart = v.looseObject({ type: v.picklist(["image_url", "input_audio", "image", "audio", "input_image", "file"]) });
+const mediaPart = v.looseObject({
+  type: v.picklist(["image_url", "input_audio", "image", "audio", "input_image", "file"]),
+});
 const contentPart = v.variant("type", [textPart, mediaPart], "content parts must be text, image_url or input_audio");
 
 export const toolCallSchema = v.looseObject({
@@ -15,7 +17,10 @@ export const toolCallSchema = v.looseObject({
 });
 
 const messageSchema = v.looseObject({
-  role: v.picklist(["system", "developer", "user", "assistant", "tool"], "role must be system, user, assistant or tool"),
+  role: v.picklist(
+    ["system", "developer", "user", "assistant", "tool"],
+    "role must be system, user, assistant or tool",
+  ),
   content: opt(v.union([v.string(), v.array(contentPart)], "content must be a string or an array of content parts")),
   name: opt(v.string()),
   tool_calls: opt(v.array(toolCallSchema)),
@@ -28,7 +33,10 @@ export type ChatMessageInput = v.InferOutput<typeof messageSchema>;
 
 /** docs/api/openai.md#tools: the three modes, or one named function. */
 const toolChoice = v.union(
-  [v.picklist(["none", "auto", "required"]), object({ type: v.literal("function"), function: object({ name: v.string() }) })],
+  [
+    v.picklist(["none", "auto", "required"]),
+    object({ type: v.literal("function"), function: object({ name: v.string() }) }),
+  ],
   'must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}',
 );
 
@@ -40,14 +48,18 @@ export const chatRequestSchema = v.looseObject({
   stream: opt(v.boolean()),
   stream_options: opt(object({ include_usage: opt(v.boolean()), continuous_usage_stats: opt(v.boolean()) })),
   n: opt(int(1, 128)),
-  stop: opt(v.union([v.string(), v.pipe(v.array(v.string()), v.maxLength(64))], "stop must be a string or an array of strings")),
+  stop: opt(
+    v.union([v.string(), v.pipe(v.array(v.string()), v.maxLength(64))], "stop must be a string or an array of strings"),
+  ),
   logprobs: opt(v.boolean()),
   top_logprobs: opt(int(0, 20)),
   logit_bias: opt(record(v.pipe(v.number(), v.minValue(-100), v.maxValue(100)))),
   chat_template_kwargs: opt(record(v.unknown())),
   enable_thinking: opt(v.boolean()),
   reasoning_effort: opt(v.string()),
-  tools: opt(v.array(object({ type: v.string(), function: opt(object({ name: v.string(), strict: opt(v.boolean()) })) }))),
+  tools: opt(
+    v.array(object({ type: v.string(), function: opt(object({ name: v.string(), strict: opt(v.boolean()) })) })),
+  ),
   tool_choice: opt(toolChoice),
   parallel_tool_calls: opt(v.boolean()),
   response_format: opt(object({ type: v.string(), json_schema: opt(v.unknown()) })),

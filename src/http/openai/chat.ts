@@ -63,13 +63,25 @@ export interface ChatRunOptions {
   defaults?: GenerationDefaults;
 }
 
-/** A chat completion body run to its whole reply: the status and the JSON body the route would answer (errors in OpenAI's envelope). */
-export async function runChatCompletion(ctx: ServerContext, body: unknown, opts: ChatRunOptions): Promise<{ status: number; body: unknown }> {
+/**
+ * A chat completion body run to its whole reply: the status and the JSON body the route would answer (errors in
+ * OpenAI's envelope).
+ */
+export async function runChatCompletion(
+  ctx: ServerContext,
+  body: unknown,
+  opts: ChatRunOptions,
+): Promise<{ status: number; body: unknown }> {
   try {
     checkListLengths(ctx.registry, body);
     const parsed = await parseChat(ctx, body, opts.model);
-    if (parsed.stream) throw invalidRequest("stream: true is not served here: this request gets one whole reply", "stream");
-    const reply = await runWholeChat(ctx, CHAT_FAMILY, parsed, { qos: opts.qos, signal: opts.signal, ...(opts.defaults ? { defaults: opts.defaults } : {}) });
+    if (parsed.stream)
+      throw invalidRequest("stream: true is not served here: this request gets one whole reply", "stream");
+    const reply = await runWholeChat(ctx, CHAT_FAMILY, parsed, {
+      qos: opts.qos,
+      signal: opts.signal,
+      ...(opts.defaults ? { defaults: opts.defaults } : {}),
+    });
     return { status: 200, body: reply.body };
   } catch (err) {
     const e = asRequestError(err);
@@ -91,8 +103,20 @@ function chatReply(req: ChatRequest, p: PreparedChat, id: string): ChatReply {
   const gathered: GatheredChoice[] = [];
   const continuous = req.stream_options?.continuous_usage_stats === true;
   let cachedAtAdmission = 0;
-  const chunk = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}, finish: string | null = null, logprobs: unknown = null): Frame => ({
-    data: { id, object: "chat.completion.chunk", created, model: p.model.id, choices: [{ index: 0, delta, logprobs, finish_reason: finish }], ...extra },
+  const chunk = (
+    delta: Record<string, unknown>,
+    extra: Record<string, unknown> = {},
+    finish: string | null = null,
+    logprobs: unknown = null,
+  ): Frame => ({
+    data: {
+      id,
+      object: "chat.completion.chunk",
+      created,
+      model: p.model.id,
+      choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
+      ...extra,
+    },
   });
   return {
     id,
@@ -117,7 +141,14 @@ function chatReply(req: ChatRequest, p: PreparedChat, id: string): ChatReply {
         return Object.keys(delta).length > 0 || lp ? [chunk(delta, usage, null, lp)] : [];
       },
       close: (_index, end: ChoiceEnd) => [
-        chunk({}, { usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens), superfluid: { warm: end.cachedTokens, ...specField([end]) } }, end.finishReason),
+        chunk(
+          {},
+          {
+            usage: usageOf(p.prompt.length, end.completionTokens, end.cachedTokens),
+            superfluid: { warm: end.cachedTokens, ...specField([end]) },
+          },
+          end.finishReason,
+        ),
       ],
       whole: (ends) => {
         const cached = ends[0]!.cachedTokens;

@@ -69,6 +69,7 @@ export async function tokenizePrompt(model: ServedModel, entry: PromptEntry, lab
 /** Every prompt of a request, in order (one at a time: the first that cannot fit stops the rest). */
 export async function tokenizePrompts(model: ServedModel, entries: PromptEntry[]): Promise<TokenizedPrompt[]> {
   const prompts: TokenizedPrompt[] = [];
-  for (const [i, entry] of entries.entries()) prompts.push(await tokenizePrompt(model, entry, promptLabel(entries.length, i)));
+  for (const [i, entry] of entries.entries())
+    prompts.push(await tokenizePrompt(model, entry, promptLabel(entries.length, i)));
   return prompts;
 }

@@ -63,7 +63,12 @@ export function completionReply(ctx: ServerContext, request: Request, plan: Comp
   // Every request is built before any starts, so a refusal leaves nothing running.
   const requests = plan.prompts.map((p) => generateRequest(ctx, plan.model, p.tokens, plan.generation));
   const choices = new ChoiceSet(plan.model, requests, plan.n, { durable: plan.durable });
-  const base = { id: `cmpl-superfluid-${ctx.nextId()}`, object: "text_completion", created: Math.floor(Date.now() / 1000), model: plan.servedAs };
+  const base = {
+    id: `cmpl-superfluid-${ctx.nextId()}`,
+    object: "text_completion",
+    created: Math.floor(Date.now() / 1000),
+    model: plan.servedAs,
+  };
   const promptOf = (index: number) => plan.prompts[Math.floor(index / plan.n)]!;
   const states = choices.generations.map((_, i) => new ChoiceState(plan, promptOf(i)));
   const sent = states.map(() => 0);
@@ -75,7 +80,13 @@ export function completionReply(ctx: ServerContext, request: Request, plan: Comp
     const completion = ends.reduce((n, e) => n + e.completionTokens, 0);
     return { usage: usageOf(promptTokens, completion, cached), ...plan.extras(ends, cached) };
   };
-  const chunk = (index: number, text: string, lp: unknown, finish: string | null, extra: Record<string, unknown> = {}): Frame => ({
+  const chunk = (
+    index: number,
+    text: string,
+    lp: unknown,
+    finish: string | null,
+    extra: Record<string, unknown> = {},
+  ): Frame => ({
     data: { ...base, choices: [{ index, text, logprobs: lp, finish_reason: finish }], ...extra },
   });
   const renderer: ReplyRenderer = {
@@ -94,7 +105,12 @@ export function completionReply(ctx: ServerContext, request: Request, plan: Comp
     whole: (ends) => ({
       body: {
         ...base,
-        choices: ends.map((end, index) => ({ index, text: states[index]!.text, logprobs: states[index]!.logprobs?.since(0) ?? null, finish_reason: end.finishReason })),
+        choices: ends.map((end, index) => ({
+          index,
+          text: states[index]!.text,
+          logprobs: states[index]!.logprobs?.since(0) ?? null,
+          finish_reason: end.finishReason,
+        })),
         ...terminal(ends),
       },
       headers: { "x-superfluid-warm": String(cachedOf(ends)) },
@@ -113,5 +129,12 @@ export function completionReply(ctx: ServerContext, request: Request, plan: Comp
     // Headers go at once: a reply of many prompts has no one admission to wait for.
     waitForAdmission: false,
   };
-  return replyResponse(ctx, request.signal, reply, renderer, { framing: OPENAI_SSE, errorBody: openaiErrorBody }, plan.stream);
+  return replyResponse(
+    ctx,
+    request.signal,
+    reply,
+    renderer,
+    { framing: OPENAI_SSE, errorBody: openaiErrorBody },
+    plan.stream,
+  );
 }

@@ -19,7 +19,13 @@ import { promptEntries, promptField, tokenizePrompts, type PromptEntry } from ".
 import { completionReply } from "./completion-reply.ts";
 import { finishOf } from "../access-log.ts";
 import { fimPrompts } from "./fim.ts";
-import { FIM_DEFAULT_MAX_TOKENS, FIM_MODES, fimMarkersOf, fimTargetOf, type FimMode } from "../../pipeline/fim-prompt.ts";
+import {
+  FIM_DEFAULT_MAX_TOKENS,
+  FIM_MODES,
+  fimMarkersOf,
+  fimTargetOf,
+  type FimMode,
+} from "../../pipeline/fim-prompt.ts";
 import { stopList } from "../../pipeline/engine-request.ts";
 import type { ServerContext } from "../server-context.ts";
 import { requestSampling, samplingFields } from "./sampling-fields.ts";
@@ -46,9 +52,12 @@ const completionSchema = v.looseObject({
 type CompletionRequest = v.InferOutput<typeof completionSchema>;
 
 function parseCompletion(body: unknown): CompletionRequest {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
-  if ((body as { model?: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
-  if ((body as { prompt?: unknown }).prompt === undefined) throw invalidRequest("you must provide a prompt parameter", "prompt");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidRequest("request body must be a JSON object");
+  if ((body as { model?: unknown }).model === undefined)
+    throw invalidRequest("you must provide a model parameter", "model");
+  if ((body as { prompt?: unknown }).prompt === undefined)
+    throw invalidRequest("you must provide a prompt parameter", "prompt");
   refusePerRequestLora(body);
   // Each prompt is at least one choice: more prompts than MAX_CHOICES are
   // refused before validation walks them (an array of token ids is one prompt).
@@ -71,7 +80,12 @@ function fimModeOf(req: CompletionRequest): FimMode {
  * may reserve (src/http/chat-limits.ts: `cap` is the reply cap that applies
  * when max_tokens is not sent, undefined for the rest of the window).
  */
-function choicesPerPrompt(req: CompletionRequest, prompts: number, model: ServedModel, cap: number | undefined): number {
+function choicesPerPrompt(
+  req: CompletionRequest,
+  prompts: number,
+  model: ServedModel,
+  cap: number | undefined,
+): number {
   const n = req.n ?? 1;
   if (req.best_of !== undefined && req.best_of !== null && req.best_of !== n) {
     throw new RequestError(
@@ -82,7 +96,10 @@ function choicesPerPrompt(req: CompletionRequest, prompts: number, model: Served
     );
   }
   if (prompts * n > MAX_CHOICES) {
-    throw invalidRequest(`${prompts} prompts with n=${n} make ${prompts * n} choices; a request may ask for at most ${MAX_CHOICES}`, prompts > MAX_CHOICES ? "prompt" : "n");
+    throw invalidRequest(
+      `${prompts} prompts with n=${n} make ${prompts * n} choices; a request may ask for at most ${MAX_CHOICES}`,
+      prompts > MAX_CHOICES ? "prompt" : "n",
+    );
   }
   checkReplyBudget(prompts * n, req.max_tokens ?? cap, model.contextWindow, "max_tokens", n > 1 ? "n" : "prompt");
   return n;
@@ -90,15 +107,31 @@ function choicesPerPrompt(req: CompletionRequest, prompts: number, model: Served
 
 function refuseEchoLogprobs(req: CompletionRequest): void {
   if (req.echo && req.logprobs !== undefined && req.logprobs !== null) {
-    throw new RequestError(400, "echo with logprobs needs prompt logprobs, which this server does not compute", "unsupported_parameter", "echo");
+    throw new RequestError(
+      400,
+      "echo with logprobs needs prompt logprobs, which this server does not compute",
+      "unsupported_parameter",
+      "echo",
+    );
   }
 }
 
 /** docs/api/openai.md#fill-in-the-middle: FIM refuses echo and logprobs. */
 function refuseFimParameters(req: CompletionRequest): void {
-  if (req.echo) throw new RequestError(400, "echo is not supported with suffix (fill-in-the-middle)", "unsupported_parameter", "echo");
+  if (req.echo)
+    throw new RequestError(
+      400,
+      "echo is not supported with suffix (fill-in-the-middle)",
+      "unsupported_parameter",
+      "echo",
+    );
   if (req.logprobs !== undefined && req.logprobs !== null) {
-    throw new RequestError(400, "logprobs is not supported with suffix (fill-in-the-middle)", "unsupported_parameter", "logprobs");
+    throw new RequestError(
+      400,
+      "logprobs is not supported with suffix (fill-in-the-middle)",
+      "unsupported_parameter",
+      "logprobs",
+    );
   }
 }
 
@@ -108,7 +141,11 @@ function sharedPlan(req: CompletionRequest, n: number) {
     n,
     stream: req.stream ?? false,
     stops: stopList(req.stop, req.ignore_eos),
-    generation: { sampling: requestSampling(req), maxTokens: req.max_tokens ?? undefined, ignoreEos: req.ignore_eos ?? false },
+    generation: {
+      sampling: requestSampling(req),
+      maxTokens: req.max_tokens ?? undefined,
+      ignoreEos: req.ignore_eos ?? false,
+    },
   };
 }
 
@@ -118,7 +155,12 @@ export async function completions(ctx: ServerContext, request: Request, peer = "
   const mode = fimModeOf(req);
   const entries = promptEntries(req.prompt);
   // The reply cap when the request names none: --max-tokens, and for FIM its own default (fimCompletion).
-  const n = choicesPerPrompt(req, entries.length, model, req.suffix ? (ctx.maxTokens ?? FIM_DEFAULT_MAX_TOKENS) : ctx.maxTokens);
+  const n = choicesPerPrompt(
+    req,
+    entries.length,
+    model,
+    req.suffix ? (ctx.maxTokens ?? FIM_DEFAULT_MAX_TOKENS) : ctx.maxTokens,
+  );
   checkBatchInvariant(ctx.qos, request);
   if (req.suffix) return fimCompletion(ctx, request, req, model, entries, n, mode, peer);
   const qos = requestQos(ctx.qos, request);
@@ -180,7 +222,9 @@ async function fimCompletion(
     durable: false,
     echo: false,
     logprobs: false,
-    extras: (ends, cached) => ({ superfluid: { cached, expired: ends.some((e) => e.expired), served_by: target.id, ...specField(ends) } }),
+    extras: (ends, cached) => ({
+      superfluid: { cached, expired: ends.some((e) => e.expired), served_by: target.id, ...specField(ends) },
+    }),
     logFinish: (ends) => (ends.some((e) => e.expired) ? "expired" : finishOf(ends[0]!)),
   });
 }

@@ -7,7 +7,14 @@
 // The Batches API runs its /v1/embeddings lines through the same code in
 // process (runEmbeddings).
 import * as v from "valibot";
-import { embedTokens, embeddingFacts, MAX_INPUTS, normalize, tokenizeInputs, type EmbedInput } from "../../pipeline/embedding.ts";
+import {
+  embedTokens,
+  embeddingFacts,
+  MAX_INPUTS,
+  normalize,
+  tokenizeInputs,
+  type EmbedInput,
+} from "../../pipeline/embedding.ts";
 import { checkArrayLength } from "../chat-limits.ts";
 import { readJsonBody } from "../body.ts";
 import { asRequestError } from "../../pipeline/request-failure.ts";
@@ -63,7 +70,11 @@ export async function embeddings(ctx: ServerContext, request: Request): Promise<
  * would answer (errors in OpenAI's envelope). It runs on the model the body
  * names; aborting `signal` drops its inputs while they are still queued.
  */
-export async function runEmbeddings(ctx: ServerContext, body: unknown, signal: AbortSignal): Promise<{ status: number; body: unknown }> {
+export async function runEmbeddings(
+  ctx: ServerContext,
+  body: unknown,
+  signal: AbortSignal,
+): Promise<{ status: number; body: unknown }> {
   try {
     return { status: 200, body: await embed(ctx, body, signal) };
   } catch (err) {
@@ -74,8 +85,10 @@ export async function runEmbeddings(ctx: ServerContext, body: unknown, signal: A
 
 /** A parsed body to OpenAI's embedding list: the route's work, shared by the route and the batch lines. */
 async function embed(ctx: ServerContext, body: unknown, signal: AbortSignal) {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
-  if ((body as { model?: unknown }).model === undefined) throw invalidRequest("you must provide a model parameter", "model");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidRequest("request body must be a JSON object");
+  if ((body as { model?: unknown }).model === undefined)
+    throw invalidRequest("you must provide a model parameter", "model");
   const { input } = body as { input?: unknown };
   if (input === undefined) throw invalidRequest("you must provide an input parameter", "input");
   // MAX_INPUTS (the pipeline's bound) before validation walks them; an array of token ids is one input.
@@ -84,7 +97,12 @@ async function embed(ctx: ServerContext, body: unknown, signal: AbortSignal) {
   const model = await loadedOr404(ctx.registry, req.model);
   const facts = embeddingFacts(model);
   if (facts.pooling === "rank") {
-    throw new RequestError(400, `the model '${model.id}' is a reranker (rank pooling): it scores pairs on /v1/rerank and gives no embeddings`, "unsupported_model", "model");
+    throw new RequestError(
+      400,
+      `the model '${model.id}' is a reranker (rank pooling): it scores pairs on /v1/rerank and gives no embeddings`,
+      "unsupported_model",
+      "model",
+    );
   }
   const dimensions = req.dimensions ?? undefined;
   if (dimensions !== undefined && dimensions > facts.dimensions) {
@@ -99,7 +117,11 @@ async function embed(ctx: ServerContext, body: unknown, signal: AbortSignal) {
   const promptTokens = tokens.reduce((sum, t) => sum + t.length, 0);
   return {
     object: "list",
-    data: vectors.map((vector, index) => ({ object: "embedding", index, embedding: encoded(shorten(normalize(vector), dimensions), format) })),
+    data: vectors.map((vector, index) => ({
+      object: "embedding",
+      index,
+      embedding: encoded(shorten(normalize(vector), dimensions), format),
+    })),
     model: model.id,
     usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
   };

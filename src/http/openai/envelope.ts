@@ -13,7 +13,9 @@ function typeOf(status: number): string {
   return "invalid_request_error";
 }
 
-export function openaiErrorBody(err: RequestError): { error: { message: string; type: string; param: string | null; code: string | null } } {
+export function openaiErrorBody(err: RequestError): {
+  error: { message: string; type: string; param: string | null; code: string | null };
+} {
   return { error: { message: err.message, type: typeOf(err.status), param: err.field, code: err.code } };
 }
 

@@ -33,7 +33,9 @@ export const openaiFamily: ApiFamily = {
     const noParse = { parse: "none" as const };
     app
       .get("/v1/models", () => listModels(ctx.registry))
-      .get("/v1/models/*", ({ params }) => entryObject(ctx.registry, knownOr404(ctx.registry, decodeModelId(params["*"]))))
+      .get("/v1/models/*", ({ params }) =>
+        entryObject(ctx.registry, knownOr404(ctx.registry, decodeModelId(params["*"]))),
+      )
       .post("/v1/chat/completions", ({ request }) => chatCompletions(ctx, request), noParse)
       // The FIM bucket is keyed by the TCP peer's address (X-Forwarded-For is not read).
       .post("/v1/completions", ({ request }) => completions(ctx, request, peerAddress(request)), noParse)

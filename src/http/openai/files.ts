@@ -15,7 +15,13 @@ import Busboy, { type BusboyInstance } from "@fastify/busboy";
 import type { Elysia } from "elysia";
 import { open } from "node:fs/promises";
 import type { Readable } from "node:stream";
-import { FilesCursorError, FilesQuotaError, type FileRecord, type FileStore, type StagedUpload } from "../../files/store.ts";
+import {
+  FilesCursorError,
+  FilesQuotaError,
+  type FileRecord,
+  type FileStore,
+  type StagedUpload,
+} from "../../files/store.ts";
 import { scopeOf } from "../auth/principal.ts";
 import { bodyReader, readBodyStep } from "../body.ts";
 import { RequestError, invalidRequest } from "../../daemon/request-error.ts";
@@ -24,7 +30,9 @@ import type { ServerContext } from "../server-context.ts";
 /** The purposes OpenAI accepts on upload. */
 export const FILE_PURPOSES: readonly string[] = ["assistants", "batch", "fine-tune", "vision", "user_data", "evals"];
 
-/** One upload's size cap, OpenAI's (512 MB per file): without --files-max-bytes one request still cannot fill the disk. */
+/**
+ * One upload's size cap, OpenAI's (512 MB per file): without --files-max-bytes one request still cannot fill the disk.
+ */
 export const MAX_UPLOAD_BYTES = 512 * 1024 * 1024;
 
 /** The whole multipart request may carry this much beside the file (boundaries, headers, the small fields). */
@@ -38,10 +46,17 @@ const DEFAULT_LIST_LIMIT = 10_000;
 
 const noSuchFile = (id: string) => new RequestError(404, `No such File object: ${id}`, null, "id");
 const missing = (field: string) => invalidRequest(`Missing required parameter: '${field}'.`, field);
-const uploadTooLarge = () => new RequestError(413, `the file is larger than the limit of ${MAX_UPLOAD_BYTES} bytes (512 MiB) per upload`, "payload_too_large", "file");
+const uploadTooLarge = () =>
+  new RequestError(
+    413,
+    `the file is larger than the limit of ${MAX_UPLOAD_BYTES} bytes (512 MiB) per upload`,
+    "payload_too_large",
+    "file",
+  );
 
 function storeRefusal(err: unknown): unknown {
-  if (err instanceof FilesQuotaError) return new RequestError(413, `${err.message} (--files-max-bytes)`, "files_quota_exceeded", "file");
+  if (err instanceof FilesQuotaError)
+    return new RequestError(413, `${err.message} (--files-max-bytes)`, "files_quota_exceeded", "file");
   return err;
 }
 
@@ -75,11 +90,17 @@ class Upload {
       limits: { fileSize: MAX_UPLOAD_BYTES, fieldSize: 64 * 1024, fields: 16, parts: 32, headerPairs: 64 },
     });
     this.form.on("file", (field: string, part: Readable, filename: string) => this.onFile(field, part, filename));
-    this.form.on("field", (field: string, value: string, _nameCut: boolean, valueCut: boolean) => this.onField(field, value, valueCut));
+    this.form.on("field", (field: string, value: string, _nameCut: boolean, valueCut: boolean) =>
+      this.onField(field, value, valueCut),
+    );
     for (const event of ["partsLimit", "fieldsLimit", "filesLimit"]) {
-      this.form.on(event, () => this.fail(invalidRequest("the form has too many parts: send 'file' and 'purpose'", "file")));
+      this.form.on(event, () =>
+        this.fail(invalidRequest("the form has too many parts: send 'file' and 'purpose'", "file")),
+      );
     }
-    this.form.on("error", (err: unknown) => this.fail(invalidRequest(`the multipart body is malformed: ${(err as Error).message}`, "file")));
+    this.form.on("error", (err: unknown) =>
+      this.fail(invalidRequest(`the multipart body is malformed: ${(err as Error).message}`, "file")),
+    );
   }
 
   private fail(err: unknown): void {
@@ -100,7 +121,8 @@ class Upload {
       return this.fail(invalidRequest("only one 'file' may be sent per upload", "file"));
     }
     this.part = part;
-    // A part busboy takes as a file without a name (typed application/octet-stream) gets the one the Python SDK gives nameless bytes.
+    // A part busboy takes as a file without a name (typed application/octet-stream) gets the one the Python SDK gives
+    // nameless bytes.
     this.filename = filename || "upload";
     // fail() may destroy the part after the store has read it to its end: that error has no reader left.
     part.on("error", () => {});
@@ -110,7 +132,10 @@ class Upload {
   }
 
   private onField(field: string, value: string, cut: boolean): void {
-    if (field === "file") return this.fail(invalidRequest("'file' must be a file part (a part with a filename), not a plain field", "file"));
+    if (field === "file")
+      return this.fail(
+        invalidRequest("'file' must be a file part (a part with a filename), not a plain field", "file"),
+      );
     if (cut) return this.fail(invalidRequest(`the field '${field}' is too long`, field));
     if (field === "purpose") {
       try {
@@ -127,10 +152,20 @@ class Upload {
   private expiresAfterSec(): number | undefined {
     const { anchor, seconds } = this.expires;
     if (anchor === undefined && seconds === undefined) return undefined;
-    if (anchor !== "created_at") throw invalidRequest(`Invalid value for 'expires_after.anchor': expected 'created_at'.`, "expires_after.anchor");
+    if (anchor !== "created_at")
+      throw invalidRequest(`Invalid value for 'expires_after.anchor': expected 'created_at'.`, "expires_after.anchor");
     const n = Number(seconds);
-    if (seconds === undefined || seconds.trim() === "" || !Number.isInteger(n) || n < EXPIRES_AFTER_MIN || n > EXPIRES_AFTER_MAX) {
-      throw invalidRequest(`Invalid value for 'expires_after.seconds': expected a whole number between ${EXPIRES_AFTER_MIN} and ${EXPIRES_AFTER_MAX}.`, "expires_after.seconds");
+    if (
+      seconds === undefined ||
+      seconds.trim() === "" ||
+      !Number.isInteger(n) ||
+      n < EXPIRES_AFTER_MIN ||
+      n > EXPIRES_AFTER_MAX
+    ) {
+      throw invalidRequest(
+        `Invalid value for 'expires_after.seconds': expected a whole number between ${EXPIRES_AFTER_MIN} and ${EXPIRES_AFTER_MAX}.`,
+        "expires_after.seconds",
+      );
     }
     return n;
   }
@@ -159,7 +194,8 @@ class Upload {
         this.fail(uploadTooLarge());
         break;
       }
-      if (!this.form.write(step.value)) await Promise.race([new Promise((resolve) => this.form.once("drain", resolve)), this.failed]);
+      if (!this.form.write(step.value))
+        await Promise.race([new Promise((resolve) => this.form.once("drain", resolve)), this.failed]);
     }
     // Refused: the rest of the body is not read (the listener drains it after the reply).
     reader.cancel().catch(() => {});
@@ -190,9 +226,13 @@ async function uploadFile(store: FileStore, request: Request): Promise<FileRecor
   const contentType = request.headers.get("content-type") ?? "";
   const essence = contentType.split(";", 1)[0]!.trim().toLowerCase();
   if (essence !== "multipart/form-data" || !/;\s*boundary=/i.test(contentType)) {
-    throw invalidRequest(`the upload must be multipart/form-data with the fields 'file' and 'purpose', not '${essence || "no content type"}'`, "file");
+    throw invalidRequest(
+      `the upload must be multipart/form-data with the fields 'file' and 'purpose', not '${essence || "no content type"}'`,
+      "file",
+    );
   }
-  if (Number(request.headers.get("content-length") ?? NaN) > MAX_UPLOAD_BYTES + FORM_OVERHEAD_BYTES) throw uploadTooLarge();
+  if (Number(request.headers.get("content-length") ?? NaN) > MAX_UPLOAD_BYTES + FORM_OVERHEAD_BYTES)
+    throw uploadTooLarge();
   if (!request.body) throw missing("file");
   return new Upload(store, contentType, scopeOf(request)).run(request.body);
 }
@@ -202,11 +242,18 @@ function listFiles(store: FileStore, request: Request) {
   const purpose = query.get("purpose") ?? undefined;
   const after = query.get("after") ?? undefined;
   const order = query.get("order") ?? "desc";
-  if (order !== "asc" && order !== "desc") throw invalidRequest(`Invalid value for 'order': '${order}'. Supported values are: 'asc' and 'desc'.`, "order");
+  if (order !== "asc" && order !== "desc")
+    throw invalidRequest(`Invalid value for 'order': '${order}'. Supported values are: 'asc' and 'desc'.`, "order");
   const rawLimit = query.get("limit");
   const limit = rawLimit === null ? DEFAULT_LIST_LIMIT : Number(rawLimit);
-  if (rawLimit !== null && (rawLimit.trim() === "" || !Number.isInteger(limit) || limit < 1 || limit > DEFAULT_LIST_LIMIT)) {
-    throw invalidRequest(`Invalid value for 'limit': expected a whole number between 1 and ${DEFAULT_LIST_LIMIT}, got '${rawLimit}'.`, "limit");
+  if (
+    rawLimit !== null &&
+    (rawLimit.trim() === "" || !Number.isInteger(limit) || limit < 1 || limit > DEFAULT_LIST_LIMIT)
+  ) {
+    throw invalidRequest(
+      `Invalid value for 'limit': expected a whole number between 1 and ${DEFAULT_LIST_LIMIT}, got '${rawLimit}'.`,
+      "limit",
+    );
   }
   try {
     return { object: "list", ...store.list({ purpose, after, order, limit, owner: scopeOf(request) }) };
@@ -265,7 +312,11 @@ async function fileContent(store: FileStore, id: string, owner: string | undefin
   });
 }
 
-async function deleteFile(store: FileStore, id: string, owner: string | undefined): Promise<{ id: string; object: "file"; deleted: true }> {
+async function deleteFile(
+  store: FileStore,
+  id: string,
+  owner: string | undefined,
+): Promise<{ id: string; object: "file"; deleted: true }> {
   if (!(await store.delete(id, owner))) throw noSuchFile(id);
   return { id, object: "file", deleted: true };
 }

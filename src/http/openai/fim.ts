@@ -7,7 +7,13 @@ import { checkContext, checkTextFits } from "../../pipeline/engine-request.ts";
 import { fimPrompt, type FimMarkers, type FimMode } from "../../pipeline/fim-prompt.ts";
 
 /** One FIM prompt per request prompt (all with the same suffix), each checked against the window. */
-export async function fimPrompts(model: ServedModel, markers: FimMarkers, entries: PromptEntry[], suffix: string, mode: FimMode): Promise<TokenizedPrompt[]> {
+export async function fimPrompts(
+  model: ServedModel,
+  markers: FimMarkers,
+  entries: PromptEntry[],
+  suffix: string,
+  mode: FimMode,
+): Promise<TokenizedPrompt[]> {
   const prompts: TokenizedPrompt[] = [];
   for (const [i, entry] of entries.entries()) {
     const prefixChars = typeof entry === "string" ? entry.length : 0;

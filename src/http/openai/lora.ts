@@ -32,7 +32,6 @@ const unloadBody = v.looseObject({
 /** llama-server's POST /lora-adapters body: the scale of each adapter named; every other one gets 0. */
 const scalesBody = v.array(v.looseObject({ id: int(0), scale: opt(scaleField) }), "must be an array of {id, scale}");
 
-
 function adapterList(model: ServedModel, adapters: LoraAdapterInfo[]) {
   return { object: "list", model: model.id, data: adapters.map(({ id, path, scale }) => ({ id, path, scale })) };
 }
@@ -71,7 +70,9 @@ export function mountLora(app: Elysia, ctx: ServerContext): void {
       noParse,
     )
     // llama-server's route: a bare array of {id, path, scale}.
-    .get("/lora-adapters", ({ request }) => queryModel(ctx, request).worker.loraAdapters.map(({ id, path, scale }) => ({ id, path, scale })))
+    .get("/lora-adapters", ({ request }) =>
+      queryModel(ctx, request).worker.loraAdapters.map(({ id, path, scale }) => ({ id, path, scale })),
+    )
     .post(
       "/lora-adapters",
       async ({ request }) => {
@@ -99,5 +100,10 @@ export function mountLora(app: Elysia, ctx: ServerContext): void {
 export function refusePerRequestLora(body: unknown): void {
   const lora = (body as { lora?: unknown } | null)?.lora;
   if (Array.isArray(lora) ? lora.length === 0 : lora === undefined || lora === null) return;
-  throw new RequestError(400, "a per-request lora list is not supported: set the adapters' scales for every request with POST /lora-adapters", "unsupported_parameter", "lora");
+  throw new RequestError(
+    400,
+    "a per-request lora list is not supported: set the adapters' scales for every request with POST /lora-adapters",
+    "unsupported_parameter",
+    "lora",
+  );
 }

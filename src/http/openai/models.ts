@@ -9,7 +9,10 @@ function aliasesOf(registry: ModelRegistry, id: string): string[] {
   return registry.aliases.filter((a) => a.target === id).map((a) => a.name);
 }
 
-/** The GGUF's own sampling defaults (`general.sampling.*`), under their request field names; one it does not publish is left out. */
+/**
+ * The GGUF's own sampling defaults (`general.sampling.*`), under their request field names; one it does not publish is
+ * left out.
+ */
 export function publishedSampling(sampling: SamplingDefaults) {
   const out: Record<string, number> = {};
   const names: [keyof SamplingDefaults, string][] = [
@@ -84,7 +87,15 @@ export function capabilitiesOf(model: ServedModel) {
     descriptor_version: 1,
     generate: capabilities.generate || "this model declares a pooling type: it embeds, it does not generate",
     embeddings: capabilities.embeddings || "this model declares no pooling: it generates, it does not embed",
-    ...(embedding ? { embedding: { pooling: embedding.pooling, dimensions: embedding.dimensions, max_input_tokens: embedding.maxInputTokens } } : {}),
+    ...(embedding
+      ? {
+          embedding: {
+            pooling: embedding.pooling,
+            dimensions: embedding.dimensions,
+            max_input_tokens: embedding.maxInputTokens,
+          },
+        }
+      : {}),
     media: "the llamacpp runtime has no media path",
     dialect: model.dialect(),
   };

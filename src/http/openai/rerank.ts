@@ -17,7 +17,12 @@ import { int, object, opt, parseWith } from "../validate.ts";
 const rerankSchema = v.looseObject({
   model: opt(v.string("model must be a string")),
   query: v.string("query must be a string"),
-  documents: v.array(v.union([v.string(), object({ text: v.string("must be a string") })], "must be a string or an object with a text field")),
+  documents: v.array(
+    v.union(
+      [v.string(), object({ text: v.string("must be a string") })],
+      "must be a string or an object with a text field",
+    ),
+  ),
   top_n: opt(int(1)),
   return_documents: opt(v.boolean()),
 });
@@ -28,7 +33,7 @@ const rerankSchema = v.looseObject({
  * EOS, SEP, document, EOS, each marker where the vocabulary adds it.
  */
 async function pairTokens(model: ServedModel, query: string, document: string): Promise<number[]> {
-  const template = model.info.namedChatTemplates["rerank"];
+  const template = model.info.namedChatTemplates.rerank;
   if (template !== undefined) {
     const text = template.replaceAll("{query}", query).replaceAll("{document}", document);
     return Array.from(await model.prompts.tokenize(text, { addSpecial: false, parseSpecial: true }));
@@ -52,9 +57,12 @@ async function pairTokens(model: ServedModel, query: string, document: string): 
 
 export async function rerank(ctx: ServerContext, request: Request): Promise<Response> {
   const body = await readJsonBody(request);
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalidRequest("request body must be a JSON object");
-  if ((body as { query?: unknown }).query === undefined) throw invalidRequest("you must provide a query parameter", "query");
-  if ((body as { documents?: unknown }).documents === undefined) throw invalidRequest("you must provide a documents parameter", "documents");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidRequest("request body must be a JSON object");
+  if ((body as { query?: unknown }).query === undefined)
+    throw invalidRequest("you must provide a query parameter", "query");
+  if ((body as { documents?: unknown }).documents === undefined)
+    throw invalidRequest("you must provide a documents parameter", "documents");
   // Documents are embedded as inputs are (at most MAX_INPUTS a request); a
   // reranker tokenizes every pair before that bound would apply, so it applies here first.
   checkArrayLength((body as { documents?: unknown }).documents, "documents", MAX_INPUTS);
@@ -74,10 +82,15 @@ export async function rerank(ctx: ServerContext, request: Request): Promise<Resp
     const [query] = await tokenizeInputs(model, [req.query], { field: "query" });
     const documents = await tokenizeInputs(model, texts, { field: "documents", indexed: true });
     const [queryVector, ...vectors] = await embedTokens(model, [query!, ...documents], request.signal);
-    return { scores: vectors.map((vector) => cosine(queryVector!, vector)), promptTokens: [query!, ...documents].reduce((sum, t) => sum + t.length, 0) };
+    return {
+      scores: vectors.map((vector) => cosine(queryVector!, vector)),
+      promptTokens: [query!, ...documents].reduce((sum, t) => sum + t.length, 0),
+    };
   });
   // Best first; equal scores keep the documents' order.
-  const ranked = scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score || a.index - b.index);
+  const ranked = scores
+    .map((score, index) => ({ index, score }))
+    .sort((a, b) => b.score - a.score || a.index - b.index);
   const kept = ranked.slice(0, req.top_n ?? ranked.length);
   return Response.json({
     model: model.id,

@@ -12,7 +12,12 @@ const penalty = v.pipe(v.number(), v.finite(), v.gtValue(0, "must be above 0"), 
  * refused rather than folded onto one of these.
  */
 const SEED_RANGE = "must be a 32-bit integer, from -2147483648 to 4294967295 (the sampler's seed is 32 bits)";
-const seed = v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(-(2 ** 31), SEED_RANGE), v.maxValue(2 ** 32 - 1, SEED_RANGE));
+const seed = v.pipe(
+  v.number(),
+  v.integer("must be a whole number"),
+  v.minValue(-(2 ** 31), SEED_RANGE),
+  v.maxValue(2 ** 32 - 1, SEED_RANGE),
+);
 
 export const samplingFields = {
   temperature: opt(num(0, 2)),

@@ -14,7 +14,8 @@ export class ToolCallCollector {
 
   add(events: ToolCallEvent[] | undefined): void {
     for (const e of events ?? []) {
-      if (e.type === "call-start") this.calls.set(e.index, { id: e.id, type: "function", function: { name: e.name, arguments: "" } });
+      if (e.type === "call-start")
+        this.calls.set(e.index, { id: e.id, type: "function", function: { name: e.name, arguments: "" } });
       else if (e.type === "call-end") this.calls.get(e.index)!.function.arguments = e.arguments;
     }
   }
@@ -42,7 +43,12 @@ export function streamedToolCalls(events: ToolCallEvent[] | undefined): Streamed
   const byIndex = new Map<number, StreamedCall>();
   for (const e of events ?? []) {
     if (e.type === "call-start") {
-      const entry: StreamedCall = { index: e.index, id: e.id, type: "function", function: { name: e.name, arguments: "" } };
+      const entry: StreamedCall = {
+        index: e.index,
+        id: e.id,
+        type: "function",
+        function: { name: e.name, arguments: "" },
+      };
       byIndex.set(e.index, entry);
       out.push(entry);
     } else if (e.type === "call-args" && e.text !== "") {

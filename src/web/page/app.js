@@ -4,7 +4,6 @@
 // /web/ws: one connection for short requests, and one of its own per running
 // Generate, because a connection runs its requests one at a time and a
 // Cancel or a session switch must not wait behind a stream.
-"use strict";
 
 (() => {
   const TOKEN_KEY = "superfluid.web-token";
@@ -80,11 +79,11 @@
     open() {
       if (this.ws) return Promise.resolve();
       if (this.opening) return this.opening;
-      const url = location.origin.replace(/^http/, "ws") + "/web/ws";
+      const url = `${location.origin.replace(/^http/, "ws")}/web/ws`;
       this.opening = new Promise((resolve, reject) => {
         let ws;
         try {
-          ws = new WebSocket(url, ["superfluid.v1", "superfluid.token." + this.token]);
+          ws = new WebSocket(url, ["superfluid.v1", `superfluid.token.${this.token}`]);
         } catch (e) {
           this.opening = null;
           reject(new ConnectError(String(e)));
@@ -231,7 +230,7 @@
 
   function shortTitle(text) {
     const one = text.replace(/\s+/g, " ").trim();
-    return one.length > 48 ? one.slice(0, 47) + "…" : one || "Untitled";
+    return one.length > 48 ? `${one.slice(0, 47)}…` : one || "Untitled";
   }
 
   function readParams() {
@@ -324,7 +323,12 @@
         case "Rebased":
           if (body.params) this.params = body.params;
           this.reply = null;
-          this.note(kind === "Forked" ? `forked from session ${body.parent} at event ${body.fork_at}` : `edited copy of session ${body.parent}`, "fork-note");
+          this.note(
+            kind === "Forked"
+              ? `forked from session ${body.parent} at event ${body.fork_at}`
+              : `edited copy of session ${body.parent}`,
+            "fork-note",
+          );
           break;
         case "Message":
           this.reply = null;
@@ -366,7 +370,7 @@
     }
 
     note(text, cls) {
-      const n = el("div", "note " + cls, text);
+      const n = el("div", `note ${cls}`, text);
       this.root.append(n);
       return n;
     }
@@ -384,8 +388,18 @@
       m.dataset.event = id;
       const text = el("div", "text", body.text ?? "");
       const actions = el("footer", "actions");
-      if (role === "user") actions.append(button("Edit", "edit", () => this.editMessage(m, id, text), "Edit this message and generate again (a new session)"));
-      actions.append(button("Fork here", "fork", () => forkAt(this.session, id + 1), "A new session holding the chat up to here"));
+      if (role === "user")
+        actions.append(
+          button(
+            "Edit",
+            "edit",
+            () => this.editMessage(m, id, text),
+            "Edit this message and generate again (a new session)",
+          ),
+        );
+      actions.append(
+        button("Fork here", "fork", () => forkAt(this.session, id + 1), "A new session holding the chat up to here"),
+      );
       m.append(el("div", "role", role), text, actions);
       this.root.append(m);
     }
@@ -398,7 +412,11 @@
       ta.rows = Math.min(12, Math.max(2, ta.value.split("\n").length));
       const save = el("button", "save", "Save & regenerate");
       save.type = "submit";
-      editor.append(ta, save, button("Cancel", "discard", () => editor.remove()));
+      editor.append(
+        ta,
+        save,
+        button("Cancel", "discard", () => editor.remove()),
+      );
       editor.addEventListener("submit", (e) => {
         e.preventDefault();
         editor.remove();
@@ -419,8 +437,18 @@
       const stats = el("span", "stats");
       meta.append(
         stats,
-        button("Fork here", "fork", () => forkAt(this.session, Number(r.dataset.last) + 1), "A new session holding the chat up to here"),
-        button("Regenerate", "regenerate", () => regenerate(this.session, first), "Draw this reply again with a new seed (a new session)"),
+        button(
+          "Fork here",
+          "fork",
+          () => forkAt(this.session, Number(r.dataset.last) + 1),
+          "A new session holding the chat up to here",
+        ),
+        button(
+          "Regenerate",
+          "regenerate",
+          () => regenerate(this.session, first),
+          "Draw this reply again with a new seed (a new session)",
+        ),
       );
       r.append(el("div", "role", "assistant"), body, meta);
       this.root.append(r);
@@ -604,7 +632,9 @@
       let s = state.selected;
       if (s === null) s = await createSession(text);
       else if (!state.sessions.get(s)?.title && state.sessions.get(s)?.parent == null) {
-        await state.ctl.call({ SetMeta: { session: s, expected_version: null, title: shortTitle(text), archived: null } });
+        await state.ctl.call({
+          SetMeta: { session: s, expected_version: null, title: shortTitle(text), archived: null },
+        });
       }
       const c = await state.ctl.call({ AppendMessage: { session: s, role: 1, text } });
       $("#input").value = "";
@@ -628,9 +658,12 @@
     const created = await state.ctl.call({ Create: { parent: null, params: readParams() } });
     const s = variant(created)[1].session;
     const system = $("#p-system").value;
-    if (system.trim() || tools.length) await state.ctl.call({ AppendSystem: { session: s, text: system.trim() ? system : null, tools } });
+    if (system.trim() || tools.length)
+      await state.ctl.call({ AppendSystem: { session: s, text: system.trim() ? system : null, tools } });
     await state.ctl.call({ SetQos: { session: s, class: state.draftQos, batch_invariant: false } });
-    await state.ctl.call({ SetMeta: { session: s, expected_version: null, title: shortTitle(firstText), archived: null } });
+    await state.ctl.call({
+      SetMeta: { session: s, expected_version: null, title: shortTitle(firstText), archived: null },
+    });
     await refreshSessions();
     await select(s);
     return s;
@@ -640,24 +673,35 @@
   async function generate(s) {
     if (state.gens.has(s)) return;
     const conn = new Conn(state.token);
-    const g = { conn, sent: performance.now(), firstAt: 0, deltas: 0, firstTokens: 0, firstEvent: undefined, cancelling: false };
+    const g = {
+      conn,
+      sent: performance.now(),
+      firstAt: 0,
+      deltas: 0,
+      firstTokens: 0,
+      firstEvent: undefined,
+      cancelling: false,
+    };
     state.gens.set(s, g);
     if (state.view?.session === s) state.view.setStreaming(true);
     updateControls();
     try {
-      const reply = await conn.call({ Generate: { session: s, max_tokens: maxTokens(), tool_choice: toolChoice() } }, (ev) => {
-        const [kind, body] = variant(ev.body);
-        // A turn this Generate opened starts at its first event; one it continued started earlier.
-        if (g.firstEvent === undefined) g.firstEvent = kind === "GenerationPrompt" ? ev.event_id : null;
-        if (kind === "Generated") {
-          if (g.deltas === 0) {
-            g.firstAt = performance.now();
-            g.firstTokens = body.span?.length ?? 0;
+      const reply = await conn.call(
+        { Generate: { session: s, max_tokens: maxTokens(), tool_choice: toolChoice() } },
+        (ev) => {
+          const [kind, body] = variant(ev.body);
+          // A turn this Generate opened starts at its first event; one it continued started earlier.
+          if (g.firstEvent === undefined) g.firstEvent = kind === "GenerationPrompt" ? ev.event_id : null;
+          if (kind === "Generated") {
+            if (g.deltas === 0) {
+              g.firstAt = performance.now();
+              g.firstTokens = body.span?.length ?? 0;
+            }
+            g.deltas++;
           }
-          g.deltas++;
-        }
-        deliver(s, ev);
-      });
+          deliver(s, ev);
+        },
+      );
       const done = performance.now();
       const sum = variant(reply)[1];
       // tok/s is the decode rate after the first token (the first waits on the
@@ -715,7 +759,9 @@
   async function rebaseFrom(s, from, to, text) {
     clearError();
     try {
-      const reply = await state.ctl.call({ Rebase: { session: s, edits: [{ Replace: { from, to, role: 1, text } }], params: null } });
+      const reply = await state.ctl.call({
+        Rebase: { session: s, edits: [{ Replace: { from, to, role: 1, text } }], params: null },
+      });
       const child = variant(reply)[1].session;
       await refreshSessions();
       await select(child);
@@ -729,7 +775,8 @@
   async function regenerate(s, replyFirst) {
     clearError();
     try {
-      const params = state.view?.session === s && state.view.params ? { ...state.view.params, seed: randomSeed() } : null;
+      const params =
+        state.view?.session === s && state.view.params ? { ...state.view.params, seed: randomSeed() } : null;
       const reply = await state.ctl.call({ Fork: { session: s, at_event: replyFirst, params } });
       const child = variant(reply)[1].session;
       await refreshSessions();
@@ -808,7 +855,13 @@
       const row = el("div", "row");
       const open = button("", "open", () => void select(s.id));
       const label = el("span", "label", titleOf(s.id));
-      const meta = el("span", "meta", s.parent !== null && s.parent !== undefined ? `#${s.id} · fork @${s.fork_at} · ${s.events} ev` : `#${s.id} · ${s.events} ev`);
+      const meta = el(
+        "span",
+        "meta",
+        s.parent !== null && s.parent !== undefined
+          ? `#${s.id} · fork @${s.fork_at} · ${s.events} ev`
+          : `#${s.id} · ${s.events} ev`,
+      );
       open.append(label, meta);
       if (state.gens.has(s.id)) open.append(el("span", "live", "●"));
       row.append(open);
@@ -827,7 +880,9 @@
     $("#new-chat").classList.toggle("selected", state.selected === null);
     $("#title").textContent = state.selected === null ? "New chat" : titleOf(state.selected);
     const info = state.selected === null ? undefined : state.sessions.get(state.selected);
-    $("#session-info").textContent = info ? `session ${info.id}${info.parent != null ? ` · fork of ${info.parent} at ${info.fork_at}` : ""}` : "";
+    $("#session-info").textContent = info
+      ? `session ${info.id}${info.parent != null ? ` · fork of ${info.parent} at ${info.fork_at}` : ""}`
+      : "";
   }
 
   // --- Controls ---------------------------------------------------------------------

@@ -15,7 +15,10 @@ const ARGS = '{"city": "Oslo", "unit": "c"}';
  * not fall inside.
  */
 const REPLIES: Record<string, { reply: string; markers: string[] }> = {
-  hermes: { reply: `<tool_call>\n{"name": "get_weather", "arguments": ${ARGS}}\n</tool_call>`, markers: ["<tool_call>", "</tool_call>"] },
+  hermes: {
+    reply: `<tool_call>\n{"name": "get_weather", "arguments": ${ARGS}}\n</tool_call>`,
+    markers: ["<tool_call>", "</tool_call>"],
+  },
   llama3: { reply: `<|python_tag|>{"name": "get_weather", "parameters": ${ARGS}}`, markers: ["<|python_tag|>"] },
   mistral: { reply: `[TOOL_CALLS][{"name": "get_weather", "arguments": ${ARGS}}]`, markers: ["[TOOL_CALLS]"] },
   deepseek: {
@@ -33,7 +36,8 @@ const REPLIES: Record<string, { reply: string; markers: string[] }> = {
 function cutPoints(reply: string, markers: string[]): number[] {
   const inside = new Set<number>();
   for (const m of markers) {
-    for (let at = reply.indexOf(m); at >= 0; at = reply.indexOf(m, at + 1)) for (let k = at + 1; k < at + m.length; k++) inside.add(k);
+    for (let at = reply.indexOf(m); at >= 0; at = reply.indexOf(m, at + 1))
+      for (let k = at + 1; k < at + m.length; k++) inside.add(k);
   }
   return Array.from({ length: reply.length }, (_, k) => k + 1).filter((k) => !inside.has(k));
 }
@@ -49,7 +53,8 @@ describe("a call cut anywhere leaves no markup in content", () => {
         const parser = dialect.parser();
         const events = [...parser.push(reply.slice(0, k)), ...parser.flush()];
         const text = events.map((e) => (e.type === "text" ? e.text : "")).join("");
-        if (text !== "") throw new Error(`cut at ${k} (${JSON.stringify(reply.slice(0, k))}) left content ${JSON.stringify(text)}`);
+        if (text !== "")
+          throw new Error(`cut at ${k} (${JSON.stringify(reply.slice(0, k))}) left content ${JSON.stringify(text)}`);
         for (const e of events) if (e.type === "call-start") expect(e.name).toBe("get_weather");
         if (events.some((e) => e.type === "call-end" && e.arguments === ARGS)) whole++;
       }

@@ -108,13 +108,22 @@ describe("deepseek parser", () => {
     const partial = (cut: string) => run([cut]).calls.map((c) => [c.name, c.end]);
     expect(partial(`${CB}${B}f${S}{"a": `)).toEqual([["f", '{"a":']]);
     expect(partial(`${CB}${B}function${S}f\n\`\`\`json\n{"a": 1, "b`)).toEqual([["f", '{"a": 1, "b']]);
-    for (const cut of [CB, `${CB}${B}`, `${CB}${B}get_wea`, `${CB}${B}f${S}`, `${CB}${B}function${S}f\n\`\`\``]) expect(run([cut])).toEqual({ text: "", calls: [] });
+    for (const cut of [CB, `${CB}${B}`, `${CB}${B}get_wea`, `${CB}${B}f${S}`, `${CB}${B}function${S}f\n\`\`\``])
+      expect(run([cut])).toEqual({ text: "", calls: [] });
   });
 });
 
 describe("deepseek forced grammar", () => {
   const tools = [
-    { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false } },
+    {
+      name: "get_weather",
+      parameters: {
+        type: "object",
+        properties: { city: { type: "string" } },
+        required: ["city"],
+        additionalProperties: false,
+      },
+    },
     { name: "noop", parameters: { type: "object", properties: {} } },
   ];
 

@@ -7,11 +7,17 @@ const none = () => false;
 
 describe("tool dialect detection", () => {
   test("each family's markers pick its parser", () => {
-    expect(detectToolDialect("{{ '<tool_call>' }}{{ tool_call | tojson }}{{ '</tool_call>' }} tools", none)?.name).toBe("hermes");
+    expect(detectToolDialect("{{ '<tool_call>' }}{{ tool_call | tojson }}{{ '</tool_call>' }} tools", none)?.name).toBe(
+      "hermes",
+    );
     expect(detectToolDialect("{{ '[TOOL_CALLS]' }} tools", none)?.name).toBe("mistral");
     expect(detectToolDialect("{{ '<｜tool▁calls▁begin｜>' }} tools", none)?.name).toBe("deepseek");
-    expect(detectToolDialect("<|start_header_id|>ipython<|end_header_id|> {{ '<|python_tag|>' }} tools", none)?.name).toBe("llama3");
-    expect(detectToolDialect("<|start|>assistant<|channel|>final<|message|>{{ m.content }}<|end|> tools", none)).toMatchObject({ name: "gpt-oss", alwaysParse: true });
+    expect(
+      detectToolDialect("<|start_header_id|>ipython<|end_header_id|> {{ '<|python_tag|>' }} tools", none)?.name,
+    ).toBe("llama3");
+    expect(
+      detectToolDialect("<|start|>assistant<|channel|>final<|message|>{{ m.content }}<|end|> tools", none),
+    ).toMatchObject({ name: "gpt-oss", alwaysParse: true });
     expect(detectToolDialect("{% if tools %}{{ tools | tojson }}{% endif %}", none)?.name).toBe("generic-json");
   });
 

@@ -120,7 +120,7 @@ describe("gpt-oss parser", () => {
     const first = parseAllSplits(' to=functions.f<|channel|>commentary <|constrain|>json<|message|>{"x":1}<|call|>');
     expect(first.calls).toEqual([{ id: "call_0", name: "f", args: '{"x":1}', end: '{"x":1}' }]);
     const later = parseAllSplits(
-      '<|channel|>analysis<|message|>hm<|end|><|start|>assistant to=functions.g<|channel|>commentary json<|message|>{}<|call|>',
+      "<|channel|>analysis<|message|>hm<|end|><|start|>assistant to=functions.g<|channel|>commentary json<|message|>{}<|call|>",
     );
     expect(later).toEqual({ text: "", reasoning: "hm", calls: [{ id: "call_0", name: "g", args: "{}", end: "{}" }] });
   });
@@ -163,7 +163,12 @@ describe("gpt-oss forced grammar", () => {
   const tools = [
     {
       name: "get_weather",
-      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false },
+      parameters: {
+        type: "object",
+        properties: { city: { type: "string" } },
+        required: ["city"],
+        additionalProperties: false,
+      },
     },
     { name: "noop", parameters: { type: "object", properties: {} } },
   ];
@@ -174,13 +179,17 @@ describe("gpt-oss forced grammar", () => {
       expect(gbnfErrors(g)).toEqual([]);
       const head = "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>";
       expect(recognizes(g, `${head}{"city":"Oslo"}<|call|>`)).toBe(true);
-      expect(recognizes(g, `<|channel|>commentary to=functions.noop <|constrain|>json<|message|>{}<|call|>`)).toBe(true);
+      expect(recognizes(g, `<|channel|>commentary to=functions.noop <|constrain|>json<|message|>{}<|call|>`)).toBe(
+        true,
+      );
       // Breaks the schema: missing required field, wrong type, unknown property.
       expect(recognizes(g, `${head}{}<|call|>`)).toBe(false);
       expect(recognizes(g, `${head}{"city":3}<|call|>`)).toBe(false);
       expect(recognizes(g, `${head}{"city":"Oslo","x":1}<|call|>`)).toBe(false);
       // Unknown tool, missing terminator, and (this wire) no second call.
-      expect(recognizes(g, `<|channel|>commentary to=functions.other <|constrain|>json<|message|>{}<|call|>`)).toBe(false);
+      expect(recognizes(g, `<|channel|>commentary to=functions.other <|constrain|>json<|message|>{}<|call|>`)).toBe(
+        false,
+      );
       expect(recognizes(g, `${head}{"city":"Oslo"}`)).toBe(false);
       expect(recognizes(g, `${head}{"city":"Oslo"}<|call|>${head}{"city":"Rome"}<|call|>`)).toBe(false);
     });

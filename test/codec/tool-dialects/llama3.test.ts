@@ -13,7 +13,7 @@ const LLAMA3_TEMPLATE = [
   "<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n",
   "{%- if m.tool_calls %}",
   "{%- for c in m.tool_calls %}",
-  '{{- \'{"name": "\' + c.function.name + \'", "parameters": \' + (c.function.arguments | tojson) + \'}\' }}',
+  "{{- '{\"name\": \"' + c.function.name + '\", \"parameters\": ' + (c.function.arguments | tojson) + '}' }}",
   "{%- endfor %}",
   "{%- else %}{{ m.content }}{%- endif %}<|eot_id|>",
   "{%- endfor %}",
@@ -119,20 +119,32 @@ describe("llama3 parser", () => {
       '{"name": "f", "parameters": {"a": 1,}}',
       '{"name": "f", "parameters": [1]}',
       '{"city": "Oslo"} is the answer',
-      "<|python_tag|>brave_search.call(query=\"x\")",
+      '<|python_tag|>brave_search.call(query="x")',
     ]) {
       expect(parseAllWays(llama3, text)).toEqual({ text, calls: [] });
     }
   });
   test("a call cut off by the end of the reply is a partial call once its arguments began, else dropped", () => {
-    expect(parseAllWays(llama3, '{"name": "f", "parameters": {"a": 1}')).toEqual({ text: "", calls: [call("f", '{"a": 1}')] });
+    expect(parseAllWays(llama3, '{"name": "f", "parameters": {"a": 1}')).toEqual({
+      text: "",
+      calls: [call("f", '{"a": 1}')],
+    });
     // Issue #34 (3): the reply a cap cut in a forced call's 190-digit number.
-    expect(parseAllWays(llama3, '<|python_tag|>{"name":"add","parameters":{"a":4572999')).toEqual({ text: "", calls: [call("add", '{"a":4572999')] });
+    expect(parseAllWays(llama3, '<|python_tag|>{"name":"add","parameters":{"a":4572999')).toEqual({
+      text: "",
+      calls: [call("add", '{"a":4572999')],
+    });
     expect(parseAllWays(llama3, '{"name": "a", "parameters": {}}; {"name": "b", "arguments": {"x": [1, ')).toEqual({
       text: "",
       calls: [call("a", "{}"), call("b", '{"x": [1', "call_1")],
     });
-    for (const cut of ['{"name": "get_wea', '{"name": "f", "parameters": ', "<|python_tag|>", '<|python_tag|>{"na', "{"]) {
+    for (const cut of [
+      '{"name": "get_wea',
+      '{"name": "f", "parameters": ',
+      "<|python_tag|>",
+      '<|python_tag|>{"na',
+      "{",
+    ]) {
       expect(parseAllWays(llama3, cut)).toEqual({ text: "", calls: [] });
     }
   });
@@ -149,7 +161,15 @@ describe("llama3 parser", () => {
 });
 
 const TOOLS: ToolSpec[] = [
-  { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false } },
+  {
+    name: "get_weather",
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string" } },
+      required: ["city"],
+      additionalProperties: false,
+    },
+  },
   { name: "now", parameters: { type: "object", properties: {} } },
 ];
 
@@ -198,7 +218,10 @@ describe("genericJson", () => {
     expect(m).toEqual({ text: "", calls: [call("f", '{"a": [1, {"b": 2}]}')] });
   });
   test("an array of calls in a ```json fence", () => {
-    const m = parseAllWays(genericJson, '```json\n[{"name": "a", "parameters": {}}, {"name": "b", "arguments": {"x": "y"}}]\n```');
+    const m = parseAllWays(
+      genericJson,
+      '```json\n[{"name": "a", "parameters": {}}, {"name": "b", "arguments": {"x": "y"}}]\n```',
+    );
     expect(m).toEqual({ text: "", calls: [call("a", "{}"), call("b", '{"x": "y"}', "call_1")] });
   });
   test("anything else is content", () => {
@@ -215,13 +238,19 @@ describe("genericJson", () => {
   });
   test("a call cut off by the end of the reply is a partial call once its arguments began, else dropped", () => {
     expect(parseAllWays(genericJson, '{"name": "f", "arguments": {}')).toEqual({ text: "", calls: [call("f", "{}")] });
-    expect(parseAllWays(genericJson, '```json\n{"name": "f", "parameters": {"a": "b')).toEqual({ text: "", calls: [call("f", '{"a": "b')] });
+    expect(parseAllWays(genericJson, '```json\n{"name": "f", "parameters": {"a": "b')).toEqual({
+      text: "",
+      calls: [call("f", '{"a": "b')],
+    });
     expect(parseAllWays(genericJson, '[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"a": 1,')).toEqual({
       text: "",
       calls: [call("f", "{}"), call("g", '{"a": 1', "call_1")],
     });
     // The calls that closed stay; the one cut before its arguments is dropped.
-    expect(parseAllWays(genericJson, '[{"name": "f", "arguments": {}}, {"na')).toEqual({ text: "", calls: [call("f", "{}")] });
+    expect(parseAllWays(genericJson, '[{"name": "f", "arguments": {}}, {"na')).toEqual({
+      text: "",
+      calls: [call("f", "{}")],
+    });
     for (const cut of ["{", '{"nam', '{"name": "f", "arguments": ']) {
       expect(parseAllWays(genericJson, cut)).toEqual({ text: "", calls: [] });
     }

@@ -76,11 +76,15 @@ describe("mistral parser", () => {
   test("one call, in one piece and split at every boundary", () => {
     const m = checkAllSplits('[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}]');
     expect(m.text).toBe("");
-    expect(m.calls).toEqual([{ id: "id0", name: "get_weather", args: '{"city": "Oslo", "days": 2}', end: '{"city": "Oslo", "days": 2}' }]);
+    expect(m.calls).toEqual([
+      { id: "id0", name: "get_weather", args: '{"city": "Oslo", "days": 2}', end: '{"city": "Oslo", "days": 2}' },
+    ]);
   });
 
   test("parallel calls in one array (an id key may be present)", () => {
-    const m = checkAllSplits('[TOOL_CALLS] [{"name": "a", "arguments": {"x": [1, "]"]}, "id": "abc123XYZ"}, {"id": "zzzzzzzzz", "name": "b", "arguments": {}}]');
+    const m = checkAllSplits(
+      '[TOOL_CALLS] [{"name": "a", "arguments": {"x": [1, "]"]}, "id": "abc123XYZ"}, {"id": "zzzzzzzzz", "name": "b", "arguments": {}}]',
+    );
     expect(m.text).toBe("");
     expect(m.calls.map((c) => [c.name, c.end])).toEqual([
       ["a", '{"x": [1, "]"]}'],
@@ -123,10 +127,18 @@ describe("mistral parser", () => {
   test("a section cut off by the end of the reply keeps the calls whose arguments began, never content", () => {
     const partial = (s: string) => checkAllSplits(`Hi ${s}`).calls.map((c) => [c.name, c.end]);
     expect(partial('[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}')).toEqual([["f", '{"a": 1}']]);
-    expect(partial('[TOOL_CALLS][{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"b": ')).toEqual([["f", "{}"], ["g", '{"b":']]);
+    expect(partial('[TOOL_CALLS][{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"b": ')).toEqual([
+      ["f", "{}"],
+      ["g", '{"b":'],
+    ]);
     expect(partial('[TOOL_CALLS]f[ARGS]{"a": ')).toEqual([["f", '{"a":']]);
     expect(partial('[TOOL_CALLS]f[CALL_ID]abc123XYZ[ARGS]{"a": [')).toEqual([["f", '{"a": [']]);
-    for (const s of ["[TOOL_CALLS]", "[TOOL_CALLS][{\"na", "[TOOL_CALLS]f[AR", '[TOOL_CALLS][{"name": "f", "arguments": ']) {
+    for (const s of [
+      "[TOOL_CALLS]",
+      '[TOOL_CALLS][{"na',
+      "[TOOL_CALLS]f[AR",
+      '[TOOL_CALLS][{"name": "f", "arguments": ',
+    ]) {
       expect(checkAllSplits(`Hi ${s}`)).toEqual({ text: "Hi ", calls: [] });
     }
   });
@@ -144,7 +156,15 @@ describe("mistral parser", () => {
 
 describe("mistral forced grammar", () => {
   const tools = [
-    { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false } },
+    {
+      name: "get_weather",
+      parameters: {
+        type: "object",
+        properties: { city: { type: "string" } },
+        required: ["city"],
+        additionalProperties: false,
+      },
+    },
     { name: "noop", parameters: { type: "object", properties: {}, additionalProperties: false } },
   ];
 
@@ -156,13 +176,16 @@ describe("mistral forced grammar", () => {
     expect(recognizes(g, '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": 3}}]')).toBe(false);
     expect(recognizes(g, '[TOOL_CALLS][{"name": "get_weather", "arguments": {}}]')).toBe(false);
     expect(recognizes(g, '[TOOL_CALLS][{"name": "other", "arguments": {}}]')).toBe(false);
-    expect(recognizes(g, '[TOOL_CALLS][{"name": "noop", "arguments": {}}, {"name": "noop", "arguments": {}}]')).toBe(false);
+    expect(recognizes(g, '[TOOL_CALLS][{"name": "noop", "arguments": {}}, {"name": "noop", "arguments": {}}]')).toBe(
+      false,
+    );
   });
 
   test("parallel calls", () => {
     const g = parseGbnf(mistral.forcedGrammar(tools, true));
     expect(gbnfErrors(g)).toEqual([]);
-    const text = '[TOOL_CALLS][{"name": "noop", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Oslo"}}]';
+    const text =
+      '[TOOL_CALLS][{"name": "noop", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Oslo"}}]';
     expect(recognizes(g, text)).toBe(true);
     // What the grammar admits, the parser reads back.
     expect(run([text], counter()).calls.map((c) => c.name)).toEqual(["noop", "get_weather"]);

@@ -8,31 +8,42 @@ import { detectToolDialect } from "../../../src/codec/tool-dialects/index.ts";
 
 const CONVERSATION = [
   { role: "user", content: "weather in Oslo?" },
-  { role: "assistant", content: null, tool_calls: [{ id: "abcdefghi", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }] },
+  {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: "abcdefghi", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+    ],
+  },
   { role: "tool", tool_call_id: "abcdefghi", content: '{"temp": 3}' },
   { role: "user", content: "thanks" },
 ];
-const TOOLS = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+const TOOLS = [
+  {
+    type: "function",
+    function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
+  },
+];
 
 const FAMILIES: { name: string; template: string; call: string; result: string }[] = [
   {
     name: "hermes",
     template:
-      "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{\"name\": \"{{ c.function.name }}\", \"arguments\": {{ c.function.arguments | tojson }}}</tool_call>{% endfor %}{% elif m.role == 'tool' %}<tool_response>{{ m.content }}</tool_response>{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+      '{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</tool_call>{% endfor %}{% elif m.role == \'tool\' %}<tool_response>{{ m.content }}</tool_response>{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}',
     call: '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>',
     result: '<tool_response>{"temp": 3}</tool_response>',
   },
   {
     name: "mistral",
     template:
-      "{% for m in messages %}{% if m.role == 'user' %}[INST]{{ m.content }}[/INST]{% elif m.tool_calls %}[TOOL_CALLS][{% for c in m.tool_calls %}{\"name\": \"{{ c.function.name }}\", \"arguments\": {{ c.function.arguments | tojson }}, \"id\": \"{{ c.id }}\"}{% endfor %}]</s>{% elif m.role == 'tool' %}[TOOL_RESULTS]{\"call_id\": \"{{ m.tool_call_id }}\", \"content\": {{ m.content }}}[/TOOL_RESULTS]{% endif %}{% endfor %}",
+      '{% for m in messages %}{% if m.role == \'user\' %}[INST]{{ m.content }}[/INST]{% elif m.tool_calls %}[TOOL_CALLS][{% for c in m.tool_calls %}{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}, "id": "{{ c.id }}"}{% endfor %}]</s>{% elif m.role == \'tool\' %}[TOOL_RESULTS]{"call_id": "{{ m.tool_call_id }}", "content": {{ m.content }}}[/TOOL_RESULTS]{% endif %}{% endfor %}',
     call: '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "abcdefghi"}]',
     result: '[TOOL_RESULTS]{"call_id": "abcdefghi", "content": {"temp": 3}}[/TOOL_RESULTS]',
   },
   {
     name: "llama3",
     template:
-      "{% for m in messages %}{% if m.tool_calls %}<|start_header_id|>assistant<|end_header_id|>\n\n{% for c in m.tool_calls %}{\"name\": \"{{ c.function.name }}\", \"parameters\": {{ c.function.arguments | tojson }}}{% endfor %}<|eot_id|>{% elif m.role == 'tool' %}<|start_header_id|>ipython<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% else %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endif %}{% endfor %}",
+      '{% for m in messages %}{% if m.tool_calls %}<|start_header_id|>assistant<|end_header_id|>\n\n{% for c in m.tool_calls %}{"name": "{{ c.function.name }}", "parameters": {{ c.function.arguments | tojson }}}{% endfor %}<|eot_id|>{% elif m.role == \'tool\' %}<|start_header_id|>ipython<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% else %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endif %}{% endfor %}',
     call: '{"name": "get_weather", "parameters": {"city": "Oslo"}}',
     result: '<|start_header_id|>ipython<|end_header_id|>\n\n{"temp": 3}',
   },

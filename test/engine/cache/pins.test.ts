@@ -16,7 +16,8 @@ import { fixturePath } from "../../support/models.ts";
 
 describe("PinSet", () => {
   /** Distinct token prefixes of all pins: what the union must count. */
-  const bruteUnion = (pins: number[][]) => new Set(pins.flatMap((p) => p.map((_, i) => p.slice(0, i + 1).join(",")))).size;
+  const bruteUnion = (pins: number[][]) =>
+    new Set(pins.flatMap((p) => p.map((_, i) => p.slice(0, i + 1).join(",")))).size;
 
   test("the union counts shared prefixes once", () => {
     const pins = new PinSet({ capacity: 1000, budgetPct: 100, now: () => 0 });
@@ -31,7 +32,10 @@ describe("PinSet", () => {
     let clock = 0;
     const pins = new PinSet({ capacity: 1e6, budgetPct: 100, now: () => clock });
     let seed = 12345;
-    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
     const live = new Map<string, { tokens: number[]; expiresAt: number }>();
     for (let step = 0; step < 400; step++) {
       // Small alphabet and lengths, so pins share prefixes, repeat and extend each other.
@@ -57,7 +61,12 @@ describe("PinSet", () => {
     expect(pins.pinnedLength([1, 1, 1, 1, 1, 1, 9])).toBe(0);
     expect(pins.add([2, 2, 2, 2, 3, 3], 10)).toBe(true); // shares 4: the union is 8
     expect(pins.summary()).toMatchObject({ count: 2, tokens: 8, yielded: 1 });
-    expect(pins.add(Array.from({ length: 11 }, () => 5), 10)).toBe(false);
+    expect(
+      pins.add(
+        Array.from({ length: 11 }, () => 5),
+        10,
+      ),
+    ).toBe(false);
     expect(pins.summary()).toMatchObject({ count: 2, tokens: 8, yielded: 2 });
   });
 
@@ -114,11 +123,14 @@ const job = (prompt: number[], pins?: GenerateJob["pins"], maxTokens = 8): Gener
   ignoreEos: true,
   ...(pins ? { pins } : {}),
 });
-const text = (seed: string, words: number) => Array.from({ length: words }, (_, i) => `${seed}${(i * 7919) % 101}`).join(" ");
+const text = (seed: string, words: number) =>
+  Array.from({ length: words }, (_, i) => `${seed}${(i * 7919) % 101}`).join(" ");
 /** A prompt of exactly `tokens` tokens (BOS first). */
-const sized = (seed: string, tokens: number) => tiny.model.tokenize(text(seed, tokens), { addSpecial: true, parseSpecial: true }).slice(0, tokens);
+const sized = (seed: string, tokens: number) =>
+  tiny.model.tokenize(text(seed, tokens), { addSpecial: true, parseSpecial: true }).slice(0, tokens);
 /** `tokens` tokens of text with no BOS, to end a prompt with. */
-const tail = (seed: string, tokens: number) => tiny.model.tokenize(text(seed, tokens), { addSpecial: false }).slice(0, tokens);
+const tail = (seed: string, tokens: number) =>
+  tiny.model.tokenize(text(seed, tokens), { addSpecial: false }).slice(0, tokens);
 
 interface Run {
   out: Map<string, number[]>;
@@ -147,14 +159,17 @@ function again(e: Engine, prompt: number[], maxTokens = 8): { cached: number; ou
   return { cached: r.cached.get(j.id)!, out: r.out.get(j.id)! };
 }
 
-
 /**
  * Pressure on per-lane buffers: 2 lanes, 4 sequences of 512 cells (2048),
  * high mark 50%, low 25%. Three 400-token prompts run one after another
  * (407 cells each once done): after the third the pool holds 1221 cells,
  * past the high mark, and eviction takes the oldest, A, first.
  */
-function pressure(opts: Partial<EngineOptions>, pins: { a?: GenerateJob["pins"]; b?: GenerateJob["pins"] }, between?: () => void) {
+function pressure(
+  opts: Partial<EngineOptions>,
+  pins: { a?: GenerateJob["pins"]; b?: GenerateJob["pins"] },
+  between?: () => void,
+) {
   const e = tiny.engine({ pressureHigh: 0.5, pressureLow: 0.25, ...opts });
   const [a, b, c] = ["pa", "pb", "pc"].map((s) => sized(s, 400)) as [number[], number[], number[]];
   run(e, [job(a, pins.a)]);
@@ -190,7 +205,10 @@ describe("pins in the engine", () => {
 
   test("with a small budget the older pin yields to the newer", () => {
     // 20% of 2048 cells: 409, room for one 300-token pin, not two.
-    const { e, a, b } = pressure({ pinBudgetPct: 20 }, { a: [{ length: 300, ttlMs: 60_000 }], b: [{ length: 300, ttlMs: 60_000 }] });
+    const { e, a, b } = pressure(
+      { pinBudgetPct: 20 },
+      { a: [{ length: 300, ttlMs: 60_000 }], b: [{ length: 300, ttlMs: 60_000 }] },
+    );
     expect(e.snapshot().pins).toEqual({ count: 1, tokens: 300, budgetTokens: 409, yielded: 1 });
     expect(again(e, b).cached).toBe(300);
     expect(again(e, a).cached).toBeLessThan(16);
@@ -205,7 +223,14 @@ describe("pins in the engine", () => {
   test("a pin reaches at most the prompt's last token but one; shared prefixes count once", () => {
     const e = tiny.engine();
     const p = sized("clamp", 100);
-    run(e, [job(p, [{ length: 40, ttlMs: 1000 }, { length: 80, ttlMs: 1000 }, { length: 500, ttlMs: 1000 }, { length: 0, ttlMs: 1000 }])]);
+    run(e, [
+      job(p, [
+        { length: 40, ttlMs: 1000 },
+        { length: 80, ttlMs: 1000 },
+        { length: 500, ttlMs: 1000 },
+        { length: 0, ttlMs: 1000 },
+      ]),
+    ]);
     expect(e.snapshot().pins).toMatchObject({ count: 3, tokens: 99 });
   });
 
@@ -283,10 +308,21 @@ describe("pins through the worker", () => {
 
   test("a request's pins reach the worker's engine, under the worker's budget", async () => {
     const path = await fixturePath("tiny-random");
-    const worker = await WorkerClient.start({ model: path, maxBatch: 2, maxContext: 512, threads: 1, pinBudgetPct: 25 });
+    const worker = await WorkerClient.start({
+      model: path,
+      maxBatch: 2,
+      maxContext: 512,
+      threads: 1,
+      pinBudgetPct: 25,
+    });
     try {
       const prompt = sized("worker", 64);
-      for await (const e of worker.generate({ prompt, sampling: GREEDY, maxTokens: 4, pins: [{ length: 32, ttlMs: 60_000 }] })) {
+      for await (const e of worker.generate({
+        prompt,
+        sampling: GREEDY,
+        maxTokens: 4,
+        pins: [{ length: 32, ttlMs: 60_000 }],
+      })) {
         if (e.type === "finished") expect(e.reason).toBe("length");
       }
       const { snapshot } = await worker.stats();

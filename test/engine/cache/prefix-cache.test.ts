@@ -3,18 +3,31 @@
 // with the same prompt run cold, so a wrong import or copy shows as different
 // tokens, not only as a wrong count.
 import { describe, expect, test } from "bun:test";
-import { Engine, type EngineOptions, type GenerateJob, type TickEvents } from "../../../src/engine/engine.ts";
+import type { Engine, EngineOptions, GenerateJob, TickEvents } from "../../../src/engine/engine.ts";
 import { GREEDY } from "../../../src/engine/sampling.ts";
 import { useTinyEngines } from "../../support/engines.ts";
 import { expectGreedyReply } from "../../support/greedy-check.ts";
 
-const tiny = useTinyEngines({ lanes: 1, cellsPerSequence: 1024, threads: 1, prefillBudget: 128, hostCacheBytes: 64 * 2 ** 20 });
+const tiny = useTinyEngines({
+  lanes: 1,
+  cellsPerSequence: 1024,
+  threads: 1,
+  prefillBudget: 128,
+  hostCacheBytes: 64 * 2 ** 20,
+});
 const engine = (opts: Partial<EngineOptions> = {}): Engine => tiny.engine(opts);
 
 let nextId = 0;
-const job = (prompt: number[], maxTokens = 8): GenerateJob => ({ id: `c${nextId++}`, prompt, sampling: GREEDY, maxTokens, ignoreEos: true });
+const job = (prompt: number[], maxTokens = 8): GenerateJob => ({
+  id: `c${nextId++}`,
+  prompt,
+  sampling: GREEDY,
+  maxTokens,
+  ignoreEos: true,
+});
 
-const text = (seed: string, words: number) => Array.from({ length: words }, (_, i) => `${seed}${(i * 7919) % 101}`).join(" ");
+const text = (seed: string, words: number) =>
+  Array.from({ length: words }, (_, i) => `${seed}${(i * 7919) % 101}`).join(" ");
 const prompt = (s: string) => tiny.model.tokenize(s, { addSpecial: true, parseSpecial: true });
 /** A prompt of exactly `tokens` tokens. */
 const sized = (seed: string, tokens: number) => prompt(text(seed, tokens)).slice(0, tokens);
@@ -36,7 +49,6 @@ function run(e: Engine, jobs: GenerateJob[]): Run {
   }
   return r;
 }
-
 
 describe("host tier", () => {
   test("a prefix pushed out of the pool comes back from host memory, with the same reply", () => {
@@ -125,7 +137,9 @@ describe("burst coalescing", () => {
   test("requests sharing a long prefix wait for one prefill of it and copy it", () => {
     const e = engine({ lanes: 4, coalesceMin: 64 });
     const shared = prompt(text("shared", 160));
-    const jobs = Array.from({ length: 4 }, (_, i) => job([...shared, ...tiny.model.tokenize(` question ${i}?`, { parseSpecial: true })]));
+    const jobs = Array.from({ length: 4 }, (_, i) =>
+      job([...shared, ...tiny.model.tokenize(` question ${i}?`, { parseSpecial: true })]),
+    );
     const prefilledBefore = e.stats.prefilledTokens;
     const r = run(e, jobs);
     const warm = jobs.filter((j) => r.cached.get(j.id)! >= shared.length);
@@ -139,7 +153,9 @@ describe("burst coalescing", () => {
   test("below the threshold nobody waits", () => {
     const e = engine({ lanes: 4, coalesceMin: 1024 });
     const shared = prompt(text("short", 60));
-    const jobs = Array.from({ length: 4 }, (_, i) => job([...shared, ...tiny.model.tokenize(` q${i}`, { parseSpecial: true })]));
+    const jobs = Array.from({ length: 4 }, (_, i) =>
+      job([...shared, ...tiny.model.tokenize(` q${i}`, { parseSpecial: true })]),
+    );
     const r = run(e, jobs);
     expect(r.ticks[0]!.admitted.length).toBe(4);
     expect(e.stats.coalesced).toBe(0);

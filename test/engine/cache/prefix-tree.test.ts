@@ -41,7 +41,12 @@ describe("prefix tree", () => {
     const fresh = { name: "fresh", kind: "pool" as const, at: 2 };
     tree.insert(old, [5, 6, 7]);
     tree.insert(fresh, [5, 6, 8]);
-    const m = tree.longest([5, 6, 9], 10, (e) => e.kind, (x, y) => y.at - x.at);
+    const m = tree.longest(
+      [5, 6, 9],
+      10,
+      (e) => e.kind,
+      (x, y) => y.at - x.at,
+    );
     expect(m.get("pool")).toEqual({ entry: fresh, length: 2 });
   });
 
@@ -53,9 +58,19 @@ describe("prefix tree", () => {
     tree.insert(short, [1, 2]);
     tree.insert(mid, [1, 2, 3, 4]);
     tree.insert(other, [1, 3]);
-    expect(tree.prefixesOf([1, 2, 3, 4, 5]).map((e) => e.name).sort()).toEqual(["mid", "short"]);
+    expect(
+      tree
+        .prefixesOf([1, 2, 3, 4, 5])
+        .map((e) => e.name)
+        .sort(),
+    ).toEqual(["mid", "short"]);
     expect(tree.prefixesOf([1, 2, 3]).map((e) => e.name)).toEqual(["short"]);
-    expect(tree.prefixesOf([1, 2, 3, 4]).map((e) => e.name).sort()).toEqual(["mid", "short"]);
+    expect(
+      tree
+        .prefixesOf([1, 2, 3, 4])
+        .map((e) => e.name)
+        .sort(),
+    ).toEqual(["mid", "short"]);
   });
 
   test("random inserts and removals agree with a brute-force scan", () => {

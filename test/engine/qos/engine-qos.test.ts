@@ -3,12 +3,18 @@
 // urgent prompt finishing its prefill has no lower-class prefill beside it,
 // and start deadlines.
 import { describe, expect, test } from "bun:test";
-import { Engine, type EngineOptions, type GenerateJob, type TickEvents } from "../../../src/engine/engine.ts";
+import type { Engine, EngineOptions, GenerateJob, TickEvents } from "../../../src/engine/engine.ts";
 import { GREEDY } from "../../../src/engine/sampling.ts";
 import type { QosClass } from "../../../src/engine/scheduler.ts";
 import { useTinyEngines } from "../../support/engines.ts";
 
-const tiny = useTinyEngines({ lanes: 1, cellsPerSequence: 1024, threads: 1, prefillBudget: 64, hostCacheBytes: 64 * 2 ** 20 });
+const tiny = useTinyEngines({
+  lanes: 1,
+  cellsPerSequence: 1024,
+  threads: 1,
+  prefillBudget: 64,
+  hostCacheBytes: 64 * 2 ** 20,
+});
 const engine = (opts: Partial<EngineOptions> = {}): Engine => tiny.engine(opts);
 
 let nextId = 0;
@@ -31,7 +37,11 @@ interface Trace {
   ticks: TickEvents[];
 }
 
-function drain(e: Engine, trace: Trace = { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] }, maxTicks = 10_000): Trace {
+function drain(
+  e: Engine,
+  trace: Trace = { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] },
+  maxTicks = 10_000,
+): Trace {
   for (let t = 0; t < maxTicks && e.hasWork(); t++) step(e, trace);
   return trace;
 }
@@ -125,7 +135,9 @@ describe("preemption", () => {
     expect(e.stats.resumes).toBe(1);
     // The interactive reply finished before the agent produced anything more.
     const chatDone = trace.ticks.findIndex((t) => t.finished.some((f) => f.id === chat.id));
-    const agentAfter = trace.ticks.findIndex((t, i) => i > trace.ticks.indexOf(ev) && t.tokens.some(([id]) => id === agent.id));
+    const agentAfter = trace.ticks.findIndex(
+      (t, i) => i > trace.ticks.indexOf(ev) && t.tokens.some(([id]) => id === agent.id),
+    );
     expect(agentAfter).toBeGreaterThanOrEqual(chatDone);
   });
 
@@ -297,7 +309,8 @@ describe("fair share between requests of one class", () => {
     [...a, ...b].forEach((j) => e.submit(j));
     const trace: Trace = { out: new Map(), finished: new Map(), admittedOrder: [], ticks: [] };
     step(e, trace);
-    const held = (g: GenerateJob[]) => g.filter((j) => trace.admittedOrder.includes(j.id) && !trace.finished.has(j.id)).length;
+    const held = (g: GenerateJob[]) =>
+      g.filter((j) => trace.admittedOrder.includes(j.id) && !trace.finished.has(j.id)).length;
     expect([held(a), held(b)]).toEqual([2, 2]);
     // While both have work queued, each tick runs on every lane, shared evenly
     // (a lane that finishes in a tick is refilled at the next one's start).

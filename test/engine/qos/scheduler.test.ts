@@ -43,13 +43,19 @@ describe("class queues", () => {
     q.push("agent", 2, 5);
     expect(q.ordered(5).map((e) => e.item)).toEqual(["agent", "bg"]);
     // At tick 8 the background job has waited one period: it competes as an agent, and has waited longer.
-    expect(q.ordered(8)).toMatchObject([{ item: "bg", effective: 2 }, { item: "agent", effective: 2 }]);
+    expect(q.ordered(8)).toMatchObject([
+      { item: "bg", effective: 2 },
+      { item: "agent", effective: 2 },
+    ]);
     // At tick 16 the background job has waited two periods: it competes as completion (1).
     const at16 = q.ordered(16);
     expect(at16.map((e) => e.item)).toEqual(["bg", "agent"]);
     expect(at16[0]).toMatchObject({ qos: 3, effective: 1 });
     // Both fully aged: equal competing class, so the one waiting longer goes first.
-    expect(q.ordered(100)).toMatchObject([{ item: "bg", effective: 0 }, { item: "agent", effective: 0 }]);
+    expect(q.ordered(100)).toMatchObject([
+      { item: "bg", effective: 0 },
+      { item: "agent", effective: 0 },
+    ]);
     // A new interactive job ties with them and queues behind both.
     q.push("inter", 0, 100);
     expect(q.ordered(100).map((e) => e.item)).toEqual(["bg", "agent", "inter"]);

@@ -44,8 +44,10 @@ function generate(e: Engine, prompt: number[], maxTokens: number, extra: Partial
   return { tokens, admitted: admitted!, finish: finish! };
 }
 
-const text = (seed: string, words: number) => Array.from({ length: words }, (_, i) => `${seed}${(i * 7919) % 101}`).join(" ");
-const promptOf = (seed: string, words: number) => tiny.model.tokenize(text(seed, words), { addSpecial: true, parseSpecial: true });
+const text = (seed: string, words: number) =>
+  Array.from({ length: words }, (_, i) => `${seed}${(i * 7919) % 101}`).join(" ");
+const promptOf = (seed: string, words: number) =>
+  tiny.model.tokenize(text(seed, words), { addSpecial: true, parseSpecial: true });
 
 /** Parks a first generation of `prompt` and returns the stream a follow-up would send, and the artifact. */
 function parkFirst(e: Engine, prompt: number[], path: string) {
@@ -77,10 +79,20 @@ describe("parking", () => {
     expect(cold.admitted.cachedTokens).toBe(0);
     const warm = tiny.engine();
     const resumed = generate(warm, follow, 24, { resume: path, park: path });
-    expect(resumed.admitted).toMatchObject({ cachedTokens: first.finish.parked!.tokens, resumedTokens: first.finish.parked!.tokens });
-    expect(resumed.finish).toMatchObject({ cachedTokens: first.finish.parked!.tokens, resumedTokens: first.finish.parked!.tokens });
+    expect(resumed.admitted).toMatchObject({
+      cachedTokens: first.finish.parked!.tokens,
+      resumedTokens: first.finish.parked!.tokens,
+    });
+    expect(resumed.finish).toMatchObject({
+      cachedTokens: first.finish.parked!.tokens,
+      resumedTokens: first.finish.parked!.tokens,
+    });
     expect(resumed.tokens).toEqual(cold.tokens);
-    expect(warm.snapshot()).toMatchObject({ parkResumes: 1, parks: 1, prefilledTokens: follow.length - first.finish.parked!.tokens });
+    expect(warm.snapshot()).toMatchObject({
+      parkResumes: 1,
+      parks: 1,
+      prefilledTokens: follow.length - first.finish.parked!.tokens,
+    });
     // Re-sealed at its finish: now it covers the longer stream.
     expect(resumed.finish.parked!.tokens).toBe(follow.length + 23);
   });
@@ -135,7 +147,10 @@ describe("parking", () => {
     const e = tiny.engine();
     const { first, follow } = parkFirst(e, promptOf("foxtrot", 70), path);
     expect(openPark(path, modelIdentity(tiny.model), follow, 0).ok).toBe(true);
-    expect(openPark(path, modelIdentity(tiny.model).replace("\"layers\"", "\"other\""), follow, 0)).toEqual({ ok: false, why: "stale" });
+    expect(openPark(path, modelIdentity(tiny.model).replace('"layers"', '"other"'), follow, 0)).toEqual({
+      ok: false,
+      why: "stale",
+    });
     // The engine that parked still has the same tokens in its prefix cache: it uses those.
     const again = generate(e, follow, 8, { resume: path });
     expect(again.admitted.cachedTokens).toBe(first.finish.parked!.tokens);

@@ -12,10 +12,21 @@ import { useTinyEngines } from "../../support/engines.ts";
 
 const tiny = useTinyEngines({ lanes: 2, cellsPerSequence: 1024, threads: 1, prefillBudget: 256 });
 /** Drafting on whatever it measures: these tests are about exactness, not the gates. */
-const ALWAYS: SpeculationConfig = { strategy: "draft-model", ...SPECULATION_DEFAULTS, throughputGate: false, minYield: 0 };
+const ALWAYS: SpeculationConfig = {
+  strategy: "draft-model",
+  ...SPECULATION_DEFAULTS,
+  throughputGate: false,
+  minYield: 0,
+};
 
 let nextId = 0;
-function generate(e: Engine, prompt: number[], sampling: SamplingSpec, maxTokens: number, positionSeeded = true): number[] {
+function generate(
+  e: Engine,
+  prompt: number[],
+  sampling: SamplingSpec,
+  maxTokens: number,
+  positionSeeded = true,
+): number[] {
   const job: GenerateJob = { id: `p${nextId++}`, prompt, sampling, maxTokens, ignoreEos: true, positionSeeded };
   e.submit(job);
   const out: number[] = [];
@@ -31,14 +42,26 @@ function generate(e: Engine, prompt: number[], sampling: SamplingSpec, maxTokens
 
 /** A prompt that repeats a passage, so prompt lookup finds drafts. */
 function repetitive(seed: number): number[] {
-  const passage = tiny.model.tokenize(`story ${seed}: the quick brown fox jumps over the lazy dog near the river bank at dawn`);
-  return [...tiny.model.tokenize("<|im_start|>user\n", { addSpecial: true, parseSpecial: true }), ...passage, ...passage, ...passage.slice(0, 6)];
+  const passage = tiny.model.tokenize(
+    `story ${seed}: the quick brown fox jumps over the lazy dog near the river bank at dawn`,
+  );
+  return [
+    ...tiny.model.tokenize("<|im_start|>user\n", { addSpecial: true, parseSpecial: true }),
+    ...passage,
+    ...passage,
+    ...passage.slice(0, 6),
+  ];
 }
 
 const N = 24;
 
 /** For each seed: [uncut, cut at k then continued] outputs. */
-function cutAndContinue(e: Engine, seeds: number[], k: (seed: number) => number, spec: Partial<SamplingSpec>): [number[], number[]][] {
+function cutAndContinue(
+  e: Engine,
+  seeds: number[],
+  k: (seed: number) => number,
+  spec: Partial<SamplingSpec>,
+): [number[], number[]][] {
   return seeds.map((seed) => {
     const sampling: SamplingSpec = { ...GREEDY, temperature: 1, ...spec, seed };
     const prompt = repetitive(seed);
@@ -74,7 +97,13 @@ describe("position-seeded sampling", () => {
 
   test("the draw depends on the logits and the position only, not on the draws before it", () => {
     const model = tiny.model;
-    const ctx = new LlamaContext(model, { sequences: 1, cellsPerSequence: 256, batchSize: 64, microBatchSize: 64, threads: 1 });
+    const ctx = new LlamaContext(model, {
+      sequences: 1,
+      cellsPerSequence: 256,
+      batchSize: 64,
+      microBatchSize: 64,
+      threads: 1,
+    });
     try {
       const prompt = repetitive(5).slice(0, 32);
       prompt.forEach((t, i) => ctx.stage(i, t, i, 0, i === prompt.length - 1));

@@ -7,7 +7,14 @@ import { Engine, type GenerateJob } from "../../../src/engine/engine.ts";
 import type { SpecTally } from "../../../src/engine/jobs.ts";
 import { LlamaModel } from "../../../src/engine/model.ts";
 import { GREEDY, type SamplingSpec } from "../../../src/engine/sampling.ts";
-import { lookupDraft, probeDepths, RequestYield, SPECULATION_DEFAULTS, SpeculationGates, type SpeculationConfig } from "../../../src/engine/speculation.ts";
+import {
+  lookupDraft,
+  probeDepths,
+  RequestYield,
+  SPECULATION_DEFAULTS,
+  SpeculationGates,
+  type SpeculationConfig,
+} from "../../../src/engine/speculation.ts";
 import { draftIncompatibility, ModelDrafter } from "../../../src/engine/draft-model.ts";
 import { fixturePath } from "../../support/models.ts";
 import { binomialUpperQuantile } from "../../support/binomial.ts";
@@ -19,8 +26,21 @@ const ALWAYS: SpeculationConfig = { ...CONFIG, throughputGate: false, minYield: 
 
 let nextId = 0;
 /** Runs greedy-or-sampled jobs on one engine to completion: each job's tokens, and its speculation tally. */
-function run(engine: Engine, prompts: number[][], sampling: SamplingSpec, maxTokens = 48, extra: Partial<GenerateJob> = {}) {
-  const jobs: GenerateJob[] = prompts.map((prompt) => ({ id: `s${nextId++}`, prompt, sampling, maxTokens, ignoreEos: true, ...extra }));
+function run(
+  engine: Engine,
+  prompts: number[][],
+  sampling: SamplingSpec,
+  maxTokens = 48,
+  extra: Partial<GenerateJob> = {},
+) {
+  const jobs: GenerateJob[] = prompts.map((prompt) => ({
+    id: `s${nextId++}`,
+    prompt,
+    sampling,
+    maxTokens,
+    ignoreEos: true,
+    ...extra,
+  }));
   for (const j of jobs) engine.submit(j);
   const out = new Map<string, number[]>(jobs.map((j) => [j.id, []]));
   const finished = new Map<string, SpecTally | undefined>();
@@ -144,8 +164,16 @@ describe("engine with prompt lookup", () => {
 
   /** Prompts that repeat a passage, so prompt lookup finds drafts. */
   function repetitive(seed: number): number[] {
-    const passage = model.tokenize(`story ${seed}: the quick brown fox jumps over the lazy dog near the river bank at dawn`, { parseSpecial: false });
-    return [...model.tokenize("<|im_start|>user\n", { addSpecial: true, parseSpecial: true }), ...passage, ...passage, ...passage.slice(0, 6)];
+    const passage = model.tokenize(
+      `story ${seed}: the quick brown fox jumps over the lazy dog near the river bank at dawn`,
+      { parseSpecial: false },
+    );
+    return [
+      ...model.tokenize("<|im_start|>user\n", { addSpecial: true, parseSpecial: true }),
+      ...passage,
+      ...passage,
+      ...passage.slice(0, 6),
+    ];
   }
 
   test("greedy: the same tokens as without speculation, with drafts proposed and accepted", () => {
@@ -200,7 +228,8 @@ describe("engine with prompt lookup", () => {
     expect(proposed).toBeGreaterThan(0);
     expect(accepted).toBeGreaterThan(0);
     // Rounding parted 0.1-0.25% of compared tokens here (11 of 4,512 on AVX-512's zen4
-    // kernels, 9 of 4,534 on AVX2's haswell); ROUNDING_PARTS bounds it four times over. A sampler that took a draft it did not
+    // kernels, 9 of 4,534 on AVX2's haswell); ROUNDING_PARTS bounds it four times over. A sampler that took a draft it
+    // did not
     // draw parts at most drafted tokens, far above the bound. The allowance is the count
     // Binomial(compared, ROUNDING_PARTS) stays under but once in 1,000 runs.
     expect(parted).toBeLessThanOrEqual(binomialUpperQuantile(compared, ROUNDING_PARTS, 1e-3));
@@ -229,7 +258,14 @@ describe("engine with a draft model", () => {
     model = LlamaModel.load(await fixturePath("tiny-random"));
     draft = LlamaModel.load(await fixturePath("tiny-random-draft"));
     plain = new Engine(model, { lanes: 4, cellsPerSequence: 1024, threads: 2, prefillBudget: 256 });
-    spec = new Engine(model, { lanes: 4, cellsPerSequence: 1024, threads: 2, prefillBudget: 256, speculation: { ...ALWAYS, strategy: "draft-model" }, draftModel: draft });
+    spec = new Engine(model, {
+      lanes: 4,
+      cellsPerSequence: 1024,
+      threads: 2,
+      prefillBudget: 256,
+      speculation: { ...ALWAYS, strategy: "draft-model" },
+      draftModel: draft,
+    });
   });
   afterAll(() => {
     plain.close();
@@ -249,8 +285,16 @@ describe("engine with a draft model", () => {
   });
 
   test("greedy: the same tokens as without speculation, over prompts of different lengths at once, every draft proposed by the draft model", () => {
-    const prompts = ["tell me a story", "what is the capital of France? answer in one word please", "a", "list three colours and then three animals, then stop"].map((t) =>
-      model.tokenize(`<|im_start|>user\n${t}<|im_end|>\n<|im_start|>assistant\n`, { addSpecial: true, parseSpecial: true }),
+    const prompts = [
+      "tell me a story",
+      "what is the capital of France? answer in one word please",
+      "a",
+      "list three colours and then three animals, then stop",
+    ].map((t) =>
+      model.tokenize(`<|im_start|>user\n${t}<|im_end|>\n<|im_start|>assistant\n`, {
+        addSpecial: true,
+        parseSpecial: true,
+      }),
     );
     const a = run(plain, prompts, GREEDY, 32);
     const b = run(spec, prompts, GREEDY, 32);

@@ -12,4 +12,13 @@ export type { Case, Refused } from "./case.ts";
 export { refused };
 
 /** Every schema the compiler must accept. */
-export const accepted: Case[] = [...basic, ...strings, ...numbers, ...objects, ...arrays, ...composition, ...realistic, ...lenient];
+export const accepted: Case[] = [
+  ...basic,
+  ...strings,
+  ...numbers,
+  ...objects,
+  ...arrays,
+  ...composition,
+  ...realistic,
+  ...lenient,
+];

@@ -38,7 +38,9 @@ describe("the envelope through the SDK's error classes", () => {
   for (const [status, type, sdkClass] of CASES) {
     test(`${status}: ${type}`, async () => {
       const client = new Anthropic({ baseURL: `http://127.0.0.1:${server.port}`, apiKey: "x", maxRetries: 0 });
-      const err = await client.messages.create({ model: String(status), max_tokens: 1, messages: [{ role: "user", content: "x" }] }).catch((e) => e);
+      const err = await client.messages
+        .create({ model: String(status), max_tokens: 1, messages: [{ role: "user", content: "x" }] })
+        .catch((e) => e);
       expect(err).toBeInstanceOf(sdkClass);
       expect(err.status).toBe(status);
       expect(err.error).toEqual({ type: "error", error: { type, message: `status ${status}` } });
@@ -48,9 +50,14 @@ describe("the envelope through the SDK's error classes", () => {
 
 describe("stream framing", () => {
   test("named events, ping while idle, an error as an error event, no [DONE]", () => {
-    expect(ANTHROPIC_SSE.frame({ type: "message_stop" }, "message_stop")).toBe('event: message_stop\ndata: {"type":"message_stop"}\n\n');
+    expect(ANTHROPIC_SSE.frame({ type: "message_stop" }, "message_stop")).toBe(
+      'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+    );
     expect(ANTHROPIC_SSE.keepalive).toBe('event: ping\ndata: {"type":"ping"}\n\n');
     expect(ANTHROPIC_SSE.end).toBe("");
-    expect(ANTHROPIC_SSE.error(new RequestError(500, "boom"))).toEqual({ event: "error", data: { type: "error", error: { type: "api_error", message: "boom" } } });
+    expect(ANTHROPIC_SSE.error(new RequestError(500, "boom"))).toEqual({
+      event: "error",
+      data: { type: "error", error: { type: "api_error", message: "boom" } },
+    });
   });
 });

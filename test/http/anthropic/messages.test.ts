@@ -13,7 +13,11 @@ import { fixturePath } from "../../support/models.ts";
 import { getJson, post, useServer } from "../support.ts";
 
 const MODEL_ID = basename(await fixturePath("tiny-chat"), ".gguf");
-const s = useServer({ fixture: "tiny-chat", maxBatch: 2, extraArgs: ["--alias", `claude-*=${MODEL_ID}`, "--alias", "my-model=" + MODEL_ID] });
+const s = useServer({
+  fixture: "tiny-chat",
+  maxBatch: 2,
+  extraArgs: ["--alias", `claude-*=${MODEL_ID}`, "--alias", `my-model=${MODEL_ID}`],
+});
 const client = () => new Anthropic({ baseURL: s.url, apiKey: "sk-local", maxRetries: 0, timeout: 120_000 });
 const ajv = new Ajv({ strict: false });
 
@@ -21,9 +25,18 @@ const hi: Anthropic.MessageParam[] = [{ role: "user", content: "Hi there, who ar
 const weatherTool: Anthropic.Tool = {
   name: "get_weather",
   description: "Current weather for a city",
-  input_schema: { type: "object", properties: { city: { type: "string", minLength: 2 }, days: { type: "integer", minimum: 1, maximum: 7 } }, required: ["city", "days"], additionalProperties: false },
+  input_schema: {
+    type: "object",
+    properties: { city: { type: "string", minLength: 2 }, days: { type: "integer", minimum: 1, maximum: 7 } },
+    required: ["city", "days"],
+    additionalProperties: false,
+  },
 };
-const timeTool: Anthropic.Tool = { name: "get_time", description: "The time in a zone", input_schema: { type: "object", properties: { zone: { type: "string" } }, required: ["zone"] } };
+const timeTool: Anthropic.Tool = {
+  name: "get_time",
+  description: "The time in a zone",
+  input_schema: { type: "object", properties: { zone: { type: "string" } }, required: ["zone"] },
+};
 
 /** Anthropic's SSE: named events. */
 function parseEvents(raw: string): { event: string; data: any }[] {
@@ -42,7 +55,8 @@ function parseEvents(raw: string): { event: string; data: any }[] {
   return out;
 }
 
-const promptTokens = (u: Anthropic.Usage) => u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0);
+const promptTokens = (u: Anthropic.Usage) =>
+  u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0);
 
 describe("messages.create and messages.stream", () => {
   test("a plain turn: the fixed reply, end_turn, Anthropic's message shape", async () => {
@@ -80,10 +94,18 @@ describe("messages.create and messages.stream", () => {
     expect(names.at(-2)).toBe("message_delta");
     expect(names.at(-1)).toBe("message_stop");
     for (const e of events) expect(e.data.type).toBe(e.event);
-    expect(events[0]!.data.message).toMatchObject({ type: "message", role: "assistant", content: [], stop_reason: null });
+    expect(events[0]!.data.message).toMatchObject({
+      type: "message",
+      role: "assistant",
+      content: [],
+      stop_reason: null,
+    });
     const start = events.find((e) => e.event === "content_block_start")!;
     expect(start.data).toEqual({ type: "content_block_start", index: 0, content_block: { type: "text", text: "" } });
-    const text = events.filter((e) => e.event === "content_block_delta").map((e) => e.data.delta.text).join("");
+    const text = events
+      .filter((e) => e.event === "content_block_delta")
+      .map((e) => e.data.delta.text)
+      .join("");
     expect(text).toBe(SCRIPTED_REPLY);
     expect(events.filter((e) => e.event === "content_block_stop")).toHaveLength(1);
     const delta = events.at(-2)!.data;
@@ -92,9 +114,19 @@ describe("messages.create and messages.stream", () => {
   });
 
   test("anthropic-version, anthropic-beta and a bearer key are accepted, none required", async () => {
-    const variants: Record<string, string>[] = [{}, { "anthropic-version": "2023-06-01", "anthropic-beta": "prompt-caching-2024-07-31" }, { authorization: "Bearer sk-local" }, { "x-api-key": "anything" }];
+    const variants: Record<string, string>[] = [
+      {},
+      { "anthropic-version": "2023-06-01", "anthropic-beta": "prompt-caching-2024-07-31" },
+      { authorization: "Bearer sk-local" },
+      { "x-api-key": "anything" },
+    ];
     for (const headers of variants) {
-      const res = await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: hi }, { headers: { "content-type": "application/json", ...headers } });
+      const res = await post(
+        s,
+        "/v1/messages",
+        { model: s.model, max_tokens: 16, messages: hi },
+        { headers: { "content-type": "application/json", ...headers } },
+      );
       expect(res.status).toBe(200);
       expect(((await res.json()) as any).type).toBe("message");
     }
@@ -118,7 +150,11 @@ describe("system, stop sequences, thinking", () => {
   });
 
   test("Claude Code's billing header block is left out of the prompt; a leading system message joins the system text", async () => {
-    const plain = await client().messages.countTokens({ model: s.model, system: [{ type: "text", text: "You are an agent." }], messages: hi });
+    const plain = await client().messages.countTokens({
+      model: s.model,
+      system: [{ type: "text", text: "You are an agent." }],
+      messages: hi,
+    });
     for (const version of ["2.1.0.abc", "2.1.1.def"]) {
       const billed = await client().messages.countTokens({
         model: s.model,
@@ -130,7 +166,10 @@ describe("system, stop sequences, thinking", () => {
       });
       expect(billed.input_tokens).toBe(plain.input_tokens);
     }
-    const asMessage = await post(s, "/v1/messages/count_tokens", { model: s.model, messages: [{ role: "system", content: "You are an agent." }, ...hi] });
+    const asMessage = await post(s, "/v1/messages/count_tokens", {
+      model: s.model,
+      messages: [{ role: "system", content: "You are an agent." }, ...hi],
+    });
     expect(((await asMessage.json()) as any).input_tokens).toBe(plain.input_tokens);
   });
 
@@ -155,12 +194,33 @@ describe("system, stop sequences, thinking", () => {
   });
 
   test("thinking enabled: a thinking block with an empty signature, then the text; disabled or unset: text only", async () => {
-    const on = await client().messages.create({ model: s.model, max_tokens: 2048, thinking: { type: "enabled", budget_tokens: 1024 }, messages: hi });
-    expect(on.content).toEqual([{ type: "thinking", thinking: SCRIPTED_REASONING, signature: "" } as any, { type: "text", text: SCRIPTED_REPLY } as any]);
-    const streamed = await client().messages.stream({ model: s.model, max_tokens: 2048, temperature: 0, thinking: { type: "enabled", budget_tokens: 1024 }, messages: hi }).finalMessage();
+    const on = await client().messages.create({
+      model: s.model,
+      max_tokens: 2048,
+      thinking: { type: "enabled", budget_tokens: 1024 },
+      messages: hi,
+    });
+    expect(on.content).toEqual([
+      { type: "thinking", thinking: SCRIPTED_REASONING, signature: "" } as any,
+      { type: "text", text: SCRIPTED_REPLY } as any,
+    ]);
+    const streamed = await client()
+      .messages.stream({
+        model: s.model,
+        max_tokens: 2048,
+        temperature: 0,
+        thinking: { type: "enabled", budget_tokens: 1024 },
+        messages: hi,
+      })
+      .finalMessage();
     expect(streamed.content as unknown).toEqual(on.content);
     for (const thinking of [{ type: "disabled" as const }, undefined, { type: "adaptive" }]) {
-      const off = await client().messages.create({ model: s.model, max_tokens: 64, messages: hi, ...(thinking ? { thinking: thinking as any } : {}) });
+      const off = await client().messages.create({
+        model: s.model,
+        max_tokens: 64,
+        messages: hi,
+        ...(thinking ? { thinking: thinking as any } : {}),
+      });
       expect(off.content).toEqual([{ type: "text", text: SCRIPTED_REPLY } as any]);
     }
   });
@@ -179,7 +239,13 @@ describe("system, stop sequences, thinking", () => {
             { type: "text", text: "Hello." },
           ],
         },
-        { role: "user", content: [{ type: "text", text: "Again?" }, { type: "search_result", source: "x", title: "t", content: [{ type: "text", text: "r" }] } as any] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Again?" },
+            { type: "search_result", source: "x", title: "t", content: [{ type: "text", text: "r" }] } as any,
+          ],
+        },
       ],
     });
     expect(m.stop_reason).toBe("end_turn");
@@ -191,7 +257,13 @@ describe("tools", () => {
 
   test("tool_choice any: a tool_use whose input validates; the tool_result round trip ends the turn", async () => {
     const messages: Anthropic.MessageParam[] = [{ role: "user", content: "What is the weather in Oslo for 3 days?" }];
-    const m = await client().messages.create({ model: s.model, max_tokens: 256, tools: [weatherTool, timeTool], tool_choice: { type: "any" }, messages });
+    const m = await client().messages.create({
+      model: s.model,
+      max_tokens: 256,
+      tools: [weatherTool, timeTool],
+      tool_choice: { type: "any" },
+      messages,
+    });
     expect(m.stop_reason).toBe("tool_use");
     const calls = m.content.filter((b): b is Anthropic.ToolUseBlock => b.type === "tool_use");
     expect(calls.length).toBeGreaterThanOrEqual(1);
@@ -204,15 +276,32 @@ describe("tools", () => {
     messages.push({ role: "assistant", content: m.content });
     messages.push({
       role: "user",
-      content: calls.map((c, i) => ({ type: "tool_result" as const, tool_use_id: c.id, content: i === 0 ? "12 degrees, cloudy" : [{ type: "text" as const, text: "noon" }], is_error: false })),
+      content: calls.map((c, i) => ({
+        type: "tool_result" as const,
+        tool_use_id: c.id,
+        content: i === 0 ? "12 degrees, cloudy" : [{ type: "text" as const, text: "noon" }],
+        is_error: false,
+      })),
     });
-    const next = await client().messages.create({ model: s.model, max_tokens: 64, tools: [weatherTool, timeTool], messages });
+    const next = await client().messages.create({
+      model: s.model,
+      max_tokens: 64,
+      tools: [weatherTool, timeTool],
+      messages,
+    });
     expect(next.stop_reason).toBe("end_turn");
     expect(next.content).toEqual([{ type: "text", text: SCRIPTED_REPLY } as any]);
   });
 
   test("tool_choice tool: a call to that tool; streamed, input_json_delta fragments build the same input", async () => {
-    const params = { model: s.model, max_tokens: 256, temperature: 0, tools: [weatherTool, timeTool], tool_choice: { type: "tool" as const, name: "get_weather" }, messages: hi };
+    const params = {
+      model: s.model,
+      max_tokens: 256,
+      temperature: 0,
+      tools: [weatherTool, timeTool],
+      tool_choice: { type: "tool" as const, name: "get_weather" },
+      messages: hi,
+    };
     const m = await client().messages.create(params);
     expect(m.stop_reason).toBe("tool_use");
     const call = m.content.find((b) => b.type === "tool_use") as Anthropic.ToolUseBlock;
@@ -222,21 +311,37 @@ describe("tools", () => {
     const events = parseEvents(await res.text());
     const start = events.find((e) => e.event === "content_block_start" && e.data.content_block.type === "tool_use")!;
     expect(start.data.content_block).toMatchObject({ type: "tool_use", name: "get_weather", input: {} });
-    const fragments = events.filter((e) => e.data.delta?.type === "input_json_delta").map((e) => e.data.delta.partial_json);
+    const fragments = events
+      .filter((e) => e.data.delta?.type === "input_json_delta")
+      .map((e) => e.data.delta.partial_json);
     expect(fragments.length).toBeGreaterThan(1);
     expect(JSON.parse(fragments.join(""))).toEqual(call.input as any);
     const final = await client().messages.stream(params).finalMessage();
-    expect(final.content as unknown).toEqual(m.content.map((b) => (b.type === "tool_use" ? { ...b, id: expect.any(String) } : b)) as any);
+    expect(final.content as unknown).toEqual(
+      m.content.map((b) => (b.type === "tool_use" ? { ...b, id: expect.any(String) } : b)) as any,
+    );
   });
 
   test("disable_parallel_tool_use: exactly one call", async () => {
-    const m = await client().messages.create({ model: s.model, max_tokens: 256, tools: [weatherTool, timeTool], tool_choice: { type: "any", disable_parallel_tool_use: true }, messages: hi });
+    const m = await client().messages.create({
+      model: s.model,
+      max_tokens: 256,
+      tools: [weatherTool, timeTool],
+      tool_choice: { type: "any", disable_parallel_tool_use: true },
+      messages: hi,
+    });
     expect(m.content.filter((b) => b.type === "tool_use")).toHaveLength(1);
   });
 
   test("tool_choice none and auto: the model answers in text", async () => {
     for (const tool_choice of [{ type: "none" as const }, { type: "auto" as const }]) {
-      const m = await client().messages.create({ model: s.model, max_tokens: 64, tools: [weatherTool], tool_choice, messages: hi });
+      const m = await client().messages.create({
+        model: s.model,
+        max_tokens: 64,
+        tools: [weatherTool],
+        tool_choice,
+        messages: hi,
+      });
       expect(m.stop_reason).toBe("end_turn");
       expect(m.content).toEqual([{ type: "text", text: SCRIPTED_REPLY } as any]);
     }
@@ -244,7 +349,13 @@ describe("tools", () => {
 
   test("a tool_choice naming an undeclared tool is a 400", async () => {
     const err = await client()
-      .messages.create({ model: s.model, max_tokens: 64, tools: [weatherTool], tool_choice: { type: "tool", name: "nope" }, messages: hi })
+      .messages.create({
+        model: s.model,
+        max_tokens: 64,
+        tools: [weatherTool],
+        tool_choice: { type: "tool", name: "nope" },
+        messages: hi,
+      })
       .catch((e) => e);
     expect(err).toBeInstanceOf(Anthropic.BadRequestError);
     expect(err.error.error.message).toContain("nope");
@@ -253,31 +364,70 @@ describe("tools", () => {
 
 describe("count_tokens", () => {
   test("equals the prompt tokens of a real request with the same system, tools and messages", async () => {
-    const body = { model: s.model, system: "Be brief.", tools: [weatherTool], messages: [...hi, { role: "assistant" as const, content: "Hello." }, { role: "user" as const, content: "Weather?" }] };
+    const body = {
+      model: s.model,
+      system: "Be brief.",
+      tools: [weatherTool],
+      messages: [
+        ...hi,
+        { role: "assistant" as const, content: "Hello." },
+        { role: "user" as const, content: "Weather?" },
+      ],
+    };
     const counted = await client().messages.countTokens(body);
     const m = await client().messages.create({ ...body, max_tokens: 16 });
     expect(counted.input_tokens).toBe(promptTokens(m.usage));
-    const thinking = await client().messages.countTokens({ ...body, thinking: { type: "enabled", budget_tokens: 1024 } });
-    const mt = await client().messages.create({ ...body, max_tokens: 2048, thinking: { type: "enabled", budget_tokens: 1024 } });
+    const thinking = await client().messages.countTokens({
+      ...body,
+      thinking: { type: "enabled", budget_tokens: 1024 },
+    });
+    const mt = await client().messages.create({
+      ...body,
+      max_tokens: 2048,
+      thinking: { type: "enabled", budget_tokens: 1024 },
+    });
     expect(thinking.input_tokens).toBe(promptTokens(mt.usage));
   });
 });
 
 describe("cache_control", () => {
-  const user = (text: string, cache_control?: Anthropic.CacheControlEphemeral): Anthropic.MessageParam => ({ role: "user", content: [{ type: "text", text, ...(cache_control ? { cache_control } : {}) }] });
+  const user = (text: string, cache_control?: Anthropic.CacheControlEphemeral): Anthropic.MessageParam => ({
+    role: "user",
+    content: [{ type: "text", text, ...(cache_control ? { cache_control } : {}) }],
+  });
 
   test("breakpoints pin the prefix: creation counts what they pin beyond the cache, and the usage adds up", async () => {
-    const system: Anthropic.TextBlockParam[] = [{ type: "text", text: `Project notes ${crypto.randomUUID()}. `.repeat(20), cache_control: { type: "ephemeral", ttl: "1h" } }];
-    const first = await client().messages.create({ model: s.model, max_tokens: 16, system, messages: [user("first question", { type: "ephemeral" })] });
+    const system: Anthropic.TextBlockParam[] = [
+      {
+        type: "text",
+        text: `Project notes ${crypto.randomUUID()}. `.repeat(20),
+        cache_control: { type: "ephemeral", ttl: "1h" },
+      },
+    ];
+    const first = await client().messages.create({
+      model: s.model,
+      max_tokens: 16,
+      system,
+      messages: [user("first question", { type: "ephemeral" })],
+    });
     // Nothing of this system prompt was seen before (at most the prompt's first tokens).
     expect(first.usage.cache_read_input_tokens!).toBeLessThan(16);
     expect(first.usage.cache_creation_input_tokens).toBeGreaterThan(100);
     const count = await client().messages.countTokens({ model: s.model, system, messages: [user("first question")] });
     expect(promptTokens(first.usage)).toBe(count.input_tokens);
-    const second = await client().messages.create({ model: s.model, max_tokens: 16, system, messages: [user("another question", { type: "ephemeral" })] });
+    const second = await client().messages.create({
+      model: s.model,
+      max_tokens: 16,
+      system,
+      messages: [user("another question", { type: "ephemeral" })],
+    });
     // The system prompt is read from the cache now.
     expect(second.usage.cache_read_input_tokens!).toBeGreaterThanOrEqual(first.usage.cache_creation_input_tokens! - 16);
-    const without = await client().messages.create({ model: s.model, max_tokens: 16, messages: [user(`no breakpoints ${crypto.randomUUID()}`)] });
+    const without = await client().messages.create({
+      model: s.model,
+      max_tokens: 16,
+      messages: [user(`no breakpoints ${crypto.randomUUID()}`)],
+    });
     expect(without.usage.cache_creation_input_tokens).toBe(0);
   });
 
@@ -288,21 +438,54 @@ describe("cache_control", () => {
   });
 
   const refusals: [string, Partial<Anthropic.MessageCreateParamsNonStreaming>, string][] = [
-    ["five breakpoints", { messages: [1, 2, 3, 4, 5].map((i) => user(`q${i}`, { type: "ephemeral" })).flatMap((m) => [m, { role: "assistant" as const, content: "ok" }]).slice(0, -1) }, "maximum of 4"],
-    ["a 1h breakpoint after a 5m one", { system: [{ type: "text", text: "a", cache_control: { type: "ephemeral" } }], messages: [user("q", { type: "ephemeral", ttl: "1h" })] }, '"1h"'],
+    [
+      "five breakpoints",
+      {
+        messages: [1, 2, 3, 4, 5]
+          .map((i) => user(`q${i}`, { type: "ephemeral" }))
+          .flatMap((m) => [m, { role: "assistant" as const, content: "ok" }])
+          .slice(0, -1),
+      },
+      "maximum of 4",
+    ],
+    [
+      "a 1h breakpoint after a 5m one",
+      {
+        system: [{ type: "text", text: "a", cache_control: { type: "ephemeral" } }],
+        messages: [user("q", { type: "ephemeral", ttl: "1h" })],
+      },
+      '"1h"',
+    ],
     ["a ttl that is not 5m or 1h", { messages: [user("q", { type: "ephemeral", ttl: "10m" } as any)] }, "ttl"],
     ["a type that is not ephemeral", { messages: [user("q", { type: "persistent" } as any)] }, "ephemeral"],
     ["an empty text block", { messages: [user("", { type: "ephemeral" })] }, "empty text"],
     [
       "a thinking block",
-      { messages: [...hi, { role: "assistant", content: [{ type: "thinking", thinking: "t", signature: "", cache_control: { type: "ephemeral" } } as any, { type: "text", text: "x" }] }, user("q")] },
+      {
+        messages: [
+          ...hi,
+          {
+            role: "assistant",
+            content: [
+              { type: "thinking", thinking: "t", signature: "", cache_control: { type: "ephemeral" } } as any,
+              { type: "text", text: "x" },
+            ],
+          },
+          user("q"),
+        ],
+      },
       "thinking",
     ],
   ];
   for (const [name, params, message] of refusals) {
     test(`${name}: 400 invalid_request_error`, async () => {
       const err = await client()
-        .messages.create({ model: s.model, max_tokens: 16, messages: hi, ...params } as Anthropic.MessageCreateParamsNonStreaming)
+        .messages.create({
+          model: s.model,
+          max_tokens: 16,
+          messages: hi,
+          ...params,
+        } as Anthropic.MessageCreateParamsNonStreaming)
         .catch((e) => e);
       expect(err).toBeInstanceOf(Anthropic.BadRequestError);
       expect(err.status).toBe(400);
@@ -355,23 +538,67 @@ describe("errors in Anthropic's envelope", () => {
 
   test("malformed JSON, wrong types and bad blocks: 400, never a crash", async () => {
     await envelope(await post(s, "/v1/messages", "{not json"), 400, "invalid_request_error");
-    await envelope(await post(s, "/v1/messages", { model: s.model, max_tokens: 0, messages: hi }), 400, "invalid_request_error");
-    await envelope(await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: "hi" }), 400, "invalid_request_error");
-    await envelope(await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: [{ role: "tool", content: "x" }] }), 400, "invalid_request_error");
-    await envelope(await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: [{ role: "user", content: [{ type: "text" }] }] }), 400, "invalid_request_error");
     await envelope(
-      await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: [{ role: "user", content: [{ type: "tool_result", content: "x" }] }] }),
+      await post(s, "/v1/messages", { model: s.model, max_tokens: 0, messages: hi }),
       400,
       "invalid_request_error",
     );
-    await envelope(await post(s, "/v1/messages", { model: s.model, max_tokens: 16, temperature: 3, messages: hi }), 400, "invalid_request_error");
+    await envelope(
+      await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: "hi" }),
+      400,
+      "invalid_request_error",
+    );
+    await envelope(
+      await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: [{ role: "tool", content: "x" }] }),
+      400,
+      "invalid_request_error",
+    );
+    await envelope(
+      await post(s, "/v1/messages", {
+        model: s.model,
+        max_tokens: 16,
+        messages: [{ role: "user", content: [{ type: "text" }] }],
+      }),
+      400,
+      "invalid_request_error",
+    );
+    await envelope(
+      await post(s, "/v1/messages", {
+        model: s.model,
+        max_tokens: 16,
+        messages: [{ role: "user", content: [{ type: "tool_result", content: "x" }] }],
+      }),
+      400,
+      "invalid_request_error",
+    );
+    await envelope(
+      await post(s, "/v1/messages", { model: s.model, max_tokens: 16, temperature: 3, messages: hi }),
+      400,
+      "invalid_request_error",
+    );
   });
 
   test("an image block: 400 unsupported_input; a document block: 400 that says what to send instead", async () => {
     const image = { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } };
-    expect(await envelope(await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: [{ role: "user", content: [image] }] }), 400, "invalid_request_error")).toContain("images");
+    expect(
+      await envelope(
+        await post(s, "/v1/messages", {
+          model: s.model,
+          max_tokens: 16,
+          messages: [{ role: "user", content: [image] }],
+        }),
+        400,
+        "invalid_request_error",
+      ),
+    ).toContain("images");
     const doc = { type: "document", source: { type: "text", media_type: "text/plain", data: "x" } };
-    expect(await envelope(await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: [{ role: "user", content: [doc] }] }), 400, "invalid_request_error")).toContain("text block");
+    expect(
+      await envelope(
+        await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: [{ role: "user", content: [doc] }] }),
+        400,
+        "invalid_request_error",
+      ),
+    ).toContain("text block");
   });
 
   test("unknown fields Claude Code sends are accepted", async () => {
@@ -390,7 +617,12 @@ describe("errors in Anthropic's envelope", () => {
   });
 
   test("a foreign Origin: 403 permission_error (PermissionDeniedError)", async () => {
-    const foreign = new Anthropic({ baseURL: s.url, apiKey: "x", maxRetries: 0, defaultHeaders: { origin: "https://evil.example" } });
+    const foreign = new Anthropic({
+      baseURL: s.url,
+      apiKey: "x",
+      maxRetries: 0,
+      defaultHeaders: { origin: "https://evil.example" },
+    });
     const err = await foreign.messages.create({ model: s.model, max_tokens: 16, messages: hi }).catch((e) => e);
     expect(err).toBeInstanceOf(Anthropic.PermissionDeniedError);
     expect(err.error).toMatchObject({ type: "error", error: { type: "permission_error" } });
@@ -408,42 +640,99 @@ describe("errors in Anthropic's envelope", () => {
 });
 
 describe("what Claude Code sends", () => {
-  const deferredTool = { name: "web_fetch", description: "Fetch a URL", input_schema: { type: "object", properties: { url: { type: "string" } }, required: ["url"] }, defer_loading: true };
-  const count = async (body: Record<string, unknown>) => ((await (await post(s, "/v1/messages/count_tokens", { model: s.model, ...body })).json()) as any).input_tokens as number;
+  const deferredTool = {
+    name: "web_fetch",
+    description: "Fetch a URL",
+    input_schema: { type: "object", properties: { url: { type: "string" } }, required: ["url"] },
+    defer_loading: true,
+  };
+  const count = async (body: Record<string, unknown>) =>
+    ((await (await post(s, "/v1/messages/count_tokens", { model: s.model, ...body })).json()) as any)
+      .input_tokens as number;
 
   test("a system turn right after the first user turn joins the system text, and its breakpoint pins through it", async () => {
     const turn = "Environment: linux, cwd /tmp/project. ".repeat(20);
-    const messages = [{ role: "user", content: "Say hello" }, { role: "system", content: [{ type: "text", text: turn, cache_control: { type: "ephemeral" } }] }];
-    const res = await post(s, "/v1/messages?beta=true", { model: "claude-opus-5-5", max_tokens: 32, system: "You are an agent.", messages });
+    const messages = [
+      { role: "user", content: "Say hello" },
+      { role: "system", content: [{ type: "text", text: turn, cache_control: { type: "ephemeral" } }] },
+    ];
+    const res = await post(s, "/v1/messages?beta=true", {
+      model: "claude-opus-5-5",
+      max_tokens: 32,
+      system: "You are an agent.",
+      messages,
+    });
     expect(res.status).toBe(200);
     const m = (await res.json()) as any;
     expect(m.content).toEqual([{ type: "text", text: SCRIPTED_REPLY }]);
     // Pinned through the system turn: only the generation prompt is plain input.
     expect(m.usage.input_tokens).toBeLessThanOrEqual(16);
-    expect(await count({ system: "You are an agent.", messages })).toBe(await count({ system: `You are an agent.\n${turn}`, messages: [messages[0]] }));
+    expect(await count({ system: "You are an agent.", messages })).toBe(
+      await count({ system: `You are an agent.\n${turn}`, messages: [messages[0]] }),
+    );
     // An empty system turn adds nothing.
-    expect(await count({ system: "You are an agent.", messages: [messages[0], { role: "system", content: [] }] })).toBe(await count({ system: "You are an agent.", messages: [messages[0]] }));
+    expect(await count({ system: "You are an agent.", messages: [messages[0], { role: "system", content: [] }] })).toBe(
+      await count({ system: "You are an agent.", messages: [messages[0]] }),
+    );
   });
 
   test("deferred tools are not listed; a tool_reference result loads one: its definition in the result, callable after", async () => {
     const base = { system: "You are an agent.", messages: hi };
-    expect(await count({ ...base, tools: [weatherTool, deferredTool] })).toBe(await count({ ...base, tools: [weatherTool] }));
+    expect(await count({ ...base, tools: [weatherTool, deferredTool] })).toBe(
+      await count({ ...base, tools: [weatherTool] }),
+    );
     const messages = [
       ...hi,
-      { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "ToolSearch", input: { query: "fetch" } }] },
-      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "tool_reference", tool_name: "web_fetch" }] }] },
+      {
+        role: "assistant",
+        content: [{ type: "tool_use", id: "toolu_1", name: "ToolSearch", input: { query: "fetch" } }],
+      },
+      {
+        role: "user",
+        content: [
+          {
+            type: "tool_result",
+            tool_use_id: "toolu_1",
+            content: [{ type: "tool_reference", tool_name: "web_fetch" }],
+          },
+        ],
+      },
     ];
     const tools = [weatherTool, deferredTool];
-    const m = (await (await post(s, "/v1/messages", { model: s.model, max_tokens: 128, tools, tool_choice: { type: "tool", name: "web_fetch" }, messages })).json()) as any;
+    const m = (await (
+      await post(s, "/v1/messages", {
+        model: s.model,
+        max_tokens: 128,
+        tools,
+        tool_choice: { type: "tool", name: "web_fetch" },
+        messages,
+      })
+    ).json()) as any;
     expect(m.stop_reason).toBe("tool_use");
     expect(m.content[0]).toMatchObject({ type: "tool_use", name: "web_fetch" });
     expect(typeof m.content[0].input.url).toBe("string");
   });
 
   test("cache_creation splits what was created by the breakpoint's ttl", async () => {
-    const system = [{ type: "text", text: `Rules ${crypto.randomUUID()}. `.repeat(30), cache_control: { type: "ephemeral", ttl: "1h" } }];
+    const system = [
+      {
+        type: "text",
+        text: `Rules ${crypto.randomUUID()}. `.repeat(30),
+        cache_control: { type: "ephemeral", ttl: "1h" },
+      },
+    ];
     const m = (await (
-      await post(s, "/v1/messages", { model: s.model, max_tokens: 8, system, messages: [{ role: "user", content: [{ type: "text", text: `Question ${crypto.randomUUID()}`, cache_control: { type: "ephemeral" } }] }] })
+      await post(s, "/v1/messages", {
+        model: s.model,
+        max_tokens: 8,
+        system,
+        messages: [
+          {
+            role: "user",
+            content: [{ type: "text", text: `Question ${crypto.randomUUID()}`, cache_control: { type: "ephemeral" } }],
+          },
+        ],
+      })
     ).json()) as any;
     const c = m.usage.cache_creation;
     expect(c.ephemeral_1h_input_tokens).toBeGreaterThan(100);
@@ -453,22 +742,41 @@ describe("what Claude Code sends", () => {
 });
 
 describe("structured output and automatic caching", () => {
-  const schema = { type: "object", properties: { city: { type: "string" }, days: { type: "integer", minimum: 1, maximum: 7 } }, required: ["city", "days"], additionalProperties: false };
+  const schema = {
+    type: "object",
+    properties: { city: { type: "string" }, days: { type: "integer", minimum: 1, maximum: 7 } },
+    required: ["city", "days"],
+    additionalProperties: false,
+  };
 
   test("output_config.format json_schema (and the beta's output_format): a text block that validates", async () => {
     const validate = ajv.compile(schema);
-    for (const field of [{ output_config: { format: { type: "json_schema", schema } } }, { output_format: { type: "json_schema", schema } }]) {
+    for (const field of [
+      { output_config: { format: { type: "json_schema", schema } } },
+      { output_format: { type: "json_schema", schema } },
+    ]) {
       const res = await post(s, "/v1/messages", { model: s.model, max_tokens: 128, messages: hi, ...field });
       const m = (await res.json()) as any;
       expect(m.stop_reason).toBe("end_turn");
       expect(validate(JSON.parse(m.content[0].text))).toBe(true);
     }
-    const bad = await post(s, "/v1/messages", { model: s.model, max_tokens: 16, messages: hi, output_config: { format: { type: "yaml" } } });
+    const bad = await post(s, "/v1/messages", {
+      model: s.model,
+      max_tokens: 16,
+      messages: hi,
+      output_config: { format: { type: "yaml" } },
+    });
     expect(bad.status).toBe(400);
   });
 
   test("a top-level cache_control pins through the last block", async () => {
-    const res = await post(s, "/v1/messages", { model: s.model, max_tokens: 16, cache_control: { type: "ephemeral" }, system: `Context ${crypto.randomUUID()} `.repeat(20), messages: hi });
+    const res = await post(s, "/v1/messages", {
+      model: s.model,
+      max_tokens: 16,
+      cache_control: { type: "ephemeral" },
+      system: `Context ${crypto.randomUUID()} `.repeat(20),
+      messages: hi,
+    });
     const m = (await res.json()) as any;
     expect(m.usage.cache_creation_input_tokens).toBeGreaterThan(50);
     expect(m.usage.input_tokens).toBeLessThanOrEqual(16);
@@ -478,7 +786,9 @@ describe("structured output and automatic caching", () => {
 describe("--alias at startup", () => {
   test("an alias to an id no model is served under stops the start, naming the served id", async () => {
     const { startTestServer } = await import("../support.ts");
-    await expect(startTestServer({ fixture: "tiny-chat", extraArgs: ["--alias", "claude-*=nope"] })).rejects.toThrow(/--alias claude-\*=nope: no served model has the id 'nope' \(served: tiny-chat/);
+    await expect(startTestServer({ fixture: "tiny-chat", extraArgs: ["--alias", "claude-*=nope"] })).rejects.toThrow(
+      /--alias claude-\*=nope: no served model has the id 'nope' \(served: tiny-chat/,
+    );
   });
 });
 
@@ -493,14 +803,23 @@ describe("where a breakpoint falls", () => {
         model: s.model,
         system: [{ type: "text", text: "You are an agent.", cache_control: { type: "ephemeral" } }],
         tools: [weatherTool],
-        messages: [...hi, { role: "assistant", content: "Hello." }, { role: "user", content: [{ type: "text", text: "Weather?", cache_control: { type: "ephemeral" } }] }],
+        messages: [
+          ...hi,
+          { role: "assistant", content: "Hello." },
+          { role: "user", content: [{ type: "text", text: "Weather?", cache_control: { type: "ephemeral" } }] },
+        ],
         ...(thinking ? { thinking } : {}),
       } as any;
       const { job, breakpoints } = promptJobOf(req);
       expect(breakpoints.map((b) => b.last === true)).toEqual([false, true]);
       const { tokens: prompt } = await renderChatPrompt(model, job);
       const fast = await breakpointPins(model, job, prompt, breakpoints);
-      const rendered = await breakpointPins(model, job, prompt, breakpoints.map((b) => ({ ...b, last: false })));
+      const rendered = await breakpointPins(
+        model,
+        job,
+        prompt,
+        breakpoints.map((b) => ({ ...b, last: false })),
+      );
       expect(fast).toEqual(rendered);
       expect(fast[1]!.length).toBeGreaterThan(fast[0]!.length);
       expect(fast[1]!.length).toBeLessThan(prompt.length);

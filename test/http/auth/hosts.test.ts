@@ -12,7 +12,8 @@ import OpenAI from "openai";
 import { ServerProcess } from "../../scenarios/support.ts";
 import { envelope } from "../support.ts";
 
-const WARNING = "superfluid: WARNING --api-key not set. Authentication is OFF — anyone who can reach this port can use the API. Bind loopback or set --api-key.";
+const WARNING =
+  "superfluid: WARNING --api-key not set. Authentication is OFF — anyone who can reach this port can use the API. Bind loopback or set --api-key.";
 const SECRETS = { global: "sk-hosts-global-5d6e7f", chat: "sk-hosts-chat-1a2b3c", ops: "sk-hosts-ops-9f8e7d" };
 const MACHINE = hostname();
 
@@ -61,7 +62,11 @@ afterAll(async () => {
 });
 
 /** GET `path` on 127.0.0.1 with the given headers (host, origin, authorization...). */
-async function get(p: ServerProcess, headers: Record<string, string>, path = "/v1/models"): Promise<{ status: number; json: any }> {
+async function get(
+  p: ServerProcess,
+  headers: Record<string, string>,
+  path = "/v1/models",
+): Promise<{ status: number; json: any }> {
   const res = await fetch(`${p.url}${path}`, { headers });
   const text = await res.text();
   let json: any;
@@ -127,7 +132,13 @@ describe("Host off loopback", () => {
   });
 
   test("without a key: any other name is 403 origin_refused, in the path's family envelope", async () => {
-    for (const host of ["evil.example", `evil.example:${port()}`, `${MACHINE}.evil.example`, `evil-${MACHINE}`, "localhost.evil.example"]) {
+    for (const host of [
+      "evil.example",
+      `evil.example:${port()}`,
+      `${MACHINE}.evil.example`,
+      `evil-${MACHINE}`,
+      "localhost.evil.example",
+    ]) {
       const r = await get(open, { host });
       expect(r.status).toBe(403);
       const e = envelope(r.json);
@@ -166,7 +177,13 @@ describe("Origin and --web-origin", () => {
     expect((await get(open, { origin: "https://app.example" })).status).toBe(200);
     // Pages on this machine, any port.
     expect((await get(open, { origin: "http://localhost:5173" })).status).toBe(200);
-    for (const origin of ["https://evil.example", "http://app.example", "https://app.example:8443", "https://sub.app.example", "null"]) {
+    for (const origin of [
+      "https://evil.example",
+      "http://app.example",
+      "https://app.example:8443",
+      "https://sub.app.example",
+      "null",
+    ]) {
       const r = await get(open, { origin });
       expect(r.status).toBe(403);
       expect(envelope(r.json).code).toBe("origin_refused");
@@ -184,7 +201,8 @@ describe("Host on loopback", () => {
   test("loopback names only, with or without a key", async () => {
     for (const p of [loopback, loopbackKeyed]) {
       const key: Record<string, string> = p === loopbackKeyed ? { authorization: `Bearer ${SECRETS.global}` } : {};
-      for (const host of ["localhost", `127.0.0.1:${p.port}`, "127.8.9.10", "[::1]"]) expect((await get(p, { host, ...key })).status).toBe(200);
+      for (const host of ["localhost", `127.0.0.1:${p.port}`, "127.8.9.10", "[::1]"])
+        expect((await get(p, { host, ...key })).status).toBe(200);
       // This machine's name is no loopback name (unless it is "localhost").
       const names = MACHINE.toLowerCase() === "localhost" ? [] : [MACHINE];
       for (const host of ["evil.example", ...names, "10.20.30.40"]) {

@@ -40,15 +40,51 @@ describe("valid files", () => {
       ],
     });
     expect(keys).toEqual([
-      { name: "chat-ui", secret: "sk-chat-AAA111", qosClass: 0, maxClass: 0, batchInvariant: false, rateLimitRpm: 0, maxConcurrent: 16, admin: false },
-      { name: "batch", secret: "sk-batch-CCC333", qosClass: 3, maxClass: 3, batchInvariant: false, rateLimitRpm: 60, maxConcurrent: 2, admin: false },
-      { name: "ops", secret: "sk-ops-BBB222", qosClass: 2, maxClass: 2, batchInvariant: false, rateLimitRpm: 0, maxConcurrent: 0, admin: true },
+      {
+        name: "chat-ui",
+        secret: "sk-chat-AAA111",
+        qosClass: 0,
+        maxClass: 0,
+        batchInvariant: false,
+        rateLimitRpm: 0,
+        maxConcurrent: 16,
+        admin: false,
+      },
+      {
+        name: "batch",
+        secret: "sk-batch-CCC333",
+        qosClass: 3,
+        maxClass: 3,
+        batchInvariant: false,
+        rateLimitRpm: 60,
+        maxConcurrent: 2,
+        admin: false,
+      },
+      {
+        name: "ops",
+        secret: "sk-ops-BBB222",
+        qosClass: 2,
+        maxClass: 2,
+        batchInvariant: false,
+        rateLimitRpm: 0,
+        maxConcurrent: 0,
+        admin: true,
+      },
     ]);
   });
 
   test("defaults: agent, max_class = class, no limits, not admin, no batch-invariant", () => {
     expect(one({ name: "a", key: "sk-batch-CCC333" })).toEqual([
-      { name: "a", secret: "sk-batch-CCC333", qosClass: 2, maxClass: 2, batchInvariant: false, rateLimitRpm: 0, maxConcurrent: 0, admin: false },
+      {
+        name: "a",
+        secret: "sk-batch-CCC333",
+        qosClass: 2,
+        maxClass: 2,
+        batchInvariant: false,
+        rateLimitRpm: 0,
+        maxConcurrent: 0,
+        admin: false,
+      },
     ]);
     // max_class defaults to the entry's own class, not to agent.
     expect(one({ name: "a", key: "sk-batch-CCC333", class: "background" })[0]!.maxClass).toBe(3);
@@ -65,7 +101,16 @@ describe("valid files", () => {
       max_concurrent: 4,
       admin: true,
     });
-    expect(k).toEqual({ name: "A.b_c-9", secret: "sk-batch-CCC333", qosClass: 3, maxClass: 0, batchInvariant: true, rateLimitRpm: 120, maxConcurrent: 4, admin: true });
+    expect(k).toEqual({
+      name: "A.b_c-9",
+      secret: "sk-batch-CCC333",
+      qosClass: 3,
+      maxClass: 0,
+      batchInvariant: true,
+      rateLimitRpm: 120,
+      maxConcurrent: 4,
+      admin: true,
+    });
   });
 
   test("classes as parseQos reads them: names, aliases, case, numbers as JSON numbers or strings", () => {
@@ -85,12 +130,20 @@ describe("valid files", () => {
   });
 
   test("max_class better than class is allowed; equal too", () => {
-    expect(one({ name: "a", key: "sk-batch-CCC333", class: 3, max_class: 1 })[0]).toMatchObject({ qosClass: 3, maxClass: 1 });
-    expect(one({ name: "a", key: "sk-batch-CCC333", class: 1, max_class: "completion" })[0]).toMatchObject({ qosClass: 1, maxClass: 1 });
+    expect(one({ name: "a", key: "sk-batch-CCC333", class: 3, max_class: 1 })[0]).toMatchObject({
+      qosClass: 3,
+      maxClass: 1,
+    });
+    expect(one({ name: "a", key: "sk-batch-CCC333", class: 1, max_class: "completion" })[0]).toMatchObject({
+      qosClass: 1,
+      maxClass: 1,
+    });
   });
 
   test("zero limits and explicit false are accepted; whole-number floats like 60.0 read as 60", () => {
-    const [k] = parse(`{"keys":[{"name":"a","key":"sk-batch-CCC333","rate_limit_rpm":60.0,"max_concurrent":0,"admin":false,"batch_invariant":false}]}`);
+    const [k] = parse(
+      `{"keys":[{"name":"a","key":"sk-batch-CCC333","rate_limit_rpm":60.0,"max_concurrent":0,"admin":false,"batch_invariant":false}]}`,
+    );
     expect(k).toMatchObject({ rateLimitRpm: 60, maxConcurrent: 0, admin: false, batchInvariant: false });
   });
 
@@ -99,7 +152,9 @@ describe("valid files", () => {
   });
 
   test("no --api-key: the same file parses", () => {
-    expect(parseKeyPolicy(JSON.stringify({ keys: [{ name: "a", key: "sk-batch-CCC333" }] }), { env: {}, apiKeys: [] })).toHaveLength(1);
+    expect(
+      parseKeyPolicy(JSON.stringify({ keys: [{ name: "a", key: "sk-batch-CCC333" }] }), { env: {}, apiKeys: [] }),
+    ).toHaveLength(1);
   });
 });
 
@@ -117,7 +172,9 @@ describe("refusals of the file's shape", () => {
   });
 
   test("a top-level field other than keys", () => {
-    expect(refusal(() => parse({ keys: [{ name: "a", key: "sk-batch-CCC333" }], version: 1 }))).toContain(`unknown top-level field "version"`);
+    expect(refusal(() => parse({ keys: [{ name: "a", key: "sk-batch-CCC333" }], version: 1 }))).toContain(
+      `unknown top-level field "version"`,
+    );
     // A field named like a secret is not quoted.
     const msg = refusal(() => parse({ keys: [{ name: "a", key: "sk-batch-CCC333" }], "sk-batch-CCC333": 1 }));
     expect(msg).toContain("unknown top-level field");
@@ -131,7 +188,9 @@ describe("refusals of the file's shape", () => {
   });
 
   test("an entry that is not an object", () => {
-    expect(refusal(() => parse({ keys: [{ name: "a", key: "sk-batch-CCC333" }, "sk-other-DDD444"] }))).toContain("keys[1] must be an object, got a string");
+    expect(refusal(() => parse({ keys: [{ name: "a", key: "sk-batch-CCC333" }, "sk-other-DDD444"] }))).toContain(
+      "keys[1] must be an object, got a string",
+    );
     expect(refusal(() => parse({ keys: [null] }))).toContain("keys[0] must be an object, got null");
     expect(refusal(() => parse({ keys: [[]] }))).toContain("got an array");
   });
@@ -139,13 +198,22 @@ describe("refusals of the file's shape", () => {
 
 describe("refusals of one entry", () => {
   test("an unknown field, named with the entry's index and name", () => {
-    const msg = refusal(() => parse({ keys: [{ name: "a", key: "sk-batch-CCC333" }, { name: "b", key: "sk-other-DDD444", max_rpm: 3 }] }));
+    const msg = refusal(() =>
+      parse({
+        keys: [
+          { name: "a", key: "sk-batch-CCC333" },
+          { name: "b", key: "sk-other-DDD444", max_rpm: 3 },
+        ],
+      }),
+    );
     expect(msg).toContain(`keys[1] ("b")`);
     expect(msg).toContain(`unknown field "max_rpm"`);
     // A typo of a known field is refused, not ignored.
     expect(refusal(() => one({ name: "a", key: "sk-batch-CCC333", Admin: true }))).toContain(`unknown field "Admin"`);
     // A field named like a secret is not quoted.
-    expect(refusal(() => one({ name: "a", key: "sk-batch-CCC333", "sk-batch-CCC333": true }))).toContain("unknown field (a value equal to a secret, not shown)");
+    expect(refusal(() => one({ name: "a", key: "sk-batch-CCC333", "sk-batch-CCC333": true }))).toContain(
+      "unknown field (a value equal to a secret, not shown)",
+    );
   });
 
   test("name missing, not a string, bad characters", () => {
@@ -162,14 +230,24 @@ describe("refusals of one entry", () => {
   });
 
   test("a duplicate name", () => {
-    const msg = refusal(() => parse({ keys: [{ name: "a", key: "sk-batch-CCC333" }, { name: "b", key: "sk-chat-AAA111x" }, { name: "a", key: "sk-other-DDD444" }] }));
+    const msg = refusal(() =>
+      parse({
+        keys: [
+          { name: "a", key: "sk-batch-CCC333" },
+          { name: "b", key: "sk-chat-AAA111x" },
+          { name: "a", key: "sk-other-DDD444" },
+        ],
+      }),
+    );
     expect(msg).toContain(`keys[2] ("a")`);
     expect(msg).toContain("already used by keys[0]");
   });
 
   test("neither or both of key / key_env", () => {
     expect(refusal(() => one({ name: "a" }))).toContain(`keys[0] ("a"): needs a secret`);
-    expect(refusal(() => one({ name: "a", key: "sk-batch-CCC333", key_env: "OPS_KEY" }))).toContain(`has both "key" and "key_env"`);
+    expect(refusal(() => one({ name: "a", key: "sk-batch-CCC333", key_env: "OPS_KEY" }))).toContain(
+      `has both "key" and "key_env"`,
+    );
   });
 
   test("key empty or not a string", () => {
@@ -201,13 +279,17 @@ describe("refusals of one entry", () => {
       expect(msg).toContain(`keys[0] ("a"): "class"`);
       expect(msg).toContain("is not a QoS class; accepted: interactive (0)");
     }
-    expect(refusal(() => one({ name: "a", key: "sk-batch-CCC333", max_class: "high" }))).toContain(`"max_class" "high" is not a QoS class`);
+    expect(refusal(() => one({ name: "a", key: "sk-batch-CCC333", max_class: "high" }))).toContain(
+      `"max_class" "high" is not a QoS class`,
+    );
     // A class value that is a secret (pasted into the wrong field) is not quoted.
     expect(refusal(() => one({ name: "a", key: "sk-batch-CCC333", class: "sk-batch-CCC333" }))).toContain("not shown");
   });
 
   test("max_class worse than class", () => {
-    const msg = refusal(() => one({ name: "a", key: "sk-batch-CCC333", class: "interactive", max_class: "background" }));
+    const msg = refusal(() =>
+      one({ name: "a", key: "sk-batch-CCC333", class: "interactive", max_class: "background" }),
+    );
     expect(msg).toContain(`keys[0] ("a"): "max_class" background is worse than "class" interactive`);
     expect(msg).toContain("could not even ask for its own class");
     expect(refusal(() => one({ name: "a", key: "sk-batch-CCC333", max_class: 3 }))).toContain("worse than"); // class defaults to agent
@@ -234,31 +316,70 @@ describe("refusals of one entry", () => {
 
 describe("refusals across entries and --api-key", () => {
   test("duplicate secrets, inline or through the environment", () => {
-    const msg = refusal(() => parse({ keys: [{ name: "a", key: "sk-batch-CCC333" }, { name: "b", key: "sk-batch-CCC333" }] }));
+    const msg = refusal(() =>
+      parse({
+        keys: [
+          { name: "a", key: "sk-batch-CCC333" },
+          { name: "b", key: "sk-batch-CCC333" },
+        ],
+      }),
+    );
     expect(msg).toContain(`keys[1] ("b"): its secret is the same as keys[0] ("a")'s`);
-    const viaEnv = refusal(() => parse({ keys: [{ name: "a", key_env: "OPS_KEY" }, { name: "b", key: "sk-ops-BBB222" }] }));
+    const viaEnv = refusal(() =>
+      parse({
+        keys: [
+          { name: "a", key_env: "OPS_KEY" },
+          { name: "b", key: "sk-ops-BBB222" },
+        ],
+      }),
+    );
     expect(viaEnv).toContain(`keys[1] ("b"): its secret is the same as keys[0] ("a")'s`);
   });
 
   test("a secret equal to an --api-key", () => {
     const msg = refusal(() => one({ name: "a", key: API_KEY }));
     expect(msg).toContain(`keys[0] ("a"): its secret equals an --api-key value`);
-    const second = refusal(() => parseKeyPolicy(JSON.stringify({ keys: [{ name: "a", key: "sk-other-DDD444" }] }), { env: {}, apiKeys: [API_KEY, "sk-other-DDD444"] }));
+    const second = refusal(() =>
+      parseKeyPolicy(JSON.stringify({ keys: [{ name: "a", key: "sk-other-DDD444" }] }), {
+        env: {},
+        apiKeys: [API_KEY, "sk-other-DDD444"],
+      }),
+    );
     expect(second).toContain("equals an --api-key value");
   });
 
   test("a name equal to its own secret, another entry's, or an --api-key; the name is then left out", () => {
     const own = refusal(() => parse({ keys: [{ name: "sk-other-DDD444", key: "sk-other-DDD444" }] }));
     expect(own).toContain("keys[0]: its name equals its own secret");
-    const other = refusal(() => parse({ keys: [{ name: "a", key: "sk-batch-CCC333" }, { name: "sk-ops-BBB222", key: "sk-other-DDD444" }, { name: "c", key_env: "OPS_KEY" }] }));
+    const other = refusal(() =>
+      parse({
+        keys: [
+          { name: "a", key: "sk-batch-CCC333" },
+          { name: "sk-ops-BBB222", key: "sk-other-DDD444" },
+          { name: "c", key_env: "OPS_KEY" },
+        ],
+      }),
+    );
     expect(other).toContain(`keys[1]: its name equals the secret of keys[2] ("c")`);
-    const api = refusal(() => parseKeyPolicy(JSON.stringify({ keys: [{ name: "tok123", key: "sk-other-DDD444" }] }), { env: {}, apiKeys: ["tok123"] }));
+    const api = refusal(() =>
+      parseKeyPolicy(JSON.stringify({ keys: [{ name: "tok123", key: "sk-other-DDD444" }] }), {
+        env: {},
+        apiKeys: ["tok123"],
+      }),
+    );
     expect(api).toContain("keys[0]: its name equals an --api-key value");
     expect(api).not.toContain("tok123");
   });
 
   test("an entry whose name is another entry's secret is never named, even in an unrelated refusal", () => {
-    const msg = refusal(() => parse({ keys: [{ name: "sk-other-DDD444", key: "sk-batch-CCC333", admin: "yes" }, { name: "b", key: "sk-other-DDD444" }] }));
+    const msg = refusal(() =>
+      parse({
+        keys: [
+          { name: "sk-other-DDD444", key: "sk-batch-CCC333", admin: "yes" },
+          { name: "b", key: "sk-other-DDD444" },
+        ],
+      }),
+    );
     expect(msg).toContain(`keys[0]: "admin" must be true or false`);
   });
 });
@@ -271,7 +392,16 @@ describe("readKeyPolicy", () => {
     const path = join(dir, "ok.json");
     writeFileSync(path, JSON.stringify({ keys: [{ name: "ops", key_env: "OPS_KEY", admin: true }] }));
     expect(readKeyPolicy(path, opts)).toEqual([
-      { name: "ops", secret: "sk-ops-BBB222", qosClass: 2, maxClass: 2, batchInvariant: false, rateLimitRpm: 0, maxConcurrent: 0, admin: true },
+      {
+        name: "ops",
+        secret: "sk-ops-BBB222",
+        qosClass: 2,
+        maxClass: 2,
+        batchInvariant: false,
+        rateLimitRpm: 0,
+        maxConcurrent: 0,
+        admin: true,
+      },
     ]);
   });
 

@@ -47,8 +47,10 @@ const rated = useServer({
   maxBatch: 1,
   apiKey: SECRET.ops,
   extraArgs: [
-    "--rate-limit", "3",
-    "--api-key", SECRET.global,
+    "--rate-limit",
+    "3",
+    "--api-key",
+    SECRET.global,
     "--key-policy",
     policyFile("rated.json", [
       { name: "plain", key: SECRET.plain },
@@ -69,7 +71,8 @@ const keyed = useServer({
   maxContext: 32768,
   apiKey: SECRET.global,
   extraArgs: [
-    "--api-key", SECRET.global,
+    "--api-key",
+    SECRET.global,
     "--key-policy",
     policyFile("keyed.json", [
       { name: "solo", key: SECRET.solo, max_concurrent: 1 },
@@ -83,9 +86,26 @@ const keyed = useServer({
 
 const auth = (key: string, extra: Record<string, string> = {}) => ({ authorization: `Bearer ${key}`, ...extra });
 const get = (s: TestServer, path: string, key?: string) => fetch(`${s.url}${path}`, { headers: key ? auth(key) : {} });
-const postAs = (s: TestServer, path: string, key: string, body: unknown, extra: Record<string, string> = {}, signal?: AbortSignal) =>
-  fetch(`${s.url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...auth(key, extra) }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
-const chat = (s: TestServer, extra: Record<string, unknown> = {}) => ({ model: s.model, messages: user("hi"), max_tokens: 16, ...extra });
+const postAs = (
+  s: TestServer,
+  path: string,
+  key: string,
+  body: unknown,
+  extra: Record<string, string> = {},
+  signal?: AbortSignal,
+) =>
+  fetch(`${s.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...auth(key, extra) },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
+const chat = (s: TestServer, extra: Record<string, unknown> = {}) => ({
+  model: s.model,
+  messages: user("hi"),
+  max_tokens: 16,
+  ...extra,
+});
 
 /** The value of one sample of the exposition (labels in any order), or undefined when it is not there. */
 function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
@@ -93,7 +113,11 @@ function sample(text: string, name: string, labels: Record<string, string>): num
     const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (!m || m[1] !== name) continue;
     const got = Object.fromEntries([...(m[2] ?? "").matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1]!, l[2]!]));
-    if (Object.keys(labels).every((k) => got[k] === labels[k]) && Object.keys(got).length === Object.keys(labels).length) return Number(m[3]);
+    if (
+      Object.keys(labels).every((k) => got[k] === labels[k]) &&
+      Object.keys(got).length === Object.keys(labels).length
+    )
+      return Number(m[3]);
   }
   return undefined;
 }
@@ -184,7 +208,9 @@ describe("rate limits", () => {
     expect(sample(text, "superfluid_key_rejected_total", { key: "plain", reason: "rate_limit_exceeded" })).toBe(4);
     expect(sample(text, "superfluid_key_rejected_total", { key: "other", reason: "rate_limit_exceeded" })).toBe(1);
     expect(sample(text, "superfluid_key_rejected_total", { key: "metered", reason: "rate_limit_exceeded" })).toBe(1);
-    expect(sample(text, "superfluid_key_rejected_total", { key: "ops", reason: "rate_limit_exceeded" })).toBeUndefined();
+    expect(
+      sample(text, "superfluid_key_rejected_total", { key: "ops", reason: "rate_limit_exceeded" }),
+    ).toBeUndefined();
     // Every authenticated request is counted, refused or not, scrapes included.
     expect(sample(text, "superfluid_key_requests_total", { key: "plain" })).toBe(9);
     expect(sample(text, "superfluid_key_requests_total", { key: "metered" })).toBe(4);
@@ -206,7 +232,14 @@ describe("max_concurrent", () => {
   test("a stream holds the key's one slot: the next POST is 429, reads pass, and the slot comes back when the stream ends", async () => {
     expect(await inFlight("solo")).toBe(0);
     const controller = new AbortController();
-    const held = await postAs(keyed, "/v1/chat/completions", SECRET.solo, chat(keyed, { stream: true, ignore_eos: true, max_tokens: 30000 }), {}, controller.signal);
+    const held = await postAs(
+      keyed,
+      "/v1/chat/completions",
+      SECRET.solo,
+      chat(keyed, { stream: true, ignore_eos: true, max_tokens: 30000 }),
+      {},
+      controller.signal,
+    );
     expect(held.status).toBe(200);
     const reader = held.body!.getReader();
     await reader.read();
@@ -220,14 +253,20 @@ describe("max_concurrent", () => {
       expect(e.message).toContain("'solo'");
       // Any POST that makes work takes a slot, in its family's envelope.
       expect((await postAs(keyed, "/v1/tokenize", SECRET.solo, { content: "hi" })).status).toBe(429);
-      const ollama = await postAs(keyed, "/api/chat", SECRET.solo, { model: keyed.model, messages: user("hi"), stream: false });
+      const ollama = await postAs(keyed, "/api/chat", SECRET.solo, {
+        model: keyed.model,
+        messages: user("hi"),
+        stream: false,
+      });
       expect(ollama.status).toBe(429);
       expect(Object.keys((await ollama.json()) as object)).toEqual(["error"]);
       // Reads, deletes, cancels and scrapes take none.
       expect((await get(keyed, "/v1/models", SECRET.solo)).status).toBe(200);
       expect((await fetch(`${keyed.url}/v1/models`, { method: "HEAD", headers: auth(SECRET.solo) })).status).toBe(200);
       expect((await get(keyed, "/metrics", SECRET.solo)).status).toBe(200);
-      expect((await fetch(`${keyed.url}/v1/files/file-nothing`, { method: "DELETE", headers: auth(SECRET.solo) })).status).toBe(404);
+      expect(
+        (await fetch(`${keyed.url}/v1/files/file-nothing`, { method: "DELETE", headers: auth(SECRET.solo) })).status,
+      ).toBe(404);
       expect((await postAs(keyed, "/v1/batches/batch_nothing/cancel", SECRET.solo, {})).status).toBe(404);
       // Another key is not held up by this one's slots.
       expect((await postAs(keyed, "/v1/tokenize", SECRET.user, { content: "hi" })).status).toBe(200);
@@ -260,7 +299,9 @@ describe("max_concurrent", () => {
 
   test("concurrency refusals are counted by reason", async () => {
     const text = await scrape(keyed, SECRET.ops);
-    expect(sample(text, "superfluid_key_rejected_total", { key: "solo", reason: "concurrency_limit_exceeded" })).toBe(3);
+    expect(sample(text, "superfluid_key_rejected_total", { key: "solo", reason: "concurrency_limit_exceeded" })).toBe(
+      3,
+    );
   });
 
   test("a client gone before its stream's first byte gives the slot back too", async () => {
@@ -276,17 +317,28 @@ describe("max_concurrent", () => {
       if (delayMs > 0) await Bun.sleep(delayMs);
       conn.destroy();
       // The slot is back once the key can make work again (a leaked slot would keep it at 429 for good).
-      expect(await until(async () => (await postAs(keyed, "/v1/tokenize", SECRET.solo, { content: "hi" })).status === 200)).toBe(true);
+      expect(
+        await until(async () => (await postAs(keyed, "/v1/tokenize", SECRET.solo, { content: "hi" })).status === 200),
+      ).toBe(true);
     }
     expect(await until(async () => (await inFlight("solo")) === 0)).toBe(true);
   });
 });
 
 describe("QoS class per key", () => {
-  /** The class lanes /slots shows while a long stream under `key` (and `headers`) runs; the stream is then cancelled. */
+  /**
+   * The class lanes /slots shows while a long stream under `key` (and `headers`) runs; the stream is then cancelled.
+   */
   async function classWhileRunning(key: string, headers: Record<string, string> = {}): Promise<Record<string, number>> {
     const controller = new AbortController();
-    const res = await postAs(keyed, "/v1/chat/completions", key, chat(keyed, { stream: true, ignore_eos: true, max_tokens: 30000 }), headers, controller.signal);
+    const res = await postAs(
+      keyed,
+      "/v1/chat/completions",
+      key,
+      chat(keyed, { stream: true, ignore_eos: true, max_tokens: 30000 }),
+      headers,
+      controller.signal,
+    );
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();
     await reader.read();
@@ -303,7 +355,10 @@ describe("QoS class per key", () => {
 
   test("without a header a request runs in its key's class; with one, in the class asked for up to max_class", async () => {
     expect(await classWhileRunning(SECRET.bg)).toMatchObject({ background: 1, agent: 0, interactive: 0 });
-    expect(await classWhileRunning(SECRET.bg, { "x-superfluid-qos": "agent" })).toMatchObject({ background: 0, agent: 1 });
+    expect(await classWhileRunning(SECRET.bg, { "x-superfluid-qos": "agent" })).toMatchObject({
+      background: 0,
+      agent: 1,
+    });
     // A key with no class runs in the server's default (agent).
     expect(await classWhileRunning(SECRET.user)).toMatchObject({ agent: 1, background: 0 });
   });
@@ -316,14 +371,28 @@ describe("QoS class per key", () => {
     expect(e.code).toBe("admin_required");
     expect(e.param).toBe("x-superfluid-qos");
     expect(e.message).toContain("'bg'");
-    const anthropic = await postAs(keyed, "/v1/messages", SECRET.bg, { model: keyed.model, max_tokens: 8, messages: user("hi") }, qos);
+    const anthropic = await postAs(
+      keyed,
+      "/v1/messages",
+      SECRET.bg,
+      { model: keyed.model, max_tokens: 8, messages: user("hi") },
+      qos,
+    );
     expect(anthropic.status).toBe(403);
     expect(await anthropic.json()).toMatchObject({ type: "error", error: { type: "permission_error" } });
-    const ollama = await postAs(keyed, "/api/chat", SECRET.bg, { model: keyed.model, messages: user("hi"), stream: false }, { "x-superfluid-qos": "completion" });
+    const ollama = await postAs(
+      keyed,
+      "/api/chat",
+      SECRET.bg,
+      { model: keyed.model, messages: user("hi"), stream: false },
+      { "x-superfluid-qos": "completion" },
+    );
     expect(ollama.status).toBe(403);
     expect(Object.keys((await ollama.json()) as object)).toEqual(["error"]);
     // The class it may have: fine. The global key has no bound.
-    const ok = await postAs(keyed, "/v1/chat/completions", SECRET.bg, chat(keyed), { "x-superfluid-qos": "background" });
+    const ok = await postAs(keyed, "/v1/chat/completions", SECRET.bg, chat(keyed), {
+      "x-superfluid-qos": "background",
+    });
     expect(ok.status).toBe(200);
     await ok.json();
     const global = await postAs(keyed, "/v1/chat/completions", SECRET.global, chat(keyed), qos);
@@ -332,12 +401,35 @@ describe("QoS class per key", () => {
   });
 
   test("requestQos with a principal (unit)", () => {
-    const ring = new KeyRing(["sk-unit-global"], [
-      { name: "bg", secret: "sk-unit-bg", qosClass: 3, maxClass: 2, batchInvariant: false, rateLimitRpm: 0, maxConcurrent: 0, admin: false },
-      { name: "inv", secret: "sk-unit-inv", qosClass: 2, maxClass: 2, batchInvariant: true, rateLimitRpm: 0, maxConcurrent: 0, admin: false },
-    ]);
+    const ring = new KeyRing(
+      ["sk-unit-global"],
+      [
+        {
+          name: "bg",
+          secret: "sk-unit-bg",
+          qosClass: 3,
+          maxClass: 2,
+          batchInvariant: false,
+          rateLimitRpm: 0,
+          maxConcurrent: 0,
+          admin: false,
+        },
+        {
+          name: "inv",
+          secret: "sk-unit-inv",
+          qosClass: 2,
+          maxClass: 2,
+          batchInvariant: true,
+          rateLimitRpm: 0,
+          maxConcurrent: 0,
+          admin: false,
+        },
+      ],
+    );
     const as = (secret: string, headers: Record<string, string> = {}) => {
-      const request = new Request("http://localhost/v1/chat/completions", { headers: { authorization: `Bearer ${secret}`, ...headers } });
+      const request = new Request("http://localhost/v1/chat/completions", {
+        headers: { authorization: `Bearer ${secret}`, ...headers },
+      });
       const principal = ring.identify(request.headers);
       expect(principal).toBeDefined();
       setPrincipal(request, principal!);
@@ -356,21 +448,32 @@ describe("QoS class per key", () => {
     expect(requestQos({ ...DEFAULT_QOS_POLICY, defaultQos: 0 }, as("sk-unit-bg"))).toBe(3); // the key's class beats --http-default-qos
     expect(requestQos(DEFAULT_QOS_POLICY, as("sk-unit-bg", { "x-superfluid-qos": "agent" }))).toBe(2);
     expect(requestQos(DEFAULT_QOS_POLICY, as("sk-unit-bg", { "x-superfluid-qos": "background" }))).toBe(3);
-    const above = refusal(() => requestQos(DEFAULT_QOS_POLICY, as("sk-unit-bg", { "x-superfluid-qos": "interactive" })));
+    const above = refusal(() =>
+      requestQos(DEFAULT_QOS_POLICY, as("sk-unit-bg", { "x-superfluid-qos": "interactive" })),
+    );
     expect([above.status, above.code]).toEqual([403, "admin_required"]);
     // Under --no-http-qos-header the header is not read, so not refused either.
-    expect(requestQos({ ...DEFAULT_QOS_POLICY, honourHeader: false }, as("sk-unit-bg", { "x-superfluid-qos": "interactive" }))).toBe(3);
+    expect(
+      requestQos(
+        { ...DEFAULT_QOS_POLICY, honourHeader: false },
+        as("sk-unit-bg", { "x-superfluid-qos": "interactive" }),
+      ),
+    ).toBe(3);
     // The global key: the server's default, any header.
     expect(requestQos({ ...DEFAULT_QOS_POLICY, defaultQos: 1 }, as("sk-unit-global"))).toBe(1);
     expect(requestQos(DEFAULT_QOS_POLICY, as("sk-unit-global", { "x-superfluid-qos": "interactive" }))).toBe(0);
 
     const invariant = { "x-superfluid-batch-invariant": "true" };
     expect(() => checkBatchInvariant(DEFAULT_QOS_POLICY, as("sk-unit-inv", invariant))).not.toThrow();
-    const denied = refusal(() => checkBatchInvariant({ ...DEFAULT_QOS_POLICY, allowBatchInvariant: true }, as("sk-unit-bg", invariant)));
+    const denied = refusal(() =>
+      checkBatchInvariant({ ...DEFAULT_QOS_POLICY, allowBatchInvariant: true }, as("sk-unit-bg", invariant)),
+    );
     expect([denied.status, denied.code]).toEqual([403, "admin_required"]); // the key's own false beats the server's flag
     expect(denied.message).toContain("'bg'");
     expect(() => checkBatchInvariant(DEFAULT_QOS_POLICY, as("sk-unit-global", invariant))).toThrow(RequestError);
-    expect(() => checkBatchInvariant({ ...DEFAULT_QOS_POLICY, allowBatchInvariant: true }, as("sk-unit-global", invariant))).not.toThrow();
+    expect(() =>
+      checkBatchInvariant({ ...DEFAULT_QOS_POLICY, allowBatchInvariant: true }, as("sk-unit-global", invariant)),
+    ).not.toThrow();
   });
 });
 
@@ -404,14 +507,16 @@ describe("per-key metrics", () => {
       // The rest of the exposition is there as for anyone.
       expect(own).toContain("# HELP superfluid_key_in_flight");
       expect(own).toMatch(/^superfluid_requests_total\{/m);
-      for (const key of [SECRET.ops, SECRET.global]) expect([...keyLabels(await scrape(keyed, key, path))].sort()).toEqual([...NAMES].sort());
+      for (const key of [SECRET.ops, SECRET.global])
+        expect([...keyLabels(await scrape(keyed, key, path))].sort()).toEqual([...NAMES].sort());
     }
   });
 
   test("requests are counted per key; admin_required refusals by reason (admin routes, QoS, batch-invariant)", async () => {
     const before = await scrape(keyed, SECRET.ops);
     const n = (text: string, key: string) => sample(text, "superfluid_key_requests_total", { key }) ?? 0;
-    const adminRefusals = (text: string, key: string) => sample(text, "superfluid_key_rejected_total", { key, reason: "admin_required" }) ?? 0;
+    const adminRefusals = (text: string, key: string) =>
+      sample(text, "superfluid_key_rejected_total", { key, reason: "admin_required" }) ?? 0;
     for (let i = 0; i < 3; i++) expect((await get(keyed, "/v1/models", SECRET.inv)).status).toBe(200);
     const load = await postAs(keyed, "/v1/models/load", SECRET.inv, { id: "no-such-model" });
     expect(load.status).toBe(403);

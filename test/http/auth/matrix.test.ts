@@ -40,7 +40,12 @@ writeFileSync(
 );
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const s = useServer({ fixture: "tiny-chat", maxBatch: 2, apiKey: GLOBAL_KEY, extraArgs: ["--key-policy", policy, "--api-key", GLOBAL_KEY] });
+const s = useServer({
+  fixture: "tiny-chat",
+  maxBatch: 2,
+  apiKey: GLOBAL_KEY,
+  extraArgs: ["--key-policy", policy, "--api-key", GLOBAL_KEY],
+});
 
 type Family = "openai" | "anthropic" | "ollama";
 
@@ -48,18 +53,24 @@ interface Row {
   method: string;
   /** The request target. */
   path: string;
-  /** The route pattern it exercises, as the app registers it (for the coverage check); none for unknown paths and methods. */
+  /**
+   * The route pattern it exercises, as the app registers it (for the coverage check); none for unknown paths and
+   * methods.
+   */
   route?: string;
   /** A JSON body (default `{}` on POST, PUT and PATCH). */
   body?: unknown;
   admin?: boolean;
   /** GET /health: answered without a key. */
   open?: boolean;
-  /** The status a key that may use the route gets (every key on a non-admin row, admin and global keys on an admin row). */
+  /**
+   * The status a key that may use the route gets (every key on a non-admin row, admin and global keys on an admin row).
+   */
   keyed: number;
 }
 
-const family = (path: string): Family => (path.startsWith("/v1/messages") ? "anthropic" : path.startsWith("/api/") ? "ollama" : "openai");
+const family = (path: string): Family =>
+  path.startsWith("/v1/messages") ? "anthropic" : path.startsWith("/api/") ? "ollama" : "openai";
 
 const NO_MODEL = "no-such-model-for-auth-tests";
 
@@ -84,15 +95,43 @@ const ROWS: Row[] = [
   { method: "POST", path: "/v1/embeddings", route: "/v1/embeddings", keyed: 400 },
   { method: "POST", path: "/v1/rerank", route: "/v1/rerank", keyed: 400 },
   { method: "POST", path: "/rerank", route: "/rerank", keyed: 400 },
-  { method: "POST", path: "/v1/models/load", route: "/v1/models/load", body: { id: NO_MODEL }, admin: true, keyed: 404 },
-  { method: "POST", path: "/v1/models/unload", route: "/v1/models/unload", body: { id: NO_MODEL }, admin: true, keyed: 404 },
+  {
+    method: "POST",
+    path: "/v1/models/load",
+    route: "/v1/models/load",
+    body: { id: NO_MODEL },
+    admin: true,
+    keyed: 404,
+  },
+  {
+    method: "POST",
+    path: "/v1/models/unload",
+    route: "/v1/models/unload",
+    body: { id: NO_MODEL },
+    admin: true,
+    keyed: 404,
+  },
   { method: "DELETE", path: `/v1/models/${NO_MODEL}`, route: "/v1/models/*", admin: true, keyed: 404 },
   { method: "GET", path: "/v1/lora", route: "/v1/lora", keyed: 200 },
-  { method: "POST", path: "/v1/lora/load", route: "/v1/lora/load", body: { path: join(dir, "no-such-adapter.gguf") }, admin: true, keyed: 400 },
+  {
+    method: "POST",
+    path: "/v1/lora/load",
+    route: "/v1/lora/load",
+    body: { path: join(dir, "no-such-adapter.gguf") },
+    admin: true,
+    keyed: 400,
+  },
   { method: "POST", path: "/v1/lora/unload", route: "/v1/lora/unload", body: { id: 4242 }, admin: true, keyed: 404 },
   { method: "GET", path: "/lora-adapters", route: "/lora-adapters", keyed: 200 },
   // llama-server's scale route changes what every request gets: admin here too.
-  { method: "POST", path: "/lora-adapters", route: "/lora-adapters", body: [{ id: 4242, scale: 1 }], admin: true, keyed: 400 },
+  {
+    method: "POST",
+    path: "/lora-adapters",
+    route: "/lora-adapters",
+    body: [{ id: 4242, scale: 1 }],
+    admin: true,
+    keyed: 400,
+  },
   { method: "POST", path: "/v1/responses", route: "/v1/responses", keyed: 400 },
   { method: "GET", path: "/v1/responses/resp_nothing", route: "/v1/responses/:id", keyed: 404 },
   { method: "DELETE", path: "/v1/responses/resp_nothing", route: "/v1/responses/:id", keyed: 404 },
@@ -146,12 +185,23 @@ const ROWS: Row[] = [
 ];
 
 type Credential = { label: string; headers: Record<string, string> };
-const bearer = (key: string, who: string): Credential => ({ label: `${who} (Bearer)`, headers: { authorization: `Bearer ${key}` } });
-const xApiKey = (key: string, who: string): Credential => ({ label: `${who} (X-Api-Key)`, headers: { "x-api-key": key } });
+const bearer = (key: string, who: string): Credential => ({
+  label: `${who} (Bearer)`,
+  headers: { authorization: `Bearer ${key}` },
+});
+const xApiKey = (key: string, who: string): Credential => ({
+  label: `${who} (X-Api-Key)`,
+  headers: { "x-api-key": key },
+});
 const NO_KEY: Credential = { label: "no key", headers: {} };
 const WRONG = [bearer(WRONG_KEY, "wrong key"), xApiKey(WRONG_KEY, "wrong key")];
 const POLICY = [bearer(USER_KEY, "policy key"), xApiKey(USER_KEY, "policy key")];
-const ADMINS = [bearer(OPS_KEY, "admin policy key"), xApiKey(OPS_KEY, "admin policy key"), bearer(GLOBAL_KEY, "global key"), xApiKey(GLOBAL_KEY, "global key")];
+const ADMINS = [
+  bearer(OPS_KEY, "admin policy key"),
+  xApiKey(OPS_KEY, "admin policy key"),
+  bearer(GLOBAL_KEY, "global key"),
+  xApiKey(GLOBAL_KEY, "global key"),
+];
 
 async function call(row: Row, cred: Credential): Promise<{ status: number; text: string; headers: Headers }> {
   const hasBody = row.method === "POST" || row.method === "PUT" || row.method === "PATCH";
@@ -174,14 +224,19 @@ function authEnvelopeProblem(fam: Family, text: string): string | undefined {
   if (fam === "openai") {
     try {
       const e = envelope(json);
-      if (e.type !== "authentication_error" || e.code !== "invalid_api_key") return `OpenAI envelope with type ${e.type}, code ${e.code}`;
+      if (e.type !== "authentication_error" || e.code !== "invalid_api_key")
+        return `OpenAI envelope with type ${e.type}, code ${e.code}`;
     } catch (err) {
       return (err as Error).message;
     }
     return undefined;
   }
   if (fam === "anthropic") {
-    const ok = json?.type === "error" && json.error?.type === "authentication_error" && typeof json.error.message === "string" && Object.keys(json).length === 2;
+    const ok =
+      json?.type === "error" &&
+      json.error?.type === "authentication_error" &&
+      typeof json.error.message === "string" &&
+      Object.keys(json).length === 2;
     return ok ? undefined : `not Anthropic's authentication_error envelope: ${text.slice(0, 200)}`;
   }
   const ok = typeof json?.error === "string" && json.error.length > 0 && Object.keys(json).length === 1;
@@ -209,7 +264,8 @@ async function mismatches(row: Row): Promise<string[]> {
     }
     const problem = authEnvelopeProblem(fam, r.text);
     if (problem) out.push(`${cred.label}: ${problem}`);
-    if (!/api key/i.test(r.text)) out.push(`${cred.label}: the 401 does not say a key is needed: ${r.text.slice(0, 160)}`);
+    if (!/api key/i.test(r.text))
+      out.push(`${cred.label}: the 401 does not say a key is needed: ${r.text.slice(0, 160)}`);
   }
   for (const cred of POLICY) {
     const r = await call(row, cred);
@@ -219,15 +275,18 @@ async function mismatches(row: Row): Promise<string[]> {
         continue;
       }
       const e = envelope(JSON.parse(r.text));
-      if (e.code !== "admin_required" || e.type !== "permission_error") out.push(`${cred.label}: 403 with code ${e.code}, type ${e.type}; want admin_required, permission_error`);
+      if (e.code !== "admin_required" || e.type !== "permission_error")
+        out.push(`${cred.label}: 403 with code ${e.code}, type ${e.type}; want admin_required, permission_error`);
       continue;
     }
-    if (r.status === 401 || r.status === 403) out.push(`${cred.label}: ${r.status}, want past the gate: ${r.text.slice(0, 160)}`);
+    if (r.status === 401 || r.status === 403)
+      out.push(`${cred.label}: ${r.status}, want past the gate: ${r.text.slice(0, 160)}`);
     else if (r.status !== row.keyed) out.push(`${cred.label}: ${r.status}, want ${row.keyed}: ${r.text.slice(0, 160)}`);
   }
   for (const cred of ADMINS) {
     const r = await call(row, cred);
-    if (r.status === 401 || r.status === 403) out.push(`${cred.label}: ${r.status}, want past the gate: ${r.text.slice(0, 160)}`);
+    if (r.status === 401 || r.status === 403)
+      out.push(`${cred.label}: ${r.status}, want past the gate: ${r.text.slice(0, 160)}`);
     else if (r.status !== row.keyed) out.push(`${cred.label}: ${r.status}, want ${row.keyed}: ${r.text.slice(0, 160)}`);
   }
   return out;
@@ -248,7 +307,8 @@ describe("every route × every credential", () => {
     const registered = bare.routes.map((r) => `${r.method.toUpperCase()} ${r.path}`);
     // src/http/app.ts's own routes, read off its source: the app is built inside createApp.
     const appSource = readFileSync(join(import.meta.dir, "../../../src/http/app.ts"), "utf8");
-    for (const m of appSource.matchAll(/\.(get|post|put|patch|delete)\(\s*"([^"]+)"/g)) registered.push(`${m[1]!.toUpperCase()} ${m[2]}`);
+    for (const m of appSource.matchAll(/\.(get|post|put|patch|delete)\(\s*"([^"]+)"/g))
+      registered.push(`${m[1]!.toUpperCase()} ${m[2]}`);
     const covered = new Set(ROWS.filter((r) => r.route).map((r) => `${r.method} ${r.route}`));
     expect(registered.filter((r) => !covered.has(r))).toEqual([]);
     // And the table's routes are real ones (a renamed route would leave a stale row).
@@ -256,7 +316,9 @@ describe("every route × every credential", () => {
   });
 
   test("a key in both headers: one valid key is enough; a wrong Bearer with a valid X-Api-Key passes", async () => {
-    const r = await fetch(`${s.url}/v1/models`, { headers: { authorization: `Bearer ${WRONG_KEY}`, "x-api-key": USER_KEY } });
+    const r = await fetch(`${s.url}/v1/models`, {
+      headers: { authorization: `Bearer ${WRONG_KEY}`, "x-api-key": USER_KEY },
+    });
     expect(r.status).toBe(200);
     // A scheme other than Bearer is no key.
     const basic = await fetch(`${s.url}/v1/models`, { headers: { authorization: `Basic ${btoa(`u:${USER_KEY}`)}` } });
@@ -288,7 +350,9 @@ describe("the official clients", () => {
       const reply = await client(USER_KEY).messages.create({ model: s.model, max_tokens: 16, messages });
       expect(reply.content.map((b) => (b.type === "text" ? b.text : b.type))).toEqual([REPLY]);
 
-      const err = await client(WRONG_KEY).messages.create({ model: s.model, max_tokens: 16, messages }).catch((e) => e);
+      const err = await client(WRONG_KEY)
+        .messages.create({ model: s.model, max_tokens: 16, messages })
+        .catch((e) => e);
       expect(err).toBeInstanceOf(Anthropic.AuthenticationError);
       expect(err.status).toBe(401);
       expect(err.error).toMatchObject({ type: "error", error: { type: "authentication_error" } });

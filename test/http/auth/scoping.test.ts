@@ -46,7 +46,12 @@ async function refusal(fn: () => unknown): Promise<RequestError> {
 }
 
 /** A refusal as the client sees it, with the id it names replaced, to compare with an unknown id's. */
-const shape = (err: RequestError, id: string) => ({ status: err.status, code: err.code, field: err.field, message: err.message.replaceAll(id, "<id>") });
+const shape = (err: RequestError, id: string) => ({
+  status: err.status,
+  code: err.code,
+  field: err.field,
+  message: err.message.replaceAll(id, "<id>"),
+});
 
 describe("the stores, scope passed explicitly", () => {
   test("files: get, list, cursors and delete see only the owner's; owners survive a reopen", async () => {
@@ -84,7 +89,10 @@ describe("the stores, scope passed explicitly", () => {
   test("batches: the input file must be the caller's; get, list, cancel see only the owner's; output files are the owner's", async () => {
     const root = tempDir();
     const files = await FileStore.open(join(root, "files"));
-    const execute = async (body: Record<string, unknown>) => ({ status: 200, body: { object: "chat.completion", id: body.id, usage: { prompt_tokens: 1, completion_tokens: 1 } } });
+    const execute = async (body: Record<string, unknown>) => ({
+      status: 200,
+      body: { object: "chat.completion", id: body.id, usage: { prompt_tokens: 1, completion_tokens: 1 } },
+    });
     const open = () => BatchService.open({ dir: join(root, "batches"), files, execute, modelId: "m", log: () => {} });
     const service = open();
     service.start();
@@ -92,7 +100,9 @@ describe("the stores, scope passed explicitly", () => {
     const input = (await files.create({ filename: "in.jsonl", purpose: "batch", body: text, owner: "alice" })).id;
     const body = { input_file_id: input, endpoint: CHAT, completion_window: "24h" };
 
-    const unknownFile = await refusal(() => service.create({ ...body, input_file_id: "file-000000000000000000000000" }, "bob"));
+    const unknownFile = await refusal(() =>
+      service.create({ ...body, input_file_id: "file-000000000000000000000000" }, "bob"),
+    );
     const othersFile = await refusal(() => service.create(body, "bob"));
     expect(shape(othersFile, input)).toEqual(shape(unknownFile, "file-000000000000000000000000"));
     expect(othersFile.status).toBe(404);
@@ -107,11 +117,17 @@ describe("the stores, scope passed explicitly", () => {
 
     const unknown = "batch_0123456789abcdef01234567";
     for (const scope of ["bob", undefined]) {
-      expect(shape(await refusal(() => service.get(created.id, scope)), created.id)).toEqual(shape(await refusal(() => service.get(unknown, scope)), unknown));
-      expect(shape(await refusal(() => service.cancel(created.id, scope)), created.id)).toEqual(shape(await refusal(() => service.cancel(unknown, scope)), unknown));
+      expect(shape(await refusal(() => service.get(created.id, scope)), created.id)).toEqual(
+        shape(await refusal(() => service.get(unknown, scope)), unknown),
+      );
+      expect(shape(await refusal(() => service.cancel(created.id, scope)), created.id)).toEqual(
+        shape(await refusal(() => service.cancel(unknown, scope)), unknown),
+      );
       expect(service.list({}, scope).data).toEqual([]);
       const after = await refusal(() => service.list({ after: created.id }, scope));
-      expect(shape(after, created.id)).toEqual(shape(await refusal(() => service.list({ after: unknown }, scope)), unknown));
+      expect(shape(after, created.id)).toEqual(
+        shape(await refusal(() => service.list({ after: unknown }, scope)), unknown),
+      );
     }
     expect(service.list({}, "alice").data.map((b) => b.id)).toEqual([created.id]);
     await service.stop();
@@ -130,7 +146,18 @@ describe("the stores, scope passed explicitly", () => {
     const store = ResponseStore.open(dir);
     const record = (owner?: string): StoredResponse => {
       const id = newResponseId();
-      return { id, model: "m", created_at: 1, previous: null, response: { id }, input: [], head: "h", warmable: true, tokensBase: null, ...(owner ? { owner } : {}) };
+      return {
+        id,
+        model: "m",
+        created_at: 1,
+        previous: null,
+        response: { id },
+        input: [],
+        head: "h",
+        warmable: true,
+        tokensBase: null,
+        ...(owner ? { owner } : {}),
+      };
     };
     const alices = record("alice");
     const shared = record();
@@ -163,7 +190,15 @@ describe("over HTTP, under --key-policy and --api-key", () => {
   const root = tempDir();
   const sessions = join(root, "sessions");
   const policy = join(root, "policy.json");
-  writeFileSync(policy, JSON.stringify({ keys: [{ name: "alice", key: ALICE }, { name: "bob", key: BOB }] }));
+  writeFileSync(
+    policy,
+    JSON.stringify({
+      keys: [
+        { name: "alice", key: ALICE },
+        { name: "bob", key: BOB },
+      ],
+    }),
+  );
   const keyed = ["--key-policy", policy, "--api-key", GLOBAL];
   let s: TestServer | undefined;
   afterAll(async () => {
@@ -172,12 +207,22 @@ describe("over HTTP, under --key-policy and --api-key", () => {
 
   async function start(args: string[], apiKey?: string): Promise<TestServer> {
     await s?.server.close();
-    s = await startTestServer({ fixture: "tiny-chat", sessions, extraArgs: args, ...(apiKey === undefined ? {} : { apiKey }) });
+    s = await startTestServer({
+      fixture: "tiny-chat",
+      sessions,
+      extraArgs: args,
+      ...(apiKey === undefined ? {} : { apiKey }),
+    });
     return s;
   }
 
   /** A request as the key `key` (none: no header), its status and JSON body. */
-  async function call(key: string | undefined, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  async function call(
+    key: string | undefined,
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; json: any }> {
     const headers: Record<string, string> = key === undefined ? {} : { authorization: `Bearer ${key}` };
     let payload: FormData | string | undefined;
     if (body instanceof FormData) payload = body;
@@ -185,7 +230,11 @@ describe("over HTTP, under --key-policy and --api-key", () => {
       headers["content-type"] = "application/json";
       payload = JSON.stringify(body);
     }
-    const res = await fetch(`${s!.url}${path}`, { method, headers, ...(payload === undefined ? {} : { body: payload }) });
+    const res = await fetch(`${s!.url}${path}`, {
+      method,
+      headers,
+      ...(payload === undefined ? {} : { body: payload }),
+    });
     const text = await res.text();
     let json: any = text;
     try {
@@ -207,7 +256,14 @@ describe("over HTTP, under --key-policy and --api-key", () => {
   }
 
   /** `path` with `id` answers `key` exactly as the same path with `never` (an id never created). */
-  async function unknownTo(key: string | undefined, method: string, path: (id: string) => string, id: string, never: string, body?: (id: string) => unknown) {
+  async function unknownTo(
+    key: string | undefined,
+    method: string,
+    path: (id: string) => string,
+    id: string,
+    never: string,
+    body?: (id: string) => unknown,
+  ) {
     const seen = await call(key, method, path(id), body?.(id));
     const none = await call(key, method, path(never), body?.(never));
     expect(seen.status).toBeGreaterThanOrEqual(400);
@@ -218,8 +274,22 @@ describe("over HTTP, under --key-policy and --api-key", () => {
     return seen;
   }
 
-  const chatLine = JSON.stringify({ custom_id: "one", method: "POST", url: CHAT, body: { model: "any-model", messages: [{ role: "user", content: "hi" }], max_tokens: 8 } });
-  const made: { input: string; data: string; batch: string; output: string; response: string; next: string; globalFile: string; globalResponse: string } = {} as never;
+  const chatLine = JSON.stringify({
+    custom_id: "one",
+    method: "POST",
+    url: CHAT,
+    body: { model: "any-model", messages: [{ role: "user", content: "hi" }], max_tokens: 8 },
+  });
+  const made: {
+    input: string;
+    data: string;
+    batch: string;
+    output: string;
+    response: string;
+    next: string;
+    globalFile: string;
+    globalResponse: string;
+  } = {} as never;
 
   /** What bob (and the global key, and no key on a keyless server) must not see of alice's. */
   async function hiddenFrom(key: string | undefined) {
@@ -230,18 +300,30 @@ describe("over HTTP, under --key-policy and --api-key", () => {
       expect((await unknownTo(key, "GET", (x) => `/v1/files?after=${x}`, id, NEVER_FILE)).status).toBe(400);
     }
     const files = await call(key, "GET", "/v1/files");
-    for (const id of [made.input, made.data, made.output]) expect(files.json.data.map((f: { id: string }) => f.id)).not.toContain(id);
+    for (const id of [made.input, made.data, made.output])
+      expect(files.json.data.map((f: { id: string }) => f.id)).not.toContain(id);
     expect((await unknownTo(key, "GET", (x) => `/v1/batches/${x}`, made.batch, NEVER_BATCH)).status).toBe(404);
     expect((await unknownTo(key, "POST", (x) => `/v1/batches/${x}/cancel`, made.batch, NEVER_BATCH)).status).toBe(404);
     expect((await unknownTo(key, "GET", (x) => `/v1/batches?after=${x}`, made.batch, NEVER_BATCH)).status).toBe(404);
-    expect((await call(key, "GET", "/v1/batches")).json.data.map((b: { id: string }) => b.id)).not.toContain(made.batch);
+    expect((await call(key, "GET", "/v1/batches")).json.data.map((b: { id: string }) => b.id)).not.toContain(
+      made.batch,
+    );
     const batchBody = (x: string) => ({ input_file_id: x, endpoint: CHAT, completion_window: "24h" });
     expect((await unknownTo(key, "POST", () => "/v1/batches", made.input, NEVER_FILE, batchBody)).status).toBe(404);
     for (const id of [made.response, made.next]) {
       expect((await unknownTo(key, "GET", (x) => `/v1/responses/${x}`, id, NEVER_RESPONSE)).status).toBe(404);
-      expect((await unknownTo(key, "GET", (x) => `/v1/responses/${x}/input_items`, id, NEVER_RESPONSE)).status).toBe(404);
+      expect((await unknownTo(key, "GET", (x) => `/v1/responses/${x}/input_items`, id, NEVER_RESPONSE)).status).toBe(
+        404,
+      );
       expect((await unknownTo(key, "DELETE", (x) => `/v1/responses/${x}`, id, NEVER_RESPONSE)).status).toBe(404);
-      const continued = await unknownTo(key, "POST", () => "/v1/responses", id, NEVER_RESPONSE, (x) => ({ model: s!.model, input: "again", previous_response_id: x, max_output_tokens: 8 }));
+      const continued = await unknownTo(
+        key,
+        "POST",
+        () => "/v1/responses",
+        id,
+        NEVER_RESPONSE,
+        (x) => ({ model: s!.model, input: "again", previous_response_id: x, max_output_tokens: 8 }),
+      );
       expect(continued.status).toBe(400);
       expect(continued.json.error.code).toBe("previous_response_not_found");
     }
@@ -249,7 +331,8 @@ describe("over HTTP, under --key-policy and --api-key", () => {
 
   /** What alice still sees of her own. */
   async function visibleToAlice() {
-    for (const id of [made.input, made.data, made.output]) expect((await call(ALICE, "GET", `/v1/files/${id}`)).status).toBe(200);
+    for (const id of [made.input, made.data, made.output])
+      expect((await call(ALICE, "GET", `/v1/files/${id}`)).status).toBe(200);
     expect((await call(ALICE, "GET", `/v1/files/${made.data}/content`)).json).toBe("alice's data");
     const listed = (await call(ALICE, "GET", "/v1/files")).json.data.map((f: { id: string }) => f.id);
     expect(listed.sort()).toEqual([made.input, made.data, made.output].sort());
@@ -265,9 +348,13 @@ describe("over HTTP, under --key-policy and --api-key", () => {
 
   test("alice's files, batch and responses are hers alone; the global key's are shared with keyless callers", async () => {
     await start(keyed, GLOBAL);
-    made.input = await upload(ALICE, chatLine + "\n", "batch");
+    made.input = await upload(ALICE, `${chatLine}\n`, "batch");
     made.data = await upload(ALICE, "alice's data", "user_data");
-    const created = await call(ALICE, "POST", "/v1/batches", { input_file_id: made.input, endpoint: CHAT, completion_window: "24h" });
+    const created = await call(ALICE, "POST", "/v1/batches", {
+      input_file_id: made.input,
+      endpoint: CHAT,
+      completion_window: "24h",
+    });
     expect(created.status).toBe(200);
     expect(JSON.stringify(created.json)).not.toContain("owner");
     made.batch = created.json.id;
@@ -275,10 +362,19 @@ describe("over HTTP, under --key-policy and --api-key", () => {
     made.output = (await call(ALICE, "GET", `/v1/batches/${made.batch}`)).json.output_file_id;
     expect(made.output).toMatch(/^file-/);
 
-    const first = await call(ALICE, "POST", "/v1/responses", { model: s!.model, input: "hello", max_output_tokens: 16 });
+    const first = await call(ALICE, "POST", "/v1/responses", {
+      model: s!.model,
+      input: "hello",
+      max_output_tokens: 16,
+    });
     expect(first.status).toBe(200);
     made.response = first.json.id;
-    const next = await call(ALICE, "POST", "/v1/responses", { model: s!.model, input: "and again", previous_response_id: made.response, max_output_tokens: 16 });
+    const next = await call(ALICE, "POST", "/v1/responses", {
+      model: s!.model,
+      input: "and again",
+      previous_response_id: made.response,
+      max_output_tokens: 16,
+    });
     expect(next.status).toBe(200);
     made.next = next.json.id;
 
@@ -293,8 +389,12 @@ describe("over HTTP, under --key-policy and --api-key", () => {
 
     // The global key's objects are unknown to the policy keys, and its own list shows only them.
     expect((await unknownTo(ALICE, "GET", (x) => `/v1/files/${x}`, made.globalFile, NEVER_FILE)).status).toBe(404);
-    expect((await unknownTo(BOB, "GET", (x) => `/v1/responses/${x}`, made.globalResponse, NEVER_RESPONSE)).status).toBe(404);
-    expect((await call(GLOBAL, "GET", "/v1/files")).json.data.map((f: { id: string }) => f.id)).toEqual([made.globalFile]);
+    expect((await unknownTo(BOB, "GET", (x) => `/v1/responses/${x}`, made.globalResponse, NEVER_RESPONSE)).status).toBe(
+      404,
+    );
+    expect((await call(GLOBAL, "GET", "/v1/files")).json.data.map((f: { id: string }) => f.id)).toEqual([
+      made.globalFile,
+    ]);
     expect((await call(GLOBAL, "GET", `/v1/responses/${made.globalResponse}`)).status).toBe(200);
     expect((await call(BOB, "GET", "/v1/files")).json.data).toEqual([]);
     expect((await call(BOB, "GET", "/v1/batches")).json.data).toEqual([]);
@@ -305,16 +405,25 @@ describe("over HTTP, under --key-policy and --api-key", () => {
     await hiddenFrom(BOB);
     await hiddenFrom(GLOBAL);
     await visibleToAlice();
-    expect((await call(GLOBAL, "GET", "/v1/files")).json.data.map((f: { id: string }) => f.id)).toEqual([made.globalFile]);
+    expect((await call(GLOBAL, "GET", "/v1/files")).json.data.map((f: { id: string }) => f.id)).toEqual([
+      made.globalFile,
+    ]);
     // Alice may still continue her conversation.
-    const more = await call(ALICE, "POST", "/v1/responses", { model: s!.model, input: "once more", previous_response_id: made.next, max_output_tokens: 16 });
+    const more = await call(ALICE, "POST", "/v1/responses", {
+      model: s!.model,
+      input: "once more",
+      previous_response_id: made.next,
+      max_output_tokens: 16,
+    });
     expect(more.status).toBe(200);
   });
 
   test("a server without keys on the same folder shares only what the global key made", async () => {
     await start([]);
     await hiddenFrom(undefined);
-    expect((await call(undefined, "GET", "/v1/files")).json.data.map((f: { id: string }) => f.id)).toEqual([made.globalFile]);
+    expect((await call(undefined, "GET", "/v1/files")).json.data.map((f: { id: string }) => f.id)).toEqual([
+      made.globalFile,
+    ]);
     expect((await call(undefined, "GET", `/v1/responses/${made.globalResponse}`)).status).toBe(200);
     expect((await call(undefined, "DELETE", `/v1/files/${made.globalFile}`)).status).toBe(200);
   });

@@ -147,7 +147,13 @@ describe("/api/show", () => {
 
   test("system, template, options and verbose change nothing", async () => {
     const plain = await postJson(s, "/api/show", { model: s.model });
-    const dressed = await postJson(s, "/api/show", { model: s.model, system: "be brief", template: "{{ .Prompt }}", options: { temperature: 0 }, verbose: true });
+    const dressed = await postJson(s, "/api/show", {
+      model: s.model,
+      system: "be brief",
+      template: "{{ .Prompt }}",
+      options: { temperature: 0 },
+      verbose: true,
+    });
     expect(dressed.status).toBe(200);
     expect(dressed.json).toEqual(plain.json);
   });

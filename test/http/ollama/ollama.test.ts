@@ -42,16 +42,25 @@ describe("chat", () => {
 
   test("streamed by default: records that add up to the same reply, then the terminal record", async () => {
     const parts: ChatResponse[] = [];
-    for await (const part of await client().chat({ model: `${s.model}:latest`, messages: hi, stream: true })) parts.push(part);
+    for await (const part of await client().chat({ model: `${s.model}:latest`, messages: hi, stream: true }))
+      parts.push(part);
     const last = parts.at(-1)!;
     expect(parts.slice(0, -1).every((p) => !p.done)).toBe(true);
-    expect(parts.slice(0, -1).map((p) => p.message.content).join("")).toBe(SCRIPTED_REPLY);
+    expect(
+      parts
+        .slice(0, -1)
+        .map((p) => p.message.content)
+        .join(""),
+    ).toBe(SCRIPTED_REPLY);
     expect(last.message.content).toBe("");
     expectTerminal(last);
     // A raw request without `stream` streams NDJSON too.
     const res = await post(s, "/api/chat", { model: s.model, messages: hi });
     expect(res.headers.get("content-type")).toContain("application/x-ndjson");
-    const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l));
+    const lines = (await res.text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines.at(-1).done).toBe(true);
   });
 
@@ -72,7 +81,12 @@ describe("chat", () => {
   });
 
   test("format: a JSON schema the reply validates against; format json: a JSON object", async () => {
-    const schema = { type: "object", properties: { city: { type: "string" }, days: { type: "integer", minimum: 1, maximum: 7 } }, required: ["city", "days"], additionalProperties: false };
+    const schema = {
+      type: "object",
+      properties: { city: { type: "string" }, days: { type: "integer", minimum: 1, maximum: 7 } },
+      required: ["city", "days"],
+      additionalProperties: false,
+    };
     const r = await client().chat({ model: s.model, messages: hi, format: schema, stream: false });
     expect(new Ajv().compile(schema)(JSON.parse(r.message.content))).toBe(true);
     const j = await client().chat({ model: s.model, messages: hi, format: "json", stream: false });
@@ -80,11 +94,24 @@ describe("chat", () => {
   });
 
   test("tools and a history with tool calls and results: rendered, answered", async () => {
-    const tools = [{ type: "function", function: { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+    const tools = [
+      {
+        type: "function",
+        function: {
+          name: "get_weather",
+          description: "Weather",
+          parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        },
+      },
+    ];
     const messages: Message[] = [
       { role: "system", content: "You can check the weather." },
       ...hi,
-      { role: "assistant", content: "", tool_calls: [{ function: { name: "get_weather", arguments: { city: "Oslo" } } }] },
+      {
+        role: "assistant",
+        content: "",
+        tool_calls: [{ function: { name: "get_weather", arguments: { city: "Oslo" } } }],
+      },
       { role: "tool", content: "12 degrees", tool_name: "get_weather" },
     ];
     const r = await client().chat({ model: s.model, messages, tools, stream: false });
@@ -92,17 +119,38 @@ describe("chat", () => {
   });
 
   test("options: num_predict caps the reply (done_reason length), stop cuts it", async () => {
-    const capped = await client().chat({ model: s.model, messages: hi, stream: false, options: { num_predict: 3, temperature: 0, seed: 42 } });
+    const capped = await client().chat({
+      model: s.model,
+      messages: hi,
+      stream: false,
+      options: { num_predict: 3, temperature: 0, seed: 42 },
+    });
     expect(capped.done_reason).toBe("length");
     expect(capped.eval_count).toBe(3);
-    const stopped = await client().chat({ model: s.model, messages: hi, stream: false, options: { stop: ["built-in"] } });
+    const stopped = await client().chat({
+      model: s.model,
+      messages: hi,
+      stream: false,
+      options: { stop: ["built-in"] },
+    });
     expect(stopped.message.content).toBe(SCRIPTED_REPLY.slice(0, SCRIPTED_REPLY.indexOf("built-in")));
-    const filled = await client().chat({ model: s.model, messages: hi, stream: false, options: { num_predict: -1, num_ctx: s.server.registry.default!.contextWindow } });
+    const filled = await client().chat({
+      model: s.model,
+      messages: hi,
+      stream: false,
+      options: { num_predict: -1, num_ctx: s.server.registry.default!.contextWindow },
+    });
     expect(filled.message.content).toBe(SCRIPTED_REPLY);
   });
 
   test("logprobs: one entry per generated token, with the top alternatives asked for", async () => {
-    const r = (await client().chat({ model: s.model, messages: hi, stream: false, logprobs: true, top_logprobs: 2 })) as ChatResponse;
+    const r = (await client().chat({
+      model: s.model,
+      messages: hi,
+      stream: false,
+      logprobs: true,
+      top_logprobs: 2,
+    })) as ChatResponse;
     expect(r.logprobs).toHaveLength(r.eval_count);
     for (const lp of r.logprobs!) {
       expect(typeof lp.token).toBe("string");
@@ -122,7 +170,12 @@ describe("chat", () => {
   test("empty messages preload: one load record, no generation", async () => {
     const before = (await slots(s)).totals.ticks;
     const r = await client().chat({ model: s.model, messages: [], stream: false });
-    expect(r).toMatchObject({ model: s.model, done: true, done_reason: "load", message: { role: "assistant", content: "" } });
+    expect(r).toMatchObject({
+      model: s.model,
+      done: true,
+      done_reason: "load",
+      message: { role: "assistant", content: "" },
+    });
     const streamed: ChatResponse[] = [];
     for await (const part of await client().chat({ model: s.model, messages: [], stream: true })) streamed.push(part);
     expect(streamed.map((p) => p.done_reason)).toEqual(["load"]);
@@ -132,19 +185,44 @@ describe("chat", () => {
 
 describe("what other clients send", () => {
   const tools = [
-    { type: "function", function: { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string", minLength: 2 }, days: { type: "integer", minimum: 1, maximum: 7 } }, required: ["city", "days"] } } },
+    {
+      type: "function",
+      function: {
+        name: "get_weather",
+        description: "Weather",
+        parameters: {
+          type: "object",
+          properties: { city: { type: "string", minLength: 2 }, days: { type: "integer", minimum: 1, maximum: 7 } },
+          required: ["city", "days"],
+        },
+      },
+    },
   ];
   const validate = new Ajv().compile(tools[0]!.function.parameters);
 
   test("tool_choice required: a call whose arguments are an object that validates, whole on one record before the terminal one", async () => {
-    const whole = await raw("/api/chat", { model: s.model, messages: hi, tools, tool_choice: "required", stream: false });
+    const whole = await raw("/api/chat", {
+      model: s.model,
+      messages: hi,
+      tools,
+      tool_choice: "required",
+      stream: false,
+    });
     expect(whole.status).toBe(200);
     const calls = whole.json.message.tool_calls;
     expect(calls).toHaveLength(1);
     expect(calls[0].function.name).toBe("get_weather");
     expect(validate(calls[0].function.arguments)).toBe(true);
-    const res = await post(s, "/api/chat", { model: s.model, messages: hi, tools, tool_choice: { type: "function", function: { name: "get_weather" } } });
-    const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l));
+    const res = await post(s, "/api/chat", {
+      model: s.model,
+      messages: hi,
+      tools,
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+    });
+    const lines = (await res.text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     const withCalls = lines.filter((l) => l.message.tool_calls);
     expect(withCalls).toHaveLength(1);
     expect(lines.indexOf(withCalls[0])).toBe(lines.length - 2);
@@ -153,10 +231,24 @@ describe("what other clients send", () => {
   });
 
   test("sampling fields at the top level are read as options (options win); unknown fields are ignored", async () => {
-    const capped = await raw("/api/chat", { model: s.model, messages: hi, stream: false, max_output_tokens: 3, temperature: 0, user: "u", echo: false });
+    const capped = await raw("/api/chat", {
+      model: s.model,
+      messages: hi,
+      stream: false,
+      max_output_tokens: 3,
+      temperature: 0,
+      user: "u",
+      echo: false,
+    });
     expect(capped.status).toBe(200);
     expect(capped.json.eval_count).toBe(3);
-    const optionsWin = await raw("/api/chat", { model: s.model, messages: hi, stream: false, max_tokens: 3, options: { num_predict: 5 } });
+    const optionsWin = await raw("/api/chat", {
+      model: s.model,
+      messages: hi,
+      stream: false,
+      max_tokens: 3,
+      options: { num_predict: 5 },
+    });
     expect(optionsWin.json.eval_count).toBe(5);
     const stopped = await raw("/api/generate", { model: s.model, prompt: "Hi", stream: false, stop: ["built-in"] });
     expect(stopped.json.response).toBe(SCRIPTED_REPLY.slice(0, SCRIPTED_REPLY.indexOf("built-in")));
@@ -164,7 +256,12 @@ describe("what other clients send", () => {
 
   test("num_ctx below the window holds the request to it; server knobs (num_gpu, num_thread) change nothing", async () => {
     const prompt = (await raw("/api/chat", { model: s.model, messages: hi, stream: false })).json.prompt_eval_count;
-    const held = await raw("/api/chat", { model: s.model, messages: hi, stream: false, options: { num_ctx: prompt + 4, num_gpu: 99, num_thread: 4 } });
+    const held = await raw("/api/chat", {
+      model: s.model,
+      messages: hi,
+      stream: false,
+      options: { num_ctx: prompt + 4, num_gpu: 99, num_thread: 4 },
+    });
     expect(held.status).toBe(200);
     expect(held.json.eval_count).toBe(4);
     expect(held.json.done_reason).toBe("length");
@@ -174,25 +271,47 @@ describe("what other clients send", () => {
     const r = await raw("/api/generate", { model: s.model, prompt: "Hi", stream: false });
     expect(r.json.context).toEqual([]);
     const res = await post(s, "/api/generate", { model: s.model, prompt: "Hi" });
-    const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l));
+    const lines = (await res.text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines.every((l) => Array.isArray(l.context))).toBe(true);
   });
 
   test("samplers this server lacks, at their off values, are accepted", async () => {
-    const r = await raw("/api/chat", { model: s.model, messages: hi, stream: false, options: { mirostat: 0, tfs_z: 1, typical_p: 1, repeat_last_n: 64, penalize_newline: false } });
+    const r = await raw("/api/chat", {
+      model: s.model,
+      messages: hi,
+      stream: false,
+      options: { mirostat: 0, tfs_z: 1, typical_p: 1, repeat_last_n: 64, penalize_newline: false },
+    });
     expect(r.status).toBe(200);
-    expect((await raw("/api/chat", { model: s.model, messages: hi, stream: false, options: { mirostat: 2 } })).status).toBe(400);
+    expect(
+      (await raw("/api/chat", { model: s.model, messages: hi, stream: false, options: { mirostat: 2 } })).status,
+    ).toBe(400);
   });
 
   test("Ollama's own `curl -d` examples (a form content type, no Origin) are read as JSON; a page's (with Origin) is refused", async () => {
     const body = JSON.stringify({ model: s.model, prompt: "Hi", stream: false });
-    const curl = await fetch(`${s.url}/api/generate`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body });
+    const curl = await fetch(`${s.url}/api/generate`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body,
+    });
     expect(curl.status).toBe(200);
     expect(((await curl.json()) as any).response).toBe(SCRIPTED_REPLY);
-    const page = await fetch(`${s.url}/api/generate`, { method: "POST", headers: { "content-type": "text/plain", origin: s.url }, body });
+    const page = await fetch(`${s.url}/api/generate`, {
+      method: "POST",
+      headers: { "content-type": "text/plain", origin: s.url },
+      body,
+    });
     expect(page.status).toBe(415);
     // The other families keep their JSON-only rule.
-    const openai = await fetch(`${s.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body });
+    const openai = await fetch(`${s.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body,
+    });
     expect(openai.status).toBe(415);
   });
 });
@@ -258,15 +377,26 @@ describe("errors in Ollama's shape", () => {
     ["images", "/api/chat", { messages: [{ role: "user", content: "x", images: ["aGVsbG8="] }] }, "images"],
     ["images on generate", "/api/generate", { prompt: "x", images: ["aGVsbG8="] }, "images"],
     ["keep_alive", "/api/chat", { keep_alive: "5m" }, "keep_alive"],
-    ["an option this server cannot sample with", "/api/chat", { options: { mirostat: 1 } }, "unsupported option: mirostat"],
-    ["a tool_choice naming an undeclared tool", "/api/chat", { tool_choice: { type: "function", function: { name: "nope" } } }, "nope"],
+    [
+      "an option this server cannot sample with",
+      "/api/chat",
+      { options: { mirostat: 1 } },
+      "unsupported option: mirostat",
+    ],
+    [
+      "a tool_choice naming an undeclared tool",
+      "/api/chat",
+      { tool_choice: { type: "function", function: { name: "nope" } } },
+      "nope",
+    ],
     ["a template", "/api/generate", { prompt: "x", template: "{{ .Prompt }}" }, "template"],
     ["a bad role", "/api/chat", { messages: [{ role: "robot", content: "x" }] }, "role"],
     ["a bad format", "/api/chat", { format: "yaml" }, "format"],
   ];
   for (const [name, path, extra, message] of refusals) {
     test(`${name}: 400 {"error"}`, async () => {
-      const base = path === "/api/chat" ? { model: s.model, messages: hi, stream: false } : { model: s.model, stream: false };
+      const base =
+        path === "/api/chat" ? { model: s.model, messages: hi, stream: false } : { model: s.model, stream: false };
       const r = await raw(path, { ...base, ...extra });
       expect(r.status).toBe(400);
       expect(Object.keys(r.json)).toEqual(["error"]);
@@ -274,7 +404,7 @@ describe("errors in Ollama's shape", () => {
     });
   }
 
-  test("malformed JSON and a missing model: 400 {\"error\"}", async () => {
+  test('malformed JSON and a missing model: 400 {"error"}', async () => {
     for (const body of ["{nope", { messages: hi }]) {
       const r = await raw("/api/chat", body);
       expect(r.status).toBe(400);
@@ -297,14 +427,33 @@ describe("fill-in-the-middle on the FIM fixture", () => {
     const fim = await startTestServer({ fixture: "tiny-fim", maxContext: 4096, maxBatch: 2 });
     try {
       const c = new Ollama({ host: fim.url });
-      const r = await c.generate({ model: fim.model, prompt: "def add(a, b):\n    ", suffix: "\n\nprint(add(1, 2))", stream: false, options: { num_predict: 8, temperature: 0 } });
+      const r = await c.generate({
+        model: fim.model,
+        prompt: "def add(a, b):\n    ",
+        suffix: "\n\nprint(add(1, 2))",
+        stream: false,
+        options: { num_predict: 8, temperature: 0 },
+      });
       expect(r.done).toBe(true);
       expect(r.eval_count).toBeGreaterThan(0);
       expect(r.eval_count).toBeLessThanOrEqual(8);
       const streamed: GenerateResponse[] = [];
-      for await (const part of await c.generate({ model: fim.model, prompt: "def add(a, b):\n    ", suffix: "\n\nprint(add(1, 2))", stream: true, options: { num_predict: 8, temperature: 0 } })) streamed.push(part);
+      for await (const part of await c.generate({
+        model: fim.model,
+        prompt: "def add(a, b):\n    ",
+        suffix: "\n\nprint(add(1, 2))",
+        stream: true,
+        options: { num_predict: 8, temperature: 0 },
+      }))
+        streamed.push(part);
       expect(streamed.map((p) => p.response).join("")).toBe(r.response!);
-      const refused = await post(fim, "/api/generate", { model: fim.model, prompt: "x", suffix: "y", format: "json", stream: false });
+      const refused = await post(fim, "/api/generate", {
+        model: fim.model,
+        prompt: "x",
+        suffix: "y",
+        format: "json",
+        stream: false,
+      });
       expect(refused.status).toBe(400);
     } finally {
       await fim.server.close();

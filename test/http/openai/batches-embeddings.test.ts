@@ -23,11 +23,16 @@ const s = useMulti(async () => [
   "--max-context",
   "512",
   "--alias",
-  "embedder=" + EMBED_ID,
+  `embedder=${EMBED_ID}`,
 ]);
 const client = () => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
 
-const embedLine = (customId: string, body: Record<string, unknown>) => ({ custom_id: customId, method: "POST", url: EMBEDDINGS, body });
+const embedLine = (customId: string, body: Record<string, unknown>) => ({
+  custom_id: customId,
+  method: "POST",
+  url: EMBEDDINGS,
+  body,
+});
 
 /** Ten bodies: every input form, both encodings, `dimensions`, the model by id and by alias. */
 const BODIES: Record<string, unknown>[] = [
@@ -47,7 +52,10 @@ describe("an embeddings batch", () => {
   test("10 lines run to completed on the model each names; each output body is what /v1/embeddings answers for it", async () => {
     const c = client();
     const ids = BODIES.map((_, i) => `embed-${i}`);
-    const input = await uploadLines(c, BODIES.map((body, i) => embedLine(ids[i]!, body)));
+    const input = await uploadLines(
+      c,
+      BODIES.map((body, i) => embedLine(ids[i]!, body)),
+    );
     const created = await c.batches.create({ input_file_id: input, endpoint: EMBEDDINGS, completion_window: "24h" });
     expect(created.endpoint).toBe(EMBEDDINGS);
     // The model the first line names (an alias), as its served id: not the default chat model.
@@ -82,24 +90,41 @@ describe("an embeddings batch", () => {
       embedLine("no-input", { model: EMBED_ID }),
       embedLine("good", { model: EMBED_ID, input: "hello" }),
     ]);
-    const b = await waitBatch(c, (await c.batches.create({ input_file_id: input, endpoint: EMBEDDINGS, completion_window: "24h" })).id, ended);
+    const b = await waitBatch(
+      c,
+      (await c.batches.create({ input_file_id: input, endpoint: EMBEDDINGS, completion_window: "24h" })).id,
+      ended,
+    );
     expect(b.status).toBe("completed");
     // The first line's model, though it cannot embed.
     expect(b.model).toBe(CHAT_ID);
     expect(b.request_counts).toEqual({ total: 4, completed: 1, failed: 3 });
     expect((await fileLines(c, b.output_file_id!)).map((l) => l.custom_id)).toEqual(["good"]);
     const errors = await fileLines(c, b.error_file_id!);
-    expect(errors.map((l) => [l.custom_id, l.response.status_code, l.response.body.error.param, l.error.code])).toEqual([
-      ["chat-model", 400, "model", "unsupported_model"],
-      ["unknown-model", 404, "model", "not_found_error"],
-      ["no-input", 400, "input", "invalid_request_error"],
-    ]);
+    expect(errors.map((l) => [l.custom_id, l.response.status_code, l.response.body.error.param, l.error.code])).toEqual(
+      [
+        ["chat-model", 400, "model", "unsupported_model"],
+        ["unknown-model", 404, "model", "not_found_error"],
+        ["no-input", 400, "input", "invalid_request_error"],
+      ],
+    );
   });
 
   test("a chat batch on the same server still runs on the default chat model", async () => {
     const c = client();
-    const input = await uploadLines(c, [{ custom_id: "chat", method: "POST", url: "/v1/chat/completions", body: { model: EMBED_ID, messages: [{ role: "user", content: "hi" }], max_tokens: 16 } }]);
-    const b = await waitBatch(c, (await c.batches.create({ input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h" })).id, ended);
+    const input = await uploadLines(c, [
+      {
+        custom_id: "chat",
+        method: "POST",
+        url: "/v1/chat/completions",
+        body: { model: EMBED_ID, messages: [{ role: "user", content: "hi" }], max_tokens: 16 },
+      },
+    ]);
+    const b = await waitBatch(
+      c,
+      (await c.batches.create({ input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h" })).id,
+      ended,
+    );
     expect(b.model).toBe(CHAT_ID);
     expect(b.request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
     const [line] = await fileLines(c, b.output_file_id!);
@@ -109,11 +134,19 @@ describe("an embeddings batch", () => {
   test("an embeddings line in a chat batch is a url_mismatch; an endpoint not served is a 400 unsupported_endpoint", async () => {
     const c = client();
     const input = await uploadLines(c, [embedLine("e", { model: EMBED_ID, input: "x" })]);
-    const b = await waitBatch(c, (await c.batches.create({ input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h" })).id, ended);
+    const b = await waitBatch(
+      c,
+      (await c.batches.create({ input_file_id: input, endpoint: "/v1/chat/completions", completion_window: "24h" })).id,
+      ended,
+    );
     expect(b.status).toBe("failed");
     expect(b.errors!.data!.map((e) => [e.code, e.line])).toEqual([["url_mismatch", 1]]);
     try {
-      await c.batches.create({ input_file_id: input, endpoint: "/v1/completions" as typeof EMBEDDINGS, completion_window: "24h" });
+      await c.batches.create({
+        input_file_id: input,
+        endpoint: "/v1/completions" as typeof EMBEDDINGS,
+        completion_window: "24h",
+      });
       throw new Error("the batch was created");
     } catch (err) {
       if (!(err instanceof APIError)) throw err;

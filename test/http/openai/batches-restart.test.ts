@@ -34,7 +34,8 @@ function sessionsDir(): string {
 /** 300k tokens in all: over a minute of decoding here, far past any stall of the test process. */
 const LINES = 100;
 const MAX_TOKENS = 3000;
-const longLines = () => Array.from({ length: LINES }, (_, i) => chatLine(`line-${i}`, { ignore_eos: true, max_tokens: MAX_TOKENS }));
+const longLines = () =>
+  Array.from({ length: LINES }, (_, i) => chatLine(`line-${i}`, { ignore_eos: true, max_tokens: MAX_TOKENS }));
 
 /** The results the batch had recorded on disk: custom_id -> its output line's id. */
 function recorded(sessions: string, batchId: string): Map<string, string> {
@@ -51,7 +52,9 @@ function recorded(sessions: string, batchId: string): Map<string, string> {
 
 /** The batch record as the stopped server left it. */
 function status(sessions: string, batchId: string): string {
-  return (JSON.parse(readFileSync(join(sessions, "batches", `${batchId}.json`), "utf8")) as { batch: { status: string } }).batch.status;
+  return (
+    JSON.parse(readFileSync(join(sessions, "batches", `${batchId}.json`), "utf8")) as { batch: { status: string } }
+  ).batch.status;
 }
 
 /**
@@ -70,7 +73,11 @@ async function checkResumed(client: OpenAI, batchId: string, before: Map<string,
   expect(ran).toBeGreaterThanOrEqual(before.size + 2);
   expect(b.request_counts).toEqual({ total: LINES, completed: ran, failed: 0 });
   expect(b.error_file_id).toBeNull();
-  expect(out.map((l) => l.custom_id)).toEqual(longLines().slice(0, ran).map((l) => l.custom_id as string));
+  expect(out.map((l) => l.custom_id)).toEqual(
+    longLines()
+      .slice(0, ran)
+      .map((l) => l.custom_id as string),
+  );
   for (const [customId, id] of before) expect(out.find((l) => l.custom_id === customId).id).toBe(id);
   // The line in flight at the stop was not cut short: it ran again whole.
   for (const l of out) expect(l.response.body.usage.completion_tokens).toBe(MAX_TOKENS);
@@ -83,7 +90,8 @@ describe("a batch across a restart", () => {
     let batchId: string;
     try {
       const input = await uploadLines(first.client, longLines());
-      batchId = (await first.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id;
+      batchId = (await first.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" }))
+        .id;
       await waitBatch(first.client, batchId, (b) => b.request_counts!.completed >= 2 || ended(b));
     } finally {
       await first.server.close();
@@ -113,7 +121,9 @@ describe("a batch across a restart", () => {
     };
     const first = await start();
     const input = await uploadLines(first.client, longLines());
-    const batchId = (await first.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id;
+    const batchId = (
+      await first.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })
+    ).id;
     // The batch runs from its own copy of the input (docs/api/batches.md#durability).
     await first.client.files.delete(input);
     await waitBatch(first.client, batchId, (b) => b.request_counts!.completed >= 1 || ended(b));

@@ -27,8 +27,16 @@ async function refusal(call: Promise<unknown>): Promise<{ status: number; error:
 describe("a batch from upload to output", () => {
   test("20 lines run to completed; the output file has each custom_id once, in order, each a chat.completion on the served model", async () => {
     const ids = Array.from({ length: 20 }, (_, i) => `line-${i}`);
-    const input = await uploadLines(s.client, ids.map((id) => chatLine(id, { max_tokens: 32 })));
-    const created = await s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h", metadata: { job: "test" } });
+    const input = await uploadLines(
+      s.client,
+      ids.map((id) => chatLine(id, { max_tokens: 32 })),
+    );
+    const created = await s.client.batches.create({
+      input_file_id: input,
+      endpoint: CHAT,
+      completion_window: "24h",
+      metadata: { job: "test" },
+    });
     expect(created.object).toBe("batch");
     expect(created.id).toMatch(/^batch_/);
     expect(["validating", "in_progress"]).toContain(created.status);
@@ -41,7 +49,8 @@ describe("a batch from upload to output", () => {
     expect(done.request_counts).toEqual({ total: 20, completed: 20, failed: 0 });
     expect(done.error_file_id).toBeNull();
     expect(done.model).toBe(s.model);
-    for (const at of [done.in_progress_at, done.finalizing_at, done.completed_at]) expect(at).toBeGreaterThanOrEqual(done.created_at);
+    for (const at of [done.in_progress_at, done.finalizing_at, done.completed_at])
+      expect(at).toBeGreaterThanOrEqual(done.created_at);
     expect(done.usage!.output_tokens).toBe(20 * 9);
     expect(done.usage!.total_tokens).toBe(done.usage!.input_tokens + done.usage!.output_tokens);
 
@@ -68,7 +77,11 @@ describe("a batch from upload to output", () => {
       chatLine("uncapped", { ignore_eos: true }),
       chatLine("capped", { ignore_eos: true, max_completion_tokens: 5 }),
     ]);
-    const b = await waitBatch(s.client, (await s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id, ended);
+    const b = await waitBatch(
+      s.client,
+      (await s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id,
+      ended,
+    );
     expect(b.status).toBe("completed");
     expect(b.request_counts).toEqual({ total: 4, completed: 2, failed: 2 });
     const out = await fileLines(s.client, b.output_file_id!);
@@ -100,12 +113,25 @@ describe("a batch from upload to output", () => {
 
 describe("the operator's flags", () => {
   test("lines run on the model's sampling defaults and the 2048 cap, not --temperature and --max-tokens; interactive requests keep them", async () => {
-    const t = await startTestServer({ fixture: "tiny-chat", maxContext: 4096, extraArgs: ["--temperature", "1.3", "--max-tokens", "7"] });
+    const t = await startTestServer({
+      fixture: "tiny-chat",
+      maxContext: 4096,
+      extraArgs: ["--temperature", "1.3", "--max-tokens", "7"],
+    });
     try {
       const sessions = t.server.sessions;
-      const params = () => (sessions.read(sessions.lastSession)[0]!.body as unknown as { Created: { params: { max_tokens: number; sampling: { temperature: number } } } }).Created.params;
+      const params = () =>
+        (
+          sessions.read(sessions.lastSession)[0]!.body as unknown as {
+            Created: { params: { max_tokens: number; sampling: { temperature: number } } };
+          }
+        ).Created.params;
       const input = await uploadLines(t.client, [chatLine("only")]);
-      const b = await waitBatch(t.client, (await t.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id, ended);
+      const b = await waitBatch(
+        t.client,
+        (await t.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id,
+        ended,
+      );
       expect(b.status).toBe("completed");
       const line = params();
       expect(line.max_tokens).toBe(2048);
@@ -152,7 +178,11 @@ describe("input files that fail validation", () => {
 
   test("an empty file fails with empty_file", async () => {
     const input = await uploadLines(s.client, [""]);
-    const b = await waitBatch(s.client, (await s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id, ended);
+    const b = await waitBatch(
+      s.client,
+      (await s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id,
+      ended,
+    );
     expect(b.status).toBe("failed");
     expect(b.errors!.data![0]!.code).toBe("empty_file");
   });
@@ -160,19 +190,25 @@ describe("input files that fail validation", () => {
 
 describe("refused requests", () => {
   test("an unknown input file is a 404 naming input_file_id", async () => {
-    const r = await refusal(s.client.batches.create({ input_file_id: "file-0000", endpoint: CHAT, completion_window: "24h" }));
+    const r = await refusal(
+      s.client.batches.create({ input_file_id: "file-0000", endpoint: CHAT, completion_window: "24h" }),
+    );
     expect(r.status).toBe(404);
     expect(r.error.param).toBe("input_file_id");
   });
 
   test("an endpoint batches do not run is a 400; another window is a 400; so is a missing input_file_id", async () => {
     const input = await uploadLines(s.client, [chatLine("x")]);
-    const endpoint = await refusal(s.client.batches.create({ input_file_id: input, endpoint: "/v1/completions", completion_window: "24h" }));
+    const endpoint = await refusal(
+      s.client.batches.create({ input_file_id: input, endpoint: "/v1/completions", completion_window: "24h" }),
+    );
     expect(endpoint.status).toBe(400);
     expect(endpoint.error.code).toBe("unsupported_endpoint");
     expect(endpoint.error.param).toBe("endpoint");
     expect(endpoint.error.message).toContain("/v1/embeddings");
-    const window = await refusal(s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "48h" as "24h" }));
+    const window = await refusal(
+      s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "48h" as "24h" }),
+    );
     expect(window.status).toBe(400);
     expect(window.error.param).toBe("completion_window");
     const missing = await refusal(s.client.batches.create({ endpoint: CHAT, completion_window: "24h" } as never));
@@ -208,12 +244,20 @@ describe("cancelling", () => {
   test("a batch cancelled mid-line stops there: cancelling, then cancelled with what ran in its output file", async () => {
     // Long enough that the cancel lands while lines remain, however fast they run.
     const total = 40;
-    const input = await uploadLines(s.client, Array.from({ length: total }, (_, i) => chatLine(`long-${i}`, { ignore_eos: true, max_tokens: 3000 })));
+    const input = await uploadLines(
+      s.client,
+      Array.from({ length: total }, (_, i) => chatLine(`long-${i}`, { ignore_eos: true, max_tokens: 3000 })),
+    );
     const created = await s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" });
     await waitBatch(s.client, created.id, (b) => b.request_counts!.completed >= 1 || ended(b));
     // Its lines hold one lane at a time, in the background class.
     let lanes = (await slots(s)).lanes;
-    for (const started = performance.now(); lanes.per_class.background === 0 && performance.now() - started < 60_000; lanes = (await slots(s)).lanes) await Bun.sleep(5);
+    for (
+      const started = performance.now();
+      lanes.per_class.background === 0 && performance.now() - started < 60_000;
+      lanes = (await slots(s)).lanes
+    )
+      await Bun.sleep(5);
     expect(lanes.per_class).toEqual({ interactive: 0, completion: 0, agent: 0, background: 1 });
     const cancelling = await s.client.batches.cancel(created.id);
     expect(["cancelling", "cancelled"]).toContain(cancelling.status);
@@ -233,7 +277,11 @@ describe("cancelling", () => {
 
   test("a completed batch is not cancellable (409)", async () => {
     const input = await uploadLines(s.client, [chatLine("one", { max_tokens: 4 })]);
-    const b = await waitBatch(s.client, (await s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id, ended);
+    const b = await waitBatch(
+      s.client,
+      (await s.client.batches.create({ input_file_id: input, endpoint: CHAT, completion_window: "24h" })).id,
+      ended,
+    );
     expect(b.status).toBe("completed");
     const r = await refusal(s.client.batches.cancel(b.id));
     expect(r.status).toBe(409);

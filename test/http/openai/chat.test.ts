@@ -66,7 +66,10 @@ describe("non-streaming chat", () => {
   });
 
   test("a repeated prompt is served warm from the prefix cache (cached_tokens, header and superfluid.warm agree)", async () => {
-    const body = greedy({ messages: user(`warm prefix check ${Math.random()} ${"alpha beta gamma ".repeat(20)}`), max_tokens: 4 });
+    const body = greedy({
+      messages: user(`warm prefix check ${Math.random()} ${"alpha beta gamma ".repeat(20)}`),
+      max_tokens: 4,
+    });
     const first = await chat(body);
     const second = await chat(body);
     const P = second.json.usage.prompt_tokens;
@@ -113,7 +116,12 @@ describe("non-streaming chat", () => {
   test("content given as text parts is the same prompt as a string", async () => {
     const asString = await chat(greedy({ messages: user("part one part two") }));
     const asParts = await chat(
-      greedy({ messages: user([{ type: "text", text: "part one " }, { type: "text", text: "part two" }]) }),
+      greedy({
+        messages: user([
+          { type: "text", text: "part one " },
+          { type: "text", text: "part two" },
+        ]),
+      }),
     );
     expect(asParts.status).toBe(200);
     expect(asParts.json.usage.prompt_tokens).toBe(asString.json.usage.prompt_tokens);
@@ -132,7 +140,9 @@ describe("non-streaming chat", () => {
           {
             role: "assistant",
             content: null,
-            tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }],
+            tool_calls: [
+              { id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+            ],
           },
           { role: "tool", tool_call_id: "call_1", content: "rainy" },
           { role: "user", content: "thanks" },
@@ -157,7 +167,14 @@ describe("non-streaming chat", () => {
 
   test("tools are rendered into the prompt; tool_choice none hides them from the model", async () => {
     const tools = [
-      { type: "function", function: { name: "get_weather", description: "current weather", parameters: { type: "object", properties: { city: { type: "string" } } } } },
+      {
+        type: "function",
+        function: {
+          name: "get_weather",
+          description: "current weather",
+          parameters: { type: "object", properties: { city: { type: "string" } } },
+        },
+      },
     ];
     const plain = await chat(greedy({ max_tokens: 1 }));
     const withTools = await chat(greedy({ max_tokens: 1, tools }));
@@ -178,7 +195,13 @@ describe("non-streaming chat", () => {
     const props = (await (await fetch(`${s.url}/props`)).json()) as any;
     const eos = props.eos_token;
     expect(Number.isInteger(eos)).toBe(true);
-    const { json } = await chat({ model: s.model, messages: user(PROMPT), temperature: 0, max_tokens: 8, logit_bias: { [String(eos)]: 100 } });
+    const { json } = await chat({
+      model: s.model,
+      messages: user(PROMPT),
+      temperature: 0,
+      max_tokens: 8,
+      logit_bias: { [String(eos)]: 100 },
+    });
     expect(json.choices[0].finish_reason).toBe("stop");
     expect(json.choices[0].message.content).toBe("");
     expect(json.usage.completion_tokens).toBeLessThanOrEqual(1);
@@ -196,7 +219,14 @@ describe("non-streaming chat", () => {
     const props = (await (await fetch(`${s.url}/props`)).json()) as any;
     const eos = props.eos_token;
     for (const sampling of [{ temperature: 0 }, { temperature: 1, seed: 7 }]) {
-      const { json } = await chat({ model: s.model, messages: user(PROMPT), max_tokens: 8, ignore_eos: true, logit_bias: { [String(eos)]: 100 }, ...sampling });
+      const { json } = await chat({
+        model: s.model,
+        messages: user(PROMPT),
+        max_tokens: 8,
+        ignore_eos: true,
+        logit_bias: { [String(eos)]: 100 },
+        ...sampling,
+      });
       expect(json.choices[0].finish_reason).toBe("length");
       expect(json.usage.completion_tokens).toBe(8);
       expect(json.choices[0].message.content).not.toContain("<|im_end|>");
@@ -204,7 +234,9 @@ describe("non-streaming chat", () => {
   });
 
   test("requests beyond the lane count queue and all complete", async () => {
-    const bodies = Array.from({ length: 7 }, (_, i) => greedy({ max_tokens: 8 + i, messages: user(`queue ${i}`), stream: i % 2 === 1 }));
+    const bodies = Array.from({ length: 7 }, (_, i) =>
+      greedy({ max_tokens: 8 + i, messages: user(`queue ${i}`), stream: i % 2 === 1 }),
+    );
     const results = await Promise.all(
       bodies.map(async (b) => {
         const res = await post(s, "/v1/chat/completions", b);
@@ -272,7 +304,10 @@ describe("streaming chat", () => {
 
   test("the SDK streams the same text as the non-streamed reply", async () => {
     const reference = await chat(greedy());
-    const stream = (await s.client.chat.completions.create({ ...(greedy() as any), stream: true })) as unknown as AsyncIterable<any>;
+    const stream = (await s.client.chat.completions.create({
+      ...(greedy() as any),
+      stream: true,
+    })) as unknown as AsyncIterable<any>;
     const chunks: any[] = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect(chunks[0].choices[0].delta.role).toBe("assistant");
@@ -284,7 +319,13 @@ describe("streaming chat", () => {
   });
 
   test("stream_options.include_usage: false still ends with usage (always on)", async () => {
-    const sse = await readSse(await post(s, "/v1/chat/completions", greedy({ stream: true, stream_options: { include_usage: false }, max_tokens: 4 })));
+    const sse = await readSse(
+      await post(
+        s,
+        "/v1/chat/completions",
+        greedy({ stream: true, stream_options: { include_usage: false }, max_tokens: 4 }),
+      ),
+    );
     expect(sse.events.at(-1).usage.completion_tokens).toBe(4);
   });
 
@@ -297,7 +338,11 @@ describe("streaming chat", () => {
 
   test("continuous_usage_stats puts cumulative completion_tokens on content chunks", async () => {
     const sse = await readSse(
-      await post(s, "/v1/chat/completions", greedy({ stream: true, stream_options: { continuous_usage_stats: true }, max_tokens: 10 })),
+      await post(
+        s,
+        "/v1/chat/completions",
+        greedy({ stream: true, stream_options: { continuous_usage_stats: true }, max_tokens: 10 }),
+      ),
     );
     const content = sse.events.filter((e) => (e.choices[0].delta.content ?? "") !== "");
     expect(content.length).toBeGreaterThan(1);
@@ -329,7 +374,15 @@ describe("n choices", () => {
   });
 
   test("seeded n=3 at temperature 1: choices differ from each other, and the whole reply repeats", async () => {
-    const body = { model: s.model, messages: user(PROMPT), temperature: 1, seed: 1234, n: 3, max_tokens: 16, ignore_eos: true };
+    const body = {
+      model: s.model,
+      messages: user(PROMPT),
+      temperature: 1,
+      seed: 1234,
+      n: 3,
+      max_tokens: 16,
+      ignore_eos: true,
+    };
     const a = await chat(body);
     const b = await chat(body);
     const texts = a.json.choices.map((c: any) => c.message.content);
@@ -343,7 +396,9 @@ describe("n choices", () => {
     const base = await chat(greedy({ max_tokens: 30, ignore_eos: false }));
     const text = base.json.choices[0].message.content as string;
     const stop = text.slice(12, 15);
-    const { json } = await chat(greedy({ max_tokens: 30, ignore_eos: false, n: 2, stop, logprobs: true, top_logprobs: 2 }));
+    const { json } = await chat(
+      greedy({ max_tokens: 30, ignore_eos: false, n: 2, stop, logprobs: true, top_logprobs: 2 }),
+    );
     for (const c of json.choices) {
       expect(c.message.content).toBe(text.slice(0, text.indexOf(stop)));
       expect(c.finish_reason).toBe("stop");
@@ -431,11 +486,15 @@ describe("logprobs", () => {
 });
 
 describe("stop strings", () => {
-  // ignore_eos ignores every stop condition, stop strings included (docs/api/openai.md#sampling-fields), so these requests leave it off.
+  // ignore_eos ignores every stop condition, stop strings included (docs/api/openai.md#sampling-fields), so these
+  // requests leave it off.
   const greedyStops = (extra: Record<string, unknown> = {}) => greedy({ ignore_eos: false, ...extra });
   const baseline = async () => {
     const { json } = await chat(greedyStops({ max_tokens: 40, logprobs: true }));
-    return { text: json.choices[0].message.content as string, tokens: json.choices[0].logprobs.content.map((e: any) => e.token) as string[] };
+    return {
+      text: json.choices[0].message.content as string,
+      tokens: json.choices[0].logprobs.content.map((e: any) => e.token) as string[],
+    };
   };
 
   /** A substring of `text` whose first occurrence starts at or after `from`. */
@@ -460,7 +519,9 @@ describe("stop strings", () => {
   test("streaming with a stop string sends exactly the text before it", async () => {
     const { text } = await baseline();
     const stop = pick(text, 20, 4);
-    const sse = await readSse(await post(s, "/v1/chat/completions", greedyStops({ max_tokens: 40, stop, stream: true })));
+    const sse = await readSse(
+      await post(s, "/v1/chat/completions", greedyStops({ max_tokens: 40, stop, stream: true })),
+    );
     expect(streamedText(sse.events)).toBe(text.slice(0, text.indexOf(stop)));
     expect(sse.events.at(-1).choices[0].finish_reason).toBe("stop");
     expect(sse.data.at(-1)).toBe("[DONE]");
@@ -498,11 +559,13 @@ describe("stop strings", () => {
   test("a partial stop match at the very end is flushed, not swallowed (streamed and not)", async () => {
     const { text } = await baseline();
     // The reply ends with the first three characters of this stop string, which never completes.
-    const stop = text.slice(-3) + "\u00a7";
+    const stop = `${text.slice(-3)}\u00a7`;
     const { json } = await chat(greedyStops({ max_tokens: 40, stop }));
     expect(json.choices[0].message.content).toBe(text);
     expect(json.choices[0].finish_reason).toBe("length");
-    const sse = await readSse(await post(s, "/v1/chat/completions", greedyStops({ max_tokens: 40, stop, stream: true })));
+    const sse = await readSse(
+      await post(s, "/v1/chat/completions", greedyStops({ max_tokens: 40, stop, stream: true })),
+    );
     expect(streamedText(sse.events)).toBe(text);
     expect(sse.events.at(-1).choices[0].finish_reason).toBe("length");
   });
@@ -527,7 +590,11 @@ describe("token caps", () => {
     const { json } = await chat(greedy({ max_tokens: 7, max_completion_tokens: 3 }));
     expect(json.usage.completion_tokens).toBe(3);
     expect(json.choices[0].finish_reason).toBe("length");
-    const sdk = await s.client.chat.completions.create({ ...(greedy() as any), max_tokens: 9, max_completion_tokens: 2 });
+    const sdk = await s.client.chat.completions.create({
+      ...(greedy() as any),
+      max_tokens: 9,
+      max_completion_tokens: 2,
+    });
     expect(sdk.usage!.completion_tokens).toBe(2);
   });
 });
@@ -547,7 +614,15 @@ describe("seeds", () => {
   test("a seeded stream gives the seeded non-streamed text", async () => {
     const a = await sampled(42);
     const sse = await readSse(
-      await post(s, "/v1/chat/completions", { model: s.model, messages: user(PROMPT), temperature: 1, seed: 42, max_tokens: 24, ignore_eos: true, stream: true }),
+      await post(s, "/v1/chat/completions", {
+        model: s.model,
+        messages: user(PROMPT),
+        temperature: 1,
+        seed: 42,
+        max_tokens: 24,
+        ignore_eos: true,
+        stream: true,
+      }),
     );
     expect(streamedText(sse.events)).toBe(a.json.choices[0].message.content);
   });
@@ -570,7 +645,9 @@ describe("templates", () => {
     // Top-level shorthand does the same; chat_template_kwargs wins over it.
     const shorthand = await chat(greedy({ max_tokens: 2, enable_thinking: false }));
     expect(shorthand.json.usage.prompt_tokens).toBe(off.json.usage.prompt_tokens);
-    const kwargsWin = await chat(greedy({ max_tokens: 2, enable_thinking: false, chat_template_kwargs: { enable_thinking: true } }));
+    const kwargsWin = await chat(
+      greedy({ max_tokens: 2, enable_thinking: false, chat_template_kwargs: { enable_thinking: true } }),
+    );
     expect(kwargsWin.json.usage.prompt_tokens).toBe(plain.json.usage.prompt_tokens);
   });
 });

@@ -11,7 +11,9 @@ const s = useServer();
 const PROMPT = "once upon a time there was";
 const OTHER = "the ship sailed north across";
 
-/** A greedy request that runs to max_tokens (ignore_eos also ignores stop strings, docs/api/openai.md#sampling-fields). */
+/**
+ * A greedy request that runs to max_tokens (ignore_eos also ignores stop strings, docs/api/openai.md#sampling-fields).
+ */
 const greedy = (extra: Record<string, unknown> = {}): Record<string, any> => ({
   model: s.model,
   prompt: PROMPT,
@@ -68,7 +70,13 @@ describe("stop", () => {
   test("a string stop (SDK, not streamed): the text ends right before it, finish_reason stop", async () => {
     const text = await baseline();
     const stop = pick(text, 12, 4);
-    const reply = await s.client.completions.create({ model: s.model, prompt: PROMPT, temperature: 0, max_tokens: 40, stop });
+    const reply = await s.client.completions.create({
+      model: s.model,
+      prompt: PROMPT,
+      temperature: 0,
+      max_tokens: 40,
+      stop,
+    });
     const choice = reply.choices[0]!;
     expect(choice.text).toBe(text.slice(0, text.indexOf(stop)));
     expect(choice.text).not.toContain(stop);
@@ -96,13 +104,23 @@ describe("stop", () => {
     const text = await baseline();
     const stop = pick(text, 12, 4);
     const expected = text.slice(0, text.indexOf(stop));
-    for (const body of [withStops({ stop, stream: true }), withStops({ stop: [stop, "\u00a7never\u00a7"], stream: true })]) {
+    for (const body of [
+      withStops({ stop, stream: true }),
+      withStops({ stop: [stop, "\u00a7never\u00a7"], stream: true }),
+    ]) {
       const sse = await readSse(await post(s, "/v1/completions", body));
       expect(sse.data.at(-1)).toBe("[DONE]");
       expect(sse.events.map((e) => e.choices[0].text).join("")).toBe(expected);
       expect(sse.events.at(-1).choices[0].finish_reason).toBe("stop");
     }
-    const stream = await s.client.completions.create({ model: s.model, prompt: PROMPT, temperature: 0, max_tokens: 40, stop: [stop], stream: true });
+    const stream = await s.client.completions.create({
+      model: s.model,
+      prompt: PROMPT,
+      temperature: 0,
+      max_tokens: 40,
+      stop: [stop],
+      stream: true,
+    });
     let joined = "";
     let finish: string | null = null;
     for await (const chunk of stream) {
@@ -132,7 +150,14 @@ describe("stop", () => {
 describe("n", () => {
   test("greedy n=3 (SDK): three choices, indices 0-2, each the single greedy reply; usage counts every choice, the prompt once", async () => {
     const single = await complete(greedy());
-    const reply = await s.client.completions.create({ model: s.model, prompt: PROMPT, temperature: 0, max_tokens: 16, n: 3, ignore_eos: true } as any);
+    const reply = await s.client.completions.create({
+      model: s.model,
+      prompt: PROMPT,
+      temperature: 0,
+      max_tokens: 16,
+      n: 3,
+      ignore_eos: true,
+    } as any);
     expect(reply.choices.map((c) => c.index)).toEqual([0, 1, 2]);
     for (const c of reply.choices) {
       expect(c.text).toBe(single.json.choices[0].text);
@@ -200,7 +225,14 @@ describe("prompt arrays", () => {
     const a = await complete(greedy());
     const b = await complete(greedy({ prompt: OTHER }));
     expect(a.json.choices[0].text).not.toBe(b.json.choices[0].text);
-    const reply = await s.client.completions.create({ model: s.model, prompt: [PROMPT, OTHER], n: 2, temperature: 0, max_tokens: 16, ignore_eos: true } as any);
+    const reply = await s.client.completions.create({
+      model: s.model,
+      prompt: [PROMPT, OTHER],
+      n: 2,
+      temperature: 0,
+      max_tokens: 16,
+      ignore_eos: true,
+    } as any);
     expect(reply.choices.map((c) => c.index)).toEqual([0, 1, 2, 3]);
     expect(reply.choices.map((c) => c.text)).toEqual([a, a, b, b].map((r) => r.json.choices[0].text));
     expect(reply.usage!.prompt_tokens).toBe(a.json.usage.prompt_tokens + b.json.usage.prompt_tokens);
@@ -211,7 +243,9 @@ describe("prompt arrays", () => {
   test("streamed, 2 prompts with n=2: each index carries its prompt's greedy text", async () => {
     const a = await greedyText(PROMPT, { max_tokens: 6 });
     const b = await greedyText(OTHER, { max_tokens: 6 });
-    const sse = await readSse(await post(s, "/v1/completions", greedy({ prompt: [PROMPT, OTHER], n: 2, max_tokens: 6, stream: true })));
+    const sse = await readSse(
+      await post(s, "/v1/completions", greedy({ prompt: [PROMPT, OTHER], n: 2, max_tokens: 6, stream: true })),
+    );
     const { text, finishes } = byIndex(sse.events);
     expect([0, 1, 2, 3].map((i) => text.get(i))).toEqual([a, a, b, b]);
     for (let i = 0; i < 4; i++) expect(finishes.get(i)).toEqual(["length"]);
@@ -222,7 +256,12 @@ describe("prompt arrays", () => {
   test("a client that leaves a streamed multi-prompt, multi-choice request cancels every choice", async () => {
     const before = (await slots(s)).totals.decoded_tokens;
     const controller = new AbortController();
-    const res = await post(s, "/v1/completions", greedy({ prompt: [PROMPT, OTHER], n: 2, max_tokens: 100000, stream: true }), { signal: controller.signal });
+    const res = await post(
+      s,
+      "/v1/completions",
+      greedy({ prompt: [PROMPT, OTHER], n: 2, max_tokens: 100000, stream: true }),
+      { signal: controller.signal },
+    );
     const reader = res.body!.getReader();
     await reader.read();
     controller.abort();
@@ -250,7 +289,9 @@ describe("prompt arrays", () => {
     const b = await greedyText(OTHER, { max_tokens: 6 });
     const { json } = await complete(greedy({ prompt: [PROMPT, OTHER], echo: true, max_tokens: 6 }));
     expect(json.choices.map((c: any) => c.text)).toEqual([PROMPT + a, OTHER + b]);
-    const sse = await readSse(await post(s, "/v1/completions", greedy({ prompt: [PROMPT, OTHER], echo: true, max_tokens: 6, stream: true })));
+    const sse = await readSse(
+      await post(s, "/v1/completions", greedy({ prompt: [PROMPT, OTHER], echo: true, max_tokens: 6, stream: true })),
+    );
     const { text } = byIndex(sse.events);
     expect([text.get(0), text.get(1)]).toEqual([PROMPT + a, OTHER + b]);
   });
@@ -260,7 +301,13 @@ describe("prompt arrays", () => {
     const otherIds = await tokensOf(OTHER);
     expect(ids.length).toBeGreaterThan(1);
     const text = await complete(greedy());
-    const byIds = await s.client.completions.create({ model: s.model, prompt: ids, temperature: 0, max_tokens: 16, ignore_eos: true } as any);
+    const byIds = await s.client.completions.create({
+      model: s.model,
+      prompt: ids,
+      temperature: 0,
+      max_tokens: 16,
+      ignore_eos: true,
+    } as any);
     expect(byIds.choices).toHaveLength(1);
     expect(byIds.choices[0]!.text).toBe(text.json.choices[0].text);
     expect(byIds.usage!.prompt_tokens).toBe(text.json.usage.prompt_tokens);

@@ -59,7 +59,13 @@ describe.skipIf(!HAVE_LLAMA_SERVER)("embeddings equal llama-server's", () => {
   test("one input at a time too", async () => {
     for (const input of INPUTS.slice(0, 3)) {
       const ours = await postJson(s, "/v1/embeddings", { model: s.model, input });
-      const theirs = (await (await fetch(`${llama!.url}/v1/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input }) })).json()) as any;
+      const theirs = (await (
+        await fetch(`${llama!.url}/v1/embeddings`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ input }),
+        })
+      ).json()) as any;
       expect(cos(ours.json.data[0].embedding, theirs.data[0].embedding)).toBeGreaterThanOrEqual(0.9999);
     }
   });

@@ -11,7 +11,16 @@ import { apiError, envelope, postJson, slots, startTestServer, useServer, type T
 
 const s = useServer({ fixture: "tiny-embed", maxContext: 512 });
 
-const TEXTS = ["hello world", "the cat sat on the mat", "a b c", "superfluid serves embeddings", "one", "two three", "four five six", "seven"];
+const TEXTS = [
+  "hello world",
+  "the cat sat on the mat",
+  "a b c",
+  "superfluid serves embeddings",
+  "one",
+  "two three",
+  "four five six",
+  "seven",
+];
 
 const norm = (v: number[]) => Math.sqrt(v.reduce((sum, x) => sum + x * x, 0));
 const cos = (a: number[], b: number[]) => a.reduce((sum, x, i) => sum + x * b[i]!, 0) / (norm(a) * norm(b));
@@ -26,19 +35,30 @@ describe("/v1/embeddings", () => {
   test("OpenAI's shape: a list of unit vectors, in input order, with usage", async () => {
     const json = await embedFloat(TEXTS.slice(0, 3));
     expect(json).toMatchObject({ object: "list", model: s.model });
-    expect(json.data.map((d: any) => [d.object, d.index])).toEqual([["embedding", 0], ["embedding", 1], ["embedding", 2]]);
+    expect(json.data.map((d: any) => [d.object, d.index])).toEqual([
+      ["embedding", 0],
+      ["embedding", 1],
+      ["embedding", 2],
+    ]);
     for (const d of json.data) {
       expect(d.embedding).toHaveLength(64);
       expect(norm(d.embedding)).toBeCloseTo(1, 5);
     }
     // BOS plus each text's tokens.
     const model = s.server.registry.default!;
-    const counted = TEXTS.slice(0, 3).reduce((n, t) => n + model.tokenizer.tokenize(t, { addSpecial: true, parseSpecial: true }).length, 0);
+    const counted = TEXTS.slice(0, 3).reduce(
+      (n, t) => n + model.tokenizer.tokenize(t, { addSpecial: true, parseSpecial: true }).length,
+      0,
+    );
     expect(json.usage).toEqual({ prompt_tokens: counted, total_tokens: counted });
   });
 
   test("the openai client's embeddings.create: float and base64 give the same vectors", async () => {
-    const float = await s.client.embeddings.create({ model: s.model, input: TEXTS.slice(0, 2), encoding_format: "float" });
+    const float = await s.client.embeddings.create({
+      model: s.model,
+      input: TEXTS.slice(0, 2),
+      encoding_format: "float",
+    });
     // The client's own default is base64, which it decodes into numbers.
     const base64 = await s.client.embeddings.create({ model: s.model, input: TEXTS.slice(0, 2) });
     expect(base64.data).toHaveLength(2);
@@ -119,7 +139,9 @@ describe("/v1/embeddings", () => {
   });
 
   test("an embedding model refuses generation: 400 unsupported_model", async () => {
-    const err = await apiError(s.client.chat.completions.create({ model: s.model, messages: [{ role: "user", content: "hi" }] }));
+    const err = await apiError(
+      s.client.chat.completions.create({ model: s.model, messages: [{ role: "user", content: "hi" }] }),
+    );
     expect(err.status).toBe(400);
     expect(err.code).toBe("unsupported_model");
     const completion = await postJson(s, "/v1/completions", { model: s.model, prompt: "hi" });
@@ -134,7 +156,9 @@ describe("/v1/rerank", () => {
 
   test("ordered as the cosine of each document's embedding to the query's, best first", async () => {
     const vectors = (await embedFloat([query, ...docs])).data.map((d: any) => d.embedding as number[]);
-    const expected = docs.map((_, i) => ({ index: i, score: cos(vectors[0]!, vectors[i + 1]!) })).sort((a, b) => b.score - a.score);
+    const expected = docs
+      .map((_, i) => ({ index: i, score: cos(vectors[0]!, vectors[i + 1]!) }))
+      .sort((a, b) => b.score - a.score);
     const r = await postJson(s, "/v1/rerank", { model: s.model, query, documents: docs });
     expect(r.status).toBe(200);
     expect(r.json).toMatchObject({ model: s.model, object: "list" });
@@ -148,7 +172,13 @@ describe("/v1/rerank", () => {
 
   test("top_n, return_documents, documents as {text}, and the /rerank alias", async () => {
     const full = await postJson(s, "/v1/rerank", { model: s.model, query, documents: docs });
-    const r = await postJson(s, "/rerank", { model: s.model, query, documents: docs.map((text) => ({ text })), top_n: 2, return_documents: true });
+    const r = await postJson(s, "/rerank", {
+      model: s.model,
+      query,
+      documents: docs.map((text) => ({ text })),
+      top_n: 2,
+      return_documents: true,
+    });
     expect(r.status).toBe(200);
     expect(r.json.results).toHaveLength(2);
     r.json.results.forEach((x: any, i: number) => {
@@ -162,7 +192,11 @@ describe("/v1/rerank", () => {
     const empty = await postJson(s, "/v1/rerank", { model: s.model, query: "q", documents: [] });
     expect(empty.status).toBe(400);
     expect(envelope(empty.json).param).toBe("documents");
-    const long = await postJson(s, "/v1/rerank", { model: s.model, query: "q", documents: ["fine", "word ".repeat(600)] });
+    const long = await postJson(s, "/v1/rerank", {
+      model: s.model,
+      query: "q",
+      documents: ["fine", "word ".repeat(600)],
+    });
     expect(long.status).toBe(400);
     expect(envelope(long.json)).toMatchObject({ code: "context_length_exceeded", param: "documents" });
     expect(envelope(long.json).message).toContain("documents[1]");
@@ -235,7 +269,10 @@ describe("a chat model", () => {
     const rr = await postJson(chat, "/v1/rerank", { model: chat.model, query: "q", documents: ["a"] });
     expect(rr.status).toBe(400);
     expect(envelope(rr.json).code).toBe("unsupported_model");
-    for (const [path, body] of [["/api/embed", { input: "x" }], ["/api/embeddings", { prompt: "x" }]] as const) {
+    for (const [path, body] of [
+      ["/api/embed", { input: "x" }],
+      ["/api/embeddings", { prompt: "x" }],
+    ] as const) {
       const r = await postJson(chat, path, { model: chat.model, ...body });
       expect(r.status).toBe(400);
       expect(r.json.error).toContain("does not embed");

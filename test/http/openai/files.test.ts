@@ -6,7 +6,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import OpenAI, { toFile } from "openai";
+import { toFile } from "openai";
 import { parseServeOptions, UsageError, type ServeOptions } from "../../../src/cli/serve-options.ts";
 import { apiError, envelope, RawConnection, startTestServer, useServer, type TestServer } from "../support.ts";
 
@@ -20,7 +20,6 @@ async function upload(s: TestServer, fields: [string, string | File][]): Promise
   return { status: res.status, json: await res.json() };
 }
 
-
 const tmpFiles = (sessions: string) => readdirSync(join(sessions, "files", "tmp"));
 /** The sessions folder useServer made (startTestServer returns it with the server). */
 const sessionsOf = (t: TestServer) => (t as TestServer & { sessions: string }).sessions;
@@ -29,8 +28,18 @@ describe("files", () => {
   const s = useServer();
 
   test("upload, retrieve, content, list and delete with the openai client", async () => {
-    const created = await s.client.files.create({ file: await toFile(Buffer.from(jsonl), "input.jsonl"), purpose: "batch" });
-    expect(created).toMatchObject({ object: "file", bytes: Buffer.byteLength(jsonl), filename: "input.jsonl", purpose: "batch", status: "processed", expires_at: null });
+    const created = await s.client.files.create({
+      file: await toFile(Buffer.from(jsonl), "input.jsonl"),
+      purpose: "batch",
+    });
+    expect(created).toMatchObject({
+      object: "file",
+      bytes: Buffer.byteLength(jsonl),
+      filename: "input.jsonl",
+      purpose: "batch",
+      status: "processed",
+      expires_at: null,
+    });
     expect(created.id).toMatch(/^file-[0-9a-f]{24}$/);
     expect(await s.client.files.retrieve(created.id)).toEqual(created);
 
@@ -58,11 +67,16 @@ describe("files", () => {
   });
 
   test("purpose may come before the file; names outside ASCII survive", async () => {
-    const r = await upload(s, [["purpose", "user_data"], ["file", new File(["héllo"], "naïve ✓.txt")]]);
+    const r = await upload(s, [
+      ["purpose", "user_data"],
+      ["file", new File(["héllo"], "naïve ✓.txt")],
+    ]);
     expect(r.status).toBe(200);
     expect(r.json).toMatchObject({ filename: "naïve ✓.txt", purpose: "user_data", bytes: 6 });
     const res = await fetch(`${s.url}/v1/files/${r.json.id}/content`);
-    expect(res.headers.get("content-disposition")).toBe(`attachment; filename="na_ve _.txt"; filename*=UTF-8''${encodeURIComponent("naïve ✓.txt")}`);
+    expect(res.headers.get("content-disposition")).toBe(
+      `attachment; filename="na_ve _.txt"; filename*=UTF-8''${encodeURIComponent("naïve ✓.txt")}`,
+    );
     expect(await res.text()).toBe("héllo");
     // A nameless part typed as bytes is a file too, named as the Python SDK names nameless bytes.
     const nameless = await fetch(`${s.url}/v1/files`, {
@@ -82,7 +96,11 @@ describe("files", () => {
     expect(created.expires_at! - created.created_at).toBeGreaterThanOrEqual(3600);
     expect(created.expires_at! - created.created_at).toBeLessThanOrEqual(3601);
     const bad = await apiError(
-      s.client.files.create({ file: await toFile(Buffer.from("x"), "x.txt"), purpose: "user_data", expires_after: { anchor: "created_at", seconds: 5 } }),
+      s.client.files.create({
+        file: await toFile(Buffer.from("x"), "x.txt"),
+        purpose: "user_data",
+        expires_after: { anchor: "created_at", seconds: 5 },
+      }),
     );
     expect(bad.status).toBe(400);
     expect(bad.param).toBe("expires_after.seconds");
@@ -91,7 +109,9 @@ describe("files", () => {
   test("list pages with limit and after, newest first unless asc; filters by purpose", async () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      ids.push((await s.client.files.create({ file: await toFile(Buffer.from(`${i}`), `p${i}.jsonl`), purpose: "evals" })).id);
+      ids.push(
+        (await s.client.files.create({ file: await toFile(Buffer.from(`${i}`), `p${i}.jsonl`), purpose: "evals" })).id,
+      );
     }
     const newest = [...ids].reverse();
     const page = await s.client.files.list({ purpose: "evals", limit: 2 });
@@ -104,7 +124,13 @@ describe("files", () => {
     const asc = await s.client.files.list({ purpose: "evals", order: "asc", after: ids[1] });
     expect(asc.data.map((f) => f.id)).toEqual(ids.slice(2));
     const raw = await (await fetch(`${s.url}/v1/files?purpose=evals&limit=1`)).json();
-    expect(raw).toEqual({ object: "list", data: [expect.objectContaining({ id: newest[0] })], first_id: newest[0], last_id: newest[0], has_more: true });
+    expect(raw).toEqual({
+      object: "list",
+      data: [expect.objectContaining({ id: newest[0] })],
+      first_id: newest[0],
+      last_id: newest[0],
+      has_more: true,
+    });
   });
 
   test("bad input: 400 naming the field, 404 for an unknown id", async () => {
@@ -114,18 +140,31 @@ describe("files", () => {
     const noPurpose = await upload(s, [["file", new File(["x"], "x.jsonl")]]);
     expect(noPurpose.status).toBe(400);
     expect(envelope(noPurpose.json).param).toBe("purpose");
-    const plainField = await upload(s, [["purpose", "batch"], ["file", "not a file part"]]);
+    const plainField = await upload(s, [
+      ["purpose", "batch"],
+      ["file", "not a file part"],
+    ]);
     expect(plainField.status).toBe(400);
     expect(envelope(plainField.json).param).toBe("file");
-    const twoFiles = await upload(s, [["purpose", "batch"], ["file", new File(["a"], "a")], ["file", new File(["b"], "b")]]);
+    const twoFiles = await upload(s, [
+      ["purpose", "batch"],
+      ["file", new File(["a"], "a")],
+      ["file", new File(["b"], "b")],
+    ]);
     expect(twoFiles.status).toBe(400);
 
-    const badPurpose = await apiError(s.client.files.create({ file: await toFile(Buffer.from("x"), "x.jsonl"), purpose: "batch_output" as "batch" }));
+    const badPurpose = await apiError(
+      s.client.files.create({ file: await toFile(Buffer.from("x"), "x.jsonl"), purpose: "batch_output" as "batch" }),
+    );
     expect(badPurpose.status).toBe(400);
     expect(badPurpose.param).toBe("purpose");
     expect(badPurpose.message).toContain("'batch_output'");
 
-    const json = await fetch(`${s.url}/v1/files`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"purpose":"batch"}' });
+    const json = await fetch(`${s.url}/v1/files`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"purpose":"batch"}',
+    });
     expect(json.status).toBe(400);
     expect(envelope(await json.json())).toMatchObject({ param: "file", type: "invalid_request_error" });
     const torn = await fetch(`${s.url}/v1/files`, {
@@ -136,7 +175,11 @@ describe("files", () => {
     expect(torn.status).toBe(400);
 
     const unknown = "file-000000000000000000000000";
-    for (const [method, path] of [["GET", unknown], ["GET", `${unknown}/content`], ["DELETE", unknown]]) {
+    for (const [method, path] of [
+      ["GET", unknown],
+      ["GET", `${unknown}/content`],
+      ["DELETE", unknown],
+    ]) {
       const res = await fetch(`${s.url}/v1/files/${path}`, { method });
       expect(res.status).toBe(404);
       expect(envelope(await res.json())).toMatchObject({ message: `No such File object: ${unknown}`, param: "id" });
@@ -160,9 +203,12 @@ describe("files", () => {
     const sessions = sessionsOf(s);
     const before = (await s.client.files.list()).data.length;
     const conn = await RawConnection.open(s.port);
-    const head = '--XX\r\ncontent-disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--XX\r\ncontent-disposition: form-data; name="file"; filename="cut.jsonl"\r\n\r\n';
+    const head =
+      '--XX\r\ncontent-disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--XX\r\ncontent-disposition: form-data; name="file"; filename="cut.jsonl"\r\n\r\n';
     await conn.write(
-      "POST /v1/files HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: multipart/form-data; boundary=XX\r\n" + `content-length: ${10 * 1024 * 1024}\r\n\r\n` + head,
+      "POST /v1/files HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: multipart/form-data; boundary=XX\r\n" +
+        `content-length: ${10 * 1024 * 1024}\r\n\r\n` +
+        head,
     );
     await conn.write(Buffer.alloc(256 * 1024, 0x61));
     // Wait until the part is being written, then cut the connection.
@@ -178,7 +224,8 @@ describe("files", () => {
   test("an upload over 512 MiB is refused from its declared length", async () => {
     const conn = await RawConnection.open(s.port);
     await conn.write(
-      "POST /v1/files HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: multipart/form-data; boundary=XX\r\n" + `content-length: ${600 * 1024 * 1024}\r\n\r\n`,
+      "POST /v1/files HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: multipart/form-data; boundary=XX\r\n" +
+        `content-length: ${600 * 1024 * 1024}\r\n\r\n`,
     );
     const res = await conn.waitResponse(60_000);
     conn.destroy();
@@ -192,7 +239,9 @@ describe("files with --files-max-bytes", () => {
 
   test("an upload past the quota is 413 files_quota_exceeded and leaves nothing", async () => {
     const ok = await s.client.files.create({ file: await toFile(Buffer.alloc(60, 1), "a.bin"), purpose: "user_data" });
-    const err = await apiError(s.client.files.create({ file: await toFile(Buffer.alloc(60, 2), "b.bin"), purpose: "user_data" }));
+    const err = await apiError(
+      s.client.files.create({ file: await toFile(Buffer.alloc(60, 2), "b.bin"), purpose: "user_data" }),
+    );
     expect(err.status).toBe(413);
     expect(err.code).toBe("files_quota_exceeded");
     expect(err.type).toBe("invalid_request_error");
@@ -202,7 +251,9 @@ describe("files with --files-max-bytes", () => {
     expect(tmpFiles(sessions)).toEqual([]);
     // Deleting frees the space.
     await s.client.files.delete(ok.id);
-    expect((await s.client.files.create({ file: await toFile(Buffer.alloc(100, 3), "c.bin"), purpose: "user_data" })).bytes).toBe(100);
+    expect(
+      (await s.client.files.create({ file: await toFile(Buffer.alloc(100, 3), "c.bin"), purpose: "user_data" })).bytes,
+    ).toBe(100);
   });
 });
 
@@ -218,7 +269,10 @@ describe("files across a restart and expiry", () => {
     const first = await startTestServer({ sessions });
     let created;
     try {
-      created = await first.client.files.create({ file: await toFile(Buffer.from(jsonl), "keep.jsonl"), purpose: "batch" });
+      created = await first.client.files.create({
+        file: await toFile(Buffer.from(jsonl), "keep.jsonl"),
+        purpose: "batch",
+      });
     } finally {
       await first.server.close();
     }
@@ -237,7 +291,10 @@ describe("files across a restart and expiry", () => {
     dirs.push(sessions);
     const s = await startTestServer({ sessions, extraArgs: ["--files-expiry", "1", "--files-sweep", "1"] });
     try {
-      const created = await s.client.files.create({ file: await toFile(Buffer.from("soon gone"), "t.txt"), purpose: "user_data" });
+      const created = await s.client.files.create({
+        file: await toFile(Buffer.from("soon gone"), "t.txt"),
+        purpose: "user_data",
+      });
       expect(created.expires_at).not.toBeNull();
       expect(created.expires_at! - created.created_at).toBeGreaterThanOrEqual(1);
       const data = join(sessions, "files", `${created.id}.data`);
@@ -263,9 +320,21 @@ describe("files flags", () => {
     expect(defaults.filesMaxBytes).toBeUndefined();
     expect(defaults.filesExpirySec).toBeUndefined();
     expect(defaults.filesSweepSec).toBe(300);
-    const set = parseServeOptions(["--files-max-bytes", "1000", "--files-expiry", "60", "--files-sweep", "5"]) as ServeOptions;
+    const set = parseServeOptions([
+      "--files-max-bytes",
+      "1000",
+      "--files-expiry",
+      "60",
+      "--files-sweep",
+      "5",
+    ]) as ServeOptions;
     expect([set.filesMaxBytes, set.filesExpirySec, set.filesSweepSec]).toEqual([1000, 60, 5]);
-    for (const bad of [["--files-max-bytes", "-1"], ["--files-expiry", "0"], ["--files-sweep", "1.5"], ["--files-sweep", "0"]]) {
+    for (const bad of [
+      ["--files-max-bytes", "-1"],
+      ["--files-expiry", "0"],
+      ["--files-sweep", "1.5"],
+      ["--files-sweep", "0"],
+    ]) {
       expect(() => parseServeOptions(bad)).toThrow(UsageError);
     }
   });

@@ -9,13 +9,32 @@ import { rmSync } from "node:fs";
 import { readGguf, describeModel } from "../../../src/gguf/index.ts";
 import { assembleFimPrompt, fimMarkersOf, fimPrompt } from "../../../src/pipeline/fim-prompt.ts";
 import { fixturePath } from "../../support/models.ts";
-import { envelope, getJson, post, postJson, readSse, slots, startTestServer, useServer, user, waitIdle, type TestServer } from "../support.ts";
+import {
+  envelope,
+  getJson,
+  post,
+  postJson,
+  readSse,
+  slots,
+  startTestServer,
+  useServer,
+  user,
+  waitIdle,
+  type TestServer,
+} from "../support.ts";
 
 const s = useServer({ fixture: "tiny-fim", maxContext: 4096, maxBatch: 2 });
 
 const PREFIX = "def add(a, b):\n    ";
 const SUFFIX = "\n\nprint(add(1, 2))";
-const fim = (extra: Record<string, unknown> = {}) => ({ model: s.model, prompt: PREFIX, suffix: SUFFIX, max_tokens: 8, temperature: 0, ...extra });
+const fim = (extra: Record<string, unknown> = {}) => ({
+  model: s.model,
+  prompt: PREFIX,
+  suffix: SUFFIX,
+  max_tokens: 8,
+  temperature: 0,
+  ...extra,
+});
 
 /** The fixture's marker ids, read from the GGUF itself and from its vocabulary text. */
 async function markerIds() {
@@ -58,7 +77,13 @@ describe("prompt assembly", () => {
   test("marker text in client text stays text", async () => {
     const ids = await markerIds();
     const model = s.server.registry.default!;
-    const prompt = await fimPrompt(model, fimMarkersOf(model.info.fimTokens)!, "a<|fim_middle|>b", "<|fim_prefix|>", "psm");
+    const prompt = await fimPrompt(
+      model,
+      fimMarkersOf(model.info.fimTokens)!,
+      "a<|fim_middle|>b",
+      "<|fim_prefix|>",
+      "psm",
+    );
     expect(prompt.filter((t) => t === ids.mid)).toHaveLength(1);
     expect(prompt.filter((t) => t === ids.pre)).toHaveLength(1);
     expect(prompt.at(-1)).toBe(ids.mid);
@@ -124,7 +149,11 @@ describe("the reply", () => {
     expect(first.json.model).toBe(s.model);
     expect(first.json.usage.completion_tokens).toBe(128);
     expect(first.json.choices[0].finish_reason).toBe("length");
-    expect(first.json.superfluid).toEqual({ cached: first.json.usage.prompt_tokens_details.cached_tokens, expired: false, served_by: s.model });
+    expect(first.json.superfluid).toEqual({
+      cached: first.json.usage.prompt_tokens_details.cached_tokens,
+      expired: false,
+      served_by: s.model,
+    });
     // The same prompt again reuses its prefix from the cache.
     const again = await postJson(s, "/v1/completions", fim());
     expect(again.json.superfluid.cached).toBeGreaterThan(0);
@@ -199,9 +228,14 @@ describe("several prompts and choices (OpenAI takes arrays with suffix)", () => 
 
   test("streamed with two prompts: chunks name their choice; stop strings apply", async () => {
     const a = (await postJson(s, "/v1/completions", fim({ max_tokens: 16 }))).json.choices[0].text as string;
-    const b = (await postJson(s, "/v1/completions", fim({ prompt: OTHER_PREFIX, max_tokens: 16 }))).json.choices[0].text as string;
-    const sse = await readSse(await post(s, "/v1/completions", fim({ prompt: [PREFIX, OTHER_PREFIX], max_tokens: 16, stream: true })));
-    const joined = [0, 1].map((i) => sse.events.flatMap((e) => e.choices.filter((c: any) => c.index === i).map((c: any) => c.text)).join(""));
+    const b = (await postJson(s, "/v1/completions", fim({ prompt: OTHER_PREFIX, max_tokens: 16 }))).json.choices[0]
+      .text as string;
+    const sse = await readSse(
+      await post(s, "/v1/completions", fim({ prompt: [PREFIX, OTHER_PREFIX], max_tokens: 16, stream: true })),
+    );
+    const joined = [0, 1].map((i) =>
+      sse.events.flatMap((e) => e.choices.filter((c: any) => c.index === i).map((c: any) => c.text)).join(""),
+    );
     expect(joined).toEqual([a, b]);
     expect(sse.events.at(-1).superfluid).toMatchObject({ expired: false, served_by: s.model });
     // A stop taken from the greedy reply itself, so the cut cannot pass by chance.
@@ -214,14 +248,20 @@ describe("several prompts and choices (OpenAI takes arrays with suffix)", () => 
 
   test("no FIM choice reaches the session log, however many", async () => {
     const before = s.server.sessions.lastSession;
-    expect((await postJson(s, "/v1/completions", fim({ prompt: [PREFIX, PREFIX], n: 2 }))).json.choices).toHaveLength(4);
+    expect((await postJson(s, "/v1/completions", fim({ prompt: [PREFIX, PREFIX], n: 2 }))).json.choices).toHaveLength(
+      4,
+    );
     expect(s.server.sessions.lastSession).toBe(before);
   });
 });
 
 describe("per-client bucket", () => {
   // Two tokens, one back every second.
-  const b = useServer({ fixture: "tiny-fim", maxBatch: 1, extraArgs: ["--completion-burst", "2", "--completion-rate", "1"] });
+  const b = useServer({
+    fixture: "tiny-fim",
+    maxBatch: 1,
+    extraArgs: ["--completion-burst", "2", "--completion-rate", "1"],
+  });
 
   test("an empty bucket answers 429 completion_rate_limited with Retry-After in whole seconds; plain completions are not metered", async () => {
     const req = { model: b.model, prompt: PREFIX, suffix: SUFFIX, max_tokens: 2 };
@@ -255,14 +295,24 @@ describe("per-client bucket", () => {
 
 describe("start deadline", () => {
   // One lane and a 300 ms deadline: a completion cannot preempt an interactive lane, so it waits and expires.
-  const d = useServer({ fixture: "tiny-fim", maxBatch: 1, maxContext: 4096, extraArgs: ["--completion-deadline-ms", "300"] });
+  const d = useServer({
+    fixture: "tiny-fim",
+    maxBatch: 1,
+    maxContext: 4096,
+    extraArgs: ["--completion-deadline-ms", "300"],
+  });
 
   async function holdTheLane(): Promise<() => Promise<void>> {
     const controller = new AbortController();
-    const res = await post(d, "/v1/chat/completions", { model: d.model, messages: user("go on"), stream: true, ignore_eos: true, max_tokens: 100000 }, {
-      signal: controller.signal,
-      headers: { "content-type": "application/json", "x-superfluid-qos": "interactive" },
-    });
+    const res = await post(
+      d,
+      "/v1/chat/completions",
+      { model: d.model, messages: user("go on"), stream: true, ignore_eos: true, max_tokens: 100000 },
+      {
+        signal: controller.signal,
+        headers: { "content-type": "application/json", "x-superfluid-qos": "interactive" },
+      },
+    );
     const reader = res.body!.getReader();
     await reader.read();
     await reader.read();
@@ -286,7 +336,15 @@ describe("start deadline", () => {
       expect(r.json.usage.completion_tokens).toBe(0);
       expect(r.json.superfluid).toMatchObject({ expired: true, served_by: d.model });
       expect(ms).toBeGreaterThanOrEqual(280);
-      const sse = await readSse(await post(d, "/v1/completions", { model: d.model, prompt: PREFIX, suffix: SUFFIX, max_tokens: 8, stream: true }));
+      const sse = await readSse(
+        await post(d, "/v1/completions", {
+          model: d.model,
+          prompt: PREFIX,
+          suffix: SUFFIX,
+          max_tokens: 8,
+          stream: true,
+        }),
+      );
       expect(sse.events.at(-1).superfluid.expired).toBe(true);
       expect(sse.events.at(-1).choices[0].finish_reason).toBe("stop");
       expect((await slots(d)).totals.expired).toBe(expiredBefore + 2);
@@ -315,7 +373,11 @@ describe("a model without FIM tokens", () => {
 describe("--fim-model", () => {
   let f: TestServer & { sessions: string };
   beforeAll(async () => {
-    f = await startTestServer({ fixture: "tiny-random", maxBatch: 1, extraArgs: ["--fim-model", await fixturePath("tiny-fim"), "--fim-max-batch", "1"] });
+    f = await startTestServer({
+      fixture: "tiny-random",
+      maxBatch: 1,
+      extraArgs: ["--fim-model", await fixturePath("tiny-fim"), "--fim-max-batch", "1"],
+    });
   });
   afterAll(async () => {
     await f?.server.close();
@@ -326,14 +388,26 @@ describe("--fim-model", () => {
     const m = await getJson(f, "/v1/models");
     expect(m.json.data).toHaveLength(1);
     expect(m.json.data[0].capabilities.dialect).toMatchObject({ fim: false, fim_model: true });
-    const r = await postJson(f, "/v1/completions", { model: f.model, prompt: PREFIX, suffix: SUFFIX, max_tokens: 4, temperature: 0 });
+    const r = await postJson(f, "/v1/completions", {
+      model: f.model,
+      prompt: PREFIX,
+      suffix: SUFFIX,
+      max_tokens: 4,
+      temperature: 0,
+    });
     expect(r.status).toBe(200);
     expect(r.json.model).toBe(f.model);
     expect(r.json.superfluid.served_by).toBe("tiny-fim-1-v2");
     // Its own window: min(main window, 8192) = 2048 here.
     expect(f.server.registry.default!.fimModel!.contextWindow).toBe(2048);
     // Same greedy middle as the FIM model serving it itself.
-    const direct = await postJson(s, "/v1/completions", { model: s.model, prompt: PREFIX, suffix: SUFFIX, max_tokens: 4, temperature: 0 });
+    const direct = await postJson(s, "/v1/completions", {
+      model: s.model,
+      prompt: PREFIX,
+      suffix: SUFFIX,
+      max_tokens: 4,
+      temperature: 0,
+    });
     expect(r.json.choices[0].text).toBe(direct.json.choices[0].text);
   });
 });

@@ -13,9 +13,20 @@ const s = useServer({ fixture: "tiny-chat", maxBatch: 2 });
 const messages = [{ role: "user", content: "Tell me about the adapters you are running with today, please." }];
 
 async function chat(extra: Record<string, unknown> = {}) {
-  const r = await postJson(s, "/v1/chat/completions", { model: s.model, messages, max_tokens: 32, temperature: 0, ...extra });
+  const r = await postJson(s, "/v1/chat/completions", {
+    model: s.model,
+    messages,
+    max_tokens: 32,
+    temperature: 0,
+    ...extra,
+  });
   expect(r.status).toBe(200);
-  return { content: r.json.choices[0].message.content as string, finish: r.json.choices[0].finish_reason as string, cached: r.json.usage.prompt_tokens_details.cached_tokens as number, prompt: r.json.usage.prompt_tokens as number };
+  return {
+    content: r.json.choices[0].message.content as string,
+    finish: r.json.choices[0].finish_reason as string,
+    cached: r.json.usage.prompt_tokens_details.cached_tokens as number,
+    prompt: r.json.usage.prompt_tokens as number,
+  };
 }
 
 describe("LoRA adapters", () => {
@@ -51,7 +62,13 @@ describe("LoRA adapters", () => {
     expect(repeat.cached).toBeGreaterThan(0);
 
     // Streamed, the warm header says the same.
-    const res = await post(s, "/v1/chat/completions", { model: s.model, messages, max_tokens: 32, temperature: 0, stream: true });
+    const res = await post(s, "/v1/chat/completions", {
+      model: s.model,
+      messages,
+      max_tokens: 32,
+      temperature: 0,
+      stream: true,
+    });
     expect(res.headers.get("x-superfluid-warm")).toBe(String(repeat.cached));
     await res.text();
 
@@ -75,7 +92,14 @@ describe("LoRA adapters", () => {
   });
 
   test("a request running when the set changes finishes under the set it started with", async () => {
-    const stream = post(s, "/v1/chat/completions", { model: s.model, messages, max_tokens: 200, ignore_eos: true, temperature: 0, stream: true });
+    const stream = post(s, "/v1/chat/completions", {
+      model: s.model,
+      messages,
+      max_tokens: 200,
+      ignore_eos: true,
+      temperature: 0,
+      stream: true,
+    });
     const res = await stream;
     const reader = res.body!.getReader();
     const first = await reader.read(); // admitted and generating

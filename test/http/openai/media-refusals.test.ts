@@ -37,7 +37,11 @@ describe("image and audio parts on every chat route", () => {
         { type: "image_url", image_url: { url: "https://example.com/cat.png" } },
         { type: "input_audio", input_audio: { data: WAV_BASE64, format: "wav" } },
       ]) {
-        const body = { model: s.model, stream, messages: [{ role: "user", content: [{ type: "text", text: "what is this?" }, part] }] };
+        const body = {
+          model: s.model,
+          stream,
+          messages: [{ role: "user", content: [{ type: "text", text: "what is this?" }, part] }],
+        };
         await openaiRefusal("/v1/chat/completions", body, "messages[0].content[1]");
       }
     }
@@ -58,7 +62,10 @@ describe("image and audio parts on every chat route", () => {
       { type: "input_image", image_url: PNG },
       { type: "input_audio", input_audio: { data: WAV_BASE64, format: "wav" } },
     ]) {
-      const body = { model: s.model, input: [{ role: "user", content: [{ type: "input_text", text: "what is this?" }, part] }] };
+      const body = {
+        model: s.model,
+        input: [{ role: "user", content: [{ type: "input_text", text: "what is this?" }, part] }],
+      };
       await openaiRefusal("/v1/responses", body, "input[0].content[1]");
     }
   });
@@ -89,9 +96,21 @@ describe("image and audio parts on every chat route", () => {
   });
 
   test("Ollama: images on a chat message and on generate", async () => {
-    await plainRefusal("/api/chat", { model: s.model, stream: false, messages: [{ role: "user", content: "what is this?", images: [PNG_BASE64] }] }, "images");
-    await plainRefusal("/api/chat", { model: s.model, stream: true, messages: [{ role: "user", content: "what is this?", images: [PNG_BASE64] }] }, "images");
-    await plainRefusal("/api/generate", { model: s.model, stream: false, prompt: "what is this?", images: [PNG_BASE64] }, "images");
+    await plainRefusal(
+      "/api/chat",
+      { model: s.model, stream: false, messages: [{ role: "user", content: "what is this?", images: [PNG_BASE64] }] },
+      "images",
+    );
+    await plainRefusal(
+      "/api/chat",
+      { model: s.model, stream: true, messages: [{ role: "user", content: "what is this?", images: [PNG_BASE64] }] },
+      "images",
+    );
+    await plainRefusal(
+      "/api/generate",
+      { model: s.model, stream: false, prompt: "what is this?", images: [PNG_BASE64] },
+      "images",
+    );
   });
 });
 
@@ -105,7 +124,11 @@ function form(parts: [string, string | Blob, string?][]): FormData {
   return f;
 }
 
-async function postForm(path: string, body: FormData | string, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
+async function postForm(
+  path: string,
+  body: FormData | string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any }> {
   const res = await fetch(`${s.url}${path}`, { method: "POST", body, headers });
   return { status: res.status, json: await res.json() };
 }
@@ -115,7 +138,9 @@ const audio = (bytes: number) => new Blob([new Uint8Array(bytes)], { type: "audi
 describe("OpenAI's audio routes", () => {
   test("transcriptions and translations through the openai client: 400 unsupported_model naming the model", async () => {
     const file = () => toFile(Buffer.from("RIFF....WAVEfmt "), "speech.wav");
-    const transcription = await apiError(s.client.audio.transcriptions.create({ file: await file(), model: "whisper-1" }));
+    const transcription = await apiError(
+      s.client.audio.transcriptions.create({ file: await file(), model: "whisper-1" }),
+    );
     const translation = await apiError(s.client.audio.translations.create({ file: await file(), model: "whisper-1" }));
     for (const e of [transcription, translation]) {
       expect(e.status).toBe(400);
@@ -144,26 +169,48 @@ describe("OpenAI's audio routes", () => {
       const noModel = await postForm(path, form([["file", audio(64), "a.wav"]]));
       expect([noModel.status, noModel.json.error.param]).toEqual([400, "model"]);
       // `file` as a plain field is not a file.
-      const plain = await postForm(path, form([["file", "not audio"], ["model", "whisper-1"]]));
+      const plain = await postForm(
+        path,
+        form([
+          ["file", "not audio"],
+          ["model", "whisper-1"],
+        ]),
+      );
       expect([plain.status, plain.json.error.param]).toEqual([400, "file"]);
-      const json = await postForm(path, JSON.stringify({ file: "x", model: "whisper-1" }), { "content-type": "application/json" });
+      const json = await postForm(path, JSON.stringify({ file: "x", model: "whisper-1" }), {
+        "content-type": "application/json",
+      });
       expect([json.status, json.json.error.param]).toEqual([400, "file"]);
     }
   });
 
   test("a few MB of audio is drained, the model before it or after it; the server answers the next request", async () => {
     for (const order of ["model first", "file first"]) {
-      const parts: [string, string | Blob, string?][] = [["model", "whisper-1"], ["file", audio(4 * 1024 * 1024), "long.wav"], ["language", "en"]];
+      const parts: [string, string | Blob, string?][] = [
+        ["model", "whisper-1"],
+        ["file", audio(4 * 1024 * 1024), "long.wav"],
+        ["language", "en"],
+      ];
       if (order === "file first") parts.reverse();
       const r = await postForm("/v1/audio/transcriptions", form(parts));
       expect([r.status, r.json.error.code, r.json.error.param]).toEqual([400, "unsupported_model", "model"]);
-      const next = await postJson(s, "/v1/chat/completions", { model: s.model, messages: [{ role: "user", content: "hi" }], max_tokens: 4 });
+      const next = await postJson(s, "/v1/chat/completions", {
+        model: s.model,
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 4,
+      });
       expect(next.status).toBe(200);
     }
   });
 
   test("a form over OpenAI's 25 MB audio limit is a 413", async () => {
-    const r = await postForm("/v1/audio/transcriptions", form([["file", audio(27 * 1024 * 1024), "huge.wav"], ["model", "whisper-1"]]));
+    const r = await postForm(
+      "/v1/audio/transcriptions",
+      form([
+        ["file", audio(27 * 1024 * 1024), "huge.wav"],
+        ["model", "whisper-1"],
+      ]),
+    );
     expect([r.status, r.json.error.code, r.json.error.param]).toEqual([413, "payload_too_large", "file"]);
   });
 });

@@ -5,7 +5,8 @@ import { describe, expect, test } from "bun:test";
 import { envelope, getJson, postJson, useServer, user } from "../support.ts";
 
 const s = useServer();
-const chat = (body: Record<string, unknown>) => postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), ...body });
+const chat = (body: Record<string, unknown>) =>
+  postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), ...body });
 
 describe("review fixes", () => {
   test("seed 4294967295 (and -1) repeat like any other seed", async () => {
@@ -41,7 +42,7 @@ describe("review fixes", () => {
   });
 
   test("a grammar nested too deeply is a 400, not a 500", async () => {
-    const deep = "root ::= " + "(".repeat(20000) + '"a"' + ")".repeat(20000);
+    const deep = `root ::= ${"(".repeat(20000)}"a"${")".repeat(20000)}`;
     const { status } = await chat({ grammar: deep, max_tokens: 2 });
     expect(status).toBe(400);
   });

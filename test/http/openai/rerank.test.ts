@@ -37,7 +37,8 @@ const EOS = fixture.vocab.special["</s>"]!;
 
 /** The pair as llama-server builds it without a rerank template: BOS, query, EOS, SEP, document, EOS. */
 function pair(query: string, document: string): number[] {
-  const tokenize = (text: string) => s.server.registry.default!.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: false });
+  const tokenize = (text: string) =>
+    s.server.registry.default!.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: false });
   return [BOS, ...tokenize(query), EOS, EOS, ...tokenize(document), EOS];
 }
 
@@ -54,7 +55,9 @@ async function rerank(body: Record<string, unknown>) {
 
 describe("/v1/rerank on a reranker (rank pooling)", () => {
   test("each score is the model's own score of its pair, results best first", async () => {
-    const expected = DOCS.map((d, index) => ({ index, score: expectedScore(QUERY, d) })).sort((a, b) => b.score - a.score);
+    const expected = DOCS.map((d, index) => ({ index, score: expectedScore(QUERY, d) })).sort(
+      (a, b) => b.score - a.score,
+    );
     // The fixture's scores are distinct, so the order below is the only right one.
     expect(new Set(expected.map((e) => e.score)).size).toBe(DOCS.length);
     const json = await rerank({ query: QUERY, documents: DOCS });
@@ -64,7 +67,8 @@ describe("/v1/rerank on a reranker (rank pooling)", () => {
       expect(Math.abs(x.relevance_score - expected[i]!.score)).toBeLessThan(1e-4);
       expect(x.document).toBeUndefined();
     });
-    for (let i = 1; i < json.results.length; i++) expect(json.results[i - 1].relevance_score).toBeGreaterThan(json.results[i].relevance_score);
+    for (let i = 1; i < json.results.length; i++)
+      expect(json.results[i - 1].relevance_score).toBeGreaterThan(json.results[i].relevance_score);
     // Every pair's tokens, markers included.
     const counted = DOCS.reduce((n, d) => n + pair(QUERY, d).length, 0);
     expect(json.usage).toEqual({ prompt_tokens: counted, total_tokens: counted });
@@ -72,7 +76,13 @@ describe("/v1/rerank on a reranker (rank pooling)", () => {
 
   test("top_n keeps the best n; return_documents and {text} documents; the /rerank alias", async () => {
     const full = await rerank({ query: QUERY, documents: DOCS });
-    const r = await postJson(s, "/rerank", { model: s.model, query: QUERY, documents: DOCS.map((text) => ({ text })), top_n: 2, return_documents: true });
+    const r = await postJson(s, "/rerank", {
+      model: s.model,
+      query: QUERY,
+      documents: DOCS.map((text) => ({ text })),
+      top_n: 2,
+      return_documents: true,
+    });
     expect(r.status).toBe(200);
     expect(r.json.results).toHaveLength(2);
     r.json.results.forEach((x: any, i: number) => {
@@ -96,7 +106,11 @@ describe("/v1/rerank on a reranker (rank pooling)", () => {
   });
 
   test("a pair over the window: 400 context_length_exceeded naming the document", async () => {
-    const r = await postJson(s, "/v1/rerank", { model: s.model, query: QUERY, documents: ["fine", "word ".repeat(600)] });
+    const r = await postJson(s, "/v1/rerank", {
+      model: s.model,
+      query: QUERY,
+      documents: ["fine", "word ".repeat(600)],
+    });
     expect(r.status).toBe(400);
     expect(envelope(r.json)).toMatchObject({ code: "context_length_exceeded", param: "documents" });
     expect(envelope(r.json).message).toContain("documents[1]");
@@ -120,7 +134,10 @@ describe("a reranker refuses", () => {
   });
 
   test("Ollama's /api/embed and /api/embeddings: 400 in Ollama's envelope", async () => {
-    for (const [path, body] of [["/api/embed", { input: "x" }], ["/api/embeddings", { prompt: "x" }]] as const) {
+    for (const [path, body] of [
+      ["/api/embed", { input: "x" }],
+      ["/api/embeddings", { prompt: "x" }],
+    ] as const) {
       const r = await postJson(s, path, { model: s.model, ...body });
       expect(r.status).toBe(400);
       expect(r.json.error).toContain("reranker");
@@ -128,7 +145,9 @@ describe("a reranker refuses", () => {
   });
 
   test("generation: 400 unsupported_model", async () => {
-    const err = await apiError(s.client.chat.completions.create({ model: s.model, messages: [{ role: "user", content: "hi" }] }));
+    const err = await apiError(
+      s.client.chat.completions.create({ model: s.model, messages: [{ role: "user", content: "hi" }] }),
+    );
     expect(err.status).toBe(400);
     expect(err.code).toBe("unsupported_model");
   });

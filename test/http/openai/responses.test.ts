@@ -7,12 +7,15 @@
 // delete, store: false, the refusals, and a disconnect that stores nothing.
 import Ajv from "ajv";
 import { describe, expect, test } from "bun:test";
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import { SCRIPTED_REASONING, SCRIPTED_REPLY } from "../../../src/fixtures/index.ts";
 import { apiError, getJson, post, useServer, waitIdle } from "../support.ts";
 
 const s = useServer({ fixture: "tiny-chat", maxBatch: 2 });
-/** Random weights: greedy replies run to the cap, long enough to be cut off; one lane, so a second request waits; keep-alives every second. */
+/**
+ * Random weights: greedy replies run to the cap, long enough to be cut off; one lane, so a second request waits;
+ * keep-alives every second.
+ */
 const random = useServer({ maxBatch: 1, maxContext: 8192, extraArgs: ["--nonstream-keepalive", "1"] });
 const ajv = new Ajv({ strict: false });
 
@@ -20,14 +23,22 @@ const weatherTool: OpenAI.Responses.FunctionTool = {
   type: "function",
   name: "get_weather",
   description: "Current weather for a city",
-  parameters: { type: "object", properties: { city: { type: "string", minLength: 2 }, days: { type: "integer", minimum: 1, maximum: 7 } }, required: ["city", "days"], additionalProperties: false },
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string", minLength: 2 }, days: { type: "integer", minimum: 1, maximum: 7 } },
+    required: ["city", "days"],
+    additionalProperties: false,
+  },
   strict: true,
 };
 
-
 describe("responses.create and responses.stream", () => {
   test("a string input: the fixed reply as one message item, the response shape, usage", async () => {
-    const r = await s.client.responses.create({ model: s.model, input: "Hi there, who are you?", metadata: { run: "a" } });
+    const r = await s.client.responses.create({
+      model: s.model,
+      input: "Hi there, who are you?",
+      metadata: { run: "a" },
+    });
     expect(r.id).toMatch(/^resp_[0-9a-f]{32}$/);
     expect(r.object).toBe("response");
     expect(r.status).toBe("completed");
@@ -64,10 +75,23 @@ describe("responses.create and responses.stream", () => {
     });
     expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
     const types = events.map((e) => e.type);
-    expect(types.slice(0, 4)).toEqual(["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]);
-    expect(types.slice(-4)).toEqual(["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]);
+    expect(types.slice(0, 4)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+    ]);
+    expect(types.slice(-4)).toEqual([
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
     expect(events[0].response.status).toBe("in_progress");
-    const text = events.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta).join("");
+    const text = events
+      .filter((e) => e.type === "response.output_text.delta")
+      .map((e) => e.delta)
+      .join("");
     expect(text).toBe(SCRIPTED_REPLY);
     const final = events.at(-1).response;
     const stored = await s.client.responses.retrieve(final.id);
@@ -98,7 +122,12 @@ describe("responses.create and responses.stream", () => {
   });
 
   test("text.format json_schema: the reply validates", async () => {
-    const schema = { type: "object", properties: { word: { type: "string" }, n: { type: "integer", minimum: 0, maximum: 9 } }, required: ["word", "n"], additionalProperties: false };
+    const schema = {
+      type: "object",
+      properties: { word: { type: "string" }, n: { type: "integer", minimum: 0, maximum: 9 } },
+      required: ["word", "n"],
+      additionalProperties: false,
+    };
     const r = await s.client.responses.create({
       model: s.model,
       input: "Answer in JSON",
@@ -123,7 +152,12 @@ describe("responses.create and responses.stream", () => {
 
 describe("tools", () => {
   test("a function call round trip: the call held to its schema, then function_call_output continues the stored conversation", async () => {
-    const first = await s.client.responses.create({ model: s.model, input: "Weather in Paris?", tools: [weatherTool], tool_choice: "required" });
+    const first = await s.client.responses.create({
+      model: s.model,
+      input: "Weather in Paris?",
+      tools: [weatherTool],
+      tool_choice: "required",
+    });
     const calls = first.output.filter((i) => i.type === "function_call") as OpenAI.Responses.ResponseFunctionToolCall[];
     expect(calls.length).toBeGreaterThan(0);
     const call = calls[0]!;
@@ -135,7 +169,11 @@ describe("tools", () => {
       model: s.model,
       previous_response_id: first.id,
       tools: [weatherTool],
-      input: calls.map((c) => ({ type: "function_call_output" as const, call_id: c.call_id, output: '{"temperature": 21}' })),
+      input: calls.map((c) => ({
+        type: "function_call_output" as const,
+        call_id: c.call_id,
+        output: '{"temperature": 21}',
+      })),
     });
     expect(second.status).toBe("completed");
     expect(second.output_text).toBe(SCRIPTED_REPLY);
@@ -147,14 +185,23 @@ describe("tools", () => {
       input: [
         { role: "user", content: "Weather in Paris?" },
         ...(first.output as any[]),
-        ...calls.map((c) => ({ type: "function_call_output" as const, call_id: c.call_id, output: [{ type: "input_text" as const, text: "21 C" }] })),
+        ...calls.map((c) => ({
+          type: "function_call_output" as const,
+          call_id: c.call_id,
+          output: [{ type: "input_text" as const, text: "21 C" }],
+        })),
       ],
     });
     expect(replay.output_text).toBe(SCRIPTED_REPLY);
   });
 
   test("streamed calls: argument deltas add up to the done event and the final item", async () => {
-    const stream = s.client.responses.stream({ model: s.model, input: "Weather?", tools: [weatherTool], tool_choice: { type: "function", name: "get_weather" } });
+    const stream = s.client.responses.stream({
+      model: s.model,
+      input: "Weather?",
+      tools: [weatherTool],
+      tool_choice: { type: "function", name: "get_weather" },
+    });
     let args = "";
     let done = "";
     stream.on("response.function_call_arguments.delta", (e) => (args += e.delta));
@@ -167,8 +214,26 @@ describe("tools", () => {
   });
 
   test("namespace tools: the model sees namespace.member, the call comes back with name and namespace", async () => {
-    const tools = [{ type: "namespace", name: "crm", description: "Customer records.", tools: [{ type: "function", name: "lookup", parameters: { type: "object", properties: { email: { type: "string" } }, required: ["email"] } }] }];
-    const r = await s.client.responses.create({ model: s.model, input: "Find bob", tools: tools as any, tool_choice: { type: "function", name: "lookup", namespace: "crm" } as any });
+    const tools = [
+      {
+        type: "namespace",
+        name: "crm",
+        description: "Customer records.",
+        tools: [
+          {
+            type: "function",
+            name: "lookup",
+            parameters: { type: "object", properties: { email: { type: "string" } }, required: ["email"] },
+          },
+        ],
+      },
+    ];
+    const r = await s.client.responses.create({
+      model: s.model,
+      input: "Find bob",
+      tools: tools as any,
+      tool_choice: { type: "function", name: "lookup", namespace: "crm" } as any,
+    });
     const call = r.output.find((i) => i.type === "function_call") as any;
     expect(call.name).toBe("lookup");
     expect(call.namespace).toBe("crm");
@@ -177,17 +242,32 @@ describe("tools", () => {
     const next = await s.client.responses.create({
       model: s.model,
       tools: tools as any,
-      input: [{ role: "user", content: "Find bob" }, call, { type: "function_call_output", call_id: call.call_id, output: "bob@example.com" }],
+      input: [
+        { role: "user", content: "Find bob" },
+        call,
+        { type: "function_call_output", call_id: call.call_id, output: "bob@example.com" },
+      ],
     });
     expect(next.output_text).toBe(SCRIPTED_REPLY);
   });
 
   test("built-in tools are left out (named in a header) and the reply is normal; forcing one is 400 unsupported_tool", async () => {
-    const res = await post(s, "/v1/responses", { model: s.model, input: "Hi", tools: [{ type: "web_search" }, weatherTool] });
+    const res = await post(s, "/v1/responses", {
+      model: s.model,
+      input: "Hi",
+      tools: [{ type: "web_search" }, weatherTool],
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-superfluid-ignored-tools")).toBe("web_search");
     expect(((await res.json()) as any).status).toBe("completed");
-    const err = await apiError(s.client.responses.create({ model: s.model, input: "Hi", tools: [{ type: "web_search" }], tool_choice: { type: "web_search_preview" } }));
+    const err = await apiError(
+      s.client.responses.create({
+        model: s.model,
+        input: "Hi",
+        tools: [{ type: "web_search" }],
+        tool_choice: { type: "web_search_preview" },
+      }),
+    );
     expect(err.status).toBe(400);
     expect(err.code).toBe("unsupported_tool");
     expect((err.error as any).param).toBe("tool_choice");
@@ -199,8 +279,12 @@ describe("previous_response_id", () => {
     const opts = { model: s.model, instructions: "Be brief.", reasoning: { effort: "high" as const } };
     const one = await s.client.responses.create({ ...opts, input: "First question" });
     expect(one.output[0]!.type).toBe("reasoning");
-    const { data: two, response: twoReply } = await s.client.responses.create({ ...opts, input: "Second question", previous_response_id: one.id }).withResponse();
-    const { data: three, response: threeReply } = await s.client.responses.create({ ...opts, input: "Third question", previous_response_id: two.id }).withResponse();
+    const { data: two, response: twoReply } = await s.client.responses
+      .create({ ...opts, input: "Second question", previous_response_id: one.id })
+      .withResponse();
+    const { data: three, response: threeReply } = await s.client.responses
+      .create({ ...opts, input: "Third question", previous_response_id: two.id })
+      .withResponse();
     expect(twoReply.headers.get("x-superfluid-continued")).toBe("warm");
     expect(threeReply.headers.get("x-superfluid-continued")).toBe("warm");
     expect(Number(threeReply.headers.get("x-superfluid-warm"))).toBe(three.usage!.input_tokens_details.cached_tokens);
@@ -211,7 +295,9 @@ describe("previous_response_id", () => {
 
   test("other instructions rebuild the conversation without the earlier ones (and it still answers)", async () => {
     const one = await s.client.responses.create({ model: s.model, instructions: "Be brief.", input: "First" });
-    const { data: two, response } = await s.client.responses.create({ model: s.model, instructions: "Be long.", input: "Second", previous_response_id: one.id }).withResponse();
+    const { data: two, response } = await s.client.responses
+      .create({ model: s.model, instructions: "Be long.", input: "Second", previous_response_id: one.id })
+      .withResponse();
     expect(response.headers.get("x-superfluid-continued")).toBe("rebuilt");
     expect(two.status).toBe("completed");
     expect(two.instructions).toBe("Be long.");
@@ -226,7 +312,13 @@ describe("previous_response_id", () => {
   });
 
   test("unknown, deleted and unstored ids: 400 previous_response_not_found with param; GET 404", async () => {
-    const unknown = await apiError(s.client.responses.create({ model: s.model, input: "x", previous_response_id: "resp_00000000000000000000000000000000" }));
+    const unknown = await apiError(
+      s.client.responses.create({
+        model: s.model,
+        input: "x",
+        previous_response_id: "resp_00000000000000000000000000000000",
+      }),
+    );
     expect(unknown.status).toBe(400);
     expect(unknown.code).toBe("previous_response_not_found");
     expect((unknown.error as any).param).toBe("previous_response_id");
@@ -236,13 +328,18 @@ describe("previous_response_id", () => {
     const again = await fetch(`${s.url}/v1/responses/${kept.id}`, { method: "DELETE" });
     expect(again.status).toBe(404);
     expect((await getJson(s, `/v1/responses/${kept.id}`)).status).toBe(404);
-    const cont = await apiError(s.client.responses.create({ model: s.model, input: "x", previous_response_id: kept.id }));
+    const cont = await apiError(
+      s.client.responses.create({ model: s.model, input: "x", previous_response_id: kept.id }),
+    );
     expect(cont.code).toBe("previous_response_not_found");
 
     const unstored = await s.client.responses.create({ model: s.model, input: "First", store: false });
     expect((unstored as any).store).toBe(false);
     expect((await getJson(s, `/v1/responses/${unstored.id}`)).status).toBe(404);
-    expect((await apiError(s.client.responses.create({ model: s.model, input: "x", previous_response_id: unstored.id }))).code).toBe("previous_response_not_found");
+    expect(
+      (await apiError(s.client.responses.create({ model: s.model, input: "x", previous_response_id: unstored.id })))
+        .code,
+    ).toBe("previous_response_not_found");
   });
 
   test("DELETE answers the deleted object; a response continued later keeps serving its continuation", async () => {
@@ -274,13 +371,19 @@ describe("input_items", () => {
     expect(desc.json.data[0].content).toBe("five");
     // The SDK's auto-pagination walks every page.
     const walked: string[] = [];
-    for await (const item of s.client.responses.inputItems.list(r.id, { order: "asc", limit: 2 })) walked.push((item as any).content);
+    for await (const item of s.client.responses.inputItems.list(r.id, { order: "asc", limit: 2 }))
+      walked.push((item as any).content);
     expect(walked).toEqual(["one", "two", "three", "four", "five"]);
     expect((await getJson(s, `/v1/responses/${r.id}/input_items?limit=0`)).status).toBe(400);
     // Ids a client repeats are made unique, so paging by them ends.
     const dup = await s.client.responses.create({
       model: s.model,
-      input: ["a", "b", "c"].map((text) => ({ type: "message" as const, id: "msg_same", role: "user" as const, content: text })),
+      input: ["a", "b", "c"].map((text) => ({
+        type: "message" as const,
+        id: "msg_same",
+        role: "user" as const,
+        content: text,
+      })),
     });
     const ids: string[] = [];
     for await (const item of s.client.responses.inputItems.list(dup.id, { limit: 1 })) ids.push((item as any).id);
@@ -294,13 +397,37 @@ describe("refusals and bad input", () => {
     ["background", { input: "x", background: true }, 400, "unsupported_parameter", "background"],
     ["conversation", { input: "x", conversation: "conv_1" }, 400, "unsupported_parameter", "conversation"],
     ["no input", {}, 400, null, "input"],
-    ["an image", { input: [{ role: "user", content: [{ type: "input_image", image_url: "data:image/png;base64,AAAA" }] }] }, 400, "unsupported_input", "input[0].content[0]"],
-    ["a remote image", { input: [{ role: "user", content: [{ type: "input_image", image_url: "https://example.com/a.png" }] }] }, 400, "unsupported_parameter", "input[0].content[0]"],
+    [
+      "an image",
+      { input: [{ role: "user", content: [{ type: "input_image", image_url: "data:image/png;base64,AAAA" }] }] },
+      400,
+      "unsupported_input",
+      "input[0].content[0]",
+    ],
+    [
+      "a remote image",
+      { input: [{ role: "user", content: [{ type: "input_image", image_url: "https://example.com/a.png" }] }] },
+      400,
+      "unsupported_parameter",
+      "input[0].content[0]",
+    ],
     ["item_reference", { input: [{ type: "item_reference", id: "msg_1" }] }, 400, "unsupported_parameter", "input[0]"],
     ["an unknown item", { input: [{ type: "telepathy" }] }, 400, null, "input[0].type"],
     ["a bad role", { input: [{ type: "message", role: "robot", content: "x" }] }, 400, null, "input[0].role"],
-    ["an undeclared tool_choice", { input: "x", tool_choice: { type: "function", name: "nope" } }, 400, null, "tool_choice"],
-    ["allowed_tools", { input: "x", tool_choice: { type: "allowed_tools", tools: [] } }, 400, "unsupported_parameter", "tool_choice"],
+    [
+      "an undeclared tool_choice",
+      { input: "x", tool_choice: { type: "function", name: "nope" } },
+      400,
+      null,
+      "tool_choice",
+    ],
+    [
+      "allowed_tools",
+      { input: "x", tool_choice: { type: "allowed_tools", tools: [] } },
+      400,
+      "unsupported_parameter",
+      "tool_choice",
+    ],
     ["a bad format", { input: "x", text: { format: { type: "yaml" } } }, 400, null, "text.format.type"],
     ["an unknown model", { model: "nope", input: "x" }, 404, null, "model"],
   ];
@@ -327,7 +454,12 @@ describe("refusals and bad input", () => {
 
 test("a client that disconnects mid-stream: the generation stops and nothing is stored", async () => {
   const abort = new AbortController();
-  const res = await post(random, "/v1/responses", { model: random.model, input: "Hi", stream: true, temperature: 0 }, { signal: abort.signal });
+  const res = await post(
+    random,
+    "/v1/responses",
+    { model: random.model, input: "Hi", stream: true, temperature: 0 },
+    { signal: abort.signal },
+  );
   const reader = res.body!.getReader();
   let raw = "";
   while (!raw.includes("response.output_text.delta")) {
@@ -335,7 +467,12 @@ test("a client that disconnects mid-stream: the generation stops and nothing is 
     if (step.done) throw new Error(`the stream ended before any text: ${raw}`);
     raw += new TextDecoder().decode(step.value);
   }
-  const created = JSON.parse(raw.split("\n").find((l) => l.startsWith("data: ") && l.includes("response.created"))!.slice(6));
+  const created = JSON.parse(
+    raw
+      .split("\n")
+      .find((l) => l.startsWith("data: ") && l.includes("response.created"))!
+      .slice(6),
+  );
   abort.abort();
   const idle = await waitIdle(random);
   expect(idle.idle).toBe(true);
@@ -348,7 +485,12 @@ test("a stream whose first output is slow to come repeats response.in_progress a
   process.kill(worker, "SIGSTOP");
   let raw = "";
   try {
-    const res = await post(random, "/v1/responses", { model: random.model, input: "Hi", stream: true, max_output_tokens: 4 });
+    const res = await post(random, "/v1/responses", {
+      model: random.model,
+      input: "Hi",
+      stream: true,
+      max_output_tokens: 4,
+    });
     const reader = res.body!.getReader();
     while ((raw.match(/event: response\.in_progress/g) ?? []).length < 3) {
       const step = await reader.read();
@@ -365,7 +507,10 @@ test("a stream whose first output is slow to come repeats response.in_progress a
   } finally {
     process.kill(worker, "SIGCONT");
   }
-  const events = raw.split("\n").filter((l) => l.startsWith("data: ")).map((l) => JSON.parse(l.slice(6)));
+  const events = raw
+    .split("\n")
+    .filter((l) => l.startsWith("data: "))
+    .map((l) => JSON.parse(l.slice(6)));
   expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
   expect(["response.completed", "response.incomplete"]).toContain(events.at(-1).type);
 });

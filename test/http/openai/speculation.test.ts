@@ -48,7 +48,10 @@ describe("speculative decoding end to end (tiny-chat)", () => {
 
   test("a greedy chat that repeats its context: the same text as without speculation, with superfluid.spec", async () => {
     const body = (s: TestServer) => ({ model: s.model, messages: REPEATING_CHAT, max_tokens: 64, temperature: 0 });
-    const [a, b] = await Promise.all([postJson(plain, "/v1/chat/completions", body(plain)), postJson(spec, "/v1/chat/completions", body(spec))]);
+    const [a, b] = await Promise.all([
+      postJson(plain, "/v1/chat/completions", body(plain)),
+      postJson(spec, "/v1/chat/completions", body(spec)),
+    ]);
     expect(a.status).toBe(200);
     expect(b.status).toBe(200);
     expect(b.json.choices[0].message.content).toBe(SENTENCE);
@@ -63,7 +66,15 @@ describe("speculative decoding end to end (tiny-chat)", () => {
 
   test("streamed: the final chunk carries superfluid.spec beside warm; the text is the same", async () => {
     const stream = async (s: TestServer) =>
-      readSse(await post(s, "/v1/chat/completions", { model: s.model, messages: REPEATING_CHAT, max_tokens: 64, temperature: 0, stream: true }));
+      readSse(
+        await post(s, "/v1/chat/completions", {
+          model: s.model,
+          messages: REPEATING_CHAT,
+          max_tokens: 64,
+          temperature: 0,
+          stream: true,
+        }),
+      );
     const [a, b] = await Promise.all([stream(plain), stream(spec)]);
     const text = (events: any[]) => events.map((e) => e.choices[0]?.delta?.content ?? "").join("");
     expect(text(b.events)).toBe(SENTENCE);
@@ -80,8 +91,17 @@ describe("speculative decoding end to end (tiny-chat)", () => {
   test("/v1/completions on a repeating continuation: same text, superfluid.spec, and /metrics counts exactly its drafts", async () => {
     const before = await specCounters(spec);
     // A prompt ending in a blank line gets the sentence; ignore_eos then fills to the cap with a repeating pattern.
-    const body = (s: TestServer) => ({ model: s.model, prompt: "Say it.\n\n", max_tokens: 96, temperature: 0, ignore_eos: true });
-    const [a, b] = await Promise.all([postJson(plain, "/v1/completions", body(plain)), postJson(spec, "/v1/completions", body(spec))]);
+    const body = (s: TestServer) => ({
+      model: s.model,
+      prompt: "Say it.\n\n",
+      max_tokens: 96,
+      temperature: 0,
+      ignore_eos: true,
+    });
+    const [a, b] = await Promise.all([
+      postJson(plain, "/v1/completions", body(plain)),
+      postJson(spec, "/v1/completions", body(spec)),
+    ]);
     expect(b.status).toBe(200);
     expect(b.json.choices[0].text).toStartWith(SENTENCE);
     expect(b.json.choices[0].text).toBe(a.json.choices[0].text);
@@ -92,24 +112,42 @@ describe("speculative decoding end to end (tiny-chat)", () => {
     // The filler repeats: its drafts are accepted (how many rounds draft is the engine's affair).
     expect(s.accepted).toBeGreaterThan(0);
     const after = await specCounters(spec);
-    expect({ proposed: after.proposed - before.proposed, accepted: after.accepted - before.accepted }).toEqual({ proposed: s.proposed, accepted: s.accepted });
+    expect({ proposed: after.proposed - before.proposed, accepted: after.accepted - before.accepted }).toEqual({
+      proposed: s.proposed,
+      accepted: s.accepted,
+    });
     expect(await specCounters(plain)).toEqual({ proposed: 0, accepted: 0 });
   });
 
   test("n choices: superfluid.spec sums them, as /metrics does", async () => {
     const before = await specCounters(spec);
-    const res = await postJson(spec, "/v1/chat/completions", { model: spec.model, messages: REPEATING_CHAT, max_tokens: 64, temperature: 0, n: 2 });
+    const res = await postJson(spec, "/v1/chat/completions", {
+      model: spec.model,
+      messages: REPEATING_CHAT,
+      max_tokens: 64,
+      temperature: 0,
+      n: 2,
+    });
     expect(res.status).toBe(200);
     expect(res.json.choices.map((c: any) => c.message.content)).toEqual([SENTENCE, SENTENCE]);
     const s = res.json.superfluid.spec;
     expectSpec(s);
     const after = await specCounters(spec);
-    expect({ proposed: after.proposed - before.proposed, accepted: after.accepted - before.accepted }).toEqual({ proposed: s.proposed, accepted: s.accepted });
+    expect({ proposed: after.proposed - before.proposed, accepted: after.accepted - before.accepted }).toEqual({
+      proposed: s.proposed,
+      accepted: s.accepted,
+    });
   });
 
   test("a request with logprobs never drafts: no superfluid.spec, the metrics unchanged", async () => {
     const before = await specCounters(spec);
-    const res = await postJson(spec, "/v1/chat/completions", { model: spec.model, messages: REPEATING_CHAT, max_tokens: 64, temperature: 0, logprobs: true });
+    const res = await postJson(spec, "/v1/chat/completions", {
+      model: spec.model,
+      messages: REPEATING_CHAT,
+      max_tokens: 64,
+      temperature: 0,
+      logprobs: true,
+    });
     expect(res.status).toBe(200);
     expect(res.json.choices[0].message.content).toBe(SENTENCE);
     expect(res.json.superfluid.spec).toBeUndefined();
@@ -128,7 +166,21 @@ describe("--speculate auto at startup", () => {
   const lines: string[] = [];
   beforeAll(async () => {
     sessions = mkdtempSync(join(tmpdir(), "superfluid-spec-test-"));
-    const opts = parseServeOptions([await fixturePath("tiny-random"), "--port", "0", "--max-batch", "1", "--max-context", "1024", "--threads", "1", "--sessions", sessions, "--speculate", "auto"]);
+    const opts = parseServeOptions([
+      await fixturePath("tiny-random"),
+      "--port",
+      "0",
+      "--max-batch",
+      "1",
+      "--max-context",
+      "1024",
+      "--threads",
+      "1",
+      "--sessions",
+      sessions,
+      "--speculate",
+      "auto",
+    ]);
     server = await startServer(opts as ServeOptions, (line) => lines.push(line));
   });
   afterAll(async () => {
@@ -160,8 +212,16 @@ describe("--speculate draft-model:PATH (tiny-random with its layer-skip draft fi
   });
 
   test("greedy chat: the same text as without speculation, drafted by the draft model, named draft-model", async () => {
-    const body = (s: TestServer) => ({ model: s.model, messages: [{ role: "user", content: "tell me a story about a kite" }], max_tokens: 40, temperature: 0 });
-    const [a, b] = await Promise.all([postJson(plain, "/v1/chat/completions", body(plain)), postJson(spec, "/v1/chat/completions", body(spec))]);
+    const body = (s: TestServer) => ({
+      model: s.model,
+      messages: [{ role: "user", content: "tell me a story about a kite" }],
+      max_tokens: 40,
+      temperature: 0,
+    });
+    const [a, b] = await Promise.all([
+      postJson(plain, "/v1/chat/completions", body(plain)),
+      postJson(spec, "/v1/chat/completions", body(spec)),
+    ]);
     expect(b.status).toBe(200);
     expect(b.json.choices[0].message.content).toBe(a.json.choices[0].message.content);
     expect(b.json.usage).toEqual(a.json.usage);

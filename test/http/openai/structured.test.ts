@@ -10,20 +10,33 @@ const ajv = new Ajv2020({ strict: false });
 
 const PERSON = {
   type: "object",
-  properties: { name: { type: "string", maxLength: 12 }, age: { type: "integer", minimum: 0, maximum: 120 }, tags: { type: "array", items: { enum: ["a", "b"] }, maxItems: 3 } },
+  properties: {
+    name: { type: "string", maxLength: 12 },
+    age: { type: "integer", minimum: 0, maximum: 120 },
+    tags: { type: "array", items: { enum: ["a", "b"] }, maxItems: 3 },
+  },
   required: ["name", "age", "tags"],
   additionalProperties: false,
 };
 
 const chat = (extra: Record<string, unknown>) =>
-  postJson(s, "/v1/chat/completions", { model: s.model, messages: user("describe a person as JSON"), max_tokens: 200, temperature: 1, ...extra });
+  postJson(s, "/v1/chat/completions", {
+    model: s.model,
+    messages: user("describe a person as JSON"),
+    max_tokens: 200,
+    temperature: 1,
+    ...extra,
+  });
 
 describe("structured output", () => {
   test("json_schema: every finished reply validates, over several seeds, streamed and not", async () => {
     const validate = ajv.compile(PERSON);
     let finished = 0;
     for (const seed of [1, 2, 3, 4]) {
-      const { status, json } = await chat({ seed, response_format: { type: "json_schema", json_schema: { name: "person", schema: PERSON, strict: true } } });
+      const { status, json } = await chat({
+        seed,
+        response_format: { type: "json_schema", json_schema: { name: "person", schema: PERSON, strict: true } },
+      });
       expect(status).toBe(200);
       const choice = json.choices[0];
       if (choice.finish_reason !== "stop") {
@@ -39,7 +52,8 @@ describe("structured output", () => {
 
   test("json_object: the reply is a JSON object", async () => {
     const { json } = await chat({ seed: 5, response_format: { type: "json_object" } });
-    if (json.choices[0].finish_reason === "stop") expect(typeof JSON.parse(json.choices[0].message.content)).toBe("object");
+    if (json.choices[0].finish_reason === "stop")
+      expect(typeof JSON.parse(json.choices[0].message.content)).toBe("object");
     else expect(json.choices[0].finish_reason).toBe("length");
   });
 
@@ -50,14 +64,20 @@ describe("structured output", () => {
   });
 
   test("a reply cut by the token cap is length, even when constrained", async () => {
-    const { json } = await chat({ seed: 7, max_tokens: 3, response_format: { type: "json_schema", json_schema: { name: "p", schema: PERSON } } });
+    const { json } = await chat({
+      seed: 7,
+      max_tokens: 3,
+      response_format: { type: "json_schema", json_schema: { name: "p", schema: PERSON } },
+    });
     expect(json.choices[0].finish_reason).toBe("length");
     expect(json.usage.completion_tokens).toBe(3);
   });
 
   test("a keyword the compiler cannot enforce is a 400 naming it and its path", async () => {
     const schema = { type: "object", properties: { n: { type: "integer", multipleOf: 3 } } };
-    const { status, json } = await chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema } } });
+    const { status, json } = await chat({
+      response_format: { type: "json_schema", json_schema: { name: "x", schema } },
+    });
     expect(status).toBe(400);
     const e = envelope(json);
     expect(e.message).toStartWith("constraint unsatisfiable: ");
@@ -67,7 +87,10 @@ describe("structured output", () => {
 
   test("non-strict mode may ignore what it cannot enforce", async () => {
     const schema = { type: "object", properties: { n: { type: "integer", multipleOf: 3 } }, required: ["n"] };
-    const { status } = await chat({ max_tokens: 4, response_format: { type: "json_schema", json_schema: { name: "x", schema, strict: false } } });
+    const { status } = await chat({
+      max_tokens: 4,
+      response_format: { type: "json_schema", json_schema: { name: "x", schema, strict: false } },
+    });
     expect(status).toBe(200);
   });
 

@@ -64,7 +64,9 @@ describe("call markup never reaches content", () => {
 
   test("a stream sends one tool-call entry per index per chunk, the first with id, name and arguments", async () => {
     for (const seed of [1, 2]) {
-      const raw = await (await post(s, "/v1/chat/completions", forced(150, seed, { stream: true, parallel_tool_calls: true }))).text();
+      const raw = await (
+        await post(s, "/v1/chat/completions", forced(150, seed, { stream: true, parallel_tool_calls: true }))
+      ).text();
       const { events } = parseSse(raw);
       const seen = new Set<number>();
       for (const e of events) {

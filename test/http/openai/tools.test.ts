@@ -17,9 +17,22 @@ const WEATHER = {
 };
 const tools = [
   { type: "function", function: { name: "get_weather", description: "weather now", parameters: WEATHER } },
-  { type: "function", function: { name: "get_time", parameters: { type: "object", properties: { zone: { type: "string", maxLength: 6 } }, required: ["zone"] } } },
+  {
+    type: "function",
+    function: {
+      name: "get_time",
+      parameters: { type: "object", properties: { zone: { type: "string", maxLength: 6 } }, required: ["zone"] },
+    },
+  },
 ];
-const ask = (extra: Record<string, unknown>) => ({ model: s.model, messages: user("weather in Oslo?"), tools, temperature: 1, max_tokens: 120, ...extra });
+const ask = (extra: Record<string, unknown>) => ({
+  model: s.model,
+  messages: user("weather in Oslo?"),
+  tools,
+  temperature: 1,
+  max_tokens: 120,
+  ...extra,
+});
 
 function checkCall(call: any) {
   expect(call.type).toBe("function");
@@ -47,7 +60,11 @@ function joinStreamed(events: any[]) {
 describe("tool calls", () => {
   test("tool_choice required: one call that parses and validates, finish_reason tool_calls, over several seeds", async () => {
     for (const seed of [1, 2, 3, 4]) {
-      const { status, json } = await postJson(s, "/v1/chat/completions", ask({ seed, tool_choice: "required", parallel_tool_calls: false }));
+      const { status, json } = await postJson(
+        s,
+        "/v1/chat/completions",
+        ask({ seed, tool_choice: "required", parallel_tool_calls: false }),
+      );
       expect(status).toBe(200);
       const choice = json.choices[0];
       expect(choice.finish_reason).toBe("tool_calls");
@@ -58,7 +75,11 @@ describe("tool calls", () => {
   });
 
   test("a named function is the one called", async () => {
-    const { json } = await postJson(s, "/v1/chat/completions", ask({ seed: 9, tool_choice: { type: "function", function: { name: "get_time" } }, parallel_tool_calls: false }));
+    const { json } = await postJson(
+      s,
+      "/v1/chat/completions",
+      ask({ seed: 9, tool_choice: { type: "function", function: { name: "get_time" } }, parallel_tool_calls: false }),
+    );
     expect(json.choices[0].message.tool_calls[0].function.name).toBe("get_time");
     checkCall(json.choices[0].message.tool_calls[0]);
   });
@@ -91,7 +112,16 @@ describe("tool calls", () => {
   });
 
   test("the official openai client reads the calls, streamed and not", async () => {
-    const params = { model: s.model, messages: [{ role: "user" as const, content: "time?" }], tools: tools as any, tool_choice: "required" as const, parallel_tool_calls: false, temperature: 1, seed: 11, max_tokens: 120 };
+    const params = {
+      model: s.model,
+      messages: [{ role: "user" as const, content: "time?" }],
+      tools: tools as any,
+      tool_choice: "required" as const,
+      parallel_tool_calls: false,
+      temperature: 1,
+      seed: 11,
+      max_tokens: 120,
+    };
     const reply = await s.client.chat.completions.create(params);
     const call = reply.choices[0]!.message.tool_calls![0]! as any;
     checkCall(call);
@@ -111,10 +141,26 @@ describe("tool calls", () => {
   test("a conversation with a call and its result goes on", async () => {
     const messages = [
       { role: "user", content: "weather in Oslo?" },
-      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo","unit":"c"}' } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "call_1",
+            type: "function",
+            function: { name: "get_weather", arguments: '{"city":"Oslo","unit":"c"}' },
+          },
+        ],
+      },
       { role: "tool", tool_call_id: "call_1", content: '{"temp": 3}' },
     ];
-    const { status, json } = await postJson(s, "/v1/chat/completions", { model: s.model, messages, tools, max_tokens: 8, temperature: 0 });
+    const { status, json } = await postJson(s, "/v1/chat/completions", {
+      model: s.model,
+      messages,
+      tools,
+      max_tokens: 8,
+      temperature: 0,
+    });
     expect(status).toBe(200);
     expect(json.usage.prompt_tokens).toBeGreaterThan(20);
   });
@@ -122,7 +168,11 @@ describe("tool calls", () => {
   test("tool_choice auto: free text stays free, but a call that starts is held to its schema", async () => {
     // Push the model to open a call (the fixture's <tool_call> is token 6); from there the lazy grammar holds.
     for (const seed of [1, 2, 3]) {
-      const { json } = await postJson(s, "/v1/chat/completions", ask({ seed, tool_choice: "auto", parallel_tool_calls: false, logit_bias: { "6": 100 } }));
+      const { json } = await postJson(
+        s,
+        "/v1/chat/completions",
+        ask({ seed, tool_choice: "auto", parallel_tool_calls: false, logit_bias: { "6": 100 } }),
+      );
       const choice = json.choices[0];
       expect(choice.finish_reason).toBe("tool_calls");
       checkCall(choice.message.tool_calls[0]);
@@ -131,7 +181,11 @@ describe("tool calls", () => {
 
   test("tool_choice none and auto do not force a call", async () => {
     for (const tool_choice of ["none", "auto"]) {
-      const { json } = await postJson(s, "/v1/chat/completions", ask({ tool_choice, seed: 2, max_tokens: 8, ignore_eos: true }));
+      const { json } = await postJson(
+        s,
+        "/v1/chat/completions",
+        ask({ tool_choice, seed: 2, max_tokens: 8, ignore_eos: true }),
+      );
       expect(json.choices[0].finish_reason).toBe("length");
     }
   });
@@ -139,7 +193,17 @@ describe("tool calls", () => {
 
 describe("tool call edge cases", () => {
   test("a stop string that cuts a call before it closes: not offered as a call to run (finish stop)", async () => {
-    const { json } = await postJson(s, "/v1/chat/completions", ask({ seed: 1, tool_choice: "auto", parallel_tool_calls: false, logit_bias: { "6": 100 }, stop: ['"arguments"'] }));
+    const { json } = await postJson(
+      s,
+      "/v1/chat/completions",
+      ask({
+        seed: 1,
+        tool_choice: "auto",
+        parallel_tool_calls: false,
+        logit_bias: { "6": 100 },
+        stop: ['"arguments"'],
+      }),
+    );
     expect(json.choices[0].finish_reason).toBe("stop");
   });
 
@@ -147,26 +211,56 @@ describe("tool call edge cases", () => {
     for (const body of [
       { tools: [], tool_choice: "required" },
       { tools: [{ type: "retrieval" }], tool_choice: "required" },
-      { tools: [{ type: "custom", function: { name: "f" } }], tool_choice: { type: "function", function: { name: "f" } } },
+      {
+        tools: [{ type: "custom", function: { name: "f" } }],
+        tool_choice: { type: "function", function: { name: "f" } },
+      },
     ]) {
-      const { status, json } = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), max_tokens: 4, ...body });
+      const { status, json } = await postJson(s, "/v1/chat/completions", {
+        model: s.model,
+        messages: user("hi"),
+        max_tokens: 4,
+        ...body,
+      });
       expect(status).toBe(400);
       expect(json.error.param).toBe("tool_choice");
     }
   });
 
   test("under auto, a tool schema the compiler cannot honour leaves calls unconstrained instead of failing", async () => {
-    const odd = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { a: { type: "string", pattern: "(((" } } } } }];
-    const auto = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), tools: odd, max_tokens: 4 });
+    const odd = [
+      {
+        type: "function",
+        function: { name: "f", parameters: { type: "object", properties: { a: { type: "string", pattern: "(((" } } } },
+      },
+    ];
+    const auto = await postJson(s, "/v1/chat/completions", {
+      model: s.model,
+      messages: user("hi"),
+      tools: odd,
+      max_tokens: 4,
+    });
     expect(auto.status).toBe(200);
-    const forced = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), tools: odd, tool_choice: "required", max_tokens: 4 });
+    const forced = await postJson(s, "/v1/chat/completions", {
+      model: s.model,
+      messages: user("hi"),
+      tools: odd,
+      tool_choice: "required",
+      max_tokens: 4,
+    });
     expect(forced.status).toBe(400);
   });
 
   test("parameters that are no schema at all are a 400 under any tool_choice", async () => {
     for (const tool_choice of [undefined, "auto", "required"]) {
       const bad = [{ type: "function", function: { name: "f", parameters: "x" } }];
-      const r = await postJson(s, "/v1/chat/completions", { model: s.model, messages: user("hi"), tools: bad, tool_choice, max_tokens: 4 });
+      const r = await postJson(s, "/v1/chat/completions", {
+        model: s.model,
+        messages: user("hi"),
+        tools: bad,
+        tool_choice,
+        max_tokens: 4,
+      });
       expect(r.status).toBe(400);
       expect(r.json.error.param).toBe("tools[0].function.parameters");
     }

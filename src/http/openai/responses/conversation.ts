@@ -14,7 +14,12 @@ import { itemsToMessages } from "./request.ts";
 
 /** A continued id that is unknown, deleted or was never stored. */
 export function previousNotFound(id: string): RequestError {
-  return new RequestError(400, `Previous response with id '${id}' not found.`, "previous_response_not_found", "previous_response_id");
+  return new RequestError(
+    400,
+    `Previous response with id '${id}' not found.`,
+    "previous_response_not_found",
+    "previous_response_id",
+  );
 }
 
 export interface Conversation {
@@ -39,7 +44,9 @@ export function conversationOf(
 ): Conversation {
   const previous = previousId ? store.get(previousId, owner) : undefined;
   if (previousId && !previous) throw previousNotFound(previousId);
-  const stored = previous ? store.chain(previous.id).flatMap((r) => [...r.input, ...(r.response.output as Item[])]) : [];
+  const stored = previous
+    ? store.chain(previous.id).flatMap((r) => [...r.input, ...(r.response.output as Item[])])
+    : [];
   const system: ChatMessage[] = instructions ? [{ role: "system", content: instructions }] : [];
   const inputField = (i: number) => (i < stored.length ? `previous_response_id` : `input[${i - stored.length}]`);
   const all = itemsToMessages([...stored, ...input], inputField);
@@ -47,10 +54,17 @@ export function conversationOf(
   // A new input that joins the stored last turn (a function_call sent again)
   // leaves no clean split: the conversation is then only ever rebuilt.
   const split = history.length > 0 && contentKey(all.slice(0, history.length)) === contentKey(history);
-  return { messages: [...system, ...all], historyLength: split ? system.length + history.length : 0, ...(previous ? { previous } : {}) };
+  return {
+    messages: [...system, ...all],
+    historyLength: split ? system.length + history.length : 0,
+    ...(previous ? { previous } : {}),
+  };
 }
 
-/** What a later turn must share with a stored one to continue it warm: instructions, the tools it renders, the template variables. */
+/**
+ * What a later turn must share with a stored one to continue it warm: instructions, the tools it renders, the template
+ * variables.
+ */
 export function headOf(job: ChatJob, instructions: string | null | undefined, rendersTools: boolean): string {
   return contentKey({
     instructions: instructions ?? null,
@@ -64,11 +78,23 @@ export function headOf(job: ChatJob, instructions: string | null | undefined, re
  * model, a turn that ended normally, the same head, a clean split, and a
  * template that renders each message on its own. Undefined: rebuild.
  */
-export async function warmPrompt(store: ResponseStore, model: ServedModel, job: ChatJob, conversation: Conversation, head: string): Promise<RenderedPrompt | undefined> {
+export async function warmPrompt(
+  store: ResponseStore,
+  model: ServedModel,
+  job: ChatJob,
+  conversation: Conversation,
+  head: string,
+): Promise<RenderedPrompt | undefined> {
   const previous = conversation.previous;
   if (!previous || previous.model !== model.id || !previous.warmable || previous.head !== head) return undefined;
   if (conversation.historyLength === 0) return undefined;
-  return continuedPrompt(model, job, conversation.historyLength, store.tokens(previous.id), historyKey(model, previous.id, head));
+  return continuedPrompt(
+    model,
+    job,
+    conversation.historyLength,
+    store.tokens(previous.id),
+    historyKey(model, previous.id, head),
+  );
 }
 
 function historyKey(model: ServedModel, responseId: string, head: string): string {
@@ -92,7 +118,12 @@ export function prepareNextTurn(
   try {
     const next = conversationOf(store, responseId, instructions, [], owner);
     if (next.historyLength === 0) return;
-    void rememberHistory(historyKey(model, responseId, head), model, { ...job, messages: next.messages }, next.historyLength).catch(() => {});
+    void rememberHistory(
+      historyKey(model, responseId, head),
+      model,
+      { ...job, messages: next.messages },
+      next.historyLength,
+    ).catch(() => {});
   } catch {
     // the record went meanwhile (deleted): nothing to prepare
   }

@@ -22,7 +22,15 @@ import { requestSampling } from "../sampling-fields.ts";
 import { conversationOf, headOf, prepareNextTurn, warmPrompt, type Conversation } from "./conversation.ts";
 import { RESPONSES_SSE } from "./events.ts";
 import { OutputItems, type OutputEvent } from "./output.ts";
-import { constraintOf, inputItems, parseResponsesRequest, reasoningKwargs, toolChoiceOf, toolsOf, type ResponsesRequest } from "./request.ts";
+import {
+  constraintOf,
+  inputItems,
+  parseResponsesRequest,
+  reasoningKwargs,
+  toolChoiceOf,
+  toolsOf,
+  type ResponsesRequest,
+} from "./request.ts";
 
 export const RESPONSES_ROUTE = "/v1/responses";
 
@@ -62,7 +70,12 @@ interface Turn extends PreparedChat, TurnShape {
   owner: string | undefined;
 }
 
-const ITEM_PREFIX: Record<string, string> = { message: "msg", function_call: "fc", function_call_output: "fco", reasoning: "rs" };
+const ITEM_PREFIX: Record<string, string> = {
+  message: "msg",
+  function_call: "fc",
+  function_call_output: "fco",
+  reasoning: "rs",
+};
 
 /**
  * Input items as input_items lists them: each with an id unique in the list
@@ -73,7 +86,8 @@ function withIds(items: Item[], suffix: string): Item[] {
   const seen = new Set<string>();
   return items.map((item, i) => {
     const type = item.type ?? "message";
-    const id = typeof item.id === "string" && !seen.has(item.id) ? item.id : `${ITEM_PREFIX[type] ?? "item"}_${suffix}_in${i}`;
+    const id =
+      typeof item.id === "string" && !seen.has(item.id) ? item.id : `${ITEM_PREFIX[type] ?? "item"}_${suffix}_in${i}`;
     seen.add(id);
     return { ...item, type, id, ...(type === "message" && !item.status ? { status: "completed" } : {}) };
   });
@@ -109,7 +123,17 @@ async function parseTurn(ctx: ServerContext, body: unknown, request: Request): P
   };
   try {
     const model = await loadedOr404(ctx.registry, req.model ?? conversation.previous!.model);
-    return { req, id, created: Math.floor(Date.now() / 1000), input, conversation, owner, model, stream: req.stream === true, release };
+    return {
+      req,
+      id,
+      created: Math.floor(Date.now() / 1000),
+      input,
+      conversation,
+      owner,
+      model,
+      stream: req.stream === true,
+      release,
+    };
   } catch (err) {
     release();
     throw err;
@@ -158,15 +182,27 @@ function usageOf(t: Turn, end: ChoiceEnd | undefined) {
     input_tokens: t.prompt.length,
     input_tokens_details: { cached_tokens: end?.cachedTokens ?? 0 },
     output_tokens: output,
-    output_tokens_details: { reasoning_tokens: reasoning ? t.model.tokenizer.tokenize(reasoning, { addSpecial: false, parseSpecial: false }).length : 0 },
+    output_tokens_details: {
+      reasoning_tokens: reasoning
+        ? t.model.tokenizer.tokenize(reasoning, { addSpecial: false, parseSpecial: false }).length
+        : 0,
+    },
     total_tokens: t.prompt.length + output,
   };
 }
 
 type Status = "in_progress" | "completed" | "incomplete" | "failed" | "cancelled";
 
-/** The response object (docs/api/responses.md#response-object): the turn's output so far and the request fields it echoes. */
-function responseObject(t: Turn, status: Status, end?: ChoiceEnd, error: { code: string; message: string } | null = null): Record<string, unknown> {
+/**
+ * The response object (docs/api/responses.md#response-object): the turn's output so far and the request fields it
+ * echoes.
+ */
+function responseObject(
+  t: Turn,
+  status: Status,
+  end?: ChoiceEnd,
+  error: { code: string; message: string } | null = null,
+): Record<string, unknown> {
   const req = t.req;
   return {
     id: t.id,
@@ -206,7 +242,10 @@ async function finishTurn(ctx: ServerContext, t: Turn, end: ChoiceEnd): Promise<
   // Cancelled with the client still there: the server is stopping.
   const cancelled = end.reason === "cancelled";
   const response = cancelled
-    ? responseObject(t, "cancelled", end, { code: "cancelled", message: "the generation was cancelled before it finished (the server is stopping)" })
+    ? responseObject(t, "cancelled", end, {
+        code: "cancelled",
+        message: "the generation was cancelled before it finished (the server is stopping)",
+      })
     : responseObject(t, cut ? "incomplete" : "completed", end);
   const stored = t.req.store !== false && !cancelled;
   if (stored) {
@@ -231,7 +270,9 @@ async function finishTurn(ctx: ServerContext, t: Turn, end: ChoiceEnd): Promise<
   return response;
 }
 
-/** x-superfluid-warm (cached prompt tokens), how a stored conversation was continued, and the built-in tools left out. */
+/**
+ * x-superfluid-warm (cached prompt tokens), how a stored conversation was continued, and the built-in tools left out.
+ */
 function replyHeaders(t: Turn, cached: number | undefined): Record<string, string> {
   return {
     ...(cached === undefined ? {} : { "x-superfluid-warm": String(cached) }),
@@ -240,7 +281,9 @@ function replyHeaders(t: Turn, cached: number | undefined): Record<string, strin
   };
 }
 
-/** The turn's output items as events (streamed) or the response object (whole), the response stored before either ends. */
+/**
+ * The turn's output items as events (streamed) or the response object (whole), the response stored before either ends.
+ */
 function turnReply(ctx: ServerContext, parsed: ParsedTurn, prepared: PreparedChat): ChatReply {
   const shape = parsed.shape!;
   const t: Turn = {
@@ -267,12 +310,17 @@ function turnReply(ctx: ServerContext, parsed: ParsedTurn, prepared: PreparedCha
       // idle keep-alive is a real event: Codex times a stream out after 300 s
       // without one, and comment lines do not count. Before any output a
       // repeated in_progress changes nothing in what a client accumulates.
-      idle: () => (t.output.items.length === 0 ? [frame({ type: "response.in_progress", response: responseObject(t, "in_progress") })] : []),
+      idle: () =>
+        t.output.items.length === 0
+          ? [frame({ type: "response.in_progress", response: responseObject(t, "in_progress") })]
+          : [],
       delta: (_index, d) => t.output.push(d).map(frame),
       close: async (_index, end) => {
         const frames = t.output.finish(end.finishReason === "length").map(frame);
         const response = await finishTurn(ctx, t, end);
-        const terminal = { completed: "response.completed", incomplete: "response.incomplete" }[response.status as string] ?? "response.failed";
+        const terminal =
+          { completed: "response.completed", incomplete: "response.incomplete" }[response.status as string] ??
+          "response.failed";
         return [...frames, frame({ type: terminal, response })];
       },
       whole: async ([end]) => {
@@ -283,7 +331,10 @@ function turnReply(ctx: ServerContext, parsed: ParsedTurn, prepared: PreparedCha
         const code = e.code ?? (e.status >= 500 ? "server_error" : "invalid_request_error");
         return [
           frame({ type: "error", code, message: e.message, param: e.field }),
-          frame({ type: "response.failed", response: responseObject(t, "failed", undefined, { code, message: e.message }) }),
+          frame({
+            type: "response.failed",
+            response: responseObject(t, "failed", undefined, { code, message: e.message }),
+          }),
         ];
       },
       headers: (cached) => replyHeaders(t, cached),

@@ -73,7 +73,9 @@ export class OutputItems {
     return out;
   }
 
-  /** The end of the reply: the open item closes, `incomplete` when the output cap cut it (a cut call must not be run). */
+  /**
+   * The end of the reply: the open item closes, `incomplete` when the output cap cut it (a cut call must not be run).
+   */
   finish(cut: boolean): OutputEvent[] {
     const out: OutputEvent[] = [];
     this.close(cut ? "incomplete" : "completed", out);
@@ -120,25 +122,42 @@ export class OutputItems {
   private argumentsDelta(text: string, out: OutputEvent[]): void {
     const item = this.items[this.index]!;
     item.arguments = (item.arguments as string) + text;
-    out.push({ type: "response.function_call_arguments.delta", item_id: item.id, output_index: this.index, delta: text });
+    out.push({
+      type: "response.function_call_arguments.delta",
+      item_id: item.id,
+      output_index: this.index,
+      delta: text,
+    });
   }
 
   private appendText(kind: "reasoning" | "message", text: string, out: OutputEvent[]): void {
     if (this.open?.kind !== kind) {
       this.close("completed", out);
-      const part = kind === "reasoning" ? { type: "reasoning_text", text: "" } : { type: "output_text", text: "", annotations: [], logprobs: [] };
+      const part =
+        kind === "reasoning"
+          ? { type: "reasoning_text", text: "" }
+          : { type: "output_text", text: "", annotations: [], logprobs: [] };
       const item: Item =
         kind === "reasoning"
           ? { id: this.id("rs"), type: "reasoning", summary: [], content: [], status: "in_progress" }
           : { id: this.id("msg"), type: "message", role: "assistant", status: "in_progress", content: [] };
       this.openItem(kind, item, out);
       (item.content as unknown[]).push(part);
-      out.push({ type: "response.content_part.added", item_id: item.id, output_index: this.index, content_index: 0, part: structuredClone(part) });
+      out.push({
+        type: "response.content_part.added",
+        item_id: item.id,
+        output_index: this.index,
+        content_index: 0,
+        part: structuredClone(part),
+      });
     }
     const item = this.items[this.index]!;
     const part = (item.content as { text: string }[])[0]!;
     part.text += text;
-    const delta = kind === "reasoning" ? { type: "response.reasoning_text.delta" } : { type: "response.output_text.delta", logprobs: [] };
+    const delta =
+      kind === "reasoning"
+        ? { type: "response.reasoning_text.delta" }
+        : { type: "response.output_text.delta", logprobs: [] };
     out.push({ ...delta, item_id: item.id, output_index: this.index, content_index: 0, delta: text });
   }
 
@@ -150,7 +169,10 @@ export class OutputItems {
       out.push({ type: "response.function_call_arguments.done", ...at, name: item.name, arguments: item.arguments });
     } else {
       const part = (item.content as { text: string }[])[0]!;
-      const done = this.open.kind === "reasoning" ? { type: "response.reasoning_text.done" } : { type: "response.output_text.done", logprobs: [] };
+      const done =
+        this.open.kind === "reasoning"
+          ? { type: "response.reasoning_text.done" }
+          : { type: "response.output_text.done", logprobs: [] };
       out.push({ ...done, ...at, content_index: 0, text: part.text });
       out.push({ type: "response.content_part.done", ...at, content_index: 0, part: structuredClone(part) });
     }

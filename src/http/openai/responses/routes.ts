@@ -20,18 +20,26 @@ function stored(store: ResponseStore, id: string, owner: string | undefined): St
 /** input_items: `limit` 1-100 (20), `order` desc (default) or asc, `after` an item id. */
 function inputItemsPage(record: StoredResponse, query: Record<string, string | undefined>) {
   const limit = query.limit === undefined ? 20 : Number(query.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new RequestError(400, "limit: must be a whole number from 1 to 100", null, "limit");
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+    throw new RequestError(400, "limit: must be a whole number from 1 to 100", null, "limit");
   const order = query.order ?? "desc";
   if (order !== "asc" && order !== "desc") throw new RequestError(400, "order: must be asc or desc", null, "order");
   const items = order === "asc" ? record.input : [...record.input].reverse();
   let start = 0;
   if (query.after !== undefined) {
     const at = items.findIndex((item) => item.id === query.after);
-    if (at < 0) throw new RequestError(400, `after: '${query.after}' is not an input item of this response`, null, "after");
+    if (at < 0)
+      throw new RequestError(400, `after: '${query.after}' is not an input item of this response`, null, "after");
     start = at + 1;
   }
   const data = items.slice(start, start + limit);
-  return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + limit < items.length };
+  return {
+    object: "list",
+    data,
+    first_id: data[0]?.id ?? null,
+    last_id: data.at(-1)?.id ?? null,
+    has_more: start + limit < items.length,
+  };
 }
 
 export function mountResponses(app: Elysia, ctx: ServerContext): void {
@@ -49,7 +57,12 @@ export function mountResponses(app: Elysia, ctx: ServerContext): void {
     .post(
       "/v1/responses/:id/cancel",
       () => {
-        throw new RequestError(400, "Only responses created with background: true can be cancelled, and this server does not serve background mode.", "unsupported_parameter", "response_id");
+        throw new RequestError(
+          400,
+          "Only responses created with background: true can be cancelled, and this server does not serve background mode.",
+          "unsupported_parameter",
+          "response_id",
+        );
       },
       noParse,
     );
