@@ -108,6 +108,11 @@ export class PromptThread {
     return thread;
   }
 
+  /** Requests asked and not yet answered: prompts still being rendered or tokenized. */
+  get inHand(): number {
+    return this.pending.size;
+  }
+
   /** Renders a chat and tokenizes it; a template's refusal rejects with a TemplateError. */
   async render(req: RenderRequest): Promise<RenderedTokens> {
     const reply = await this.ask((id) => ({ type: "render", id, ...req }));

@@ -97,6 +97,7 @@ export class ServedModel {
       tokenizer.free();
       throw worker.status === "rejected" ? worker.reason : (prompts as PromiseRejectedResult).reason;
     }
+    worker.value.gatherWhile(() => prompts.value.inHand);
     const single = (s: string) => tokenizer.tokenize(s, { parseSpecial: true }).length === 1;
     const thinks = single(THINK_MARKERS.open) && single(THINK_MARKERS.close);
     let maxTokenBytes = 1;

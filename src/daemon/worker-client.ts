@@ -20,6 +20,7 @@ import {
 } from "../engine/protocol.ts";
 import { RequestError } from "./request-error.ts";
 import type { GenerationJournal } from "../session-log/journal.ts";
+import { BurstGather } from "./burst-gather.ts";
 import { Channel } from "./channel.ts";
 import { trackGeneration, type GenerationTrack } from "../runtime/sched-policy.ts";
 import { WorkerTally } from "./metrics-tally.ts";
@@ -252,6 +253,10 @@ export class WorkerClient {
   private nextAdapterId = 0;
   /** Deliveries wait here, in arrival order, for the journal to make their events durable. */
   private delivery: Promise<void> = Promise.resolve();
+  /** Generations held for the prompts being prepared beside them (./burst-gather.ts). */
+  private readonly gather = new BurstGather<DaemonToWorker>((message) => this.transmit(message));
+  /** How many prompts of this model are being rendered or tokenized (set by gatherWhile). */
+  private preparing: () => number = () => 0;
 
   private constructor(private readonly opts: WorkerOptions) {}
 
@@ -498,6 +503,7 @@ export class WorkerClient {
 
   async close(): Promise<void> {
     this.closing = true;
+    this.gather.release();
     const proc = this.proc;
     if (!proc || proc.exitCode !== null) return;
     try {
@@ -510,7 +516,27 @@ export class WorkerClient {
     clearTimeout(timer);
   }
 
+  /**
+   * Lets a generation sent to an idle worker wait, a few milliseconds at most,
+   * for the `preparing()` prompts to join it in one prefill tick
+   * (docs/design.md#burst-gathering).
+   */
+  gatherWhile(preparing: () => number): void {
+    this.preparing = preparing;
+  }
+
   private sendWhenReady(message: DaemonToWorker): void {
+    if (message.type === "generate") {
+      // Idle: nothing in flight but this generation and those held with it.
+      const idle = this.inflight.size - 1 <= this.gather.size;
+      if (this.gather.offer(message, idle, this.preparing(), this.info?.lanes ?? 1)) return;
+    }
+    // Whatever else is sent (a cancel above all) goes after the generations held before it.
+    if (this.gather.size > 0) this.gather.release();
+    this.transmit(message);
+  }
+
+  private transmit(message: DaemonToWorker): void {
     if (!this.ready) this.ready = this.spawn(); // stopped retrying earlier; a new request tries again
     const proc = this.proc;
     this.ready
@@ -752,6 +778,8 @@ export class WorkerClient {
   private onExit(proc: Subprocess, code: number | null): void {
     const detail = proc.signalCode ? `killed by ${proc.signalCode}` : `exit code ${code}`;
     this.tally.workerGone();
+    // Held generations never reached it: they are among those the next worker is sent below.
+    this.gather.drop();
     // Embed requests are cheap to repeat and hold no stream: they fail, and the client retries
     // (told so with a 503 when the worker was stopped on purpose: an unload, a shutdown).
     const embedError = () =>

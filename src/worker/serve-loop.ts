@@ -49,6 +49,9 @@ export async function serveLoop(
         memory.idleNow();
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
+        // Messages sent together (a gathered burst of generations) arrive in one read but
+        // are handed over one by one: take them all before the first turn of work.
+        await yieldToMessages();
         continue;
       }
       memory.working();
