@@ -87,8 +87,9 @@ const shimSymbols = {
   sf_abi_probe: { args: ["ptr"], returns: "void" },
   sf_log_quiet: { args: [], returns: "void" },
   sf_model_load: { args: ["ptr", "i32", "bool"], returns: "ptr" },
+  sf_model_load_offload: { args: ["ptr", "i32", "i32", "i32", "ptr", "ptr"], returns: "ptr" },
   sf_context_new: {
-    args: ["ptr", "u32", "u32", "u32", "u32", "i32", "bool", "i32", "bool"],
+    args: ["ptr", "u32", "u32", "u32", "u32", "i32", "bool", "i32", "bool", "bool"],
     returns: "ptr",
   },
   sf_sampler_chain_new: { args: [], returns: "ptr" },
@@ -108,6 +109,9 @@ const ggmlSymbols = {
   ggml_backend_dev_get: { args: ["u64"], returns: "ptr" },
   ggml_backend_dev_type: { args: ["ptr"], returns: "i32" },
   ggml_backend_dev_memory: { args: ["ptr", "ptr", "ptr"], returns: "void" },
+  // Names for `superfluid check --devices`, the startup log and /v1/models (ffi/devices.ts).
+  ggml_backend_dev_name: { args: ["ptr"], returns: "cstring" },
+  ggml_backend_dev_description: { args: ["ptr"], returns: "cstring" },
 } as const;
 
 function openLlama(path: string) {

@@ -1,5 +1,6 @@
 // Finds the libllama to open, in this order:
-//   1. SUPERFLUID_LLAMA_LIB: a user's own build (the library file or its folder);
+//   1. SUPERFLUID_LLAMA_LIB: a user's own build (the library file or its folder),
+//      or `vulkan` / `cuda`: the installed @node-llama-cpp/<platform>-<gpu> package;
 //   2. the copy embedded in a compiled binary, extracted into one cache folder
 //      together with every library it needs (they resolve each other by soname);
 //   3. the @node-llama-cpp/<platform> package in node_modules.
@@ -47,15 +48,23 @@ function locationIn(dir: string, source: LibraryLocation["source"], llama?: stri
   return { dir, llama: llamaPath, ggml, source };
 }
 
+/** The GPU builds SUPERFLUID_LLAMA_LIB may name instead of a path. */
+export const GPU_PACKAGE_BUILDS = ["vulkan", "cuda"] as const;
+
 function fromEnv(value: string): LibraryLocation {
+  if ((GPU_PACKAGE_BUILDS as readonly string[]).includes(value)) {
+    const pkg = `${platformPackage()}-${value}`;
+    const found = fromPackage(pkg);
+    if (!found) throw new Error(`SUPERFLUID_LLAMA_LIB=${value}: ${pkg} is not installed (npm install ${pkg})`);
+    return { ...found, source: "env" };
+  }
   const path = resolve(value);
   if (!existsSync(path)) throw new Error(`SUPERFLUID_LLAMA_LIB=${value}: no such file or folder`);
   if (statSync(path).isDirectory()) return locationIn(path, "env");
   return locationIn(dirname(path), "env", path);
 }
 
-function fromPackage(): LibraryLocation | undefined {
-  const pkg = platformPackage();
+function fromPackage(pkg = platformPackage()): LibraryLocation | undefined {
   let pkgJson: string;
   try {
     pkgJson = createRequire(import.meta.url).resolve(`${pkg}/package.json`);

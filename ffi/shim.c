@@ -188,11 +188,26 @@ struct llama_model *sf_model_load(const char *path, int32_t n_gpu_layers, bool v
     return llama_model_load_from_file(path, p);
 }
 
+// Weights with the offload the fit check planned (src/engine/offload.ts):
+// `devices` is a NULL-terminated array of ggml devices (NULL: every device
+// llama.cpp registered), `tensor_split` one share per device (NULL: by free
+// memory), `split_mode` llama_split_mode (0 none, 1 layer, 2 row).
+struct llama_model *sf_model_load_offload(const char *path, int32_t n_gpu_layers, int32_t split_mode,
+                                          int32_t main_gpu, const float *tensor_split, void *devices) {
+    struct llama_model_params p = llama_model_default_params();
+    p.n_gpu_layers = n_gpu_layers;
+    p.split_mode = split_mode;
+    p.main_gpu = main_gpu;
+    p.tensor_split = tensor_split;
+    p.devices = devices;
+    return llama_model_load_from_file(path, p);
+}
+
 // n_seq_max sequences, each with its own KV buffer (kv_unified = false) unless
 // `unified` is asked for: see docs/design.md#kv-layout (one buffer per sequence).
 struct llama_context *sf_context_new(struct llama_model *model, uint32_t n_ctx, uint32_t n_batch,
                                      uint32_t n_ubatch, uint32_t n_seq_max, int32_t n_threads,
-                                     bool embeddings, int32_t pooling_type, bool unified) {
+                                     bool embeddings, int32_t pooling_type, bool unified, bool offload_kqv) {
     struct llama_context_params p = llama_context_default_params();
     p.n_ctx = n_ctx;
     p.n_batch = n_batch;
@@ -203,6 +218,7 @@ struct llama_context *sf_context_new(struct llama_model *model, uint32_t n_ctx, 
     p.embeddings = embeddings;
     p.pooling_type = pooling_type;
     p.kv_unified = unified;
+    p.offload_kqv = offload_kqv;
     p.no_perf = true;
     return llama_init_from_model(model, p);
 }

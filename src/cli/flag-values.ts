@@ -181,3 +181,14 @@ export function speculate(raw: string): Pick<SpeculationSettings, "directive" | 
   }
   throw new UsageError(`--speculate expects a strategy, got '${raw}'; ${SPECULATE_AVAILABLE}`);
 }
+
+/** A parser of src/engine/offload.ts (it throws OffloadError) as a flag parser: its message, as a usage error. */
+export function offloadValue<T>(parse: (raw: string) => T): (raw: string) => T {
+  return (raw) => {
+    try {
+      return parse(raw);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  };
+}

@@ -7,6 +7,7 @@ import { homedir } from "node:os";
 import { DEFAULT_QOS } from "../engine/scheduler.ts";
 import { MAX_DRAFT_TOKENS, SPECULATION_DEFAULTS as SPEC } from "../engine/speculation.ts";
 import { physicalCores } from "../engine/threads.ts";
+import { parseDeviceList, parseGpuLayers, parseSplitMode, parseTensorSplit } from "../engine/offload.ts";
 import type { Env, FlagDecl } from "./flag-decl.ts";
 import {
   aliasOf,
@@ -17,6 +18,7 @@ import {
   maxContext,
   nonEmpty,
   num,
+  offloadValue,
   port,
   prefillBudget,
   qosClass,
@@ -31,6 +33,7 @@ import {
 /** The --help headings, in order. */
 export const SERVE_GROUPS = [
   { id: "models", title: "Models" },
+  { id: "gpu", title: "GPU offload" },
   { id: "listener", title: "Listener" },
   { id: "scheduling", title: "Scheduling" },
   { id: "sessions", title: "Sessions" },
@@ -43,6 +46,7 @@ export const SERVE_GROUPS = [
 export const SERVE_TABLES = [
   "listener",
   "engine",
+  "gpu",
   "scheduling",
   "speculation",
   "http-policy",
@@ -279,6 +283,69 @@ export const SERVE_FLAGS = [
     group: "models",
     table: "engine",
     help: "compute threads of the worker's ggml threadpool",
+  },
+  {
+    flag: "gpu-layers",
+    key: "gpuLayers",
+    value: "N|auto|all",
+    parse: offloadValue(parseGpuLayers),
+    default: "auto" as const,
+    aliases: ["n-gpu-layers"],
+    group: "gpu",
+    table: "gpu",
+    help: "layers on the GPU: auto = as many as fit in its free memory, the rest on the CPU; all; or a count",
+    doc:
+      "layers placed on the GPU, counted as llama.cpp counts them (the output layer first, then the repeating " +
+      "layers from the last): `auto` as many as fit in the devices' free memory with their KV and a reserve, " +
+      "the rest on the CPU; `all` (refused by name, before loading, when it does not fit); or a count. The " +
+      "startup log says what went where ([design](design.md#gpu-offload))",
+  },
+  {
+    flag: "no-gpu",
+    key: "noGpu",
+    group: "gpu",
+    table: "gpu",
+    help: "every layer on the CPU, even where a GPU is found (= --gpu-layers 0)",
+  },
+  {
+    flag: "device",
+    key: "device",
+    value: "NAME[,NAME]",
+    parse: offloadValue(parseDeviceList),
+    shown: "every GPU",
+    group: "gpu",
+    table: "gpu",
+    help: "the devices that take layers, by name (superfluid check --devices)",
+    doc: "the devices that take layers, by ggml name (`Vulkan0`, `CUDA0`; `superfluid check --devices` lists them); an unknown name is refused with the list",
+  },
+  {
+    flag: "split-mode",
+    key: "splitMode",
+    value: "layer|row|none",
+    parse: offloadValue(parseSplitMode),
+    default: "layer" as const,
+    group: "gpu",
+    table: "gpu",
+    help: "with several GPUs: whole layers to each (layer), rows of each matrix (row), or all on the first (none)",
+  },
+  {
+    flag: "tensor-split",
+    key: "tensorSplit",
+    value: "N,N,...",
+    parse: offloadValue(parseTensorSplit),
+    shown: "by free memory",
+    group: "gpu",
+    table: "gpu",
+    help: "with several GPUs: each device's share of the offloaded layers (3,1)",
+  },
+  {
+    flag: "kv-offload",
+    key: "kvOffload",
+    negatable: true,
+    default: true,
+    group: "gpu",
+    table: "gpu",
+    help: "keep the KV of offloaded layers on their GPU; --no-kv-offload keeps all KV on the host",
   },
   {
     flag: "prefill-budget",

@@ -9,6 +9,7 @@ import { describeToken, modelDirSources, sourceOf } from "../daemon/model-source
 import { ModelRegistry, type ModelSource } from "../daemon/registry.ts";
 import { ServedModel } from "../daemon/served-model.ts";
 import { readGguf } from "../gguf/index.ts";
+import type { OffloadRequest } from "../engine/offload.ts";
 import { RequestError } from "../daemon/request-error.ts";
 import { SessionStore } from "../session-log/store.ts";
 import { FileStore } from "../files/store.ts";
@@ -95,6 +96,7 @@ async function loadFimModel(
     maxBatch: options.fimMaxBatch,
     maxContext,
     threads: options.threads,
+    offload: offloadRequestOf(options),
     prefillBudget: options.prefillBudget,
     starvationTicks: options.starvationTicks,
     ...(options.hostCacheMb === undefined ? {} : { hostCacheMb: options.hostCacheMb }),
@@ -110,6 +112,17 @@ async function loadFimModel(
     );
   }
   return fim;
+}
+
+/** The offload the serve flags ask of every model's worker (docs/cli.md#gpu-offload-flags). */
+function offloadRequestOf(o: ServeOptions): OffloadRequest {
+  return {
+    gpuLayers: o.noGpu ? 0 : o.gpuLayers,
+    splitMode: o.splitMode,
+    kvOffload: o.kvOffload,
+    ...(o.device === undefined ? {} : { devices: o.device }),
+    ...(o.tensorSplit === undefined ? {} : { tensorSplit: o.tensorSplit }),
+  };
 }
 
 /**
@@ -183,6 +196,7 @@ class ModelLoader {
         ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
         ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
         threads: o.threads,
+        offload: offloadRequestOf(o),
         prefillBudget: o.prefillBudget,
         starvationTicks: o.starvationTicks,
         ...(o.classLanes ? { classLanes: o.classLanes } : {}),
@@ -215,6 +229,9 @@ class ModelLoader {
       `superfluid: decoding on ${describeCpu(model.worker.info.library.cpu)}, ${model.worker.info.threads} threads`,
     );
     this.log(`superfluid: ${model.worker.info.kv.summary}`);
+    // Only where a GPU could take part: a CPU-only build's log stays as it was.
+    const info = model.worker.info;
+    if (info.offload) this.log(`superfluid: ${info.offload.summary}`);
     logSpeculation(o, model, this.log);
     if (primary && o.fimModel !== undefined) {
       try {

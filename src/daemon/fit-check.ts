@@ -11,7 +11,7 @@ import { basename, dirname, join } from "node:path";
 import { cpuOnlyLibrary, loadLlama } from "../../ffi/llama.ts";
 import { formatBytes, planKv } from "../engine/kv-sizing.ts";
 import { deviceFreeBytes, hostAvailableBytes, type FreeMemory } from "../engine/memory.ts";
-import type { GgufFile, GgufValue } from "../gguf/index.ts";
+import { kvBytesPerToken, type GgufFile } from "../gguf/index.ts";
 import { RequestError } from "./request-error.ts";
 
 /** How the worker will size its KV: the serve flags that decide it. */
@@ -52,39 +52,7 @@ export class ModelTooLargeError extends RequestError {
   }
 }
 
-function num(v: GgufValue | undefined): number | undefined {
-  if (typeof v === "number") return v;
-  if (typeof v === "bigint") return Number(v);
-  return undefined;
-}
-
-/**
- * KV bytes one token takes, f16 K and V in every layer, from the GGUF
- * metadata alone (the same sum the worker makes from the loaded model,
- * src/engine/model.ts): per layer, KV heads x (key + value head size) x 2
- * bytes. Per-layer head counts (an array) are summed layer by layer.
- */
-export function kvBytesPerToken(file: GgufFile): number {
-  const md = file.metadata;
-  const arch = typeof md["general.architecture"] === "string" ? md["general.architecture"] : "";
-  const key = (k: string) => md[`${arch}.${k}`];
-  const layers = num(key("block_count")) ?? 0;
-  const headsRaw = key("attention.head_count");
-  const heads = Array.isArray(headsRaw) ? Math.max(0, ...headsRaw.map((h) => num(h) ?? 0)) : (num(headsRaw) ?? 0);
-  const embedding = num(key("embedding_length")) ?? 0;
-  const fallback = heads > 0 ? embedding / heads : 0;
-  const headSize = (k: string) => {
-    const n = num(key(`attention.${k}`));
-    return n !== undefined && n > 0 ? n : fallback;
-  };
-  const perHead = headSize("key_length") + headSize("value_length");
-  const kvRaw = key("attention.head_count_kv") ?? headsRaw;
-  let kvHeads = 0;
-  for (let l = 0; l < layers; l++) {
-    kvHeads += Array.isArray(kvRaw) ? (num(kvRaw[l]) ?? 0) : (num(kvRaw) ?? heads);
-  }
-  return kvHeads * perHead * 2;
-}
+export { kvBytesPerToken };
 
 const SPLIT_NAME = /-(\d{5})-of-(\d{5})\.gguf$/i;
 

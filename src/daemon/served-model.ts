@@ -29,17 +29,67 @@ export interface Runtime {
   readonly version: string;
   /** The processor the worker decodes on and the ggml CPU variant it loaded (null: a build with one CPU backend). */
   readonly cpu: { readonly model: string; readonly variant: string | null };
+  /** Where the weights went (docs/design.md#gpu-offload); null: all on the CPU, no GPU in the build or found. */
+  readonly offload: {
+    readonly gpu_layers: number;
+    readonly layers: number;
+    readonly devices: readonly {
+      readonly name: string;
+      readonly description: string;
+      readonly layers: number;
+      readonly weight_bytes: number;
+      readonly kv_bytes: number;
+    }[];
+    readonly host_weight_bytes: number;
+    readonly split_mode: string;
+    readonly kv_offload: boolean;
+  } | null;
+  /** Every device the worker's backends registered, with memory when the model was loaded. */
+  readonly devices: readonly {
+    readonly name: string;
+    readonly type: string;
+    readonly description: string;
+    readonly free_bytes: number;
+    readonly total_bytes: number;
+  }[];
 }
 
 export class ServedModel {
   readonly loadedAt = new Date();
   get runtime(): Runtime {
-    const { model, variant } = this.worker.info.library.cpu;
+    const info = this.worker.info;
+    const { model, variant } = info.library.cpu;
+    const o = info.offload;
     return {
       id: "llamacpp",
       version: `llama.cpp ${releaseLabel(this.tokenizer.llama.release)}`,
       cpu: { model, variant },
+      offload: o && {
+        gpu_layers: o.gpuLayers,
+        layers: o.layerCount,
+        devices: o.devices.map((d) => ({
+          name: d.name,
+          description: d.description,
+          layers: d.layers,
+          weight_bytes: d.weightBytes,
+          kv_bytes: d.kvBytes,
+        })),
+        host_weight_bytes: o.hostWeightBytes,
+        split_mode: o.splitMode,
+        kv_offload: o.kvOffload,
+      },
+      devices: info.devices.map((d) => ({
+        name: d.name,
+        type: d.type,
+        description: d.description,
+        free_bytes: d.freeBytes,
+        total_bytes: d.totalBytes,
+      })),
     };
+  }
+  /** Bytes of weights and KV llama.cpp was asked to place on GPUs (the offload plan); 0 when all is on the CPU. */
+  get deviceBytes(): number {
+    return (this.worker.info.offload?.devices ?? []).reduce((s, d) => s + d.weightBytes + d.kvBytes, 0);
   }
   /** --fim-model: the model (in its own worker) that this one's fill-in-the-middle requests run on. */
   fimModel?: ServedModel;

@@ -4,6 +4,7 @@
 // a new worker is started, and the next request works. With a journal (the
 // session log), every event is recorded and made durable before it reaches
 // the generation's reader.
+import { offloadFlags, type OffloadRequest } from "../engine/offload.ts";
 import type { Subprocess } from "bun";
 import { randomUUID } from "node:crypto";
 import type { EngineSnapshot, FinishEvent, GenerateRequest } from "../engine/jobs.ts";
@@ -35,6 +36,8 @@ export interface WorkerOptions {
   /** Cells of a shared KV pool (--kv-pool). */
   kvPool?: number;
   threads?: number;
+  /** --gpu-layers and the rest (src/engine/offload.ts); undefined = the worker's defaults. */
+  offload?: OffloadRequest;
   prefillBudget?: number;
   /** Host-tier megabytes for prefixes that leave the KV pool (0 = none; default: the worker's). */
   hostCacheMb?: number;
@@ -579,6 +582,7 @@ export class WorkerClient {
     }
     if (o.starvationTicks !== undefined) args.push("--starvation-ticks", String(o.starvationTicks));
     if (o.speculation) args.push(...speculationFlags(o.speculation));
+    if (o.offload) args.push(...offloadFlags(o.offload));
     let settle!: { resolve: () => void; reject: (e: Error) => void };
     const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     // A worker that does not answer in time is killed, so onExit replaces it (or gives up).

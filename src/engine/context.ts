@@ -20,6 +20,8 @@ export interface ContextOptions {
   /** Physical micro-batch (llama.cpp n_ubatch). */
   microBatchSize: number;
   threads: number;
+  /** The KV of offloaded layers lives on their device (llama.cpp offload_kqv; --no-kv-offload keeps it on the host). */
+  kvOffload?: boolean;
 }
 
 export class DecodeError extends Error {
@@ -76,6 +78,7 @@ export class LlamaContext {
       false,
       -1,
       this.shared,
+      opts.kvOffload ?? true,
     );
     const layout = this.shared
       ? `a shared pool of ${cells} cells`

@@ -110,6 +110,7 @@ export class Embedder {
       true,
       POOLING_UNSPECIFIED,
       true,
+      true,
     );
     this.ctx = handle(ctx, `embedding context of ${opts.window} tokens (out of memory?)`);
     const pooling = api.llama_pooling_type(this.ctx);

@@ -32,6 +32,8 @@ import {
 
 export interface EngineOptions {
   lanes: number;
+  /** The KV of offloaded layers on their device (default); false keeps it on the host (--no-kv-offload). */
+  kvOffload?: boolean;
   /** Per-lane layout: each sequence's own buffer, and the window (ignored with sharedCells). */
   cellsPerSequence: number;
   /** Shared layout: one pool of this many cells all sequences draw from (kv-sizing.ts). */
@@ -246,6 +248,7 @@ export class Engine {
       batchSize: opts.batchSize ?? 2048,
       microBatchSize: opts.microBatchSize ?? 512,
       threads: opts.threads,
+      ...(opts.kvOffload === undefined ? {} : { kvOffload: opts.kvOffload }),
     });
     if (opts.speculation?.strategy === "draft-model") {
       try {

@@ -62,9 +62,12 @@ export function hostAvailableBytes(): number {
   return available;
 }
 
-/** Free memory for the KV pool, with the model's weights (`weightBytes`) already taken off the host figure. */
-export function freeForKv(llama: Llama, weightBytes: number): FreeMemory {
-  const device = deviceFreeBytes(llama);
+/**
+ * Free memory for the KV pool, with the model's weights (`weightBytes`) already taken off the host figure.
+ * `offloaded`: layers went to a GPU (src/engine/offload.ts), whose free memory is then the budget.
+ */
+export function freeForKv(llama: Llama, weightBytes: number, offloaded = true): FreeMemory {
+  const device = offloaded ? deviceFreeBytes(llama) : undefined;
   if (device !== undefined) return { bytes: device, where: "device" };
   return { bytes: Math.max(0, hostAvailableBytes() - weightBytes), where: "host" };
 }

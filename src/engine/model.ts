@@ -1,7 +1,17 @@
 // One GGUF model opened through libllama: weights (or only the vocabulary),
 // tokenization, and the vocabulary facts the rest of the engine needs.
 import { ptr, toArrayBuffer, type Pointer } from "bun:ffi";
+import { deviceFacts, listDevices, type DeviceFacts } from "../../ffi/devices.ts";
 import { cstr, handle, loadLlama, type Llama } from "../../ffi/llama.ts";
+import { kvBytesPerToken, readGgufSync } from "../gguf/index.ts";
+import {
+  chooseDevices,
+  layerBytesOf,
+  planOffload,
+  splitModeCode,
+  type OffloadPlan,
+  type OffloadRequest,
+} from "./offload.ts";
 import type { ModelMemoryKind } from "./speculation-directive.ts";
 
 // llama_token_attr bits (llama.h).
@@ -45,6 +55,10 @@ export class LlamaModel {
   private readonly plainPieces = new Map<number, Uint8Array>();
   private readonly eogSet: ReadonlySet<number>;
   private prefilter?: GrammarPrefilter;
+  /** Where the weights went (src/engine/offload.ts); undefined: a build with no GPU backend, all on the CPU. */
+  offload?: OffloadPlan;
+  /** Every device ggml registered when the weights were loaded. */
+  devices: DeviceFacts[] = [];
 
   private constructor(llama: Llama, model: Pointer) {
     this.llama = llama;
@@ -61,6 +75,51 @@ export class LlamaModel {
     const model = llama.shim.sf_model_load(cstr(path), opts.gpuLayers ?? -1, opts.vocabOnly ?? false);
     if (!model || typeof model === "bigint") throw new Error(`libllama could not load the model ${path}`);
     return new LlamaModel(llama, model);
+  }
+
+  /**
+   * Loads the weights with layers placed as the offload request asks
+   * (planOffload over the GGUF's tensor sizes and the devices' free memory;
+   * `kvCells` is the KV the worker means to allocate, so that auto leaves it
+   * room). A machine without a GPU loads as load() does. Throws OffloadError
+   * when the request cannot be met (an unknown --device, `all` that does not fit).
+   */
+  static loadPlaced(path: string, request: OffloadRequest, kvCells: (trainedContext: number) => number): LlamaModel {
+    const llama = loadLlama();
+    const all = listDevices(llama);
+    const chosen = chooseDevices(all, request);
+    if (chosen.length === 0 && request.devices === undefined) {
+      const model = LlamaModel.load(path);
+      model.devices = all.map(deviceFacts);
+      return model;
+    }
+    const file = readGgufSync(path);
+    const layers = layerBytesOf(file);
+    const arch = file.metadata["general.architecture"];
+    const trained = Number(file.metadata[`${typeof arch === "string" ? arch : ""}.context_length`] ?? 0) || 4096;
+    const n = layers.layers.length;
+    const kvPerLayer = n > 0 ? (kvBytesPerToken(file) * kvCells(trained)) / n : 0;
+    const plan = planOffload(request, chosen, layers, kvPerLayer);
+    // NULL-terminated ggml_backend_dev_t[]; llama.cpp reads one tensor-split share per device (at most 16).
+    const devices = new BigUint64Array(chosen.length + 1);
+    chosen.forEach((d, i) => {
+      devices[i] = BigInt(d.handle);
+    });
+    const split = request.tensorSplit ? new Float32Array(16) : null;
+    if (split) request.tensorSplit!.forEach((s, i) => i < 16 && (split[i] = s));
+    const loaded = llama.shim.sf_model_load_offload(
+      cstr(path),
+      plan.gpuLayers,
+      splitModeCode(request.splitMode),
+      0,
+      split,
+      devices,
+    );
+    if (!loaded || typeof loaded === "bigint") throw new Error(`libllama could not load the model ${path}`);
+    const model = new LlamaModel(llama, loaded);
+    model.offload = plan;
+    model.devices = all.map(deviceFacts);
+    return model;
   }
 
   get embeddingLength(): number {

@@ -2,12 +2,14 @@
 // streams travel as one message per tick carrying every lane's new tokens, not
 // one message per token.
 import type { CpuInfo } from "../../ffi/cpu-variant.ts";
+import type { DeviceFacts } from "../../ffi/devices.ts";
+import type { OffloadPlan } from "./offload.ts";
 import type { EmbedJob, PoolingName } from "./embedder.ts";
 import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
 import type { SpeculationStrategyName } from "./speculation-directive.ts";
 
 /** Bumped whenever a message changes shape; a peer on another version fails the handshake. */
-export const PROTOCOL_VERSION = 8;
+export const PROTOCOL_VERSION = 9;
 
 export interface WorkerInfo {
   protocol: number;
@@ -47,6 +49,10 @@ export interface WorkerInfo {
   };
   /** The libllama the worker opened, and the processor and ggml CPU variant its kernels run on (ffi/cpu-variant.ts). */
   library: { path: string; source: string; cpu: CpuInfo };
+  /** Where the weights went (src/engine/offload.ts); null: no GPU took part, all on the CPU. */
+  offload: OffloadPlan | null;
+  /** Every device ggml registered (the CPU among them), with its memory when the weights were loaded. */
+  devices: DeviceFacts[];
   /**
    * The speculative decoding the worker runs (--speculate; docs/cli.md#speculative-decoding): "off" on embedding
    * workers.

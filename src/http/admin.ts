@@ -85,6 +85,9 @@ export async function props(
     kv_cache: kvCache(model),
     capabilities: capabilitiesOf(model),
     build_info: `superfluid (${model.runtime.version})`,
+    // Where the weights went and the devices there are (docs/api/openai.md#models: runtime).
+    offload: model.runtime.offload,
+    devices: model.runtime.devices,
   };
 }
 

@@ -182,6 +182,48 @@ export class ServerMetrics {
         }
       },
     });
+    // Devices as each model's worker saw them at load, and what its offload placed on each (docs/api/metrics.md).
+    new Gauge({
+      name: "superfluid_device_memory_bytes",
+      help: "A device's memory when the model's worker loaded it, by kind (free, total); the CPU is a device too.",
+      labelNames: ["model", "device", "type", "kind"],
+      registers,
+      collect(this: Gauge) {
+        this.reset();
+        for (const { model } of metrics.scraped)
+          for (const d of model.worker.info.devices) {
+            const labels = { model: model.id, device: d.name, type: d.type };
+            this.set({ ...labels, kind: "free" }, d.freeBytes);
+            this.set({ ...labels, kind: "total" }, d.totalBytes);
+          }
+      },
+    });
+    new Gauge({
+      name: "superfluid_device_model_bytes",
+      help: "Bytes the model's offload placed on a GPU, by kind (weights, kv).",
+      labelNames: ["model", "device", "kind"],
+      registers,
+      collect(this: Gauge) {
+        this.reset();
+        for (const { model } of metrics.scraped)
+          for (const d of model.worker.info.offload?.devices ?? []) {
+            this.set({ model: model.id, device: d.name, kind: "weights" }, d.weightBytes);
+            this.set({ model: model.id, device: d.name, kind: "kv" }, d.kvBytes);
+          }
+      },
+    });
+    new Gauge({
+      name: "superfluid_device_layers",
+      help: "Repeating layers of the model on each GPU (the rest run on the CPU).",
+      labelNames: ["model", "device"],
+      registers,
+      collect(this: Gauge) {
+        this.reset();
+        for (const { model } of metrics.scraped)
+          for (const d of model.worker.info.offload?.devices ?? [])
+            this.set({ model: model.id, device: d.name }, d.layers);
+      },
+    });
     new Gauge({
       name: "superfluid_node_info",
       help: "Always 1; host is SUPERFLUID_NODE_NAME or the hostname.",

@@ -9,6 +9,14 @@ import { parseLaneCaps, type ClassLanes } from "../engine/scheduler.ts";
 import { MAX_DRAFT_TOKENS } from "../engine/speculation.ts";
 import { speculationSettings, type SpeculationSettings } from "../engine/speculation-directive.ts";
 import { physicalCores } from "../engine/threads.ts";
+import {
+  DEFAULT_OFFLOAD,
+  parseDeviceList,
+  parseGpuLayers,
+  parseSplitMode,
+  parseTensorSplit,
+  type OffloadRequest,
+} from "../engine/offload.ts";
 
 export interface WorkerArgs {
   model: string;
@@ -34,6 +42,8 @@ export interface WorkerArgs {
   starvationTicks?: number;
   /** --speculate and its tuning; absent = plain decoding. */
   speculation?: SpeculationSettings;
+  /** --gpu-layers, --device, --split-mode, --tensor-split, --kv-offload (src/engine/offload.ts). */
+  offload: OffloadRequest;
 }
 
 export const WORKER_DEFAULTS = { maxBatch: 8, prefillBudget: 512, pressureHigh: 85, pressureLow: 70, pinBudgetPct: 50 };
@@ -71,6 +81,15 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
   // The --spec-* values, applied once the directive is known (any order).
   const tuning: Partial<Omit<SpeculationSettings, "directive">> = {};
   let directive: SpeculationSettings["directive"] | undefined;
+  const offload: OffloadRequest = { ...DEFAULT_OFFLOAD };
+  // The offload parsers throw OffloadError; at this boundary it is a usage error.
+  const offloadValue = <T>(parse: () => T): T => {
+    try {
+      return parse();
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     const value = argv[i + 1];
@@ -156,6 +175,23 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
       case "--spec-gate-reprobe-max":
         tuning.reprobeMax = positiveInt(flag, value);
         break;
+      case "--gpu-layers":
+        offload.gpuLayers = offloadValue(() => parseGpuLayers(value));
+        break;
+      case "--device":
+        offload.devices = offloadValue(() => parseDeviceList(value));
+        break;
+      case "--split-mode":
+        offload.splitMode = offloadValue(() => parseSplitMode(value));
+        break;
+      case "--tensor-split":
+        offload.tensorSplit = offloadValue(() => parseTensorSplit(value));
+        break;
+      case "--kv-offload":
+        if (value !== "on" && value !== "off")
+          throw new UsageError(`${flag} needs on or off, got ${value ?? "nothing"}`);
+        offload.kvOffload = value === "on";
+        break;
       default:
         throw new UsageError(`unknown worker flag ${flag}`);
     }
@@ -186,5 +222,6 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
     ...(args.classLanes ? { classLanes: args.classLanes } : {}),
     ...(args.starvationTicks === undefined ? {} : { starvationTicks: args.starvationTicks }),
     ...(directive === undefined ? {} : { speculation: speculationSettings(directive, tuning) }),
+    offload,
   };
 }

@@ -1,7 +1,7 @@
 // `superfluid worker`: one model in its own process. It receives token ids and
 // sampling specs from the daemon over IPC and answers with one message per tick.
 // Exit codes: 0 clean close, 1 serving failure, 2 bad command line, 3 model did not load.
-import { Engine } from "../engine/engine.ts";
+import { Engine, sequencesFor } from "../engine/engine.ts";
 import { planKv, type KvPlan } from "../engine/kv-sizing.ts";
 import { freeForKv, hostAvailableBytes } from "../engine/memory.ts";
 import { LlamaModel } from "../engine/model.ts";
@@ -79,7 +79,7 @@ function buildEngine(
   draft?: LlamaModel,
 ): { engine: Engine; plan: KvPlan } {
   const facts = { lanes: args.maxBatch, trainedContext: model.trainedContext, bytesPerToken: model.kvBytesPerToken };
-  const free = () => freeForKv(model.llama, model.weightBytes);
+  const free = () => freeForKv(model.llama, model.weightBytes, (model.offload?.devices.length ?? 0) > 0);
   const request = {
     ...(args.maxContext === undefined ? {} : { maxContext: args.maxContext }),
     ...(args.kvPool === undefined ? {} : { poolCells: args.kvPool }),
@@ -89,6 +89,7 @@ function buildEngine(
     try {
       const engine = new Engine(model, {
         lanes: args.maxBatch,
+        kvOffload: args.offload.kvOffload,
         cellsPerSequence: plan.cellsPerSequence,
         ...(plan.layout === "shared" ? { sharedCells: plan.poolCells, window: plan.window } : {}),
         threads: args.threads,
@@ -146,7 +147,11 @@ export async function runWorker(argv: string[]): Promise<number> {
   let speculation: ResolvedSpeculation;
   let draft: LlamaModel | undefined;
   try {
-    model = LlamaModel.load(args.model);
+    // The KV the worker will ask for, so that --gpu-layers auto leaves it room: explicit sizes as given,
+    // else the smallest auto pool (one window of min(trained, 4096) per sequence).
+    const kvCells = (trained: number) =>
+      args.kvPool ?? (args.maxContext ?? Math.min(trained, 4096)) * sequencesFor(args.maxBatch);
+    model = LlamaModel.loadPlaced(args.model, args.offload, kvCells);
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });
     return 3;

@@ -11,7 +11,16 @@ export function modelInfo(
   model: LlamaModel,
 ): Pick<
   WorkerInfo,
-  "protocol" | "model" | "trainedContext" | "embeddingLength" | "threads" | "vocab" | "library" | "speculation"
+  | "protocol"
+  | "model"
+  | "trainedContext"
+  | "embeddingLength"
+  | "threads"
+  | "vocab"
+  | "library"
+  | "speculation"
+  | "offload"
+  | "devices"
 > {
   const v = model.vocabInfo;
   return {
@@ -22,6 +31,8 @@ export function modelInfo(
     threads: args.threads,
     vocab: { size: v.size, bos: v.bos, eos: v.eos, eot: v.eot, addBos: v.addBos, eog: v.eog },
     library: { path: model.llama.location.llama, source: model.llama.location.source, cpu: model.llama.cpu! },
+    offload: model.offload ?? null,
+    devices: model.devices,
     // A generation worker says what it resolved --speculate to; an embedding worker never drafts.
     speculation: "off",
   };

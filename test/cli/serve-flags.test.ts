@@ -46,7 +46,8 @@ describe("serve flag declarations", () => {
         .concat(["--class-lanes", "agent=1"])
         .concat(["--fim-model", "f", "--fim-max-context", "9", "--files-max-bytes", "9", "--files-expiry", "9"])
         .concat(["--host-cache-mb", "9", "--log-dir", "/l", "--log-file", "/f", "--ready-file", "/r"])
-        .concat(["--speculate", "auto", "--spec-max-temperature", "1"]),
+        .concat(["--speculate", "auto", "--spec-max-temperature", "1"])
+        .concat(["--device", "Vulkan0", "--tensor-split", "1"]),
       { HOME: "/h" },
     ) as ServeOptions;
     const direct = SERVE_FLAGS.filter((d) => !("internal" in d)).map((d) => d.key as string);
@@ -73,7 +74,16 @@ describe("serve --help and --help-all", () => {
 
   test("the help is grouped under the listed headings, in order", () => {
     const titles = SERVE_GROUPS.map((g) => g.title);
-    expect(titles).toEqual(["Models", "Listener", "Scheduling", "Sessions", "Speculation", "Security", "Logging"]);
+    expect(titles).toEqual([
+      "Models",
+      "GPU offload",
+      "Listener",
+      "Scheduling",
+      "Sessions",
+      "Speculation",
+      "Security",
+      "Logging",
+    ]);
     for (const text of [help, helpAll]) expect([...text.matchAll(/^(\w[\w ]*):$/gm)].map((m) => m[1])).toEqual(titles);
   });
 

@@ -97,8 +97,8 @@ export function listRunning(registry: ModelRegistry) {
       // Ollama's ps size is the memory the model holds: the weights and the KV buffers.
       size: modelFacts(model).fileBytes + model.worker.info.kv.bytes,
       expires_at: new Date(model.loadedAt.getTime() + NEVER_UNLOADS_MS).toISOString(),
-      // The worker does not report where llama.cpp placed the weights, so none are counted as on a GPU.
-      size_vram: 0,
+      // What the offload plan put on GPUs: the offloaded layers' weights and their KV (0 on the CPU).
+      size_vram: model.deviceBytes,
       context_length: model.contextWindow,
     })),
   };

@@ -50,7 +50,7 @@ export function modelObject(registry: ModelRegistry, model: ServedModel) {
       speculation: model.worker.info.speculation,
     },
     architecture: { input_modalities: ["text"] },
-    runtime: { id: model.runtime.id, version: model.runtime.version, cpu: model.runtime.cpu },
+    runtime: model.runtime,
     capabilities: capabilitiesOf(model),
     sampling_defaults: publishedSampling(model.info.sampling),
   };
