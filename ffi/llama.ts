@@ -185,6 +185,17 @@ export interface Llama {
    * the build has one CPU backend); undefined until the backends are loaded.
    */
   cpu?: CpuInfo;
+  /**
+   * GPU backends beside libllama that did not load, with the loader's reason (a CUDA build on a machine
+   * without the toolkit: `libcudart.so.13: cannot open shared object file`); empty until the backends are loaded.
+   */
+  unloadedBackends: BackendFailure[];
+}
+
+export interface BackendFailure {
+  /** The backend's file name (libggml-cuda.so). */
+  file: string;
+  reason: string;
 }
 
 /** Whether the library exports a function (one that tells releases apart; ffi/abi.ts). */
@@ -215,7 +226,8 @@ export function cstr(text: string): Buffer {
  */
 export function loadLlama(env = process.env, opts: { backends?: boolean } = {}): Llama {
   opened ??= openLibrary(env);
-  if (opts.backends !== false && !opened.cpu) opened.cpu = loadBackends(opened.ggml, opened.location.dir, env);
+  if (opts.backends !== false && !opened.cpu)
+    opened.cpu = loadBackends(opened.ggml, opened.location.dir, env, opened.unloadedBackends);
   return opened;
 }
 
@@ -240,7 +252,7 @@ function openLibrary(env: NodeJS.ProcessEnv): Llama {
     throw new LlamaAbiError(location.ggml, `a function superfluid calls is missing (${(err as Error).message})`);
   }
   api.llama_backend_init();
-  return { api, shim, ggml, location, release: match.release };
+  return { api, shim, ggml, location, release: match.release, unloadedBackends: [] };
 }
 
 /**
@@ -258,7 +270,7 @@ export function cpuOnlyLibrary(dir: string, env = process.env): boolean {
  * ggml_backend_load_all_from_path does with its own choice; a build without
  * CPU variants is left to ggml's loader.
  */
-function loadBackends(ggml: GgmlApi, dir: string, env: NodeJS.ProcessEnv): CpuInfo {
+function loadBackends(ggml: GgmlApi, dir: string, env: NodeJS.ProcessEnv, failures: BackendFailure[]): CpuInfo {
   const variant = chooseCpuVariant(dir, env.SUPERFLUID_CPU_VARIANT);
   if (!variant) {
     ggml.ggml_backend_load_all_from_path(cstr(dir));
@@ -266,13 +278,28 @@ function loadBackends(ggml: GgmlApi, dir: string, env: NodeJS.ProcessEnv): CpuIn
   }
   // In ggml's order, the CPU last (llama.cpp numbers devices in it). A backend that does
   // not load (no device for it here) is skipped, as ggml's own loader does.
-  for (const other of otherBackendFiles(dir)) ggml.ggml_backend_load(cstr(other));
+  for (const other of otherBackendFiles(dir))
+    if (!ggml.ggml_backend_load(cstr(other))) failures.push({ file: basename(other), reason: loadFailure(other) });
   if (env.GGML_BACKEND_PATH) ggml.ggml_backend_load(cstr(env.GGML_BACKEND_PATH));
   if (!ggml.ggml_backend_load(cstr(variant.path))) {
     variant.close();
     throw new Error(`ggml could not load its CPU backend ${variant.path}`);
   }
   return { model: cpuModel(), variant: variant.name, library: variant.path, pinned: variant.pinned };
+}
+
+/**
+ * Why a backend file does not load: ggml's loader only logs it (and llama.cpp's log is silenced), so the
+ * file is opened once more here for the dynamic loader's own message (the library it lacks, a bad file).
+ */
+function loadFailure(path: string): string {
+  try {
+    // Every loadable ggml backend exports ggml_backend_init (what ggml_backend_load calls).
+    dlopen(path, { ggml_backend_init: { args: [], returns: "ptr" } }).close();
+    return "it loaded, but registered no backend (no device of its kind here)";
+  } catch (err) {
+    return (err as Error).message.replace(/^Failed to open library "[^"]*":\s*/, "");
+  }
 }
 
 export type { Pointer };

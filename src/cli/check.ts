@@ -22,6 +22,7 @@ export function runCheck(argv: string[]): number {
     if (argv.includes("--devices")) {
       const gib = (n: number) => `${(n / 2 ** 30).toFixed(1)} GiB`;
       const devices = listDevices(llama);
+      for (const f of llama.unloadedBackends) console.log(`backend ${f.file} did not load: ${f.reason}`);
       console.log(`devices: ${devices.length}`);
       for (const d of devices)
         console.log(`  ${d.name}: ${d.type}, ${d.description}, ${gib(d.freeBytes)} free of ${gib(d.totalBytes)}`);

@@ -231,6 +231,8 @@ class ModelLoader {
     this.log(`superfluid: ${model.worker.info.kv.summary}`);
     // Only where a GPU could take part: a CPU-only build's log stays as it was.
     const info = model.worker.info;
+    for (const f of info.unloadedBackends)
+      this.log(`superfluid: the GPU backend ${f.file} did not load (${f.reason}); its devices are not used`);
     if (info.offload) this.log(`superfluid: ${info.offload.summary}`);
     logSpeculation(o, model, this.log);
     if (primary && o.fimModel !== undefined) {

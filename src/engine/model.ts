@@ -7,6 +7,7 @@ import { kvBytesPerToken, readGgufSync } from "../gguf/index.ts";
 import {
   chooseDevices,
   layerBytesOf,
+  OffloadError,
   planOffload,
   splitModeCode,
   type OffloadPlan,
@@ -87,7 +88,14 @@ export class LlamaModel {
   static loadPlaced(path: string, request: OffloadRequest, kvCells: (trainedContext: number) => number): LlamaModel {
     const llama = loadLlama();
     const all = listDevices(llama);
-    const chosen = chooseDevices(all, request);
+    let chosen: ReturnType<typeof chooseDevices<(typeof all)[number]>>;
+    try {
+      chosen = chooseDevices(all, request);
+    } catch (err) {
+      // A GPU the user named may be missing because its backend did not load: say why.
+      const failed = llama.unloadedBackends.map((f) => `; ${f.file} did not load: ${f.reason}`).join("");
+      throw new OffloadError(`${(err as Error).message}${failed}`);
+    }
     if (chosen.length === 0 && request.devices === undefined) {
       const model = LlamaModel.load(path);
       model.devices = all.map(deviceFacts);

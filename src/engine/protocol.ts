@@ -3,6 +3,7 @@
 // one message per token.
 import type { CpuInfo } from "../../ffi/cpu-variant.ts";
 import type { DeviceFacts } from "../../ffi/devices.ts";
+import type { BackendFailure } from "../../ffi/llama.ts";
 import type { OffloadPlan } from "./offload.ts";
 import type { EmbedJob, PoolingName } from "./embedder.ts";
 import type { EngineSnapshot, FinishEvent, GenerateJob, TickEvents } from "./jobs.ts";
@@ -53,6 +54,8 @@ export interface WorkerInfo {
   offload: OffloadPlan | null;
   /** Every device ggml registered (the CPU among them), with its memory when the weights were loaded. */
   devices: DeviceFacts[];
+  /** GPU backends beside libllama that did not load, and why (ffi/llama.ts). */
+  unloadedBackends: BackendFailure[];
   /**
    * The speculative decoding the worker runs (--speculate; docs/cli.md#speculative-decoding): "off" on embedding
    * workers.

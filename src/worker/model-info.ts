@@ -21,6 +21,7 @@ export function modelInfo(
   | "speculation"
   | "offload"
   | "devices"
+  | "unloadedBackends"
 > {
   const v = model.vocabInfo;
   return {
@@ -33,6 +34,7 @@ export function modelInfo(
     library: { path: model.llama.location.llama, source: model.llama.location.source, cpu: model.llama.cpu! },
     offload: model.offload ?? null,
     devices: model.devices,
+    unloadedBackends: model.llama.unloadedBackends,
     // A generation worker says what it resolved --speculate to; an embedding worker never drafts.
     speculation: "off",
   };
