@@ -195,6 +195,29 @@ function buildsFromSource(p: Platform): boolean {
   return !process.argv.includes("--prebuilt-llama") && p.name === "linux-x64" && hostPlatform()?.name === p.name;
 }
 
+/**
+ * The Vulkan build of the platform's release (the same version as its CPU package, recorded in the lockfile):
+ * the folder of its libraries.
+ */
+async function vulkanPrebuilt(name: string, cpuVersion: string, fetchCache: string): Promise<string> {
+  const pinned = pkg.optionalDependencies[name];
+  if (pinned !== cpuVersion)
+    throw new Error(`package.json pins ${name}@${pinned ?? "nothing"}, not ${cpuVersion} as its CPU build`);
+  const fetched = await fetchPackage(name, pinned, {
+    cacheRoot: fetchCache,
+    expectIntegrity: lockIntegrity(name, pinned),
+    log: (line) => console.log(`  ${line}`),
+  });
+  return prebuiltFolder(fetched.dir, name);
+}
+
+/** The Vulkan backend file of a Vulkan build's folder (libggml-vulkan.so, ggml-vulkan.dll). */
+function vulkanBackendOf(dir: string): string {
+  const found = librariesIn(dir).find((f) => /(^|[\\/])(lib)?ggml-vulkan\.(so|dll|dylib)$/.test(f));
+  if (!found) throw new Error(`no ggml-vulkan library in ${dir}`);
+  return found;
+}
+
 /** The folder under the package's bins/ that holds its libraries (one per package). */
 function prebuiltFolder(pkgDir: string, name: string): string {
   const bins = join(pkgDir, "bins");
@@ -284,8 +307,10 @@ async function buildRelease(): Promise<void> {
     });
     const prebuilt = prebuiltFolder(fetched.dir, p.llamaPackage);
     const source = buildsFromSource(p) ? await sourceBuilt(p, prebuilt) : undefined;
-    const libDir = source?.dir ?? prebuilt;
-    const libraries = librariesIn(libDir);
+    const vulkan = p.vulkanPackage ? await vulkanPrebuilt(p.vulkanPackage, pinned, fetchCache) : undefined;
+    const libraries = source
+      ? [...librariesIn(source.dir), ...(vulkan ? [vulkanBackendOf(vulkan)] : [])]
+      : librariesIn(vulkan ?? prebuilt);
     const llamaCpp = source?.llamaCpp ?? llamaCppRelease(prebuilt) ?? `${p.llamaPackage}@${pinned}`;
 
     // Staged as the archive's root: the executable and README.md.
@@ -305,7 +330,8 @@ async function buildRelease(): Promise<void> {
     const mb = (n: number) => (n / 1e6).toFixed(1);
     console.log(
       `${p.name}: ${archive} ${mb(statSync(join(outDir, archive)).size)} MB (binary ${mb(statSync(exe).size)} MB, ` +
-        `${libraries.length} libraries from ${p.llamaPackage}@${pinned}${source ? " (built from its source here)" : ""}, llama.cpp ${llamaCpp}${signature}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+        `${libraries.length} libraries from ${p.llamaPackage}@${pinned}${source ? " (built from its source here)" : ""}` +
+        `${vulkan ? `, Vulkan from ${p.vulkanPackage}@${pinned}` : ""}, llama.cpp ${llamaCpp}${signature}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
   }
 

@@ -2,7 +2,7 @@
 // (--model-dir), start the listener (docs/cli.md#several-models).
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { checkFit } from "../daemon/fit-check.ts";
+import { checkFit, freeMemoryBeforeLoad } from "../daemon/fit-check.ts";
 import { showLoadProgress } from "../daemon/load-progress.ts";
 import { ModelNotFoundError, resolveModel, type ModelPath } from "../daemon/model-ref.ts";
 import { describeToken, modelDirSources, sourceOf } from "../daemon/model-source.ts";
@@ -165,11 +165,19 @@ class ModelLoader {
   async load(source: ModelSource): Promise<ServedModel> {
     const o = this.options;
     const file = source.file ?? (await readGguf(source.path));
-    const fit = checkFit(source.id, source.path, file, source.info.contextLength ?? 0, {
-      lanes: o.maxBatch,
-      ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
-      ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
-    });
+    const free = await freeMemoryBeforeLoad(!o.noGpu && o.gpuLayers !== 0, o.device);
+    const fit = checkFit(
+      source.id,
+      source.path,
+      file,
+      source.info.contextLength ?? 0,
+      {
+        lanes: o.maxBatch,
+        ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
+        ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
+      },
+      free,
+    );
     const primary = source.id === this.primaryId;
     const sizing =
       o.kvPool !== undefined

@@ -32,6 +32,8 @@ export interface NodeStats {
   preemptions: number;
   /** Speculative draft tokens accepted / proposed (0-1); undefined when none were proposed. */
   specAcceptRate?: number;
+  /** Each GPU a model's layers went to: layers and bytes placed there, and the device's total memory. */
+  gpus: { device: string; layers: number; bytes: number; totalBytes?: number }[];
 }
 
 const key = (s: Sample) => s.name + JSON.stringify(s.labels);
@@ -121,6 +123,19 @@ export function nodeStats(history: Scrape[]): NodeStats {
     kvUsed: total(now, "superfluid_pool_blocks_used"),
     kvTotal: total(now, "superfluid_pool_blocks_total"),
     preemptions: total(now, "superfluid_preemptions_total"),
+    gpus: [
+      ...new Set(now.samples.filter((s) => s.name === "superfluid_device_layers").map((s) => s.labels.device!)),
+    ].map((device) => {
+      const memory = now.samples.find(
+        (s) => matches(s, "superfluid_device_memory_bytes", { device, kind: "total" }) && s.labels.type !== "cpu",
+      );
+      return {
+        device,
+        layers: total(now, "superfluid_device_layers", { device }),
+        bytes: total(now, "superfluid_device_model_bytes", { device }),
+        ...(memory ? { totalBytes: memory.value } : {}),
+      };
+    }),
   };
   if (prev && now.at > prev.at) {
     const seconds = (now.at - prev.at) / 1000;

@@ -129,8 +129,16 @@ export function renderLines(
     const kv = s.kvTotal > 0 ? `${s.kvUsed}/${s.kvTotal} (${pct(s.kvUsed / s.kvTotal)})` : "-";
     lines.push(
       `  prefix hit ${pct(s.prefixHitRate)}   kv ${kv}   preemptions ${s.preemptions}   spec accept ${pct(s.specAcceptRate)}`,
-      "",
     );
+    // Only where layers went to a GPU (docs/cli.md#gpu-offload-flags): its layers and the bytes placed there.
+    if (s.gpus.length > 0) {
+      const mib = (n: number) => `${(n / 2 ** 20).toFixed(0)} MiB`;
+      const gpus = s.gpus.map(
+        (g) => `${g.device} ${g.layers} layers ${mib(g.bytes)}${g.totalBytes ? ` of ${mib(g.totalBytes)}` : ""}`,
+      );
+      lines.push(`  gpu ${gpus.join("   ")}`);
+    }
+    lines.push("");
   }
   return lines;
 }

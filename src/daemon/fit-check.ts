@@ -13,6 +13,7 @@ import { formatBytes, planKv } from "../engine/kv-sizing.ts";
 import { deviceFreeBytes, hostAvailableBytes, type FreeMemory } from "../engine/memory.ts";
 import { kvBytesPerToken, type GgufFile } from "../gguf/index.ts";
 import { RequestError } from "./request-error.ts";
+import { devicesOfStandby } from "./standby-worker.ts";
 
 /** How the worker will size its KV: the serve flags that decide it. */
 export interface KvSizing {
@@ -86,6 +87,28 @@ export function freeMemory(): FreeMemory {
     device = undefined;
   }
   return device !== undefined ? { bytes: device, where: "device" } : { bytes: hostAvailableBytes(), where: "host" };
+}
+
+/**
+ * The memory free for a model about to load, without loading ggml's backends on the daemon's main thread
+ * where it can be helped: a CPU-only library (or `gpu` false: --no-gpu) is the host's memory; a GPU library's
+ * devices come from the standby worker, which loads the backends anyway (src/daemon/standby-worker.ts); only
+ * when there is none (a later load) does the daemon load them itself. `devices`: the --device names, first
+ * one wins; else the first dedicated GPU, then an integrated one.
+ */
+export async function freeMemoryBeforeLoad(gpu: boolean, devices?: string[]): Promise<FreeMemory> {
+  const host = (): FreeMemory => ({ bytes: hostAvailableBytes(), where: "host" });
+  if (!gpu) return host();
+  try {
+    if (cpuOnlyLibrary(loadLlama(process.env, { backends: false }).location.dir)) return host();
+  } catch {
+    return host();
+  }
+  const seen = await devicesOfStandby();
+  if (!seen) return freeMemory();
+  const named = devices?.map((n) => seen.find((d) => d.name.toLowerCase() === n.toLowerCase())).find(Boolean);
+  const device = named ?? seen.find((d) => d.type === "gpu") ?? seen.find((d) => d.type === "igpu");
+  return device ? { bytes: device.freeBytes, where: "device" } : host();
 }
 
 /**

@@ -5,6 +5,7 @@
 // needs takes it over (`start` carries the worker's command line); an
 // unclaimed one exits when the daemon's IPC channel closes.
 import type { Subprocess } from "bun";
+import type { DeviceFacts } from "../../ffi/devices.ts";
 import type { DaemonToWorker, WorkerToDaemon } from "../engine/protocol.ts";
 import { selfCommand } from "./self-command.ts";
 
@@ -17,12 +18,18 @@ interface Standby {
 }
 
 let standby: Standby | undefined;
+/** The devices the standby worker found (undefined: it died or was claimed first, or there is none). */
+let standbyDevices: Promise<DeviceFacts[] | undefined> | undefined;
 
 /** Starts the standby worker (once; later calls do nothing while one waits). */
 export function startStandbyWorker(): void {
   if (standby) return;
+  let found!: (devices: DeviceFacts[] | undefined) => void;
+  standbyDevices = new Promise((resolve) => (found = resolve));
   const waiting: Standby = {
-    route: () => {},
+    route: (message) => {
+      if (message.type === "devices") found(message.devices ?? undefined);
+    },
     proc: Bun.spawn(selfCommand("worker", "--standby"), {
       stdio: ["ignore", "inherit", "inherit"],
       serialization: "json",
@@ -30,6 +37,16 @@ export function startStandbyWorker(): void {
     }),
   };
   standby = waiting;
+  void waiting.proc.exited.then(() => found(undefined));
+}
+
+/**
+ * The devices the standby worker's backends registered, once it has loaded them; undefined when no standby
+ * worker was started, or it went away or was claimed before saying. Lets the daemon's fit check see the
+ * GPUs without loading every backend (Vulkan's instance among them) on its own main thread.
+ */
+export function devicesOfStandby(): Promise<DeviceFacts[] | undefined> | undefined {
+  return standbyDevices;
 }
 
 /**
@@ -43,6 +60,11 @@ export function claimStandbyWorker(
 ): WorkerProcess | undefined {
   const claimed = standby;
   standby = undefined;
+  const route = claimed?.route;
+  // Claimed before it said: the fit check does not wait for a message that now goes to the new owner.
+  if (route) route({ type: "devices", devices: null });
+  // A later load asks the devices afresh: their free memory has moved since.
+  standbyDevices = undefined;
   if (!claimed || !alive(claimed.proc)) return undefined;
   const start: DaemonToWorker = { type: "start", argv };
   try {

@@ -106,6 +106,11 @@ export type WorkerToDaemon =
   | { type: "stats"; id: string; snapshot: EngineSnapshot; at: number }
   | { type: "fatal"; message: string }
   /**
+   * The standby worker's devices, once its libllama and backends are loaded (null: the library did not open):
+   * the daemon's fit check reads them instead of loading the backends itself (src/daemon/standby-worker.ts).
+   */
+  | { type: "devices"; devices: DeviceFacts[] | null }
+  /**
    * An embed job's vectors, inputs in order, as one base64 string of
    * little-endian float32s (`dimensions` per input; a JSON number array
    * would be ~3x larger and slower to parse); or why it failed.

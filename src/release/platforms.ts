@@ -11,6 +11,12 @@ export interface Platform {
   bunTarget: string;
   /** The npm package carrying its prebuilt libllama and ggml backends. */
   llamaPackage: string;
+  /**
+   * The same release built with ggml's Vulkan backend (docs/install.md#gpus): the archive carries its libraries
+   * instead, so one download uses any Vulkan GPU and runs on the CPU variants where there is none. Where libllama
+   * is built from source, only its libggml-vulkan joins the source-built set (the same llama.cpp commit).
+   */
+  vulkanPackage?: string;
   os: "linux" | "darwin" | "windows";
   arch: "x64" | "arm64";
   /** The executable's file name inside the archive. */
@@ -29,6 +35,7 @@ export const PLATFORMS: readonly Platform[] = [
     name: "linux-x64",
     bunTarget: "bun-linux-x64-baseline",
     llamaPackage: "@node-llama-cpp/linux-x64",
+    vulkanPackage: "@node-llama-cpp/linux-x64-vulkan",
     os: "linux",
     arch: "x64",
     exe: "superfluid",
@@ -65,6 +72,7 @@ export const PLATFORMS: readonly Platform[] = [
     name: "windows-x64",
     bunTarget: "bun-windows-x64-baseline",
     llamaPackage: "@node-llama-cpp/win-x64",
+    vulkanPackage: "@node-llama-cpp/win-x64-vulkan",
     os: "windows",
     arch: "x64",
     exe: "superfluid.exe",

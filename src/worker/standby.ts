@@ -2,15 +2,22 @@
 // opened at once, then the command line the daemon sends when it needs a
 // worker. A library that fails to open here fails again, with its reason, when
 // the model loads.
+import { deviceFacts, listDevices } from "../../ffi/devices.ts";
 import { loadLlama } from "../../ffi/llama.ts";
-import type { DaemonToWorker } from "../engine/protocol.ts";
+import type { DaemonToWorker, WorkerToDaemon } from "../engine/protocol.ts";
 
 /** The worker's command line, or undefined when the daemon went away first. */
 export async function awaitStart(): Promise<string[] | undefined> {
+  let devices: ReturnType<typeof deviceFacts>[] | null = null;
   try {
-    loadLlama();
+    devices = listDevices(loadLlama()).map(deviceFacts);
   } catch {
     // Reported by the model's load, after `start`.
+  }
+  try {
+    process.send?.({ type: "devices", devices } satisfies WorkerToDaemon);
+  } catch {
+    // The daemon went away: the wait below ends at once.
   }
   return new Promise((resolve) => {
     const onMessage = (message: DaemonToWorker) => {

@@ -109,6 +109,31 @@ describe("the exposition and the numbers", () => {
     expect(line(0.8125)).toEndWith("spec accept 81.3%");
   });
 
+  test("a node with layers on a GPU gets a gpu line: layers, bytes placed, the device's memory", () => {
+    const sample = (name: string, labels: Record<string, string>, value: number) => ({ name, labels, value });
+    const scrape: Scrape = {
+      at: 0,
+      samples: [
+        sample("superfluid_device_layers", { model: "m", device: "Vulkan0" }, 12),
+        sample("superfluid_device_model_bytes", { model: "m", device: "Vulkan0", kind: "weights" }, 300 * 2 ** 20),
+        sample("superfluid_device_model_bytes", { model: "m", device: "Vulkan0", kind: "kv" }, 20 * 2 ** 20),
+        sample(
+          "superfluid_device_memory_bytes",
+          { model: "m", device: "Vulkan0", type: "gpu", kind: "total" },
+          2 ** 33,
+        ),
+        sample("superfluid_device_memory_bytes", { model: "m", device: "CPU", type: "cpu", kind: "total" }, 2 ** 34),
+      ],
+    };
+    const stats = nodeStats([scrape]);
+    expect(stats.gpus).toEqual([{ device: "Vulkan0", layers: 12, bytes: 320 * 2 ** 20, totalBytes: 2 ** 33 }]);
+    const lines = renderLines([{ target: "h:1", state: "up", stats }], new Date(0));
+    expect(lines).toContain("  gpu Vulkan0 12 layers 320 MiB of 8192 MiB");
+    // All on the CPU: no gpu line.
+    const cpu = renderLines([{ target: "h:1", state: "up", stats: nodeStats([{ at: 0, samples: [] }]) }], new Date(0));
+    expect(cpu.some((l) => l.startsWith("  gpu"))).toBe(false);
+  });
+
   test("a target is host:port, a bare host gets the default port", () => {
     expect(metricsUrl("127.0.0.1:9000")).toBe("http://127.0.0.1:9000/metrics");
     expect(metricsUrl("box")).toBe("http://box:8453/metrics");

@@ -49,6 +49,17 @@ describe("platform table", () => {
       expect(entry?.version).toBe(pins[p.llamaPackage]!);
       expect(entry?.integrity).toMatch(/^sha512-/);
     }
+    // The Vulkan build an x64 archive carries is the same release as its CPU build, recorded in the lockfile.
+    const vulkan = PLATFORMS.filter((p) => p.vulkanPackage !== undefined);
+    expect(vulkan.map((p) => p.name)).toEqual(["linux-x64", "windows-x64"]);
+    for (const p of vulkan) {
+      expect(pins[p.vulkanPackage!]).toBe(pins[p.llamaPackage]!);
+      const entry = (lock.packages as Record<string, { version?: string; integrity?: string }>)[
+        `node_modules/${p.vulkanPackage}`
+      ];
+      expect(entry?.version).toBe(pins[p.llamaPackage]!);
+      expect(entry?.integrity).toMatch(/^sha512-/);
+    }
     // llama.cpp v0.5.0 (3.22.1) is served for Linux only; macOS and Windows stay on v0.4.0 (3.21.1).
     expect(PLATFORMS.map((p) => `${p.name} ${pins[p.llamaPackage]}`)).toEqual([
       "linux-x64 3.22.1",

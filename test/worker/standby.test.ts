@@ -5,7 +5,12 @@ import { afterEach, describe, expect, test } from "bun:test";
 import type { WorkerToDaemon } from "../../src/engine/protocol.ts";
 import { GREEDY } from "../../src/engine/sampling.ts";
 import { selfCommand } from "../../src/daemon/self-command.ts";
-import { claimStandbyWorker, dropStandbyWorker, startStandbyWorker } from "../../src/daemon/standby-worker.ts";
+import {
+  claimStandbyWorker,
+  devicesOfStandby,
+  dropStandbyWorker,
+  startStandbyWorker,
+} from "../../src/daemon/standby-worker.ts";
 import { WorkerClient } from "../../src/daemon/worker-client.ts";
 import { fixturePath } from "../support/models.ts";
 
@@ -46,7 +51,21 @@ describe("standby worker", () => {
     });
     proc.disconnect();
     expect(await proc.exited).toBe(0);
-    expect(messages).toEqual([]);
+    // At most its devices, if it had loaded its library before the channel closed.
+    expect(messages.filter((m) => m.type !== "devices")).toEqual([]);
+  });
+
+  test("it reports the devices its backends registered; a claim ends the wait for them", async () => {
+    startStandbyWorker();
+    const devices = await devicesOfStandby();
+    expect(devices?.some((d) => d.type === "cpu")).toBe(true);
+    dropStandbyWorker();
+    startStandbyWorker();
+    const pending = devicesOfStandby();
+    claimStandbyWorker(["--model", "/nonexistent/model.gguf"], () => {});
+    // Claimed: a later load asks afresh, and whoever waited is answered.
+    expect(devicesOfStandby()).toBeUndefined();
+    expect(["undefined", "object"]).toContain(typeof (await pending));
   });
 
   test("a dropped standby is not claimed", () => {
