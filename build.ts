@@ -4,7 +4,7 @@
 //   bun build.ts [--outfile dist/superfluid] [--llama-from-source]
 //       this machine's binary, embedding the installed @node-llama-cpp package
 //       (or, with --llama-from-source, the same llama.cpp built here: see below)
-//   bun build.ts --all [--out dist/release] [--base-url URL] [--platform NAME]... [--prebuilt-llama]
+//   bun build.ts --all [--out dist/release] [--base-url URL] [--platform NAME]... [--prebuilt-llama] [--no-cuda]
 //       the release (npm run release): every platform cross-compiled with
 //       `bun build --compile --target`, each embedding its own platform's
 //       @node-llama-cpp package at the version package.json pins (fetched from
@@ -16,6 +16,9 @@
 //       same llama.cpp source with this machine's compiler instead of the
 //       prebuilt (src/release/llama-from-source.ts: the prebuilt's GCC 11 makes
 //       8-lane decode of F16 weights ~1.3x slower); --prebuilt-llama keeps the prebuilt.
+//       linux-x64 and windows-x64 also carry ggml's Vulkan backend (their platform's vulkanPackage), and
+//       the CUDA builds are archives of their own (CUDA_VARIANTS, e.g. linux-x64-cuda, ~200 MB each;
+//       --platform may name them, --no-cuda leaves them out): docs/install.md#gpus.
 import { createHash } from "node:crypto";
 import {
   copyFileSync,
@@ -34,7 +37,15 @@ import { sha256File, sha256SumsText, writeArchive } from "./src/release/archive.
 import { fetchPackage } from "./src/release/fetch-package.ts";
 import { buildLlamaFromSource, compilerName } from "./src/release/llama-from-source.ts";
 import { ensureAdhocSignature } from "./src/release/macho-sign.ts";
-import { archiveName, hostPlatform, PLATFORMS, platformByName, type Platform } from "./src/release/platforms.ts";
+import {
+  archiveName,
+  CUDA_VARIANTS,
+  hostPlatform,
+  PLATFORMS,
+  platformByName,
+  variantArchiveName,
+  type Platform,
+} from "./src/release/platforms.ts";
 import { llamaCppRelease, platformName } from "./src/version.ts";
 
 const root = import.meta.dir;
@@ -290,7 +301,11 @@ async function buildRelease(): Promise<void> {
   const version = pkg.version;
   const baseUrl = flag("--base-url") ?? `https://github.com/superfluid/superfluid/releases/download/v${version}`;
   const named = process.argv.flatMap((a, i) => (process.argv[i - 1] === "--platform" ? [a] : []));
-  const platforms: readonly Platform[] = named.length > 0 ? named.map(platformByName) : PLATFORMS;
+  const variants = CUDA_VARIANTS.filter((v) =>
+    named.length > 0 ? named.includes(v.name) : !process.argv.includes("--no-cuda"),
+  );
+  const platforms: readonly Platform[] =
+    named.length > 0 ? named.filter((n) => !CUDA_VARIANTS.some((v) => v.name === n)).map(platformByName) : PLATFORMS;
   const fetchCache = join(cacheDir(), "release", "packages");
   mkdirSync(outDir, { recursive: true });
 
@@ -335,11 +350,42 @@ async function buildRelease(): Promise<void> {
     );
   }
 
+  // The CUDA archives: the whole prebuilt (its CPU variants and libggml-cuda), no source build.
+  for (const v of variants) {
+    const t0 = performance.now();
+    const p = platformByName(v.base);
+    const fetched = await fetchPackage(v.llamaPackage, v.version, {
+      cacheRoot: fetchCache,
+      expectIntegrity: v.integrity,
+      log: (line) => console.log(`  ${line}`),
+    });
+    const libDir = prebuiltFolder(fetched.dir, v.llamaPackage);
+    const libraries = librariesIn(libDir);
+    const llamaCpp = `${llamaCppRelease(libDir) ?? `${v.llamaPackage}@${v.version}`} (CUDA)`;
+    const stage = join(outDir, `superfluid-${version}-${v.name}`);
+    rmSync(stage, { recursive: true, force: true });
+    mkdirSync(stage, { recursive: true });
+    const exe = join(stage, p.exe);
+    await compile({ outfile: exe, target: p.bunTarget, libraries, stamp: { version, llamaCpp, platform: v.name } });
+    copyFileSync(join(root, "README.md"), join(stage, "README.md"));
+    const archive = variantArchiveName(version, v);
+    writeArchive(p, stage, [p.exe, "README.md"], join(outDir, archive));
+    checksums.set(archive, await sha256File(join(outDir, archive)));
+    const mb = (n: number) => (n / 1e6).toFixed(1);
+    console.log(
+      `${v.name}: ${archive} ${mb(statSync(join(outDir, archive)).size)} MB (binary ${mb(statSync(exe).size)} MB, ` +
+        `${libraries.length} libraries from ${v.llamaPackage}@${v.version}; the host needs ${v.needs}) ` +
+        `in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    );
+  }
+
   // SHA256SUMS lists every archive of this version in the folder, so a --platform run that
   // rebuilt some of them never leaves the others unlisted; the package-manager files need every platform.
   const listed = new Map(checksums);
-  for (const p of PLATFORMS) {
-    const archive = archiveName(version, p);
+  for (const archive of [
+    ...PLATFORMS.map((p) => archiveName(version, p)),
+    ...CUDA_VARIANTS.map((v) => variantArchiveName(version, v)),
+  ]) {
     if (!listed.has(archive) && existsSync(join(outDir, archive)))
       listed.set(archive, await sha256File(join(outDir, archive)));
   }

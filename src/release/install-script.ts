@@ -1,7 +1,7 @@
 // install.sh: a POSIX sh installer for Linux and macOS that picks the release
 // archive for the machine, checks it against SHA256SUMS and puts the executable
 // in $SUPERFLUID_PREFIX/bin. Release tooling only.
-import { PLATFORMS } from "./platforms.ts";
+import { CUDA_VARIANTS, PLATFORMS, platformByName } from "./platforms.ts";
 import { baseUrlPattern, type ReleaseInputs } from "./release-inputs.ts";
 
 // The script writes the base URL inside double quotes; these characters would
@@ -18,6 +18,7 @@ export function installScript(inputs: Pick<ReleaseInputs, "version" | "baseUrl">
   if (UNSAFE_IN_URL.test(base))
     throw new Error(`base URL ${JSON.stringify(inputs.baseUrl)} cannot be written into install.sh`);
   const platforms = PLATFORMS.filter((p) => p.archiveExt === "tar.gz").map((p) => p.name);
+  const cuda = CUDA_VARIANTS.filter((v) => platformByName(v.base).archiveExt === "tar.gz");
 
   // A template literal: `\${` is the shell's `${`, `\\` one backslash.
   return `#!/bin/sh
@@ -27,6 +28,10 @@ export function installScript(inputs: Pick<ReleaseInputs, "version" | "baseUrl">
 # $SUPERFLUID_PREFIX/bin (default ~/.local/bin).
 #
 #   sh install.sh            or            curl -fsSL <release>/install.sh | sh
+#   sh install.sh --cuda     or            curl -fsSL <release>/install.sh | sh -s -- --cuda
+#
+# --cuda installs the CUDA build (${cuda.map((v) => v.base).join(", ")}), which needs ${cuda[0]?.needs ?? "CUDA"}
+# on this machine; the default build already uses any GPU through Vulkan.
 #
 # Environment:
 #   SUPERFLUID_PREFIX    install into $SUPERFLUID_PREFIX/bin (default: $HOME/.local)
@@ -41,6 +46,7 @@ export function installScript(inputs: Pick<ReleaseInputs, "version" | "baseUrl">
 set -eu
 
 known_platforms="${platforms.join(" ")}"
+cuda_platforms="${cuda.map((v) => v.base).join(" ")}"
 
 say() {
   printf 'superfluid install: %s\\n' "$*"
@@ -111,6 +117,13 @@ sha256_of() { # FILE
 }
 
 main() {
+  variant=""
+  for arg in "$@"; do
+    case "$arg" in
+      --cuda) variant="-cuda" ;;
+      *) fail "unknown argument $arg (the one argument is --cuda)" ;;
+    esac
+  done
   version=\${SUPERFLUID_VERSION:-${version}}
   version=\${version#v}
   if [ -n "\${SUPERFLUID_BASE_URL:-}" ]; then
@@ -131,8 +144,14 @@ main() {
   staged=""
 
   detect_platform
+  if [ -n "$variant" ]; then
+    case " $cuda_platforms " in
+      *" $platform "*) ;;
+      *) fail "no CUDA build for $platform (there is one for: $cuda_platforms); the default build uses GPUs through Vulkan" ;;
+    esac
+  fi
   pick_tools
-  archive="superfluid-$version-$platform.tar.gz"
+  archive="superfluid-$version-$platform$variant.tar.gz"
 
   tmp=$(mktemp -d 2>/dev/null || mktemp -d -t superfluid) || fail "could not make a temporary folder"
   trap 'rm -rf "$tmp"; [ -z "$staged" ] || rm -f "$staged"' EXIT
@@ -165,9 +184,9 @@ main() {
   staged=""
 
   if installed=$("$target" --version 2>/dev/null); then
-    say "installed $installed ($platform) to $target"
+    say "installed $installed ($platform$variant) to $target"
   else
-    say "installed $target ($platform), but it did not run; try: $target --version"
+    say "installed $target ($platform$variant), but it did not run; try: $target --version"
   fi
   case ":\${PATH:-}:" in
     *":$bindir:"*) ;;

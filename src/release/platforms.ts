@@ -97,3 +97,44 @@ export function archiveName(version: string, platform: Platform | PlatformName):
   const p = typeof platform === "string" ? platformByName(platform) : platform;
   return `superfluid-${version}-${p.name}.${p.archiveExt}`;
 }
+
+/**
+ * A GPU build released as its own archive beside a platform's: the CUDA builds, too big (and too bound to the
+ * host's CUDA toolkit) to ride in every download as Vulkan does (docs/install.md#gpus). Not npm dependencies
+ * (`npm ci` would fetch hundreds of MB): pinned here with their integrity.
+ */
+export interface GpuVariant {
+  /** `linux-x64-cuda`: the archive's platform part. */
+  name: string;
+  base: PlatformName;
+  llamaPackage: string;
+  version: string;
+  /** The registry's dist.integrity of that version. */
+  integrity: string;
+  /** What the host must have, for the docs and the failure message. */
+  needs: string;
+}
+
+export const CUDA_VARIANTS: readonly GpuVariant[] = [
+  {
+    name: "linux-x64-cuda",
+    base: "linux-x64",
+    llamaPackage: "@node-llama-cpp/linux-x64-cuda",
+    version: "3.22.1",
+    integrity: "sha512-8rQCjyNNLZJUFit+YpjwlC4hwkKgOMIkB2wuycKBf8NU2O3ySKbiWZQ8aw9ku2nUTXjSnUIrE6KB88itduTBuA==",
+    needs: "the NVIDIA driver and a CUDA 13 toolkit's libcudart, libcublas and libcublasLt",
+  },
+  {
+    name: "windows-x64-cuda",
+    base: "windows-x64",
+    llamaPackage: "@node-llama-cpp/win-x64-cuda",
+    version: "3.21.1",
+    integrity: "sha512-PLz70neFEMkQTlmJqG1ujUtCSgHasLPMxQ9rLkqQVmZYAXqkRj+45TIHCjdn3XqUeaoun0vrO9rRaxZ8NVq9jg==",
+    needs: "the NVIDIA driver and the CUDA toolkit's cudart and cuBLAS DLLs",
+  },
+];
+
+/** `superfluid-<version>-<variant>.<ext>`, with its base platform's archive kind. */
+export function variantArchiveName(version: string, v: GpuVariant): string {
+  return `superfluid-${version}-${v.name}.${platformByName(v.base).archiveExt}`;
+}

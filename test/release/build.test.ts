@@ -9,7 +9,14 @@ import { join } from "node:path";
 import { parseSha256Sums, sha256File, sha256SumsText } from "../../src/release/archive.ts";
 import { integrityOf, sha512Of } from "../../src/release/fetch-package.ts";
 import { adhocSign, machoSignatureHolds } from "../../src/release/macho-sign.ts";
-import { archiveName, hostPlatform, PLATFORMS, platformByName } from "../../src/release/platforms.ts";
+import {
+  archiveName,
+  CUDA_VARIANTS,
+  hostPlatform,
+  PLATFORMS,
+  platformByName,
+  variantArchiveName,
+} from "../../src/release/platforms.ts";
 import pkg from "../../package.json";
 import lock from "../../package-lock.json";
 import { KNOWN_LLAMA_RELEASES } from "../../ffi/abi.ts";
@@ -59,6 +66,15 @@ describe("platform table", () => {
       ];
       expect(entry?.version).toBe(pins[p.llamaPackage]!);
       expect(entry?.integrity).toMatch(/^sha512-/);
+    }
+    // The CUDA builds are separate archives of the same release as their platform's CPU build, pinned with integrity.
+    for (const v of CUDA_VARIANTS) {
+      expect(v.name).toBe(`${v.base}-cuda`);
+      expect(v.version).toBe(pins[platformByName(v.base).llamaPackage]!);
+      expect(v.integrity).toMatch(/^sha512-[A-Za-z0-9+/]{86}==$/);
+      expect(variantArchiveName("0.1.0", v)).toBe(
+        `superfluid-0.1.0-${v.name}.${v.base.startsWith("windows") ? "zip" : "tar.gz"}`,
+      );
     }
     // llama.cpp v0.5.0 (3.22.1) is served for Linux only; macOS and Windows stay on v0.4.0 (3.21.1).
     expect(PLATFORMS.map((p) => `${p.name} ${pins[p.llamaPackage]}`)).toEqual([

@@ -306,7 +306,8 @@ describe.skipIf(!unixShell)("install.sh", () => {
   }
 
   beforeAll(() => {
-    const unix = PLATFORMS.filter((p) => p.archiveExt === "tar.gz").map((p) => p.name);
+    // The Unix platforms and the CUDA build of linux-x64 (install.sh --cuda).
+    const unix = [...PLATFORMS.filter((p) => p.archiveExt === "tar.gz").map((p) => p.name), "linux-x64-cuda"];
     writeFileSync(join(site, "v0.1.0", "SHA256SUMS"), `${release("v0.1.0", version, unix).join("\n")}\n`);
     writeFileSync(join(site, "v0.2.0", "SHA256SUMS"), `${release("v0.2.0", "0.2.0", ["linux-x64"]).join("\n")}\n`);
     // The archive is swapped after SHA256SUMS was written: same name, other bytes.
@@ -353,6 +354,7 @@ describe.skipIf(!unixShell)("install.sh", () => {
     script?: string;
     env?: Record<string, string | undefined>;
     path?: string;
+    args?: string[];
   }
 
   async function install(o: Install = {}) {
@@ -368,7 +370,7 @@ describe.skipIf(!unixShell)("install.sh", () => {
       ...o.env,
     };
     const r = await runAsync(
-      [Bun.which(o.shell ?? "sh")!, o.script ?? releasedPath],
+      [Bun.which(o.shell ?? "sh")!, o.script ?? releasedPath, ...(o.args ?? [])],
       Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined)) as Record<string, string>,
     );
     return { ...r, prefix, home, bin: join(prefix, "bin", "superfluid") };
@@ -428,6 +430,27 @@ describe.skipIf(!unixShell)("install.sh", () => {
       expect(ranAs(r.bin)).toBe(`superfluid 0.1.0 ${platform}`);
     });
   }
+
+  test("--cuda installs the CUDA build on linux-x64, verified the same way", async () => {
+    const r = await install({ args: ["--cuda"] });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`downloading ${origin}/v0.1.0/superfluid-0.1.0-linux-x64-cuda.tar.gz`);
+    expect(r.stdout).toContain(`installed superfluid 0.1.0 linux-x64-cuda (linux-x64-cuda) to ${r.bin}`);
+    expect(ranAs(r.bin)).toBe("superfluid 0.1.0 linux-x64-cuda");
+  });
+
+  test("--cuda where there is no CUDA build, or an unknown argument: exit 1, nothing downloaded or installed", async () => {
+    const mac = await install({ os: "Darwin", cpu: "arm64", args: ["--cuda"] });
+    expect(mac.code).toBe(1);
+    expect(mac.stderr).toContain("no CUDA build for darwin-arm64 (there is one for: linux-x64)");
+    expect(mac.stdout).not.toContain("downloading");
+    expect(existsSync(mac.prefix)).toBe(false);
+    const odd = await install({ args: ["--rocm"] });
+    expect(odd.code).toBe(1);
+    expect(odd.stderr).toContain("unknown argument --rocm (the one argument is --cuda)");
+    expect(existsSync(odd.prefix)).toBe(false);
+  });
 
   test("installs to ~/.local/bin without SUPERFLUID_PREFIX, and gives no PATH hint when it is on PATH", async () => {
     const home = mkdtempSync(join(work, "home-"));
