@@ -249,11 +249,15 @@ interface Generator {
   fn: string;
   /** Where its text goes in the release folder. */
   file: string;
+  /** It needs the CUDA archives' checksums. */
+  cuda?: boolean;
 }
 const GENERATORS: Generator[] = [
   { module: "homebrew.ts", fn: "homebrewFormula", file: "Formula/superfluid.rb" },
   { module: "scoop.ts", fn: "scoopManifest", file: "bucket/superfluid.json" },
   { module: "install-script.ts", fn: "installScript", file: "install.sh" },
+  // Only when the CUDA archives were built (not with --no-cuda).
+  { module: "scoop.ts", fn: "scoopCudaManifest", file: "bucket/superfluid-cuda.json", cuda: true },
 ];
 
 async function runGenerators(
@@ -264,7 +268,12 @@ async function runGenerators(
   binaries: Map<string, string>,
 ): Promise<void> {
   const inputs = { version, baseUrl, checksums, license: (pkg as { license?: string }).license };
+  const cudaBuilt = CUDA_VARIANTS.every((v) => checksums.has(variantArchiveName(version, v)));
   for (const g of GENERATORS) {
+    if (g.cuda && !cudaBuilt) {
+      console.log(`skipped ${g.file}: the CUDA archives were not built (--no-cuda)`);
+      continue;
+    }
     const path = join(root, "src", "release", g.module);
     if (!existsSync(path)) {
       console.log(`skipped ${g.file}: src/release/${g.module} does not exist yet`);

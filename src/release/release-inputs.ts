@@ -24,15 +24,17 @@ export function defaultBaseUrl(version: string): string {
   return `${HOMEPAGE}/releases/download/v${version}`;
 }
 
-export function archiveUrl(inputs: Pick<ReleaseInputs, "version" | "baseUrl">, platform: Platform): string {
-  return `${inputs.baseUrl.replace(/\/+$/, "")}/${archiveName(inputs.version, platform)}`;
+export function archiveUrl(inputs: Pick<ReleaseInputs, "version" | "baseUrl">, platform: Platform | string): string {
+  const name = typeof platform === "string" ? platform : archiveName(inputs.version, platform);
+  return `${inputs.baseUrl.replace(/\/+$/, "")}/${name}`;
 }
 
 /**
- * The archive's checksum; a missing or malformed one stops the build rather than publish a formula that cannot install.
+ * The archive's checksum (`platform`: a platform, or an archive's file name, a CUDA variant's); a missing or
+ * malformed one stops the build rather than publish a formula that cannot install.
  */
-export function checksumOf(inputs: ReleaseInputs, platform: Platform): string {
-  const name = archiveName(inputs.version, platform);
+export function checksumOf(inputs: ReleaseInputs, platform: Platform | string): string {
+  const name = typeof platform === "string" ? platform : archiveName(inputs.version, platform);
   const sum = inputs.checksums.get(name);
   if (sum === undefined) throw new Error(`no checksum for ${name}`);
   if (!/^[0-9a-f]{64}$/.test(sum)) throw new Error(`checksum for ${name} is not 64 lowercase hex digits: ${sum}`);

@@ -20,7 +20,7 @@ import { homebrewFormula } from "../../src/release/homebrew.ts";
 import { installScript } from "../../src/release/install-script.ts";
 import { archiveName, PLATFORMS } from "../../src/release/platforms.ts";
 import { defaultBaseUrl, type ReleaseInputs } from "../../src/release/release-inputs.ts";
-import { scoopManifest } from "../../src/release/scoop.ts";
+import { scoopCudaManifest, scoopManifest } from "../../src/release/scoop.ts";
 
 const root = resolve(import.meta.dir, "../..");
 const version = "0.1.0";
@@ -265,6 +265,21 @@ describe("Scoop manifest", () => {
     expect(auto.url.replaceAll("$version", version)).toBe(arch.url);
     expect(auto.hash.url).toBe("$baseurl/SHA256SUMS");
     expect(text.endsWith("}\n")).toBe(true);
+  });
+
+  test("superfluid-cuda.json pins the windows-x64-cuda archive the same way, and says what the host needs", () => {
+    const cudaArchive = `superfluid-${version}-windows-x64-cuda.zip`;
+    const cuda = JSON.parse(
+      scoopCudaManifest({ ...inputs, checksums: new Map([...inputs.checksums, [cudaArchive, sha256("cuda")]]) }),
+    );
+    expect(cuda.architecture["64bit"].url).toBe(
+      `https://github.com/superfluid/superfluid/releases/download/v${version}/${cudaArchive}`,
+    );
+    expect(cuda.architecture["64bit"].hash).toBe(sha256("cuda"));
+    expect(cuda.autoupdate.architecture["64bit"].url).toEndWith("/superfluid-$version-windows-x64-cuda.zip");
+    expect(cuda.description).toContain("CUDA build: needs the NVIDIA driver");
+    expect(cuda.bin).toBe("superfluid.exe");
+    expect(() => scoopCudaManifest(inputs)).toThrow(/no checksum for superfluid-0.1.0-windows-x64-cuda.zip/);
   });
 
   test("refuses to write a manifest without the Windows archive's checksum", () => {
