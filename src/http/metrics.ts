@@ -12,6 +12,7 @@ import type { ServedModel } from "../daemon/served-model.ts";
 import type { EngineSnapshot } from "../engine/jobs.ts";
 import { QOS_NAMES } from "../engine/scheduler.ts";
 import { observeAccess, type AccessEntry } from "./access-log.ts";
+import { registerRouterGauges } from "./router-metrics.ts";
 import type { RequestGate } from "./auth/gate.ts";
 import type { Principal } from "./auth/principal.ts";
 import type { RequestError } from "../daemon/request-error.ts";
@@ -224,6 +225,7 @@ export class ServerMetrics {
             this.set({ model: model.id, device: d.name }, d.layers);
       },
     });
+    registerRouterGauges(this.registry, () => metrics.scraped);
     new Gauge({
       name: "superfluid_node_info",
       help: "Always 1; host is SUPERFLUID_NODE_NAME or the hostname.",
