@@ -679,6 +679,20 @@ export const SERVE_FLAGS = [
     doc: "the live monitor ([tui](#tui)); never on when stdin or stdout is a pipe or a file. `--tui` changes nothing",
   },
   {
+    flag: "drain-timeout",
+    key: "drainTimeout",
+    value: "SEC",
+    parse: num({ min: 0 }),
+    default: 30,
+    group: "listener",
+    table: "listener",
+    help: "on SIGTERM or SIGINT, how long running generations may take to finish before the stop cuts them",
+    doc:
+      "on SIGTERM or SIGINT, how long running generations may take to finish: readiness answers 503 at once, " +
+      "new generations get 503 `server_draining` with Retry-After, and what still runs at the deadline is cut " +
+      "([shutdown](#startup-and-shutdown)); a second signal stops at once",
+  },
+  {
     flag: "ready-file",
     key: "readyFile",
     value: "PATH",

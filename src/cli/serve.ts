@@ -274,6 +274,11 @@ export interface RunningServer {
   sessions: SessionStore;
   /** Where its log lines go (docs/cli.md#logging). */
   logger: Logger;
+  /**
+   * The drain a stop signal begins: readiness answers 503 `draining`, new generations 503 `server_draining` with
+   * Retry-After, and the ones running get up to `timeoutMs` to finish (close() then stops what is left).
+   */
+  drain(timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -397,8 +402,10 @@ async function startServing(
     log,
   });
   let starting = true;
+  let draining = false;
   const ctx: ServerContext = {
     starting: () => starting,
+    draining: () => draining,
     registry,
     operatorSampling: options.sampling,
     ...(options.specMaxTemperature === undefined ? {} : { specMaxTemperature: options.specMaxTemperature }),
@@ -526,6 +533,29 @@ async function startServing(
     registry,
     sessions,
     logger,
+    drain: async (timeoutMs) => {
+      draining = true;
+      const refusal = () =>
+        new RequestError(
+          503,
+          "the server is shutting down; send the request to another replica",
+          "server_draining",
+          null,
+          {
+            "retry-after": "5",
+          },
+        );
+      const models = registry.all();
+      for (const model of models) {
+        model.retire(refusal);
+        model.worker.retire(refusal);
+      }
+      // The generations and embedding requests already running finish, and their replies are written out whole;
+      // what is left at the deadline is cut by close().
+      const deadline = Date.now() + timeoutMs;
+      const busy = () => models.some((m) => m.worker.inflightCount > 0) || listener.replies() > 0;
+      while (busy() && Date.now() < deadline) await Bun.sleep(20);
+    },
     close: async () => {
       // Scripts waiting on the ready file must not take a stopped server for a running one
       // (removed only while it is ours: a newer server may have written it since).
@@ -666,6 +696,14 @@ export async function runServe(argv: string[]): Promise<number> {
   const unrouteConsole =
     options.logFile !== undefined || options.logDir !== undefined || tui ? routeConsole(server.logger) : () => {};
   await stop;
+  // A second signal during the drain stops at once.
+  const again = new Promise<void>((resolve) => {
+    process.once("SIGINT", () => resolve());
+    process.once("SIGTERM", () => resolve());
+  });
+  const log = tui?.line ?? ((line: string) => console.error(line));
+  log(`superfluid: draining: new requests get 503, running ones have up to ${options.drainTimeout} s to finish ...`);
+  await Promise.race([server.drain(options.drainTimeout * 1000), again]);
   tui?.line("superfluid: stopping ...");
   await server.close();
   unrouteConsole();

@@ -29,7 +29,9 @@ export class StartupGate {
     this.handler = {
       fetch: (request) => {
         if (this.settled && !this.failure) return app.fetch(request);
-        if (new URL(request.url).pathname === "/health") return app.fetch(request);
+        // The probes answer during the start (503 loading); nothing else runs before it is done.
+        const path = new URL(request.url).pathname;
+        if (path === "/health" || path === "/health/ready") return app.fetch(request);
         this.heldNow++;
         return this.done
           .then(() => {

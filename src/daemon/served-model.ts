@@ -207,18 +207,18 @@ export class ServedModel {
    * stop (which would never answer it). Generations already running are
    * left to finish.
    */
-  retire(): void {
-    const id = this.id;
-    this.worker.generate = () => {
-      throw new RequestError(
+  retire(
+    refusal: () => RequestError = () =>
+      new RequestError(
         503,
-        `model '${id}' is being unloaded; it loads again on the next request once the unload is done`,
+        `model '${this.id}' is being unloaded; it loads again on the next request once the unload is done`,
         "model_unloading",
         "model",
-        {
-          "retry-after": "2",
-        },
-      );
+        { "retry-after": "2" },
+      ),
+  ): void {
+    this.worker.generate = () => {
+      throw refusal();
     };
   }
 

@@ -29,6 +29,19 @@ export function health(registry: ModelRegistry, starting = false) {
   return Response.json({ status: "degraded", reason: `session log: ${failure.message}`, ...counts }, { status: 503 });
 }
 
+/**
+ * GET /health/ready: whether a router should send this replica traffic
+ * (docs/api/openai.md#health). 503 `loading` until the start is done,
+ * `draining` once a stop signal began the drain, `degraded` when a session
+ * log cannot be written; 200 `ready` otherwise. `/health` stays liveness.
+ */
+export function readiness(registry: ModelRegistry, starting = false, draining = false) {
+  if (draining) return Response.json({ status: "draining" }, { status: 503, headers: { "retry-after": "5" } });
+  const live = health(registry, starting);
+  if (live instanceof Response) return live;
+  return { ...live, status: "ready" };
+}
+
 /** `?autoload=1` (or `true`): a query flag is on unless absent, empty, `0` or `false`. */
 function flagOn(value: string | null | undefined): boolean {
   return value !== undefined && value !== null && value !== "" && value !== "0" && value.toLowerCase() !== "false";

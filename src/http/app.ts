@@ -6,7 +6,7 @@
 // throws, is answered in the envelope too (404, 405 with Allow, 500), never
 // with a stack or a path of this machine.
 import { Elysia } from "elysia";
-import { health, props, slots, tokenize } from "./admin.ts";
+import { health, props, readiness, slots, tokenize } from "./admin.ts";
 import { readJsonBody } from "./body.ts";
 import { errorResponse, FAMILIES, familyOf } from "./families.ts";
 import { RequestError } from "../daemon/request-error.ts";
@@ -83,6 +83,7 @@ export function createApp(
       return errorResponse(path, err);
     })
     .get("/health", () => health(ctx.registry, ctx.starting?.() ?? false))
+    .get("/health/ready", () => readiness(ctx.registry, ctx.starting?.() ?? false, ctx.draining?.() ?? false))
     .post("/v1/tokenize", async ({ request }) => tokenize(ctx.registry, await readJsonBody(request)), noParse)
     .get("/props", ({ query }) => {
       const q = query as { model?: string; autoload?: string };

@@ -25,6 +25,8 @@ export interface HttpHandler {
 
 export interface Listener {
   port: number;
+  /** Replies begun and not yet closed (streams included). */
+  replies(): number;
   close(): Promise<void>;
 }
 
@@ -277,10 +279,14 @@ export function listen(
   const heads = headDeadlines(opts.headDeadlineMs ?? HEAD_DEADLINE_MS);
   // A burst of requests leaves the daemon's peak heap behind: given back once none has run for a while.
   const memory = new IdleMemory();
+  // Replies begun and not yet closed: a drain waits for them (docs/cli.md#startup-and-shutdown).
+  let replying = 0;
   const server = createServer(async (req, res) => {
     heads.started(req.socket);
     memory.busy();
+    replying++;
     res.once("close", () => {
+      replying--;
       heads.ended(req.socket);
       memory.done();
     });
@@ -310,6 +316,7 @@ export function listen(
       base = `http://${hostname.includes(":") ? `[${hostname}]` : hostname}:${bound}`;
       resolve({
         port: bound,
+        replies: () => replying,
         close: () =>
           new Promise<void>((done) => {
             server.close(() => done());

@@ -34,6 +34,8 @@ export interface ServerContext extends GenerationDefaults {
   nextId(): number;
   /** True while `serve` is still starting: the listener is up before the models named have loaded. */
   starting?(): boolean;
+  /** True once a stop signal began the drain (docs/cli.md#startup-and-shutdown): readiness answers 503. */
+  draining?(): boolean;
 }
 
 /** The stream comment period: the --nonstream-keepalive interval when set, else 15 s. */

@@ -9,10 +9,10 @@ import { TokenBuckets } from "../rate-limit.ts";
 import type { KeyRing } from "./keyring.ts";
 import { setPrincipal, type Principal } from "./principal.ts";
 
-/** Never authenticated, never metered: the liveness probe. */
-const OPEN_PATHS = new Set(["/health"]);
+/** Never authenticated, never metered: the liveness and readiness probes (a kubelet sends no key). */
+const OPEN_PATHS = new Set(["/health", "/health/ready"]);
 /** Authenticated but never metered, and holding no slot: scrapes. */
-const UNMETERED_PATHS = new Set(["/health", "/metrics", "/v1/metrics"]);
+const UNMETERED_PATHS = new Set(["/health", "/health/ready", "/metrics", "/v1/metrics"]);
 
 /**
  * A refusal, or the admission: `release`, when the request holds a slot, gives it back (call it when the reply has

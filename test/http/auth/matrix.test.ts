@@ -61,7 +61,7 @@ interface Row {
   /** A JSON body (default `{}` on POST, PUT and PATCH). */
   body?: unknown;
   admin?: boolean;
-  /** GET /health: answered without a key. */
+  /** GET /health and /health/ready: answered without a key. */
   open?: boolean;
   /**
    * The status a key that may use the route gets (every key on a non-admin row, admin and global keys on an admin row).
@@ -79,6 +79,7 @@ const ROWS: Row[] = [
   // src/http/app.ts
   { method: "GET", path: "/health", route: "/health", open: true, keyed: 200 },
   { method: "HEAD", path: "/health", open: true, keyed: 200 },
+  { method: "GET", path: "/health/ready", route: "/health/ready", open: true, keyed: 200 },
   { method: "POST", path: "/v1/tokenize", route: "/v1/tokenize", body: { content: "hi" }, keyed: 200 },
   { method: "GET", path: "/props", route: "/props", keyed: 200 },
   { method: "GET", path: "/slots", route: "/slots", keyed: 200 },

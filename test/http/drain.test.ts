@@ -1,0 +1,116 @@
+// SIGTERM drains (docs/cli.md#startup-and-shutdown): readiness answers 503
+// `draining` at once, a new generation gets 503 `server_draining` with
+// Retry-After, the 8 streams already running all finish their replies, and
+// the process exits 0. `superfluid serve` in its own process; events, not
+// clocks: the signal is sent once every stream has its first token.
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fixturePath } from "../support/models.ts";
+import { useServer } from "./support.ts";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const work = mkdtempSync(join(tmpdir(), "sf-drain-"));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+const STREAMS = 8;
+// Long enough that the streams are still running when the signal lands (their full length is checked at the end).
+const TOKENS = 2000;
+
+test("SIGTERM during 8 streams: all 8 finish, readiness and new requests get 503, exit 0", async () => {
+  const model = await fixturePath("tiny-random");
+  const proc = Bun.spawn(
+    [process.execPath, join(ROOT, "src/main.ts"), "serve", model, "--http", "127.0.0.1:0", "--no-tui"]
+      .concat(["--max-batch", String(STREAMS), "--max-context", "1024", "--threads", "1"])
+      .concat(["--sessions", join(work, "s"), "--drain-timeout", "600"]),
+    { env: { ...process.env, SUPERFLUID_QUIET: "1" }, stdout: "ignore", stderr: "pipe" },
+  );
+  const reader = proc.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  let log = "";
+  let url: string | undefined;
+  while (!url) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`serve exited before it served:\n${log}`);
+    log += value;
+    url = /serving .* at (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(log)?.[1];
+  }
+  const rest = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      log += value;
+    }
+  })();
+  const id = ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
+  expect((await fetch(`${url}/health/ready`)).status).toBe(200);
+
+  const body = (i: number) =>
+    JSON.stringify({
+      model: id,
+      messages: [{ role: "user", content: `story ${i}` }],
+      max_tokens: TOKENS,
+      ignore_eos: true,
+      stream: true,
+    });
+  let firstTokens = 0;
+  let allStarted!: () => void;
+  const started = new Promise<void>((r) => (allStarted = r));
+  const streams = Array.from({ length: STREAMS }, async (_, i) => {
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: body(i),
+    });
+    expect(res.status).toBe(200);
+    let text = "";
+    let counted = false;
+    for await (const chunk of res.body!.pipeThrough(new TextDecoderStream())) {
+      text += chunk;
+      if (!counted && text.includes('"content"')) {
+        counted = true;
+        if (++firstTokens === STREAMS) allStarted();
+      }
+    }
+    return text;
+  });
+  await started;
+  proc.kill("SIGTERM");
+
+  // Readiness goes 503 draining; a new generation is refused with Retry-After.
+  for (;;) {
+    const r = await fetch(`${url}/health/ready`);
+    if (r.status === 503) {
+      expect(await r.json()).toEqual({ status: "draining" });
+      break;
+    }
+    await Bun.sleep(10);
+  }
+  const late = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: id, messages: [{ role: "user", content: "late" }], max_tokens: 2 }),
+  });
+  expect(late.status).toBe(503);
+  expect(late.headers.get("retry-after")).toBe("5");
+  expect(((await late.json()) as { error: { code: string } }).error.code).toBe("server_draining");
+
+  // Every running stream finishes its whole reply.
+  for (const text of await Promise.all(streams)) {
+    expect(text).toContain('"finish_reason":"length"');
+    expect(text.trimEnd()).toEndWith("data: [DONE]");
+  }
+  expect(await proc.exited).toBe(0);
+  await rest;
+  expect(log).toContain("superfluid: draining: new requests get 503");
+}, 300_000);
+
+describe("readiness with keys on", () => {
+  const s = useServer({ extraArgs: ["--api-key", "sekrit"], apiKey: "sekrit" });
+  test("/health/ready needs no key, as a kubelet's probe sends none; other routes still do", async () => {
+    const ready = await fetch(`${s.url}/health/ready`);
+    expect(ready.status).toBe(200);
+    expect(((await ready.json()) as { status: string }).status).toBe("ready");
+    expect((await fetch(`${s.url}/v1/models`)).status).toBe(401);
+  });
+});
