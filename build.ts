@@ -304,6 +304,40 @@ async function runGenerators(
   console.log(`wrote ${npmDir} (${folders.length} package folders)`);
 }
 
+/**
+ * One release archive: the executable compiled with `libraries` embedded and README.md, staged under the
+ * archive's own name (`name`: the platform, or a CUDA variant of it), then archived and hashed.
+ */
+async function packArchive(o: {
+  outDir: string;
+  version: string;
+  p: Platform;
+  name: string;
+  archive: string;
+  libraries: string[];
+  llamaCpp: string;
+}): Promise<{ archive: string; sha256: string; exe: string; signature: string; sizes: string }> {
+  // Staged as the archive's root: the executable and README.md.
+  const stage = join(o.outDir, `superfluid-${o.version}-${o.name}`);
+  rmSync(stage, { recursive: true, force: true });
+  mkdirSync(stage, { recursive: true });
+  const exe = join(stage, o.p.exe);
+  await compile({
+    outfile: exe,
+    target: o.p.bunTarget,
+    libraries: o.libraries,
+    stamp: { version: o.version, llamaCpp: o.llamaCpp, platform: o.name },
+  });
+  // A Mac refuses a binary whose signature does not match its bytes (src/release/macho-sign.ts).
+  const signature = o.p.os === "darwin" ? `, signature ${ensureAdhocSignature(exe)}` : "";
+  copyFileSync(join(root, "README.md"), join(stage, "README.md"));
+  const path = join(o.outDir, o.archive);
+  writeArchive(o.p, stage, [o.p.exe, "README.md"], path);
+  const mb = (n: number) => (n / 1e6).toFixed(1);
+  const sizes = `${o.archive} ${mb(statSync(path).size)} MB (binary ${mb(statSync(exe).size)} MB)`;
+  return { archive: o.archive, sha256: await sha256File(path), exe, signature, sizes };
+}
+
 async function buildRelease(): Promise<void> {
   const started = performance.now();
   const outDir = resolve(root, flag("--out") ?? "dist/release");
@@ -337,25 +371,21 @@ async function buildRelease(): Promise<void> {
       : librariesIn(vulkan ?? prebuilt);
     const llamaCpp = source?.llamaCpp ?? llamaCppRelease(prebuilt) ?? `${p.llamaPackage}@${pinned}`;
 
-    // Staged as the archive's root: the executable and README.md.
-    const stage = join(outDir, `superfluid-${version}-${p.name}`);
-    rmSync(stage, { recursive: true, force: true });
-    mkdirSync(stage, { recursive: true });
-    const exe = join(stage, p.exe);
-    await compile({ outfile: exe, target: p.bunTarget, libraries, stamp: { version, llamaCpp, platform: p.name } });
-    // A Mac refuses a binary whose signature does not match its bytes (src/release/macho-sign.ts).
-    const signature = p.os === "darwin" ? `, signature ${ensureAdhocSignature(exe)}` : "";
-    copyFileSync(join(root, "README.md"), join(stage, "README.md"));
-
-    const archive = archiveName(version, p);
-    writeArchive(p, stage, [p.exe, "README.md"], join(outDir, archive));
-    checksums.set(archive, await sha256File(join(outDir, archive)));
-    binaries.set(p.name, exe);
-    const mb = (n: number) => (n / 1e6).toFixed(1);
+    const packed = await packArchive({
+      outDir,
+      version,
+      p,
+      name: p.name,
+      archive: archiveName(version, p),
+      libraries,
+      llamaCpp,
+    });
+    checksums.set(packed.archive, packed.sha256);
+    binaries.set(p.name, packed.exe);
     console.log(
-      `${p.name}: ${archive} ${mb(statSync(join(outDir, archive)).size)} MB (binary ${mb(statSync(exe).size)} MB, ` +
-        `${libraries.length} libraries from ${p.llamaPackage}@${pinned}${source ? " (built from its source here)" : ""}` +
-        `${vulkan ? `, Vulkan from ${p.vulkanPackage}@${pinned}` : ""}, llama.cpp ${llamaCpp}${signature}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+      `${p.name}: ${packed.sizes} (${libraries.length} libraries from ${p.llamaPackage}@${pinned}` +
+        `${source ? " (built from its source here)" : ""}${vulkan ? `, Vulkan from ${p.vulkanPackage}@${pinned}` : ""}, ` +
+        `llama.cpp ${llamaCpp}${packed.signature}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
   }
 
@@ -371,20 +401,19 @@ async function buildRelease(): Promise<void> {
     const libDir = prebuiltFolder(fetched.dir, v.llamaPackage);
     const libraries = librariesIn(libDir);
     const llamaCpp = `${llamaCppRelease(libDir) ?? `${v.llamaPackage}@${v.version}`} (CUDA)`;
-    const stage = join(outDir, `superfluid-${version}-${v.name}`);
-    rmSync(stage, { recursive: true, force: true });
-    mkdirSync(stage, { recursive: true });
-    const exe = join(stage, p.exe);
-    await compile({ outfile: exe, target: p.bunTarget, libraries, stamp: { version, llamaCpp, platform: v.name } });
-    copyFileSync(join(root, "README.md"), join(stage, "README.md"));
-    const archive = variantArchiveName(version, v);
-    writeArchive(p, stage, [p.exe, "README.md"], join(outDir, archive));
-    checksums.set(archive, await sha256File(join(outDir, archive)));
-    const mb = (n: number) => (n / 1e6).toFixed(1);
+    const packed = await packArchive({
+      outDir,
+      version,
+      p,
+      name: v.name,
+      archive: variantArchiveName(version, v),
+      libraries,
+      llamaCpp,
+    });
+    checksums.set(packed.archive, packed.sha256);
     console.log(
-      `${v.name}: ${archive} ${mb(statSync(join(outDir, archive)).size)} MB (binary ${mb(statSync(exe).size)} MB, ` +
-        `${libraries.length} libraries from ${v.llamaPackage}@${v.version}; the host needs ${v.needs}) ` +
-        `in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+      `${v.name}: ${packed.sizes} (${libraries.length} libraries from ${v.llamaPackage}@${v.version}; ` +
+        `the host needs ${v.needs}) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
   }
 

@@ -47,6 +47,15 @@ export function listDevices(llama: Llama): Device[] {
   return devices;
 }
 
+/**
+ * The GPUs that take layers when none is named: every dedicated GPU, else the first integrated one
+ * (llama.cpp's own default). The first of them is the one whose free memory sizes a load.
+ */
+export function defaultGpus<T extends DeviceFacts>(devices: readonly T[]): T[] {
+  const gpus = devices.filter((d) => d.type === "gpu");
+  return gpus.length > 0 ? gpus : devices.filter((d) => d.type === "igpu").slice(0, 1);
+}
+
 /** The facts without the handle (what crosses IPC and goes into JSON). */
 export function deviceFacts(d: DeviceFacts): DeviceFacts {
   return { name: d.name, description: d.description, type: d.type, freeBytes: d.freeBytes, totalBytes: d.totalBytes };

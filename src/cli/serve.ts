@@ -545,16 +545,11 @@ async function startServing(
             "retry-after": "5",
           },
         );
-      const models = registry.all();
-      for (const model of models) {
-        model.retire(refusal);
-        model.worker.retire(refusal);
-      }
       // The generations and embedding requests already running finish, and their replies are written out whole;
-      // what is left at the deadline is cut by close().
+      // what is left at the deadline is cut (the drain stops a worker past it, close() the rest).
       const deadline = Date.now() + timeoutMs;
-      const busy = () => models.some((m) => m.worker.inflightCount > 0) || listener.replies() > 0;
-      while (busy() && Date.now() < deadline) await Bun.sleep(20);
+      await registry.drainAll(timeoutMs, refusal);
+      while (listener.replies() > 0 && Date.now() < deadline) await Bun.sleep(20);
     },
     close: async () => {
       // Scripts waiting on the ready file must not take a stopped server for a running one

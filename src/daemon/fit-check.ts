@@ -8,6 +8,7 @@
 // a worker that dies half-way through allocating or a machine that swaps.
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { defaultGpus } from "../../ffi/devices.ts";
 import { cpuOnlyLibrary, loadLlama } from "../../ffi/llama.ts";
 import { formatBytes, planKv } from "../engine/kv-sizing.ts";
 import { deviceFreeBytes, hostAvailableBytes, type FreeMemory } from "../engine/memory.ts";
@@ -107,7 +108,7 @@ export async function freeMemoryBeforeLoad(gpu: boolean, devices?: string[]): Pr
   const seen = await devicesOfStandby();
   if (!seen) return freeMemory();
   const named = devices?.map((n) => seen.find((d) => d.name.toLowerCase() === n.toLowerCase())).find(Boolean);
-  const device = named ?? seen.find((d) => d.type === "gpu") ?? seen.find((d) => d.type === "igpu");
+  const device = named ?? defaultGpus(seen)[0];
   return device ? { bytes: device.freeBytes, where: "device" } : host();
 }
 

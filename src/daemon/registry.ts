@@ -281,6 +281,14 @@ export class ModelRegistry {
     this.idleTimer.unref?.();
   }
 
+  /**
+   * The server's stop (docs/cli.md#startup-and-shutdown): every loaded model drains as an unload does, new
+   * requests refused with `refusal`, running ones given `graceMs`; close() then stops the workers.
+   */
+  async drainAll(graceMs: number, refusal: () => RequestError): Promise<void> {
+    await Promise.all(this.all().map((model) => drain(model, graceMs, refusal)));
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     if (this.idleTimer) clearInterval(this.idleTimer);
@@ -346,10 +354,14 @@ function unloadingError(id: string): RequestError {
  * while the ones still queued are run by the worker's replacement, which the
  * close then stops once they are done.
  */
-async function drain(model: ServedModel, graceMs: number): Promise<void> {
-  model.retire();
+async function drain(
+  model: ServedModel,
+  graceMs: number,
+  refusal: () => RequestError = () => unloadingError(model.id),
+): Promise<void> {
+  model.retire(refusal);
   // Embedding requests (held on the worker) are refused from now on too; those already running are waited for below.
-  model.worker.retire(() => unloadingError(model.id));
+  model.worker.retire(refusal);
   let deadline = Date.now() + graceMs;
   while (model.worker.inflightCount > 0) {
     if (Date.now() >= deadline) {

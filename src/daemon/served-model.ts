@@ -7,7 +7,7 @@ import { templateReads } from "../codec/index.ts";
 import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
-import { RequestError } from "./request-error.ts";
+import type { RequestError } from "./request-error.ts";
 import { SessionJournal } from "../session-log/journal.ts";
 import type { SessionStore } from "../session-log/store.ts";
 import { PromptThread } from "./prompt-thread.ts";
@@ -207,16 +207,7 @@ export class ServedModel {
    * stop (which would never answer it). Generations already running are
    * left to finish.
    */
-  retire(
-    refusal: () => RequestError = () =>
-      new RequestError(
-        503,
-        `model '${this.id}' is being unloaded; it loads again on the next request once the unload is done`,
-        "model_unloading",
-        "model",
-        { "retry-after": "2" },
-      ),
-  ): void {
+  retire(refusal: () => RequestError): void {
     this.worker.generate = () => {
       throw refusal();
     };

@@ -5,6 +5,7 @@
 // come off, since an mmapped model's pages count as reclaimable cache.
 import { readFileSync } from "node:fs";
 import { freemem } from "node:os";
+import { defaultGpus, listDevices } from "../../ffi/devices.ts";
 import type { Llama } from "../../ffi/llama.ts";
 
 export interface FreeMemory {
@@ -13,26 +14,9 @@ export interface FreeMemory {
   where: "host" | "device";
 }
 
-// enum ggml_backend_dev_type (ggml-backend.h).
-const DEV_GPU = 1;
-const DEV_IGPU = 2;
-
-/** Free memory of the first GPU llama.cpp registered (dedicated before integrated); undefined on a CPU-only build. */
+/** Free memory of the GPU a load is sized by (ffi/devices.ts defaultGpus); undefined on a CPU-only build. */
 export function deviceFreeBytes(llama: Llama): number | undefined {
-  const g = llama.ggml;
-  const found: Record<number, number> = {};
-  const count = Number(g.ggml_backend_dev_count());
-  for (let i = 0; i < count; i++) {
-    const dev = g.ggml_backend_dev_get(BigInt(i));
-    if (!dev) continue;
-    const type = g.ggml_backend_dev_type(dev);
-    if ((type !== DEV_GPU && type !== DEV_IGPU) || found[type] !== undefined) continue;
-    const free = new BigUint64Array(1);
-    const total = new BigUint64Array(1);
-    g.ggml_backend_dev_memory(dev, free, total);
-    found[type] = Number(free[0]);
-  }
-  return found[DEV_GPU] ?? found[DEV_IGPU];
+  return defaultGpus(listDevices(llama))[0]?.freeBytes;
 }
 
 function readNumber(path: string): number | undefined {

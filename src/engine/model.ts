@@ -3,7 +3,7 @@
 import { ptr, toArrayBuffer, type Pointer } from "bun:ffi";
 import { deviceFacts, listDevices, type DeviceFacts } from "../../ffi/devices.ts";
 import { cstr, handle, loadLlama, type Llama } from "../../ffi/llama.ts";
-import { kvBytesPerToken, readGgufSync } from "../gguf/index.ts";
+import { describeModel, kvBytesPerToken, readGgufSync } from "../gguf/index.ts";
 import {
   chooseDevices,
   layerBytesOf,
@@ -103,8 +103,7 @@ export class LlamaModel {
     }
     const file = readGgufSync(path);
     const layers = layerBytesOf(file);
-    const arch = file.metadata["general.architecture"];
-    const trained = Number(file.metadata[`${typeof arch === "string" ? arch : ""}.context_length`] ?? 0) || 4096;
+    const trained = describeModel(file).contextLength ?? 4096;
     const n = layers.layers.length;
     const kvPerLayer = n > 0 ? (kvBytesPerToken(file) * kvCells(trained)) / n : 0;
     const plan = planOffload(request, chosen, layers, kvPerLayer);

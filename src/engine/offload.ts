@@ -7,7 +7,7 @@
 // (free memory by default). The plan applies the same rules to the GGUF's
 // tensor sizes, so it can say, before any byte is loaded, what goes where,
 // refuse `--gpu-layers all` when it cannot fit, and pick `auto`'s count.
-import type { DeviceFacts } from "../../ffi/devices.ts";
+import { defaultGpus, type DeviceFacts } from "../../ffi/devices.ts";
 import type { GgufFile } from "../gguf/index.ts";
 
 export type GpuLayers = number | "auto" | "all";
@@ -115,8 +115,7 @@ export function chooseDevices<T extends DeviceFacts>(all: readonly T[], req: Off
       return found;
     });
   }
-  const gpus = all.filter((d) => d.type === "gpu");
-  return gpus.length > 0 ? gpus : all.filter((d) => d.type === "igpu").slice(0, 1);
+  return defaultGpus(all);
 }
 
 /**
