@@ -132,12 +132,44 @@ function compileShim(loc: LibraryLocation) {
     renameSync(partial, file);
   }
   const link = linkableLibrary(loc.llama, dir);
+  const libc = libcLinkDir(dir);
   return cc({
     source: file,
     library: [link.name],
-    flags: [`-L${link.dir}`],
+    flags: [`-L${link.dir}`, ...(libc ? [`-L${libc}`] : [])],
     symbols: shimSymbols,
   }).symbols;
+}
+
+/** The C library this process runs on (glibc's libc.so.6), read from /proc/self/maps; undefined off Linux. */
+export function runningLibc(maps = "/proc/self/maps"): string | undefined {
+  if (process.platform !== "linux") return undefined;
+  let text: string;
+  try {
+    text = readFileSync(maps, "utf8");
+  } catch {
+    return undefined;
+  }
+  for (const line of text.split("\n")) {
+    const path = line.slice(line.indexOf("/"));
+    if (line.includes("/") && /\/libc(\.so\.6|-[\d.]+\.so)$/.test(path)) return path;
+  }
+  return undefined;
+}
+
+/**
+ * A folder whose `libc.so` is the running libc.so.6. TinyCC links every
+ * program with `-lc`, which needs `libc.so`: on a development machine the
+ * linker script of libc6-dev, absent from slim and distroless images, where
+ * the shim would not compile and the server not start. A link to the library
+ * already in the process serves the same symbols (the shim calls malloc and
+ * free only). Searched before the system's folders: the same library either way.
+ */
+export function libcLinkDir(cache: string, libc = runningLibc()): string | undefined {
+  if (!libc) return undefined;
+  const dir = join(cache, `libc-${createHash("sha256").update(libc).digest("hex").slice(0, 16)}`);
+  linkOnce(libc, join(dir, "libc.so"));
+  return dir;
 }
 
 /**
@@ -151,17 +183,19 @@ function linkableLibrary(path: string, cache: string): { dir: string; name: stri
   if (process.platform === "win32") return { dir: dirname(path), name: file.replace(/\.dll$/, "") };
   const ext = process.platform === "darwin" ? "dylib" : "so";
   const dir = join(cache, `link-${createHash("sha256").update(path).digest("hex").slice(0, 16)}`);
-  const target = join(dir, `libllama.${ext}`);
-  if (!existsSync(target)) {
-    mkdirSync(dir, { recursive: true });
-    try {
-      symlinkSync(path, target);
-    } catch (err) {
-      // Another process made the same link first.
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    }
-  }
+  linkOnce(path, join(dir, `libllama.${ext}`));
   return { dir, name: "llama" };
+}
+
+/** Makes `link` a symlink to `target` unless it is there already (another process may make it at the same moment). */
+function linkOnce(target: string, link: string): void {
+  if (existsSync(link)) return;
+  mkdirSync(dirname(link), { recursive: true });
+  try {
+    symlinkSync(target, link);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
 }
 
 export type LlamaApi = ReturnType<typeof openLlama>;

@@ -8,6 +8,7 @@ import type { SpeculationSettings } from "../engine/speculation-directive.ts";
 import { isHeaderSafeSecret, SECRET_CHARACTERS } from "../http/auth/key-policy.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
 import { parseQos } from "../http/qos.ts";
+import { isReplicaId } from "../http/replica.ts";
 
 export class UsageError extends Error {}
 
@@ -127,6 +128,22 @@ export function webOrigin(raw: string): string {
 export function apiKey(raw: string): string {
   if (raw.trim() === "") throw new UsageError("--api-key expects a key, got ''");
   if (!isHeaderSafeSecret(raw)) throw new UsageError(`--api-key: ${SECRET_CHARACTERS}`);
+  return raw;
+}
+
+/** --allow-host: a host name (no port), an IP literal, or `*`; kept lowercase. */
+export function allowedHost(raw: string): string {
+  const name = raw.trim().toLowerCase();
+  if (name === "*" || /^(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9_.-]*[a-z0-9])?)$/.test(name)) return name;
+  throw new UsageError(`--allow-host expects a host name without a port, or *, got '${raw}'`);
+}
+
+/** --replica-id: a token a reply header can carry. */
+export function replicaId(raw: string): string {
+  if (!isReplicaId(raw))
+    throw new UsageError(
+      `--replica-id expects letters, digits, '.', '_', ':' or '-' (up to 128, starting with a letter or digit), got '${raw}'`,
+    );
   return raw;
 }
 

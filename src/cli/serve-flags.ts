@@ -8,9 +8,11 @@ import { DEFAULT_QOS } from "../engine/scheduler.ts";
 import { MAX_DRAFT_TOKENS, SPECULATION_DEFAULTS as SPEC } from "../engine/speculation.ts";
 import { physicalCores } from "../engine/threads.ts";
 import { parseDeviceList, parseGpuLayers, parseSplitMode, parseTensorSplit } from "../engine/offload.ts";
+import { defaultReplicaId } from "../http/replica.ts";
 import type { Env, FlagDecl } from "./flag-decl.ts";
 import {
   aliasOf,
+  allowedHost,
   apiKey,
   cells,
   DEFAULT_PORT,
@@ -22,6 +24,7 @@ import {
   port,
   prefillBudget,
   qosClass,
+  replicaId,
   speculate,
   speedup,
   text,
@@ -208,6 +211,31 @@ export const SERVE_FLAGS = [
     doc: "also let in requests whose `Origin` is this page origin (the main listener and the `--web` one)",
   },
   {
+    flag: "public-metrics",
+    key: "publicMetrics",
+    group: "security",
+    table: "listener",
+    help: "GET /metrics needs no key on a server with keys (for a scraper that sends none); key names are left out of it",
+    doc:
+      "`GET /metrics` and `/v1/metrics` need no key on a server with keys, for a scraper that cannot send one " +
+      "(the Inference Extension's endpoint picker, [scale-out](guides/scale-out.md)); such a scrape leaves out the " +
+      "`superfluid_key_*` series",
+  },
+  {
+    flag: "allow-host",
+    key: "allowHosts",
+    value: "NAME",
+    parse: allowedHost,
+    repeatable: true,
+    group: "security",
+    table: "listener",
+    help: "also accept requests whose Host is NAME (a router's or a Service's name); * accepts any",
+    doc:
+      "also accept requests whose `Host` is NAME, e.g. the name a router or a Kubernetes Service sends " +
+      "([Host check](api/openai.md#request-checks)); `*` accepts any, for a replica only a router reaches " +
+      "([scale-out](guides/scale-out.md))",
+  },
+  {
     flag: "web",
     key: "web",
     value: "HOST:PORT",
@@ -279,7 +307,7 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: whole(1),
     default: (): number => physicalCores(),
-    shown: "physical cores",
+    shown: "physical cores, at most the cgroup's CPU quota",
     group: "models",
     table: "engine",
     help: "compute threads of the worker's ggml threadpool",
@@ -691,6 +719,21 @@ export const SERVE_FLAGS = [
       "on SIGTERM or SIGINT, how long running generations may take to finish: readiness answers 503 at once, " +
       "new generations get 503 `server_draining` with Retry-After, and what still runs at the deadline is cut " +
       "([shutdown](#startup-and-shutdown)); a second signal stops at once",
+  },
+  {
+    flag: "replica-id",
+    key: "replicaId",
+    value: "ID",
+    parse: replicaId,
+    default: () => defaultReplicaId(),
+    shown: "the host name",
+    env: "SUPERFLUID_REPLICA_ID",
+    group: "listener",
+    table: "listener",
+    help: "the name every reply carries in x-superfluid-replica, for a router's logs and clients behind one",
+    doc:
+      "the name every reply carries in `x-superfluid-replica` (letters, digits, `.` `_` `:` `-`; up to 128): which " +
+      "replica behind a router served it ([scale-out](guides/scale-out.md))",
   },
   {
     flag: "ready-file",

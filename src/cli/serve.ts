@@ -26,6 +26,7 @@ import { sweepParkDir } from "../session-log/park-budget.ts";
 import { mintToken, WebAuth } from "../web/auth.ts";
 import { startWebListener, type WebListener } from "../web/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
+import { REPLICA_HEADER } from "../http/replica.ts";
 import { RequestGate } from "../http/auth/gate.ts";
 import { KeyRing } from "../http/auth/keyring.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
@@ -337,6 +338,9 @@ export async function startServer(
   }
 }
 
+/** How long past the drain deadline the replies of cut generations have to write their ending. */
+const CUT_REPLY_FLUSH_MS = 2000;
+
 async function startServing(
   options: ServeOptions,
   sessions: SessionStore,
@@ -426,11 +430,11 @@ async function startServing(
     nextId: () => ++counter,
   };
   const keys = new KeyRing(options.apiKeys, options.policyKeys);
-  const gate = new RequestGate(keys, options.rateLimitRpm);
+  const gate = new RequestGate(keys, options.rateLimitRpm, undefined, options.publicMetrics);
   const metrics = new ServerMetrics(registry, gate);
   const app = createApp(
     ctx,
-    { bind: options.host, authenticated: keys.enabled, origins: options.webOrigins },
+    { bind: options.host, authenticated: keys.enabled, origins: options.webOrigins, hosts: options.allowHosts },
     gate,
     metrics,
   );
@@ -443,7 +447,9 @@ async function startServing(
     // limit while streaming (413 in OpenAI's envelope). No idle timeout: a long
     // non-streamed generation sends nothing until it is done. No port sharing:
     // a second server on a port in use must fail, not split the traffic.
-    listener = await listen(startup.handler, options.host, options.port);
+    listener = await listen(startup.handler, options.host, options.port, {
+      replyHeaders: { [REPLICA_HEADER]: options.replicaId },
+    });
   } catch (err) {
     files.close();
     await registry.close();
@@ -549,7 +555,10 @@ async function startServing(
       // what is left at the deadline is cut (the drain stops a worker past it, close() the rest).
       const deadline = Date.now() + timeoutMs;
       await registry.drainAll(timeoutMs, refusal);
-      while (listener.replies() > 0 && Date.now() < deadline) await Bun.sleep(20);
+      // A generation cut at the deadline still ends its reply with the refusal (a stream's error frame): those
+      // are written out before the listener closes, a moment past the deadline at most.
+      const flushed = Math.max(deadline, Date.now()) + CUT_REPLY_FLUSH_MS;
+      while (listener.replies() > 0 && Date.now() < flushed) await Bun.sleep(20);
     },
     close: async () => {
       // Scripts waiting on the ready file must not take a stopped server for a running one

@@ -349,7 +349,8 @@ function unloadingError(id: string): RequestError {
 /**
  * Waits for the model's generations and embedding requests to finish, at most `graceMs`; then stops
  * them: its worker is killed, so each generation that had a lane ends with
- * the typed `worker_crashed` error (its session ends in the log as crashed),
+ * the typed `worker_crashed` error (its session ends in the log as crashed;
+ * the client is told the refusal, e.g. 503 `server_draining`),
  * each embed job it had with 503 `model_unloading` (WorkerClient.retire),
  * while the ones still queued are run by the worker's replacement, which the
  * close then stops once they are done.

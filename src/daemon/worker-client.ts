@@ -92,7 +92,14 @@ export interface GenerationResult extends Omit<FinishEvent, "id"> {
 /** The worker died (or was killed) while this request was in flight. */
 export class WorkerCrashedError extends Error {
   readonly code = "worker_crashed";
-  constructor(readonly detail: string) {
+  constructor(
+    readonly detail: string,
+    /**
+     * What the client is told when the worker was stopped on purpose (a drain or an unload whose grace ran out):
+     * that refusal, not a failure of the engine.
+     */
+    readonly stopped?: RequestError,
+  ) {
     super(`the engine worker stopped while generating (${detail}); it has been restarted`);
     this.name = "WorkerCrashedError";
   }
@@ -804,8 +811,19 @@ export class WorkerClient {
     // Requests that had a lane lose their stream; those still waiting for one
     // never started, so the new worker takes them over.
     const waiting: Generation[] = [];
+    // Stopped on purpose (the grace of a drain or an unload ran out): a cut generation is told why.
+    const refusal = this.refusal?.();
+    const stopped =
+      refusal &&
+      new RequestError(
+        refusal.status,
+        `the generation was cut when the grace period ran out: ${refusal.message}`,
+        refusal.code,
+        null,
+        refusal.headers,
+      );
     for (const [id, generation] of [...this.inflight]) {
-      if (generation.admitted || giveUp) this.failOne(id, new WorkerCrashedError(detail));
+      if (generation.admitted || giveUp) this.failOne(id, new WorkerCrashedError(detail, stopped));
       else waiting.push(generation);
     }
     if (giveUp) {

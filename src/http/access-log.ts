@@ -7,11 +7,14 @@
 import type { ChoiceEnd } from "../pipeline/choice-stream.ts";
 import { runningKeyName } from "./auth/principal.ts";
 import { asRequestError } from "../pipeline/request-failure.ts";
+import { runningSessionKey } from "./replica.ts";
 
 export class RequestTimer {
   readonly started = performance.now();
   /** The name of the key the request came with (never its secret), when the server has keys. */
   readonly key = runningKeyName();
+  /** The x-superfluid-session-key the request came with (replica.ts). */
+  readonly session = runningSessionKey();
   firstToken?: number;
   lastToken?: number;
   /** When the generation got a lane (the verbose line's admission wait). */
@@ -47,6 +50,8 @@ export interface AccessRecord {
   id?: string;
   /** The key's name, when the server has keys. */
   key?: string;
+  /** The request's x-superfluid-session-key, when it sent one. */
+  session?: string;
 }
 
 /**
@@ -76,6 +81,7 @@ export function accessEntry(r: AccessRecord, t: RequestTimer): AccessEntry {
   return {
     ...r,
     ...(t.key === undefined ? {} : { key: t.key }),
+    ...(t.session === undefined ? {} : { session: t.session }),
     ...(ttft === undefined ? {} : { ttftMs: Math.round(ttft) }),
     ...(ttft && cold > 0 ? { prefillTps: Math.round((cold * 1000) / ttft) } : {}),
     ...(span > 0 && r.completion > 1 ? { decodeTps: Math.round(((r.completion - 1) * 10_000) / span) / 10 } : {}),
@@ -90,7 +96,8 @@ export function formatAccess(e: AccessEntry, verbose = false): string {
   const line =
     `<-- ${e.status} POST ${e.route} model=${e.model} prompt=${e.prompt} cached=${e.cached} completion=${e.completion} ` +
     `ttft=${e.ttftMs === undefined ? "-" : `${e.ttftMs}ms`} prefill=${rate(e.prefillTps, 0)} decode=${rate(e.decodeTps, 1)} total=${e.totalMs}ms finish=${e.finish}` +
-    (e.key === undefined ? "" : ` key=${e.key}`);
+    (e.key === undefined ? "" : ` key=${e.key}`) +
+    (e.session === undefined ? "" : ` session=${e.session}`);
   return verbose ? `${line} id=${e.id ?? "-"} wait=${e.waitMs === undefined ? "-" : `${e.waitMs}ms`}` : line;
 }
 
@@ -103,6 +110,7 @@ export function accessJson(e: AccessEntry): Record<string, unknown> {
     model: e.model,
     ...(e.id === undefined ? {} : { id: e.id }),
     ...(e.key === undefined ? {} : { key: e.key }),
+    ...(e.session === undefined ? {} : { session: e.session }),
     prompt: e.prompt,
     cached: e.cached,
     completion: e.completion,

@@ -1,7 +1,8 @@
 // The HTTP app: one Elysia app, every API family's routes (families.ts) plus /health, /props, /slots, /metrics.
 // Bodies are read by our own capped reader (parse: "none") so size limits,
 // content types and malformed JSON get OpenAI's envelope. Every request first
-// passes the Origin and Host checks, then the gate (key, rate limits, the
+// has its session key checked (replica.ts; echoed on the reply), passes the
+// Origin and Host checks, then the gate (key, rate limits, the
 // key's slots: src/http/auth/gate.ts); whatever no route takes, or any route
 // throws, is answered in the envelope too (404, 405 with Allow, 500), never
 // with a stack or a path of this machine.
@@ -18,6 +19,7 @@ import { namedOrDefault } from "./models.ts";
 import { unauthenticated, type RequestGate } from "./auth/gate.ts";
 import { principalOf, runAs } from "./auth/principal.ts";
 import { foreignRequestRefusal, type HostPolicy } from "./origin-guard.ts";
+import { runWithSessionKey, SESSION_KEY_HEADER, sessionKeyOf } from "./replica.ts";
 import type { ServerContext } from "./server-context.ts";
 
 const retired = () =>
@@ -59,6 +61,20 @@ function releasedAtEnd(response: Response, release: () => void): Response {
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
+/** The reply with the request's session key echoed (docs/guides/scale-out.md#affinity). */
+function withSessionKey(response: Response, key: string | undefined): Response {
+  if (key === undefined) return response;
+  try {
+    response.headers.set(SESSION_KEY_HEADER, key);
+    return response;
+  } catch {
+    // Headers that came immutable (a fetched reply): copied onto a new Response.
+    const headers = new Headers(response.headers);
+    headers.set(SESSION_KEY_HEADER, key);
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  }
+}
+
 /** The app as the listener's handler. */
 export function createApp(
   ctx: ServerContext,
@@ -68,7 +84,9 @@ export function createApp(
 ): HttpHandler {
   const noParse = { parse: "none" as const };
   const exposition = async ({ request }: { request: Request }) =>
-    new Response(await metrics.scrape(principalOf(request)), { headers: { "content-type": metrics.contentType } });
+    new Response(await metrics.scrape(principalOf(request), gate.authenticating && !principalOf(request)), {
+      headers: { "content-type": metrics.contentType },
+    });
   const app = new Elysia()
     .onError(({ code, error, request }) => {
       const path = pathOf(request);
@@ -97,27 +115,36 @@ export function createApp(
     .post("/slots/:id/restore", ({ request }) => errorResponse(pathOf(request), retired()), noParse);
   for (const family of FAMILIES) family.mount(app as unknown as Elysia, ctx);
   const table = new RouteTable(app.routes);
+  const admitted = async (request: Request, path: string, sessionKey: string | undefined): Promise<Response> => {
+    const foreign = foreignRequestRefusal(request, hosts);
+    if (foreign) return errorResponse(path, foreign);
+    const admission = gate.admit(request, path);
+    if ("refusal" in admission) {
+      metrics.noteError(admission.refusal);
+      return errorResponse(path, admission.refusal);
+    }
+    const release = admission.release;
+    const handle = () => runAs(principalOf(request), () => runWithSessionKey(sessionKey, () => app.handle(request)));
+    if (!release) return handle();
+    let response: Response;
+    try {
+      response = await handle();
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return releasedAtEnd(response, release);
+  };
   return {
     fetch: async (request) => {
       const path = pathOf(request);
-      const foreign = foreignRequestRefusal(request, hosts);
-      if (foreign) return errorResponse(path, foreign);
-      const admission = gate.admit(request, path);
-      if ("refusal" in admission) {
-        metrics.noteError(admission.refusal);
-        return errorResponse(path, admission.refusal);
-      }
-      const release = admission.release;
-      const handle = () => runAs(principalOf(request), () => app.handle(request));
-      if (!release) return handle();
-      let response: Response;
+      let sessionKey: string | undefined;
       try {
-        response = await handle();
+        sessionKey = sessionKeyOf(request);
       } catch (err) {
-        release();
-        throw err;
+        return errorResponse(path, asRequestError(err));
       }
-      return releasedAtEnd(response, release);
+      return withSessionKey(await admitted(request, path, sessionKey), sessionKey);
     },
     // A request line the parser refused carries no headers we can read: with keys on, it is not told which methods a
     // path takes.

@@ -143,8 +143,14 @@ function lingerThenClose(req: IncomingMessage, res: ServerResponse): void {
 }
 
 /** Writes a Response: a body ready whole goes out with a Content-Length, a stream as it comes. */
-async function send(req: IncomingMessage, res: ServerResponse, response: Response): Promise<void> {
+async function send(
+  req: IncomingMessage,
+  res: ServerResponse,
+  response: Response,
+  replyHeaders: Readonly<Record<string, string>>,
+): Promise<void> {
   res.statusCode = response.status;
+  for (const [name, value] of Object.entries(replyHeaders)) res.setHeader(name, value);
   for (const [name, value] of response.headers) if (name !== "set-cookie") res.setHeader(name, value);
   // A body the handler did not read to its end (a 413, a refusal) is read and
   // dropped for a while after the reply (a lingering close): closing at once
@@ -181,10 +187,17 @@ async function send(req: IncomingMessage, res: ServerResponse, response: Respons
 }
 
 /** A refusal written straight to a socket node:http did not make a request of, then closed. */
-function writeRaw(handler: HttpHandler, socket: Duplex, error: RequestError, path = "/"): void {
+function writeRaw(
+  handler: HttpHandler,
+  socket: Duplex,
+  error: RequestError,
+  replyHeaders: Readonly<Record<string, string>>,
+  path = "/",
+): void {
   if (!socket.writable) return void socket.destroy();
   const body = JSON.stringify(handler.errorBody(path, error));
   const headers = {
+    ...replyHeaders,
     "content-type": "application/json",
     ...error.headers,
     "content-length": String(Buffer.byteLength(body)),
@@ -214,13 +227,18 @@ function refusedRequestLine(raw: Buffer | undefined): [string, string] | undefin
   return m ? [m[1]!, m[2]!] : undefined;
 }
 
-function clientError(handler: HttpHandler, err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex): void {
+function clientError(
+  handler: HttpHandler,
+  err: Error & { code?: string; rawPacket?: Buffer },
+  socket: Duplex,
+  replyHeaders: Readonly<Record<string, string>>,
+): void {
   if (err.code === "ECONNRESET") return void socket.destroy();
   const line = err.code === "HPE_INVALID_METHOD" ? refusedRequestLine(err.rawPacket) : undefined;
-  if (line) return writeRaw(handler, socket, handler.refuse(...line), line[1]);
+  if (line) return writeRaw(handler, socket, handler.refuse(...line), replyHeaders, line[1]);
   if (err.code === "HPE_HEADER_OVERFLOW")
-    return writeRaw(handler, socket, new RequestError(431, "the request headers are too large"));
-  writeRaw(handler, socket, new RequestError(400, "malformed HTTP request"));
+    return writeRaw(handler, socket, new RequestError(431, "the request headers are too large"), replyHeaders);
+  writeRaw(handler, socket, new RequestError(400, "malformed HTTP request"), replyHeaders);
 }
 
 /**
@@ -273,8 +291,13 @@ export function listen(
   handler: HttpHandler,
   hostname: string,
   port: number,
-  opts: { headDeadlineMs?: number } = {},
+  opts: {
+    headDeadlineMs?: number;
+    /** Headers every reply carries, refusals of unparsed requests included (x-superfluid-replica). */
+    replyHeaders?: Readonly<Record<string, string>>;
+  } = {},
 ): Promise<Listener> {
+  const replyHeaders = opts.replyHeaders ?? {};
   let base = "";
   const heads = headDeadlines(opts.headDeadlineMs ?? HEAD_DEADLINE_MS);
   // A burst of requests leaves the daemon's peak heap behind: given back once none has run for a while.
@@ -295,7 +318,7 @@ export function listen(
     res.once("close", () => res.writableFinished || abort.abort());
     const response = await respond(handler, req, base, abort.signal);
     try {
-      await send(req, res, response);
+      await send(req, res, response, replyHeaders);
     } catch {
       res.destroy();
     }
@@ -304,9 +327,9 @@ export function listen(
   server.requestTimeout = 0;
   server.timeout = 0;
   server.on("connection", (socket: Duplex) => heads.opened(socket));
-  server.on("clientError", (err, socket) => clientError(handler, err, socket));
+  server.on("clientError", (err, socket) => clientError(handler, err, socket, replyHeaders));
   server.on("connect", (req: IncomingMessage, socket: Duplex) =>
-    writeRaw(handler, socket, handler.refuse(req.method ?? "CONNECT", req.url ?? "")),
+    writeRaw(handler, socket, handler.refuse(req.method ?? "CONNECT", req.url ?? ""), replyHeaders),
   );
   return new Promise((resolve, reject) => {
     server.once("error", reject);

@@ -280,10 +280,16 @@ export class ServerMetrics {
    * without `admin` sees only its own superfluid_key_* rows
    * (docs/api/metrics.md#per-key-metrics).
    */
-  async scrape(reader?: Principal): Promise<string> {
+  async scrape(reader?: Principal, anonymous = false): Promise<string> {
     const run = this.serial.then(() => this.collect());
     this.serial = run.catch(() => {});
     const text = await run;
+    // A scrape without a key on a keyed server (--public-metrics) sees no key's name.
+    if (anonymous)
+      return text
+        .split("\n")
+        .filter((line) => !/^(# (HELP|TYPE) )?superfluid_key_/.test(line))
+        .join("\n");
     if (!reader?.fromPolicy || reader.admin) return text;
     const own = `key="${reader.name}"`;
     return text

@@ -13,6 +13,8 @@ export interface HostPolicy {
   authenticated: boolean;
   /** --web-origin: page origins (`scheme://host[:port]`) let in besides this machine's. */
   origins?: readonly string[];
+  /** --allow-host: names a Host may carry besides those the bind allows (lowercase; `*` = any). */
+  hosts?: readonly string[];
 }
 
 function isLoopbackAddress(address: string): boolean {
@@ -36,6 +38,7 @@ export function hostName(value: string): string | undefined {
 function hostAccepted(value: string, policy: HostPolicy): boolean {
   const name = hostName(value)?.toLowerCase();
   if (name === undefined) return false;
+  if (policy.hosts?.includes("*") || policy.hosts?.includes(name)) return true;
   if (isLoopbackName(policy.bind)) return isLoopbackName(name);
   if (policy.authenticated) return true;
   const machine = hostname().toLowerCase();

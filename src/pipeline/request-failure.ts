@@ -28,7 +28,7 @@ export function withoutPaths(text: string): string {
 export function asRequestError(err: unknown): RequestError {
   if (err instanceof RequestError) return err;
   const message = (fallback: string) => withoutPaths((err as Error | undefined)?.message ?? fallback);
-  if (err instanceof WorkerCrashedError) return new RequestError(500, message("engine worker failed"));
+  if (err instanceof WorkerCrashedError) return err.stopped ?? new RequestError(500, message("engine worker failed"));
   if (err instanceof JournalError)
     return new RequestError(500, message("the session log could not be written"), "session_log_failed");
   if (err instanceof GenerationFailedError) return new RequestError(err.status, message("generation failed"));

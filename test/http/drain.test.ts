@@ -15,15 +15,22 @@ const work = mkdtempSync(join(tmpdir(), "sf-drain-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 const STREAMS = 8;
-// Long enough that the streams are still running when the signal lands (their full length is checked at the end).
-const TOKENS = 2000;
 
-test("SIGTERM during 8 streams: all 8 finish, readiness and new requests get 503, exit 0", async () => {
+/** `superfluid serve` on tiny-random in its own process, once it serves; `log()` is its stderr so far. */
+async function startServe(flags: string[]) {
   const model = await fixturePath("tiny-random");
   const proc = Bun.spawn(
-    [process.execPath, join(ROOT, "src/main.ts"), "serve", model, "--http", "127.0.0.1:0", "--no-tui"]
-      .concat(["--max-batch", String(STREAMS), "--max-context", "1024", "--threads", "1"])
-      .concat(["--sessions", join(work, "s"), "--drain-timeout", "600"]),
+    [
+      process.execPath,
+      join(ROOT, "src/main.ts"),
+      "serve",
+      model,
+      "--http",
+      "127.0.0.1:0",
+      "--no-tui",
+      "--threads",
+      "1",
+    ].concat(flags),
     { env: { ...process.env, SUPERFLUID_QUIET: "1" }, stdout: "ignore", stderr: "pipe" },
   );
   const reader = proc.stderr.pipeThrough(new TextDecoderStream()).getReader();
@@ -42,17 +49,13 @@ test("SIGTERM during 8 streams: all 8 finish, readiness and new requests get 503
       log += value;
     }
   })();
-  const id = ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
-  expect((await fetch(`${url}/health/ready`)).status).toBe(200);
+  return { proc, url, log: () => log, rest };
+}
+// Long enough that the streams are still running when the signal lands (their full length is checked at the end).
+const TOKENS = 2000;
 
-  const body = (i: number) =>
-    JSON.stringify({
-      model: id,
-      messages: [{ role: "user", content: `story ${i}` }],
-      max_tokens: TOKENS,
-      ignore_eos: true,
-      stream: true,
-    });
+/** STREAMS chat streams of `tokens` tokens each; `started` settles once every one has its first token. */
+function openStreams(url: string, model: string, tokens: number) {
   let firstTokens = 0;
   let allStarted!: () => void;
   const started = new Promise<void>((r) => (allStarted = r));
@@ -60,7 +63,13 @@ test("SIGTERM during 8 streams: all 8 finish, readiness and new requests get 503
     const res = await fetch(`${url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: body(i),
+      body: JSON.stringify({
+        model,
+        messages: [{ role: "user", content: `story ${i}` }],
+        max_tokens: tokens,
+        ignore_eos: true,
+        stream: true,
+      }),
     });
     expect(res.status).toBe(200);
     let text = "";
@@ -74,6 +83,24 @@ test("SIGTERM during 8 streams: all 8 finish, readiness and new requests get 503
     }
     return text;
   });
+  return { streams, started };
+}
+
+test("SIGTERM during 8 streams: all 8 finish, readiness and new requests get 503, exit 0", async () => {
+  const { proc, url, log, rest } = await startServe([
+    "--max-batch",
+    String(STREAMS),
+    "--max-context",
+    "1024",
+    "--sessions",
+    join(work, "s"),
+    "--drain-timeout",
+    "600",
+  ]);
+  const id = ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
+  expect((await fetch(`${url}/health/ready`)).status).toBe(200);
+
+  const { streams, started } = openStreams(url, id, TOKENS);
   await started;
   proc.kill("SIGTERM");
 
@@ -102,7 +129,54 @@ test("SIGTERM during 8 streams: all 8 finish, readiness and new requests get 503
   }
   expect(await proc.exited).toBe(0);
   await rest;
-  expect(log).toContain("superfluid: draining: new requests get 503");
+  expect(log()).toContain("superfluid: draining: new requests get 503");
+}, 300_000);
+
+test("generations still running when the drain timeout runs out are cut with 503 server_draining, streamed or not", async () => {
+  const { proc, url } = await startServe([
+    "--max-batch",
+    String(STREAMS + 1),
+    "--max-context",
+    "4096",
+    "--sessions",
+    join(work, "cut"),
+    "--drain-timeout",
+    "0",
+  ]);
+  const id = ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
+  // Eight streams of up to ~4000 tokens each: far more than the moment between their first tokens and the cut.
+  const { streams, started } = openStreams(url, id, 4000);
+  // And one reply not streamed: its 503 is written before the listener closes too.
+  const whole = fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: id,
+      messages: [{ role: "user", content: "long story, whole" }],
+      max_tokens: 4000,
+      ignore_eos: true,
+    }),
+  });
+  await started;
+  // Cut once the one not streamed is on a lane too (the router gauge counts it).
+  for (;;) {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    if (/^vllm:num_requests_running\{[^}]*\} (\d+)$/m.exec(text)?.[1] === String(STREAMS + 1)) break;
+    await Bun.sleep(10);
+  }
+  proc.kill("SIGTERM");
+  const cut = await whole;
+  expect(cut.status).toBe(503);
+  const body = (await cut.json()) as { error: { code: string; message: string } };
+  expect(body.error.code).toBe("server_draining");
+  expect(body.error.message).toContain("the generation was cut when the grace period ran out");
+  for (const text of await Promise.all(streams)) {
+    expect(text).not.toContain('"finish_reason":"length"');
+    expect(text).toContain("server_draining");
+    expect(text).toContain("the generation was cut when the grace period ran out");
+    expect(text).not.toContain("engine worker");
+  }
+  expect(await proc.exited).toBe(0);
 }, 300_000);
 
 describe("readiness with keys on", () => {

@@ -11,6 +11,7 @@ import { hostname } from "node:os";
 import { basename, dirname } from "node:path";
 import { asRequestError as asApiError } from "../../src/pipeline/request-failure.ts";
 import { foreignRequestRefusal, type HostPolicy } from "../../src/http/origin-guard.ts";
+import { parseServeOptions, type ServeOptions } from "../../src/cli/serve-options.ts";
 import { fixturePath } from "../support/models.ts";
 import { envelope, getJson, parseRawResponse, postJson, useServer, user, type RawResponse } from "./support.ts";
 
@@ -212,6 +213,21 @@ describe("Origin and Host (docs/api/openai.md#request-checks)", () => {
       check(hostname() === "localhost" ? "example.com" : hostname(), { bind: "127.0.0.1", authenticated: true })
         ?.status,
     ).toBe(403);
+  });
+
+  test("--allow-host: the names given pass whatever the bind, * passes any; others are still refused", () => {
+    const check = (host: string, policy: HostPolicy) =>
+      foreignRequestRefusal(new Request("http://x/health", { headers: { host } }), policy);
+    const named: HostPolicy = { bind: "0.0.0.0", authenticated: false, hosts: ["superfluid.models.svc"] };
+    expect(check("superfluid.models.svc:8080", named)).toBeUndefined();
+    expect(check("SUPERFLUID.models.svc", named)).toBeUndefined();
+    expect(check("rebind.attacker.example", named)?.status).toBe(403);
+    expect(check("superfluid.models.svc", { ...named, bind: "127.0.0.1" })).toBeUndefined();
+    expect(check("anything.example", { bind: "0.0.0.0", authenticated: false, hosts: ["*"] })).toBeUndefined();
+    const opts = (args: string[]) => parseServeOptions(args, { HOME: "/h" }) as ServeOptions;
+    expect(opts(["--allow-host", "Router.Local", "--allow-host", "*"]).allowHosts).toEqual(["router.local", "*"]);
+    for (const bad of ["host:8080", "", "a b", "http://x"])
+      expect(() => opts(["--allow-host", bad])).toThrow("--allow-host expects");
   });
 
   test("no CORS headers, not even on a preflight", async () => {

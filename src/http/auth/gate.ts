@@ -11,6 +11,8 @@ import { setPrincipal, type Principal } from "./principal.ts";
 
 /** Never authenticated, never metered: the liveness and readiness probes (a kubelet sends no key). */
 const OPEN_PATHS = new Set(["/health", "/health/ready"]);
+/** Open too under --public-metrics: a router's metrics scraper (the Inference Extension's picker) sends no key. */
+const METRICS_PATHS = new Set(["/metrics", "/v1/metrics"]);
 /** Authenticated but never metered, and holding no slot: scrapes. */
 const UNMETERED_PATHS = new Set(["/health", "/health/ready", "/metrics", "/v1/metrics"]);
 
@@ -67,6 +69,8 @@ export class RequestGate {
     /** --rate-limit: requests a minute per client IP (0 = off). */
     rateLimitRpm: number,
     private readonly now?: () => number,
+    /** --public-metrics: GET /metrics needs no key. */
+    private readonly publicMetrics = false,
   ) {
     this.perIp = perMinute(rateLimitRpm, now);
     for (const name of keys.policyNames) this.stats.set(name, { requests: 0, rejected: new Map(), inFlight: 0 });
@@ -91,9 +95,12 @@ export class RequestGate {
   admit(request: Request, path: string): Admission {
     const method = request.method;
     if (OPEN_PATHS.has(path) && method === "GET") return {};
+    // A public scrape (--public-metrics) without a valid key is let in as nobody's: it is shown no key's series.
+    const publicScrape = this.publicMetrics && method === "GET" && METRICS_PATHS.has(path);
     let principal: Principal | undefined;
     if (this.keys.enabled) {
       principal = this.keys.identify(request.headers);
+      if (!principal && publicScrape) return {};
       // A wrong key still takes from its client's --rate-limit bucket, so keys cannot be guessed at line rate.
       if (!principal)
         return {
