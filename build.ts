@@ -19,6 +19,10 @@
 //       linux-x64 and windows-x64 also carry ggml's Vulkan backend (their platform's vulkanPackage), and
 //       the CUDA builds are archives of their own (CUDA_VARIANTS, e.g. linux-x64-cuda, ~200 MB each;
 //       --platform may name them, --no-cuda leaves them out): docs/install.md#gpus.
+//   bun build.ts --rpc-backend
+//       ggml's RPC backend alone, built from the installed prebuilt's llama.cpp source, for running from source
+//       (`superfluid rpc-worker`, `serve --rpc`: docs/guides/multi-machine.md); the release's linux-x64 carries it
+//       already. Recorded in <cache>/rpc-backend.json, where the runtime finds it (ffi/rpc.ts).
 import { createHash } from "node:crypto";
 import {
   copyFileSync,
@@ -35,7 +39,8 @@ import { cacheDir } from "./ffi/paths.ts";
 import { locateLibrary } from "./ffi/locate.ts";
 import { sha256File, sha256SumsText, writeArchive } from "./src/release/archive.ts";
 import { fetchPackage } from "./src/release/fetch-package.ts";
-import { buildLlamaFromSource, compilerName } from "./src/release/llama-from-source.ts";
+import { buildLlamaFromSource, compilerName, RPC_BACKEND_TARGETS } from "./src/release/llama-from-source.ts";
+import { RPC_BACKEND_RECORD, type RpcBackendRecord } from "./ffi/rpc-backend-record.ts";
 import { ensureAdhocSignature } from "./src/release/macho-sign.ts";
 import {
   archiveName,
@@ -434,5 +439,32 @@ async function buildRelease(): Promise<void> {
   console.log(`release ${version} in ${outDir} (${((performance.now() - started) / 1000).toFixed(0)} s)`);
 }
 
-if (process.argv.includes("--all") || process.argv.includes("--platform")) await buildRelease();
+/** The RPC backend for running from source beside the installed prebuilt (see the header). */
+async function buildRpcBackendHere(): Promise<void> {
+  const host = hostPlatform();
+  if (host?.name !== "linux-x64" && host?.name !== "linux-arm64")
+    throw new Error("--rpc-backend builds on Linux (elsewhere llama.cpp's RPC backend is not shipped by superfluid)");
+  const { SUPERFLUID_LLAMA_LIB: _ignored, ...env } = process.env;
+  const lib = locateLibrary(env);
+  const pinned = pkg.optionalDependencies[host.llamaPackage];
+  if (!pinned || lib.source !== "package")
+    throw new Error(`--rpc-backend needs ${host.llamaPackage} installed: npm ci`);
+  const built = await buildLlamaFromSource({
+    nodeLlamaCppVersion: pinned,
+    prebuiltDir: lib.dir,
+    cacheRoot: join(cacheDir(), "release"),
+    targets: RPC_BACKEND_TARGETS,
+    log: (line) => console.log(`  ${line}`),
+  });
+  const record: RpcBackendRecord = {
+    backend: join(built.dir, "libggml-rpc.so"),
+    llamaDir: lib.dir,
+    commit: built.commit,
+  };
+  writeFileSync(join(cacheDir(), RPC_BACKEND_RECORD), `${JSON.stringify(record, null, 2)}\n`);
+  console.log(`RPC backend: ${record.backend} (llama.cpp ${built.commit.slice(0, 7)}), for ${lib.dir}`);
+}
+
+if (process.argv.includes("--rpc-backend")) await buildRpcBackendHere();
+else if (process.argv.includes("--all") || process.argv.includes("--platform")) await buildRelease();
 else await buildHost();

@@ -75,7 +75,8 @@ export function otherBackendFiles(dir: string): string[] {
     .sort()
     .flatMap((file) => {
       const m = BACKEND_FILE.exec(file);
-      return m !== null && m[1] !== "base" && m[1] !== "cpu" ? [{ file, name: m[1]! }] : [];
+      // The RPC backend is loaded only where RPC is asked for (ffi/rpc.ts).
+      return m !== null && m[1] !== "base" && m[1] !== "cpu" && m[1] !== "rpc" ? [{ file, name: m[1]! }] : [];
     })
     .sort((a, b) => rank(a.name) - rank(b.name))
     .map(({ file }) => join(dir, file));

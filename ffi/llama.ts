@@ -112,6 +112,13 @@ const ggmlSymbols = {
   // Names for `superfluid check --devices`, the startup log and /v1/models (ffi/devices.ts).
   ggml_backend_dev_name: { args: ["ptr"], returns: "cstring" },
   ggml_backend_dev_description: { args: ["ptr"], returns: "cstring" },
+  // ggml's RPC backend, reached through its registry as llama.cpp's own tools do (ffi/rpc.ts).
+  ggml_backend_reg_by_name: { args: ["ptr"], returns: "ptr" },
+  ggml_backend_reg_get_proc_address: { args: ["ptr", "ptr"], returns: "ptr" },
+  ggml_backend_register: { args: ["ptr"], returns: "void" },
+  ggml_backend_reg_dev_count: { args: ["ptr"], returns: "u64" },
+  ggml_backend_reg_dev_get: { args: ["ptr", "u64"], returns: "ptr" },
+  ggml_backend_dev_by_name: { args: ["ptr"], returns: "ptr" },
 } as const;
 
 function openLlama(path: string) {

@@ -11,7 +11,10 @@ commands:
   serve [MODEL] [flags]  run the server (superfluid serve --help for flags)
   worker --model PATH [--max-batch N] [--max-context N] [--threads N]
                        engine process (started by the daemon, over IPC)
-  check [--model PATH] can the engine run here? (opens libllama, reads a vocabulary)
+  check [--model PATH] [--devices] [--rpc HOST:PORT,...]
+                       can the engine run here? (opens libllama, reads a vocabulary)
+  rpc-worker [--listen HOST:PORT] [--threads N] [--device NAMES] [--cache DIR]
+                       offer this machine's devices to a serve --rpc elsewhere
   top [--api-key KEY] HOST:PORT...
                        live monitor of servers' /metrics (q quits)
   wait [--timeout SEC] [--pid PID] [--api-key KEY] [HOST:PORT]
@@ -26,7 +29,11 @@ async function main(argv: string[]): Promise<number> {
       // one still unclaimed when serve returns (a usage error, a failed start) is stopped, or it
       // would keep this process alive.
       const standby = await import("./daemon/standby-worker.ts");
-      if (!rest.some((a) => a === "--help" || a === "--help-all" || a === "-h")) standby.startStandbyWorker();
+      // Not with --rpc: the model's worker joins the RPC workers before it lists devices, which a standby has done.
+      if (
+        !rest.some((a) => a === "--help" || a === "--help-all" || a === "-h" || a === "--rpc" || a.startsWith("--rpc="))
+      )
+        standby.startStandbyWorker();
       try {
         return await (await import("./cli/serve.ts")).runServe(rest);
       } finally {
@@ -45,6 +52,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/top.ts")).runTop(rest);
     case "wait":
       return (await import("./cli/wait.ts")).runWait(rest);
+    case "rpc-worker":
+      return (await import("./cli/rpc-worker.ts")).runRpcWorker(rest);
     case "version":
     case "--version":
       console.log(await (await import("./version.ts")).versionLine());

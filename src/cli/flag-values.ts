@@ -9,6 +9,7 @@ import { isHeaderSafeSecret, SECRET_CHARACTERS } from "../http/auth/key-policy.t
 import { isLoopbackName } from "../http/origin-guard.ts";
 import { parseQos } from "../http/qos.ts";
 import { isReplicaId } from "../http/replica.ts";
+import { parseEndpointList } from "../rpc/endpoint.ts";
 
 export class UsageError extends Error {}
 
@@ -136,6 +137,15 @@ export function allowedHost(raw: string): string {
   const name = raw.trim().toLowerCase();
   if (name === "*" || /^(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9_.-]*[a-z0-9])?)$/.test(name)) return name;
   throw new UsageError(`--allow-host expects a host name without a port, or *, got '${raw}'`);
+}
+
+/** --rpc: HOST:PORT[,HOST:PORT...], each once. */
+export function rpcEndpoints(raw: string): string[] {
+  try {
+    return parseEndpointList(raw);
+  } catch (err) {
+    throw new UsageError(`--rpc: ${(err as Error).message}`);
+  }
 }
 
 /** --replica-id: a token a reply header can carry. */

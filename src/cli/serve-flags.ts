@@ -25,6 +25,7 @@ import {
   prefillBudget,
   qosClass,
   replicaId,
+  rpcEndpoints,
   speculate,
   speedup,
   text,
@@ -345,6 +346,19 @@ export const SERVE_FLAGS = [
     table: "gpu",
     help: "the devices that take layers, by name (superfluid check --devices)",
     doc: "the devices that take layers, by ggml name (`Vulkan0`, `CUDA0`; `superfluid check --devices` lists them); an unknown name is refused with the list",
+  },
+  {
+    flag: "rpc",
+    key: "rpc",
+    value: "HOST:PORT[,HOST:PORT]",
+    parse: rpcEndpoints,
+    group: "gpu",
+    table: "gpu",
+    help: "RPC workers (superfluid rpc-worker on other machines) whose devices take layers beside this one's",
+    doc:
+      "`superfluid rpc-worker`s whose devices take layers beside this machine's, in proportion to their memory " +
+      "(`--tensor-split` to choose); each is asked for its protocol and devices at start, and one that cannot " +
+      "serve stops the start naming it ([multi-machine](guides/multi-machine.md))",
   },
   {
     flag: "split-mode",

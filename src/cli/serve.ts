@@ -27,6 +27,7 @@ import { mintToken, WebAuth } from "../web/auth.ts";
 import { startWebListener, type WebListener } from "../web/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
 import { REPLICA_HEADER } from "../http/replica.ts";
+import { usableRpcWorker } from "../rpc/probe.ts";
 import { RequestGate } from "../http/auth/gate.ts";
 import { KeyRing } from "../http/auth/keyring.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
@@ -34,6 +35,7 @@ import { cacheDir } from "../../ffi/paths.ts";
 import { describeCpu } from "../../ffi/cpu-variant.ts";
 import { daemonYieldsWhileStreaming } from "../runtime/sched-policy.ts";
 import { formatBytes } from "../engine/kv-sizing.ts";
+import type { FreeMemory } from "../engine/memory.ts";
 import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";
 import { Logger, routeConsole } from "../logging/logger.ts";
 import { parseServeOptions, serveUsage, UsageError, type ServeOptions } from "./serve-options.ts";
@@ -123,6 +125,32 @@ function offloadRequestOf(o: ServeOptions): OffloadRequest {
     kvOffload: o.kvOffload,
     ...(o.device === undefined ? {} : { devices: o.device }),
     ...(o.tensorSplit === undefined ? {} : { tensorSplit: o.tensorSplit }),
+    ...(o.rpc === undefined ? {} : { rpc: o.rpc }),
+  };
+}
+
+/**
+ * Free memory with the RPC workers' devices counted in (--rpc): each is asked over a plain socket
+ * (src/rpc/probe.ts), and one that cannot serve (unreachable, another protocol, busy with another client) stops the
+ * load naming it. The startup log names each worker's devices.
+ */
+async function withRpcWorkers(
+  local: FreeMemory,
+  endpoints: readonly string[],
+  log: (line: string) => void,
+): Promise<FreeMemory> {
+  let remote = 0;
+  for (const endpoint of endpoints) {
+    const found = await usableRpcWorker(endpoint);
+    const free = found.devices.reduce((a, d) => a + d.freeBytes, 0);
+    remote += free;
+    log(
+      `superfluid: RPC worker ${endpoint}: protocol ${found.version}, ${found.devices.length} device(s), ${formatBytes(free)} free`,
+    );
+  }
+  return {
+    bytes: local.bytes + remote,
+    where: local.where === "host" ? "host and RPC workers" : "device and RPC workers",
   };
 }
 
@@ -166,7 +194,8 @@ class ModelLoader {
   async load(source: ModelSource): Promise<ServedModel> {
     const o = this.options;
     const file = source.file ?? (await readGguf(source.path));
-    const free = await freeMemoryBeforeLoad(!o.noGpu && o.gpuLayers !== 0, o.device);
+    const local = await freeMemoryBeforeLoad(!o.noGpu && o.gpuLayers !== 0, o.device);
+    const free = o.rpc ? await withRpcWorkers(local, o.rpc, this.log) : local;
     const fit = checkFit(
       source.id,
       source.path,
@@ -361,6 +390,14 @@ async function startServing(
     const twice = ids.find((id, i) => ids.indexOf(id) !== i);
     if (twice !== undefined) throw new Error(`two models named have the id '${twice}'; name each model once`);
   }
+  // An RPC worker serves one client at a time: a second model's worker would wait on it forever.
+  if (
+    options.rpc &&
+    ((resolved !== "builtin" && resolved.length > 1) || options.modelDirs.length > 0 || options.fimModel)
+  )
+    throw new Error(
+      "--rpc serves one model: name one, without --model-dir or --fim-model (an RPC worker serves one client)",
+    );
   // The loader's window depends on how many models may be loaded, known once the
   // --model-dir folders are read (after the listener starts): set there.
   let loader: ModelLoader | undefined;

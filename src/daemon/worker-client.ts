@@ -108,7 +108,11 @@ export class WorkerCrashedError extends Error {
 /** The worker could not be started (bad model, bad library, ...). */
 export class WorkerStartError extends Error {
   readonly code = "worker_start_failed";
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** What it needs is elsewhere and gone (an RPC worker): a 503 that passes when it returns, not a failure here. */
+    readonly away = false,
+  ) {
     super(message);
     this.name = "WorkerStartError";
   }
@@ -612,7 +616,11 @@ export class WorkerClient {
         this.restoreAdapters(proc);
         settle.resolve();
       } else if (message.type === "fatal") {
-        settle.reject(new WorkerStartError(`worker for ${o.model} failed: ${message.message}`));
+        settle.reject(
+          message.away
+            ? new WorkerStartError(message.message, true)
+            : new WorkerStartError(`worker for ${o.model} failed: ${message.message}`),
+        );
       } else if (message.type === "tick") {
         this.onTick(message);
       } else if (message.type === "stats") {

@@ -10,8 +10,8 @@ import type { Llama } from "../../ffi/llama.ts";
 
 export interface FreeMemory {
   bytes: number;
-  /** "host" or "device" (a GPU llama.cpp offloads to). */
-  where: "host" | "device";
+  /** "host" or "device" (a GPU llama.cpp offloads to), with RPC workers' devices counted in (--rpc). */
+  where: "host" | "device" | "host and RPC workers" | "device and RPC workers";
 }
 
 /** Free memory of the GPU a load is sized by (ffi/devices.ts defaultGpus); undefined on a CPU-only build. */

@@ -23,6 +23,11 @@ export interface OffloadRequest {
   tensorSplit?: number[];
   /** KV of offloaded layers on their device (default true). */
   kvOffload: boolean;
+  /**
+   * --rpc: RPC workers (HOST:PORT) whose devices join the local ones before placement (src/rpc/connect.ts,
+   * docs/guides/multi-machine.md).
+   */
+  rpc?: string[];
 }
 
 export const DEFAULT_OFFLOAD: OffloadRequest = { gpuLayers: "auto", splitMode: "layer", kvOffload: true };
@@ -299,5 +304,6 @@ export function offloadFlags(req: OffloadRequest): string[] {
   if (req.devices) flags.push("--device", req.devices.join(","));
   if (req.tensorSplit) flags.push("--tensor-split", req.tensorSplit.join(","));
   if (!req.kvOffload) flags.push("--kv-offload", "off");
+  if (req.rpc) flags.push("--rpc", req.rpc.join(","));
   return flags;
 }

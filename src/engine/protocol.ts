@@ -104,7 +104,8 @@ export type WorkerToDaemon =
   | { type: "ready"; info: WorkerInfo }
   | ({ type: "tick" } & TickEvents)
   | { type: "stats"; id: string; snapshot: EngineSnapshot; at: number }
-  | { type: "fatal"; message: string }
+  /** `away`: what the worker needs is elsewhere and gone (an RPC worker), not broken here: the daemon answers 503. */
+  | { type: "fatal"; message: string; away?: boolean }
   /**
    * The standby worker's devices, once its libllama and backends are loaded (null: the library did not open):
    * the daemon's fit check reads them instead of loading the backends itself (src/daemon/standby-worker.ts).

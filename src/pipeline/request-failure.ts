@@ -3,7 +3,7 @@
 // rest become 500s whose messages never map this machine's folders.
 import { ModelClosedError } from "../daemon/prompt-thread.ts";
 import { RequestError } from "../daemon/request-error.ts";
-import { JournalError, WorkerCrashedError } from "../daemon/worker-client.ts";
+import { JournalError, WorkerCrashedError, WorkerStartError } from "../daemon/worker-client.ts";
 import { GenerationFailedError } from "./choice-stream.ts";
 
 /**
@@ -29,6 +29,9 @@ export function asRequestError(err: unknown): RequestError {
   if (err instanceof RequestError) return err;
   const message = (fallback: string) => withoutPaths((err as Error | undefined)?.message ?? fallback);
   if (err instanceof WorkerCrashedError) return err.stopped ?? new RequestError(500, message("engine worker failed"));
+  // The model's RPC worker is away (docs/guides/multi-machine.md): the next request tries it again.
+  if (err instanceof WorkerStartError && err.away)
+    return new RequestError(503, err.message, "rpc_worker_unavailable", null, { "retry-after": "5" });
   if (err instanceof JournalError)
     return new RequestError(500, message("the session log could not be written"), "session_log_failed");
   if (err instanceof GenerationFailedError) return new RequestError(err.status, message("generation failed"));

@@ -35,6 +35,7 @@ import { processAlive } from "../runtime/process-alive.ts";
 import { BUILD_METADATA_FILE } from "../version.ts";
 import { ceilingsAbove, versionCeilings } from "./elf-versions.ts";
 import { fetchPackage } from "./fetch-package.ts";
+import { RPC_PROTOCOL } from "../rpc/probe.ts";
 
 /** CMake options of the build: node-llama-cpp's shape, plus $ORIGIN lookups. */
 export const SOURCE_BUILD_OPTIONS: readonly string[] = [
@@ -57,10 +58,21 @@ export const SOURCE_BUILD_OPTIONS: readonly string[] = [
   // machine's glibc symbol versions, e.g. arc4random@GLIBC_2.36, into every library.)
   "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
   "-DCMAKE_INSTALL_RPATH=$ORIGIN",
+  // ggml's RPC backend (libggml-rpc.so, loaded like any backend): `superfluid rpc-worker` and `serve --rpc`
+  // (docs/guides/multi-machine.md). Its RDMA transport turns itself on where libibverbs is found: off, so the
+  // library needs nothing the user's machine may lack.
+  "-DGGML_RPC=ON",
+  "-DGGML_RPC_RDMA=OFF",
 ];
 
-/** The CMake targets: libllama and libggml (which depends on every CPU variant it loads at run time). */
-export const SOURCE_BUILD_TARGETS: readonly string[] = ["llama", "ggml"];
+/**
+ * The CMake targets: libllama and libggml (which depends on every CPU variant it loads at run time), and the RPC
+ * backend.
+ */
+export const SOURCE_BUILD_TARGETS: readonly string[] = ["llama", "ggml", "ggml-rpc"];
+
+/** The RPC backend alone (`bun build.ts --rpc-backend`): what running from source needs beside the prebuilt. */
+export const RPC_BACKEND_TARGETS: readonly string[] = ["ggml-rpc"];
 
 export interface Compiler {
   kind: "gcc" | "clang";
@@ -184,8 +196,8 @@ export function collectLibraries(binDir: string, out: string): string[] {
 }
 
 /**
- * The libraries superfluid loads in a folder: libllama, libggml, libggml-base and the CPU backends (not
- * node-llama-cpp's libllama-common).
+ * The libraries superfluid loads at every start in a folder: libllama, libggml, libggml-base and the CPU backends
+ * (not node-llama-cpp's libllama-common, nor the RPC backend, loaded only for --rpc and rpc-worker).
  */
 export function loadedLibraries(dir: string): string[] {
   return readdirSync(dir)
@@ -204,6 +216,8 @@ export interface SourceBuildOptions {
   /** Parallel compile jobs (default: this machine's CPUs). */
   jobs?: number;
   log?: (line: string) => void;
+  /** The CMake targets (default SOURCE_BUILD_TARGETS); RPC_BACKEND_TARGETS builds the RPC backend alone. */
+  targets?: readonly string[];
 }
 
 export interface SourceBuild {
@@ -242,6 +256,16 @@ function buildEnv(): Record<string, string | undefined> {
 
 function succeeds(cmd: string[], cwd: string): boolean {
   return Bun.spawnSync(cmd, { cwd, env: buildEnv(), stdout: "ignore", stderr: "ignore" }).exitCode === 0;
+}
+
+/** The RPC protocol version a llama.cpp checkout's ggml-rpc.h declares (`7.0.0`), or undefined without one. */
+export function rpcProtocolOf(src: string): string | undefined {
+  const header = join(src, "ggml", "include", "ggml-rpc.h");
+  if (!existsSync(header)) return undefined;
+  const text = readFileSync(header, "utf8");
+  const part = (name: string) => new RegExp(`#define\\s+RPC_PROTO_${name}_VERSION\\s+(\\d+)`).exec(text)?.[1];
+  const [major, minor, patch] = [part("MAJOR"), part("MINOR"), part("PATCH")];
+  return major && minor && patch ? `${major}.${minor}.${patch}` : undefined;
 }
 
 /** The package's patches (llama/patches/*.diff), in the order they are applied. */
@@ -336,6 +360,8 @@ export function applyPatches(
  */
 export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<SourceBuild> {
   const log = opts.log ?? (() => {});
+  const targets = opts.targets ?? SOURCE_BUILD_TARGETS;
+  const rpcOnly = targets.join() === RPC_BACKEND_TARGETS.join();
   const compilers = findCompilers();
   const pkg = await fetchPackage("node-llama-cpp", opts.nodeLlamaCppVersion, {
     cacheRoot: join(opts.cacheRoot, "packages"),
@@ -359,7 +385,7 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
         generator,
         ...patches.map((p) => p.sha256),
         ...SOURCE_BUILD_OPTIONS,
-        ...SOURCE_BUILD_TARGETS,
+        ...targets,
       ].join("\n"),
     )
     .digest("hex")
@@ -367,7 +393,7 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
   const root = join(
     opts.cacheRoot,
     "llama-source",
-    `${opts.nodeLlamaCppVersion}-${process.platform}-${process.arch}-${key}`,
+    `${opts.nodeLlamaCppVersion}-${process.platform}-${process.arch}-${rpcOnly ? "rpc-" : ""}${key}`,
   );
   const out = join(root, "lib");
   const done = join(root, ".complete");
@@ -407,6 +433,9 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
       for (const line of applyPatches(tmp, patches, logFile)) log(`libllama from source: ${line}`);
       renameSync(tmp, src);
     }
+    const protocol = rpcProtocolOf(src);
+    if (protocol !== RPC_PROTOCOL)
+      throw new Error(`ggml-rpc.h of this source speaks RPC protocol ${protocol}, superfluid ${RPC_PROTOCOL}`);
     const rev = Bun.spawnSync(["git", "-C", src, "rev-parse", "HEAD"], { stdout: "pipe", stderr: "pipe" });
     const head = rev.stdout.toString().trim();
     if (rev.exitCode !== 0 || !/^[0-9a-f]{40}$/.test(head))
@@ -419,14 +448,23 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
     );
     const t0 = performance.now();
     run(["cmake", "-S", src, "-B", build, "-G", generator, ...SOURCE_BUILD_OPTIONS], "cmake configure", logFile);
-    run(["cmake", "--build", build, "--parallel", jobs, "--target", ...SOURCE_BUILD_TARGETS], "cmake build", logFile);
+    run(["cmake", "--build", build, "--parallel", jobs, "--target", ...targets], "cmake build", logFile);
     // Collected and checked aside; `lib` and then `.complete` appear only for a set that passed.
     const staging = join(root, "lib.tmp");
     const names = collectLibraries(join(build, "bin"), staging);
-    if (!names.some((n) => n.startsWith("libllama")) || !names.some((n) => n.startsWith("libggml-cpu"))) {
-      throw new Error(`the build produced no libllama or no CPU backend (${names.join(", ")}); see ${logFile}`);
+    const expected = rpcOnly ? ["libggml-rpc"] : ["libllama", "libggml-cpu", "libggml-rpc"];
+    const missing = expected.filter((want) => !names.some((n) => n.startsWith(want)));
+    if (missing.length > 0)
+      throw new Error(`the build produced no ${missing.join(", ")} (${names.join(", ")}); see ${logFile}`);
+    // The RPC backend is loaded only by --rpc and rpc-worker, and says so where it cannot load: GCC 12's
+    // libstdc++ gives it std::condition_variable::wait@GLIBCXX_3.4.30, newer than the prebuilt's ceiling.
+    const rpc = join(staging, "libggml-rpc.so");
+    if (existsSync(rpc)) {
+      const needs = ceilingsAbove(versionCeilings([rpc]), versionCeilings(loadedLibraries(opts.prebuiltDir)));
+      if (needs.length > 0) log(`libllama from source: libggml-rpc.so also needs ${needs.join(", ")} (RPC only)`);
     }
-    // Nothing may need a newer glibc or libstdc++ than the prebuilt: the binary must start wherever it did.
+    // Nothing loaded at every start may need a newer glibc or libstdc++ than the prebuilt: the binary must start
+    // wherever it did.
     const above = ceilingsAbove(
       versionCeilings(loadedLibraries(staging)),
       versionCeilings(loadedLibraries(opts.prebuiltDir)),
@@ -448,6 +486,7 @@ export async function buildLlamaFromSource(opts: SourceBuildOptions): Promise<So
         patches: patches.map((p) => `${p.name} sha256:${p.sha256}`),
         compilers: { c: compilers.c.line, cxx: compilers.cxx.line },
         options: SOURCE_BUILD_OPTIONS,
+        rpcProtocol: protocol,
       },
     };
     writeFileSync(join(staging, BUILD_METADATA_FILE), `${JSON.stringify(meta, null, 2)}\n`);

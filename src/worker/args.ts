@@ -17,6 +17,7 @@ import {
   parseTensorSplit,
   type OffloadRequest,
 } from "../engine/offload.ts";
+import { parseEndpointList } from "../rpc/endpoint.ts";
 
 export interface WorkerArgs {
   model: string;
@@ -191,6 +192,13 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
         if (value !== "on" && value !== "off")
           throw new UsageError(`${flag} needs on or off, got ${value ?? "nothing"}`);
         offload.kvOffload = value === "on";
+        break;
+      case "--rpc":
+        try {
+          offload.rpc = parseEndpointList(value ?? "");
+        } catch (err) {
+          throw new UsageError(`${flag}: ${(err as Error).message}`);
+        }
         break;
       default:
         throw new UsageError(`unknown worker flag ${flag}`);

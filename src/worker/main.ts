@@ -15,6 +15,7 @@ import { LoraAdapters } from "./lora.ts";
 import { modelInfo } from "./model-info.ts";
 import { serveLoop } from "./serve-loop.ts";
 import { awaitStart } from "./standby.ts";
+import { connectRpcWorkers } from "../rpc/connect.ts";
 import { workerRunsNormally } from "../runtime/sched-policy.ts";
 
 function send(message: WorkerToDaemon): void {
@@ -151,6 +152,15 @@ export async function runWorker(argv: string[]): Promise<number> {
     // else the smallest auto pool (one window of min(trained, 4096) per sequence).
     const kvCells = (trained: number) =>
       args.kvPool ?? (args.maxContext ?? Math.min(trained, 4096)) * sequencesFor(args.maxBatch);
+    // RPC workers' devices join the local ones first, so the placement sees them.
+    if (args.offload.rpc) {
+      try {
+        await connectRpcWorkers(args.offload.rpc);
+      } catch (err) {
+        send({ type: "fatal", message: (err as Error).message, away: true });
+        return 3;
+      }
+    }
     model = LlamaModel.loadPlaced(args.model, args.offload, kvCells);
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });

@@ -47,7 +47,7 @@ describe("serve flag declarations", () => {
         .concat(["--fim-model", "f", "--fim-max-context", "9", "--files-max-bytes", "9", "--files-expiry", "9"])
         .concat(["--host-cache-mb", "9", "--log-dir", "/l", "--log-file", "/f", "--ready-file", "/r"])
         .concat(["--speculate", "auto", "--spec-max-temperature", "1"])
-        .concat(["--device", "Vulkan0", "--tensor-split", "1"]),
+        .concat(["--device", "Vulkan0", "--tensor-split", "1", "--rpc", "127.0.0.1:50052"]),
       { HOME: "/h" },
     ) as ServeOptions;
     const direct = SERVE_FLAGS.filter((d) => !("internal" in d)).map((d) => d.key as string);
