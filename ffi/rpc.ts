@@ -22,7 +22,8 @@ export const RPC_BACKEND_FILE = "libggml-rpc.so";
 
 /** The RPC backend file this process would load, or undefined when there is none for its libllama. */
 export function rpcBackendFile(llama: Llama, env = process.env): string | undefined {
-  if (env.SUPERFLUID_RPC_BACKEND) return env.SUPERFLUID_RPC_BACKEND;
+  if (env.SUPERFLUID_RPC_BACKEND)
+    return existsSync(env.SUPERFLUID_RPC_BACKEND) ? env.SUPERFLUID_RPC_BACKEND : undefined;
   const beside = join(llama.location.dir, RPC_BACKEND_FILE);
   if (existsSync(beside)) return beside;
   try {

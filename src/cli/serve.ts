@@ -28,6 +28,8 @@ import { startWebListener, type WebListener } from "../web/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
 import { REPLICA_HEADER } from "../http/replica.ts";
 import { usableRpcWorker } from "../rpc/probe.ts";
+import { loadLlama } from "../../ffi/llama.ts";
+import { noRpcBackend, rpcBackendFile } from "../../ffi/rpc.ts";
 import { RequestGate } from "../http/auth/gate.ts";
 import { KeyRing } from "../http/auth/keyring.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
@@ -139,6 +141,8 @@ async function withRpcWorkers(
   endpoints: readonly string[],
   log: (line: string) => void,
 ): Promise<FreeMemory> {
+  const llama = loadLlama(process.env, { backends: false });
+  if (!rpcBackendFile(llama)) throw new Error(noRpcBackend(llama));
   let remote = 0;
   for (const endpoint of endpoints) {
     const found = await usableRpcWorker(endpoint);

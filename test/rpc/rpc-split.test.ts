@@ -51,6 +51,35 @@ describe("rpc-worker's flags", () => {
   });
 });
 
+test("without an RPC backend, serve --rpc and rpc-worker refuse by name", async () => {
+  // An empty cache folder: no record of a backend built for running from source.
+  const env = { ...process.env, SUPERFLUID_CACHE_DIR: join(work, "empty-cache"), SUPERFLUID_RPC_BACKEND: "" };
+  if (rpcBackendFile(loadLlama(), env)) return; // this libllama carries one beside it (a release build)
+  const model = await fixturePath("tiny-random");
+  for (const args of [
+    [
+      "serve",
+      model,
+      "--http",
+      "127.0.0.1:0",
+      "--no-tui",
+      "--sessions",
+      join(work, "nobackend"),
+      "--rpc",
+      "127.0.0.1:1",
+    ],
+    ["rpc-worker", "--listen", "127.0.0.1:1"],
+  ]) {
+    const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(await proc.exited).toBe(1);
+    expect(await new Response(proc.stderr).text()).toContain("this build has no RPC backend");
+  }
+});
+
 /** A process whose stderr is gathered; `until` waits for a pattern in it (or its exit). */
 function spawnLogged(args: string[]) {
   const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
