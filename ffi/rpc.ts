@@ -63,7 +63,7 @@ function pointerOrNone(p: NativeHandle): Pointer | undefined {
  * it sits beside libllama, else a copy in a cache folder beside a link to the running one.
  */
 function loadableCopy(file: string, llamaDir: string): string {
-  if (existsSync(join(llamaDir, RPC_BACKEND_FILE)) && join(llamaDir, RPC_BACKEND_FILE) === file) return file;
+  if (file === join(llamaDir, RPC_BACKEND_FILE)) return file;
   const base = readdirSync(llamaDir).find((f) => /^libggml-base(\.v[\d.]+)?\.so(\.\d+)*$/.test(f));
   if (!base) throw new Error(`no libggml-base beside ${llamaDir}`);
   const key = createHash("sha256").update(`${file}\n${llamaDir}`).digest("hex").slice(0, 16);
