@@ -13,51 +13,44 @@
 // and no traffic leaves this machine). A kernel without netem (sch_netem)
 // gets the delay from a relay in this process instead, which holds every
 // chunk half the RTT each way; the table says which, and the round trip a
-// HELLO measured through it. Configurations run in turn, pass after
-// pass; each figure is the median over passes and requests. Figures from the
-// server's own access log (prefill and decode tok/s) and startup log (load).
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import type { Subprocess } from "bun";
+// HELLO measured through it. Configurations run in turn, pass after pass;
+// each figure is the median over passes and requests, read from the server's
+// JSON log (--log-dir): prefill and decode tok/s of its access records, the
+// load from its "ready in" line.
+import type { ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
+import { join, resolve } from "node:path";
 import { ensureFixture } from "../src/fixtures/index.ts";
 import { probeRpcWorker } from "../src/rpc/probe.ts";
 import { machineLine } from "./machine.ts";
+import { median, parseOptions, scratchFolder, spawnGroup, startSuperfluid, stopGroup } from "./support.ts";
 
+const USAGE = "usage: bun bench/rpc.ts [--model PATH] [--passes N] [--delays MS,MS,...]";
+const { opts, int } = parseOptions(USAGE, ["model", "passes", "delays"]);
 const ROOT = resolve(import.meta.dir, "..");
-const arg = (name: string) => {
-  const i = process.argv.indexOf(name);
-  return i > 0 ? process.argv[i + 1] : undefined;
-};
-const passes = Number(arg("--passes") ?? 2);
-const delays = (arg("--delays") ?? "0,1,5").split(",").map(Number);
-const model = arg("--model") ?? (await ensureFixture("large-vocab"));
-const work = mkdtempSync(join(tmpdir(), "sf-bench-rpc-"));
-const procs: Subprocess[] = [];
+const passes = int("passes", 2, 1);
+const delays = (opts.get("delays") ?? "0,1,5").split(",").map(Number);
+const model = opts.get("model") ?? (await ensureFixture("large-vocab"));
+const work = scratchFolder("sf-bench-rpc-");
+
 const namespaces: string[] = [];
+process.on("exit", () => {
+  for (const ns of namespaces) dropLan(ns);
+});
 
 function sh(cmd: string[]): void {
   const r = Bun.spawnSync(cmd, { stdout: "pipe", stderr: "pipe" });
   if (r.exitCode !== 0) throw new Error(`${cmd.join(" ")}: ${r.stderr.toString().trim()}`);
 }
 
-function cleanup(): void {
-  for (const p of procs) p.kill("SIGKILL");
-  for (const ns of namespaces) Bun.spawnSync(["ip", "netns", "del", ns]);
-  for (const i of [1, 2]) Bun.spawnSync(["ip", "link", "del", `sfrpc${i}h`]);
-  rmSync(work, { recursive: true, force: true });
-}
-process.on("SIGINT", () => {
-  cleanup();
-  process.exit(130);
-});
+/** Whether the kernel had netem (else the relay below adds the delay). */
+let netem: boolean | undefined;
 
 /** A namespace `sfrpc<i>` reached at 10.231.<i>.2 from 10.231.<i>.1, with netem adding rttMs/2 each way. */
 function lan(i: number, rttMs: number): string {
   const ns = `sfrpc${i}`;
-  Bun.spawnSync(["ip", "netns", "del", ns]);
-  Bun.spawnSync(["ip", "link", "del", `${ns}h`]);
+  dropLan(ns);
   sh(["ip", "netns", "add", ns]);
   namespaces.push(ns);
   sh(["ip", "link", "add", `${ns}h`, "type", "veth", "peer", "name", `${ns}n`]);
@@ -76,8 +69,12 @@ function lan(i: number, rttMs: number): string {
   return ns;
 }
 
-/** Whether the kernel had netem (else the relay below adds the delay). */
-let netem: boolean | undefined;
+function dropLan(ns: string): void {
+  Bun.spawnSync(["ip", "netns", "del", ns]);
+  Bun.spawnSync(["ip", "link", "del", `${ns}h`]);
+  const at = namespaces.indexOf(ns);
+  if (at >= 0) namespaces.splice(at, 1);
+}
 
 /** A TCP relay on loopback to `target` that holds each chunk `oneWayMs` in each direction. */
 function delayRelay(
@@ -106,7 +103,7 @@ function delayRelay(
   );
 }
 
-/** Median ms of a HELLO exchange (three request/replies) with `endpoint`. */
+/** Median ms of a HELLO exchange (connect and three request/replies) with `endpoint`. */
 async function helloMs(endpoint: string): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < 5; i++) {
@@ -117,63 +114,30 @@ async function helloMs(endpoint: string): Promise<number> {
   return median(times);
 }
 
-function dropLan(ns: string): void {
-  Bun.spawnSync(["ip", "netns", "del", ns]);
-  Bun.spawnSync(["ip", "link", "del", `${ns}h`]);
-  namespaces.splice(namespaces.indexOf(ns), 1);
-}
-
-function spawnLogged(cmd: string[]) {
-  const proc = Bun.spawn(cmd, { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
-  procs.push(proc);
-  let log = "";
-  void (async () => {
-    for await (const chunk of proc.stderr.pipeThrough(new TextDecoderStream())) log += chunk;
-  })();
-  const until = async (pattern: RegExp) => {
-    for (;;) {
-      const m = pattern.exec(log);
-      if (m) return m;
-      if (proc.exitCode !== null) throw new Error(`exited ${proc.exitCode}:\n${log}`);
-      await Bun.sleep(20);
-    }
-  };
-  return { proc, until, log: () => log };
-}
-
-async function stop(p: Subprocess): Promise<void> {
-  p.kill("SIGTERM");
-  await p.exited;
-  procs.splice(procs.indexOf(p), 1);
-}
-
-/** Two workers (1 thread each); their endpoints. */
+/** Two workers (1 thread each); the endpoints the server is given. */
 async function startWorkers(rttMs: number): Promise<{ endpoints: string[]; stopAll: () => Promise<void> }> {
-  const made: { proc: Subprocess; ns?: string; relay?: { close(): void } }[] = [];
+  const made: { child: ChildProcess; ns?: string; relay?: { close(): void } }[] = [];
   const endpoints: string[] = [];
   for (const i of [1, 2]) {
     const ns = rttMs > 0 ? lan(i, rttMs) : undefined;
     const listen = ns ? `10.231.${i}.2:50052` : `127.0.0.1:${50600 + i}`;
-    const base = [process.execPath, join(ROOT, "src/main.ts"), "rpc-worker", "--threads", "1", "--listen", listen];
-    const cmd = ns ? ["ip", "netns", "exec", ns, ...base, "--allow-network"] : base;
-    const w = spawnLogged(cmd);
-    await w.until(/protocol \S+ on/);
-    while (!(await probeRpcWorker(listen, 2000)).ok) await Bun.sleep(50);
-    if (ns && !netem) {
-      const relay = await delayRelay({ host: `10.231.${i}.2`, port: 50052 }, rttMs / 2);
-      made.push({ proc: w.proc, ns, relay });
-      endpoints.push(`127.0.0.1:${relay.port}`);
-    } else {
-      made.push({ proc: w.proc, ...(ns ? { ns } : {}) });
-      endpoints.push(listen);
+    const worker = [process.execPath, join(ROOT, "src/main.ts"), "rpc-worker", "--threads", "1", "--listen", listen];
+    const [cmd, ...args] = ns ? ["ip", "netns", "exec", ns, ...worker, "--allow-network"] : worker;
+    const child = spawnGroup(cmd!, args, { stdio: "ignore" });
+    while (!(await probeRpcWorker(listen, 2000)).ok) {
+      if (child.exitCode !== null) throw new Error(`the rpc-worker on ${listen} exited ${child.exitCode}`);
+      await Bun.sleep(50);
     }
+    const relay = ns && !netem ? await delayRelay({ host: `10.231.${i}.2`, port: 50052 }, rttMs / 2) : undefined;
+    made.push({ child, ...(ns ? { ns } : {}), ...(relay ? { relay } : {}) });
+    endpoints.push(relay ? `127.0.0.1:${relay.port}` : listen);
   }
   return {
     endpoints,
     stopAll: async () => {
       for (const m of made) {
         m.relay?.close();
-        await stop(m.proc);
+        await stopGroup(m.child);
         if (m.ns) dropLan(m.ns);
       }
     },
@@ -191,15 +155,26 @@ const words = "the of and to in is it you that was for on are with as his they b
 const prompt = (seed: number, n: number) =>
   Array.from({ length: n }, (_, k) => words[(seed * 31 + k * 7 + ((k * k) % 13)) % words.length]).join(" ");
 
+/** The records of a server's JSON log (--log-dir), in order. */
+function jsonLog(dir: string): Record<string, unknown>[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".jsonl"))
+    .sort()
+    .flatMap((f) => readFileSync(join(dir, f), "utf8").split("\n").filter(Boolean))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
 async function measure(config: string, extra: string[], pass: number): Promise<Sample> {
-  const s = spawnLogged(
-    [process.execPath, join(ROOT, "src/main.ts"), "serve", model, "--http", "127.0.0.1:0", "--no-tui"]
-      .concat(["--threads", "1", "--max-batch", "1", "--max-context", "2048"])
-      .concat(["--sessions", join(work, `${config}-${pass}`)])
+  const name = `${config.replace(/\W+/g, "-")}-${pass}`;
+  const logDir = join(work, `${name}-log`);
+  let server: ChildProcess | undefined;
+  const url = await startSuperfluid(
+    [model, "--no-tui", "--threads", "1", "--max-batch", "1", "--max-context", "2048"]
+      .concat(["--sessions", join(work, name), "--log-dir", logDir])
       .concat(extra),
+    join(work, `${name}.log`),
+    (child) => (server = child),
   );
-  const url = (await s.until(/serving .* at (http:\/\/127\.0\.0\.1:\d+)\/v1/))[1]!;
-  const loadS = Number((await s.until(/ready in ([\d.]+) s/))[1]);
   const id = ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
   const ask = async (content: string, maxTokens: number) => {
     const res = await fetch(`${url}/v1/chat/completions`, {
@@ -216,67 +191,58 @@ async function measure(config: string, extra: string[], pass: number): Promise<S
     const body = (await res.json()) as { choices: { message: { content: string } }[] };
     return body.choices[0]!.message.content;
   };
-  const sample: Sample = { loadS, prefill: [], decode: [], reply: "" };
-  const access = () => [...s.log().matchAll(/prefill=([\d.]+) tok\/s decode=([\d.]+|-)/g)];
+  let reply = "";
   for (let r = 0; r < 3; r++) {
     await ask(`${pass}-${r} ${prompt(r + 10 * pass, 1000)}`, 2);
-    const seen = access().length;
-    sample.reply = await ask(`weather report ${r}`, 128);
-    while (access().length <= seen) await Bun.sleep(10);
-    const all = access();
-    sample.prefill.push(Number(all[all.length - 2]![1]));
-    sample.decode.push(Number(all[all.length - 1]![2]));
+    reply = await ask(`weather report ${r}`, 128);
   }
-  await stop(s.proc);
-  return sample;
+  await stopGroup(server!);
+  const records = jsonLog(logDir);
+  // Each round's first record is the long prompt (its prefill), its second the 128-token reply (its decode).
+  const access = records.filter((r) => r.type === "access");
+  const ready = records.map((r) => /ready in ([\d.]+) s/.exec(String(r.message ?? ""))).find(Boolean);
+  return {
+    loadS: Number(ready?.[1]),
+    prefill: access.filter((_, i) => i % 2 === 0).map((r) => Number(r.prefill_tps)),
+    decode: access.filter((_, i) => i % 2 === 1).map((r) => Number(r.decode_tps)),
+    reply,
+  };
 }
 
-const median = (v: number[]) => {
-  const s = [...v].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-
-try {
-  if (!existsSync(model)) throw new Error(`no model at ${model}`);
-  console.log(`# ${machineLine()}`);
-  console.log(
-    `# model ${model}; split: --gpu-layers 3 --tensor-split 1,1 over two workers of 1 thread; ${passes} passes`,
-  );
-  const configs = ["local", ...delays.map((d) => (d === 0 ? "rpc loopback" : `rpc ${d} ms RTT`))];
-  const results = new Map<string, Sample[]>(configs.map((c) => [c, []]));
-  const hello = new Map<string, number[]>();
-  for (let pass = 0; pass < passes; pass++) {
-    for (const config of configs) {
-      if (config === "local") {
-        results.get(config)!.push(await measure("local", [], pass));
-        continue;
-      }
-      const rtt = config === "rpc loopback" ? 0 : Number(/rpc (\d+(?:\.\d+)?) ms/.exec(config)![1]);
-      const workers = await startWorkers(rtt);
-      hello.set(config, [...(hello.get(config) ?? []), await helloMs(workers.endpoints[0]!)]);
-      const extra = ["--rpc", workers.endpoints.join(","), "--gpu-layers", "3", "--tensor-split", "1,1"];
-      results.get(config)!.push(await measure(config.replace(/ /g, "-"), extra, pass));
-      await workers.stopAll();
+console.log(`# ${machineLine()}`);
+console.log(
+  `# model ${model}; split: --gpu-layers 3 --tensor-split 1,1 over two workers of 1 thread; ${passes} passes`,
+);
+const configs = ["local", ...delays.map((d) => (d === 0 ? "rpc loopback" : `rpc ${d} ms RTT`))];
+const results = new Map<string, Sample[]>(configs.map((c) => [c, []]));
+const hello = new Map<string, number[]>();
+for (let pass = 0; pass < passes; pass++) {
+  for (const config of configs) {
+    if (config === "local") {
+      results.get(config)!.push(await measure(config, [], pass));
+      continue;
     }
+    const rtt = config === "rpc loopback" ? 0 : Number(/rpc (\d+(?:\.\d+)?) ms/.exec(config)![1]);
+    const workers = await startWorkers(rtt);
+    hello.set(config, [...(hello.get(config) ?? []), await helloMs(workers.endpoints[0]!)]);
+    const extra = ["--rpc", workers.endpoints.join(","), "--gpu-layers", "3", "--tensor-split", "1,1"];
+    results.get(config)!.push(await measure(config, extra, pass));
+    await workers.stopAll();
   }
-  const local = results.get("local")!;
-  const delayBy =
-    netem === undefined ? "" : netem ? " (delay: tc netem)" : " (delay: a relay in the bench; no netem in this kernel)";
+}
+const local = results.get("local")!;
+const delayBy =
+  netem === undefined ? "" : netem ? " (delay: tc netem)" : " (delay: a relay in the bench; no netem in this kernel)";
+console.log(
+  `\n| configuration${delayBy} | HELLO exchange (4 round trips) | load | prefill tok/s | decode tok/s | greedy reply as local |`,
+);
+console.log("|---|---:|---:|---:|---:|---|");
+for (const [config, samples] of results) {
+  const rtt = hello.get(config);
+  const same = samples.every((x, i) => x.reply === local[i]!.reply);
   console.log(
-    `\n| configuration${delayBy} | HELLO exchange (4 round trips) | load | prefill tok/s | decode tok/s | greedy reply as local |`,
+    `| ${config} | ${rtt ? `${median(rtt).toFixed(1)} ms` : "-"} | ${median(samples.map((x) => x.loadS)).toFixed(1)} s | ` +
+      `${median(samples.flatMap((x) => x.prefill)).toFixed(0)} | ${median(samples.flatMap((x) => x.decode)).toFixed(1)} | ` +
+      `${same ? "yes" : "no"} |`,
   );
-  console.log("|---|---:|---:|---:|---:|---|");
-  for (const [config, samples] of results) {
-    const load = median(samples.map((x) => x.loadS));
-    const prefill = median(samples.flatMap((x) => x.prefill));
-    const decode = median(samples.flatMap((x) => x.decode));
-    const same = samples.every((x, i) => x.reply === local[i]!.reply);
-    const rtt = hello.get(config);
-    console.log(
-      `| ${config} | ${rtt ? `${median(rtt).toFixed(1)} ms` : "-"} | ${load.toFixed(1)} s | ${prefill.toFixed(0)} | ` +
-        `${decode.toFixed(1)} | ${same ? "yes" : "no"} |`,
-    );
-  }
-} finally {
-  cleanup();
 }

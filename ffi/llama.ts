@@ -116,9 +116,6 @@ const ggmlSymbols = {
   ggml_backend_reg_by_name: { args: ["ptr"], returns: "ptr" },
   ggml_backend_reg_get_proc_address: { args: ["ptr", "ptr"], returns: "ptr" },
   ggml_backend_register: { args: ["ptr"], returns: "void" },
-  ggml_backend_reg_dev_count: { args: ["ptr"], returns: "u64" },
-  ggml_backend_reg_dev_get: { args: ["ptr", "u64"], returns: "ptr" },
-  ggml_backend_dev_by_name: { args: ["ptr"], returns: "ptr" },
 } as const;
 
 function openLlama(path: string) {
@@ -195,7 +192,7 @@ function linkableLibrary(path: string, cache: string): { dir: string; name: stri
 }
 
 /** Makes `link` a symlink to `target` unless it is there already (another process may make it at the same moment). */
-function linkOnce(target: string, link: string): void {
+export function linkOnce(target: string, link: string): void {
   if (existsSync(link)) return;
   mkdirSync(dirname(link), { recursive: true });
   try {

@@ -11,10 +11,10 @@
 // a link to the libggml-base this process runs, so both share one ggml.
 import { CFunction, ptr, type Pointer } from "bun:ffi";
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync } from "node:fs";
+import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { join } from "node:path";
-import { type Device, listDevices } from "./devices.ts";
-import { cstr, type Llama, type NativeHandle } from "./llama.ts";
+import type { Device } from "./devices.ts";
+import { cstr, type Llama, linkOnce, type NativeHandle } from "./llama.ts";
 import { cacheDir } from "./paths.ts";
 import { RPC_BACKEND_RECORD, type RpcBackendRecord } from "./rpc-backend-record.ts";
 
@@ -70,14 +70,7 @@ function loadableCopy(file: string, llamaDir: string): string {
   const dir = join(cacheDir(), `rpc-${key}`);
   const copy = join(dir, RPC_BACKEND_FILE);
   if (!existsSync(copy)) {
-    mkdirSync(dir, { recursive: true });
-    for (const name of ["libggml-base.so.0", "libggml-base.so"]) {
-      try {
-        symlinkSync(join(llamaDir, base), join(dir, name));
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-      }
-    }
+    for (const name of ["libggml-base.so.0", "libggml-base.so"]) linkOnce(join(llamaDir, base), join(dir, name));
     // Copied, not linked: the loader looks for the backend's dependencies beside the path it was given.
     const partial = `${copy}.${process.pid}.tmp`;
     copyFileSync(file, partial);
@@ -97,17 +90,13 @@ function rpcFunction(llama: Llama, reg: Pointer, name: string): Pointer {
  * Registers an RPC worker: its devices join this process's device list (the model's placement sees them). Call
  * only once probeRpcWorker has had its HELLO answered: ggml's client aborts the process on a failed connection.
  */
-export function addRpcServer(llama: Llama, endpoint: string): Device[] {
+export function addRpcServer(llama: Llama, endpoint: string): void {
   const reg = rpcRegistry(llama);
   if (!reg) throw new Error(noRpcBackend(llama));
   const add = CFunction({ ptr: rpcFunction(llama, reg, "ggml_backend_rpc_add_server"), args: ["ptr"], returns: "ptr" });
   const remote = add(cstr(endpoint)) as Pointer | null;
   if (!remote) throw new Error(`the RPC worker at ${endpoint} reported no device`);
   llama.ggml.ggml_backend_register(remote);
-  const handles = new Set<number>();
-  const count = Number(llama.ggml.ggml_backend_reg_dev_count(remote));
-  for (let i = 0; i < count; i++) handles.add(Number(llama.ggml.ggml_backend_reg_dev_get(remote, BigInt(i))));
-  return listDevices(llama).filter((d) => handles.has(Number(d.handle)));
 }
 
 /**

@@ -27,9 +27,7 @@ import { mintToken, WebAuth } from "../web/auth.ts";
 import { startWebListener, type WebListener } from "../web/listener.ts";
 import { isLoopbackName } from "../http/origin-guard.ts";
 import { REPLICA_HEADER } from "../http/replica.ts";
-import { usableRpcWorker } from "../rpc/probe.ts";
-import { loadLlama } from "../../ffi/llama.ts";
-import { noRpcBackend, rpcBackendFile } from "../../ffi/rpc.ts";
+import { checkRpcWorkers } from "../rpc/connect.ts";
 import { RequestGate } from "../http/auth/gate.ts";
 import { KeyRing } from "../http/auth/keyring.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
@@ -141,15 +139,12 @@ async function withRpcWorkers(
   endpoints: readonly string[],
   log: (line: string) => void,
 ): Promise<FreeMemory> {
-  const llama = loadLlama(process.env, { backends: false });
-  if (!rpcBackendFile(llama)) throw new Error(noRpcBackend(llama));
   let remote = 0;
-  for (const endpoint of endpoints) {
-    const found = await usableRpcWorker(endpoint);
-    const free = found.devices.reduce((a, d) => a + d.freeBytes, 0);
+  for (const worker of await checkRpcWorkers(endpoints)) {
+    const free = worker.devices.reduce((a, d) => a + d.freeBytes, 0);
     remote += free;
     log(
-      `superfluid: RPC worker ${endpoint}: protocol ${found.version}, ${found.devices.length} device(s), ${formatBytes(free)} free`,
+      `superfluid: RPC worker ${worker.endpoint}: protocol ${worker.version}, ${worker.devices.length} device(s), ${formatBytes(free)} free`,
     );
   }
   return {

@@ -63,16 +63,8 @@ function releasedAtEnd(response: Response, release: () => void): Response {
 
 /** The reply with the request's session key echoed (docs/guides/scale-out.md#affinity). */
 function withSessionKey(response: Response, key: string | undefined): Response {
-  if (key === undefined) return response;
-  try {
-    response.headers.set(SESSION_KEY_HEADER, key);
-    return response;
-  } catch {
-    // Headers that came immutable (a fetched reply): copied onto a new Response.
-    const headers = new Headers(response.headers);
-    headers.set(SESSION_KEY_HEADER, key);
-    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
-  }
+  if (key !== undefined) response.headers.set(SESSION_KEY_HEADER, key);
+  return response;
 }
 
 /** The app as the listener's handler. */

@@ -1,16 +1,32 @@
-// A worker's RPC workers (--rpc), joined before the model is placed: each is
-// asked over a plain socket first (src/rpc/probe.ts), since libllama's RPC
-// client aborts the process when one cannot be reached; then its devices are
-// registered and take layers like local GPUs (docs/guides/multi-machine.md).
-import type { Device } from "../../ffi/devices.ts";
+// A server's RPC workers (--rpc): asked over a plain socket first
+// (src/rpc/probe.ts), since libllama's RPC client aborts the process when one
+// cannot be reached; then, in the model's engine process, registered so that
+// their devices take layers like local GPUs (docs/guides/multi-machine.md).
 import { loadLlama } from "../../ffi/llama.ts";
 import { addRpcServer, noRpcBackend, rpcBackendFile } from "../../ffi/rpc.ts";
-import { usableRpcWorker } from "./probe.ts";
+import { type RemoteDevice, usableRpcWorker } from "./probe.ts";
 
-/** Registers every endpoint's devices in this process; throws a message naming the first that cannot serve. */
-export async function connectRpcWorkers(endpoints: readonly string[]): Promise<Device[]> {
-  const llama = loadLlama();
+export interface RpcWorkerFacts {
+  endpoint: string;
+  version: string;
+  devices: RemoteDevice[];
+}
+
+/**
+ * Each worker's protocol and devices, once this build is known to have the RPC backend and every worker to serve
+ * it; throws a message naming what is missing or the first worker that cannot.
+ */
+export async function checkRpcWorkers(endpoints: readonly string[]): Promise<RpcWorkerFacts[]> {
+  const llama = loadLlama(process.env, { backends: false });
   if (!rpcBackendFile(llama)) throw new Error(noRpcBackend(llama));
-  for (const endpoint of endpoints) await usableRpcWorker(endpoint);
-  return endpoints.flatMap((endpoint) => addRpcServer(llama, endpoint));
+  const found: RpcWorkerFacts[] = [];
+  for (const endpoint of endpoints) found.push({ endpoint, ...(await usableRpcWorker(endpoint)) });
+  return found;
+}
+
+/** Checks every worker, then registers its devices in this process (the model's placement sees them). */
+export async function connectRpcWorkers(endpoints: readonly string[]): Promise<void> {
+  await checkRpcWorkers(endpoints);
+  const llama = loadLlama();
+  for (const endpoint of endpoints) addRpcServer(llama, endpoint);
 }

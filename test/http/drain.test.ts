@@ -6,50 +6,22 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fixturePath } from "../support/models.ts";
+import { join } from "node:path";
+import { ServerProcess } from "../scenarios/support.ts";
 import { useServer } from "./support.ts";
 
-const ROOT = resolve(import.meta.dir, "../..");
 const work = mkdtempSync(join(tmpdir(), "sf-drain-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 const STREAMS = 8;
 
-/** `superfluid serve` on tiny-random in its own process, once it serves; `log()` is its stderr so far. */
-async function startServe(flags: string[]) {
-  const model = await fixturePath("tiny-random");
-  const proc = Bun.spawn(
-    [
-      process.execPath,
-      join(ROOT, "src/main.ts"),
-      "serve",
-      model,
-      "--http",
-      "127.0.0.1:0",
-      "--no-tui",
-      "--threads",
-      "1",
-    ].concat(flags),
-    { env: { ...process.env, SUPERFLUID_QUIET: "1" }, stdout: "ignore", stderr: "pipe" },
-  );
-  const reader = proc.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  let log = "";
-  let url: string | undefined;
-  while (!url) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`serve exited before it served:\n${log}`);
-    log += value;
-    url = /serving .* at (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(log)?.[1];
-  }
-  const rest = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      log += value;
-    }
-  })();
-  return { proc, url, log: () => log, rest };
+/** `superfluid serve` on tiny-random in its own process, once /health answers. */
+async function startServe(
+  flags: string[],
+): Promise<{ server: ServerProcess; proc: ServerProcess["proc"]; url: string }> {
+  const server = await ServerProcess.spawn(["--no-tui", ...flags]);
+  if ((await server.waitHealthy(600_000)) !== "healthy") throw new Error(`serve did not start:\n${server.stderr}`);
+  return { server, proc: server.proc, url: server.url };
 }
 // Long enough that the streams are still running when the signal lands (their full length is checked at the end).
 const TOKENS = 2000;
@@ -87,7 +59,7 @@ function openStreams(url: string, model: string, tokens: number) {
 }
 
 test("SIGTERM during 8 streams: all 8 finish, readiness and new requests get 503, exit 0", async () => {
-  const { proc, url, log, rest } = await startServe([
+  const { server, proc, url } = await startServe([
     "--max-batch",
     String(STREAMS),
     "--max-context",
@@ -128,8 +100,7 @@ test("SIGTERM during 8 streams: all 8 finish, readiness and new requests get 503
     expect(text.trimEnd()).toEndWith("data: [DONE]");
   }
   expect(await proc.exited).toBe(0);
-  await rest;
-  expect(log()).toContain("superfluid: draining: new requests get 503");
+  expect(await server.stderrWith("superfluid: draining")).toContain("superfluid: draining: new requests get 503");
 }, 300_000);
 
 test("generations still running when the drain timeout runs out are cut with 503 server_draining, streamed or not", async () => {

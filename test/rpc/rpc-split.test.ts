@@ -5,7 +5,7 @@
 // and its return brings the model back, the server never restarted. Needs
 // ggml's RPC backend (the release's, or `bun build.ts --rpc-backend` when
 // running from source; .ci/run builds it): skipped without one. Events, not
-// clocks: each step waits for a log line or a reply.
+// clocks: each step waits for a reply, /health, or a process's exit.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,15 +16,17 @@ import { rpcBackendFile } from "../../ffi/rpc.ts";
 import { MEMORY_REFUSAL, parseRpcWorkerArgs } from "../../src/cli/rpc-worker.ts";
 import { probeRpcWorker } from "../../src/rpc/probe.ts";
 import { fixturePath } from "../support/models.ts";
-import { freePorts } from "../support/replica-fleet.ts";
+import { freePorts, postChat, ServerProcess } from "../scenarios/support.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const work = mkdtempSync(join(tmpdir(), "sf-rpc-"));
 const backend = rpcBackendFile(loadLlama());
 const procs: Subprocess[] = [];
+const servers: ServerProcess[] = [];
 afterAll(async () => {
   for (const p of procs) p.kill("SIGKILL");
   await Promise.all(procs.map((p) => p.exited));
+  for (const server of servers) await server.killHard();
   rmSync(work, { recursive: true, force: true });
 });
 
@@ -80,62 +82,31 @@ test("without an RPC backend, serve --rpc and rpc-worker refuse by name", async 
   }
 });
 
-/** A process whose stderr is gathered; `until` waits for a pattern in it (or its exit). */
-function spawnLogged(args: string[]) {
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
-    env: { ...process.env, SUPERFLUID_QUIET: "1" },
-    stdin: "ignore",
-    stdout: "ignore",
-    stderr: "pipe",
-  });
+/** An rpc-worker on `port`, once it answers a HELLO (a hang guard ends one that never does). */
+async function startWorker(port: number): Promise<Subprocess<"ignore", "ignore", "pipe">> {
+  const proc = Bun.spawn(
+    [process.execPath, join(ROOT, "src/main.ts"), "rpc-worker", "--threads", "1", "--listen", `127.0.0.1:${port}`],
+    { stdin: "ignore", stdout: "ignore", stderr: "pipe" },
+  );
   procs.push(proc);
-  let log = "";
-  const reader = proc.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  const pump = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      log += value;
-    }
-  })();
-  const until = async (pattern: RegExp): Promise<RegExpExecArray> => {
-    for (;;) {
-      const m = pattern.exec(log);
-      if (m) return m;
-      if (proc.exitCode !== null) {
-        await pump;
-        throw new Error(`exited ${proc.exitCode} before ${pattern}:\n${log}`);
-      }
-      await Bun.sleep(20);
-    }
-  };
-  const ended = async () => {
-    await proc.exited;
-    await pump;
-    return log;
-  };
-  return { proc, until, log: () => log, ended };
-}
-
-async function startWorker(port: number) {
-  const w = spawnLogged(["rpc-worker", "--threads", "1", "--listen", `127.0.0.1:${port}`]);
-  await w.until(/protocol 7\.0\.0 on/);
-  // It listens once llama.cpp's server is up: asked until it answers (a hang guard ends a worker that never does).
   for (let tries = 0; !(await probeRpcWorker(`127.0.0.1:${port}`, 2000)).ok; tries++) {
-    if (tries > 500) throw new Error(`the RPC worker on ${port} never answered:\n${w.log()}`);
+    if (proc.exitCode !== null)
+      throw new Error(`the rpc-worker on ${port} exited: ${await new Response(proc.stderr).text()}`);
+    if (tries > 500) throw new Error(`the rpc-worker on ${port} never answered`);
     await Bun.sleep(20);
   }
-  return w;
+  return proc;
 }
 
-async function startServe(model: string, sessions: string, extra: string[]) {
-  const s = spawnLogged(
-    ["serve", model, "--http", "127.0.0.1:0", "--no-tui", "--threads", "1", "--max-batch", "1"]
-      .concat(["--max-context", "1024", "--sessions", join(work, sessions)])
-      .concat(extra),
+/** `superfluid serve` on tiny-random in its own process; `healthy` once /health answered (or it exited). */
+async function startServe(sessions: string, extra: string[]) {
+  const server = await ServerProcess.spawn(
+    ["--no-tui", "--max-batch", "1", "--max-context", "1024", "--sessions", join(work, sessions), ...extra],
+    undefined,
+    "tiny-random",
   );
-  const url = (await s.until(/serving .* at (http:\/\/127\.0\.0\.1:\d+)\/v1/))[1]!;
-  return { ...s, url };
+  servers.push(server);
+  return { server, state: await server.waitHealthy(600_000) };
 }
 
 const GREEDY = {
@@ -145,21 +116,15 @@ const GREEDY = {
   ignore_eos: true,
 };
 
-async function chat(url: string) {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: "tiny-random-1-v2", ...GREEDY }),
-  });
-  return { status: res.status, body: (await res.json()) as any };
+async function chat(url: string): Promise<{ status: number; body: any }> {
+  const r = await postChat(url, { model: "tiny-random-1-v2", ...GREEDY });
+  return { status: r.status, body: r.json };
 }
 
 describe.skipIf(!backend)("one model over two RPC workers on loopback", () => {
-  let model = "";
   let ports: number[] = [];
-  let workers: Awaited<ReturnType<typeof startWorker>>[] = [];
+  let workers: Subprocess<"ignore", "ignore", "pipe">[] = [];
   beforeAll(async () => {
-    model = await fixturePath("tiny-random");
     ports = await freePorts(3);
     workers = [await startWorker(ports[0]!), await startWorker(ports[1]!)];
   });
@@ -173,66 +138,57 @@ describe.skipIf(!backend)("one model over two RPC workers on loopback", () => {
   ];
 
   test("split across this machine and both workers, the greedy reply is the one served alone", async () => {
-    const alone = await startServe(model, "alone", []);
-    const expected = await chat(alone.url);
-    alone.proc.kill("SIGTERM");
-    await alone.ended();
+    const alone = await startServe("alone", []);
+    expect(alone.state).toBe("healthy");
+    const expected = await chat(alone.server.url);
+    alone.server.proc.kill("SIGTERM");
+    await alone.server.proc.exited;
     expect(expected.status).toBe(200);
 
-    const split = await startServe(model, "split", rpc());
-    const log = split.log();
+    const split = await startServe("split", rpc());
+    expect(split.state).toBe("healthy");
+    const log = split.server.stderr;
     expect(log).toContain(`RPC worker 127.0.0.1:${ports[0]}: protocol 7.0.0`);
     expect(log).toMatch(/offload: .*RPC\d \(127\.0\.0\.1:\d+\).*CPU: /);
-    const got = await chat(split.url);
+    const got = await chat(split.server.url);
     expect(got.status).toBe(200);
     expect(got.body.choices[0].message.content).toBe(expected.body.choices[0].message.content);
     expect(got.body.usage.completion_tokens).toBe(32);
-    split.proc.kill("SIGTERM");
-    expect(await split.proc.exited).toBe(0);
+    split.server.proc.kill("SIGTERM");
+    expect(await split.server.proc.exited).toBe(0);
   });
 
   test("a worker that cannot be reached at start stops the start, named", async () => {
     const closed = `127.0.0.1:${ports[2]}`;
-    const s = spawnLogged(
-      [
-        "serve",
-        model,
-        "--http",
-        "127.0.0.1:0",
-        "--no-tui",
-        "--threads",
-        "1",
-        "--sessions",
-        join(work, "unreachable"),
-      ].concat(["--rpc", `127.0.0.1:${ports[0]},${closed}`]),
-    );
-    const log = await s.ended();
-    expect(s.proc.exitCode).not.toBe(0);
-    expect(log).toContain(`the RPC worker at ${closed} cannot be used: connection refused`);
+    const { server, state } = await startServe("unreachable", ["--rpc", `127.0.0.1:${ports[0]},${closed}`]);
+    expect(state).toBe("exited");
+    expect(await server.proc.exited).not.toBe(0);
+    expect(await server.stderrWith(closed)).toContain(`the RPC worker at ${closed} cannot be used: connection refused`);
   });
 
   test("a worker killed mid-run: 503 naming it while it is away, served again once it is back", async () => {
-    const s = await startServe(model, "killed", rpc());
-    expect((await chat(s.url)).status).toBe(200);
-    workers[1]!.proc.kill("SIGKILL");
-    await workers[1]!.proc.exited;
+    const { server, state } = await startServe("killed", rpc());
+    expect(state).toBe("healthy");
+    expect((await chat(server.url)).status).toBe(200);
+    workers[1]!.kill("SIGKILL");
+    await workers[1]!.exited;
     // The engine worker dies with its connection (llama.cpp aborts on a lost RPC server); a request in flight then
     // may fail as that crash, and the ones after it meet the respawned worker's refusal.
     let away: { status: number; body: any } | undefined;
     for (let tries = 0; tries < 20 && !away; tries++) {
-      const r = await chat(s.url);
+      const r = await chat(server.url);
       if (r.status === 503) away = r;
       else expect(r.status).toBe(500);
     }
     expect(away?.body.error.code).toBe("rpc_worker_unavailable");
     expect(away?.body.error.message).toContain(`the RPC worker at 127.0.0.1:${ports[1]} cannot be used`);
-    expect((await fetch(`${s.url}/health`)).status).toBe(200);
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
 
     workers[1] = await startWorker(ports[1]!);
-    const back = await chat(s.url);
+    const back = await chat(server.url);
     expect(back.status).toBe(200);
     expect(back.body.usage.completion_tokens).toBe(32);
-    s.proc.kill("SIGTERM");
-    expect(await s.proc.exited).toBe(0);
+    server.proc.kill("SIGTERM");
+    expect(await server.proc.exited).toBe(0);
   });
 });

@@ -13,11 +13,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPLICA_HEADER } from "../../src/http/replica.ts";
-import { cacheShare, prose, quantile, runSessions, type Turn } from "../support/agent-sessions.ts";
+import { cacheShare, quantile, runSessions, type Turn } from "../support/agent-sessions.ts";
 import type { FixtureKind } from "../../src/fixtures/index.ts";
-import { fixturePath } from "../support/models.ts";
+import { freePorts, prose } from "./support.ts";
 import {
-  freePorts,
   HAPROXY,
   haproxyConfig,
   killReplica,
@@ -48,17 +47,15 @@ const replicas: Replica[] = [];
 let router: Router | undefined;
 let frontends: Record<"affinity" | "rr" | "lc", Frontend>;
 let model = "";
-let modelPath = "";
 const table: string[] = [];
 
 const url = (f: Frontend) => `http://127.0.0.1:${f.port}`;
 
 beforeAll(async () => {
   if (!HAPROXY) return;
-  modelPath = await fixturePath(FIXTURE);
   const ports = await freePorts(6);
   for (let i = 0; i < 3; i++)
-    replicas.push(await startReplica(`r${i}`, ports[i]!, join(work, `r${i}`), modelPath, REPLICA_FLAGS));
+    replicas.push(await startReplica(`r${i}`, ports[i]!, join(work, `r${i}`), FIXTURE, REPLICA_FLAGS));
   frontends = {
     affinity: { name: "affinity", port: ports[3]!, balance: "hdr(x-superfluid-session-key)" },
     rr: { name: "rr", port: ports[4]!, balance: "roundrobin" },
@@ -235,7 +232,7 @@ describe.skipIf(!HAPROXY)("scale-out behind HAProxy", () => {
     // Back on the same port and sessions folder: the log it had is replayed, and the router sends its keys back.
     await router!.waitFor(victim!.id, "DOWN");
     const index = replicas.indexOf(victim!);
-    const back = await startReplica(victim!.id, victim!.port, victim!.sessions, modelPath, REPLICA_FLAGS);
+    const back = await startReplica(victim!.id, victim!.port, victim!.sessions, FIXTURE, REPLICA_FLAGS);
     replicas[index] = back;
     expect(back.recovered.records).toBeGreaterThan(0);
     expect(back.recovered.sessions).toBeGreaterThanOrEqual(servedBeforeKill);

@@ -63,10 +63,14 @@ export async function promptTokensOf(s: TestServer, messages: Message[]): Promis
 
 export { commonPrefix } from "../../src/engine/token-prefix.ts";
 
-export async function postChat(url: string, body: unknown): Promise<{ status: number; headers: Headers; json: any }> {
+export async function postChat(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; json: any }> {
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify(body),
   });
   const text = await res.text();
@@ -178,15 +182,26 @@ export async function streamChat(
 }
 
 /** A port nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
+export async function freePort(): Promise<number> {
+  return (await freePorts(1))[0]!;
+}
+
+/** `n` different ports nothing listens on right now (all bound at once, then let go). */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+          const srv = createServer();
+          srv.once("error", reject);
+          srv.listen(0, "127.0.0.1", () => resolve(srv));
+        }),
+    ),
+  );
+  const ports = servers.map((s) => (s.address() as { port: number }).port);
+  await Promise.all(servers.map((s) => new Promise((done) => s.close(done))));
+  return ports;
 }
 
 /** Alive and not a zombie (a reparented child nobody reaped reads as dead). */
@@ -281,6 +296,13 @@ export class ServerProcess {
       await Bun.sleep(50);
     }
     return "timeout";
+  }
+
+  /** stderr once it holds `text` (its reader may lag the process's exit a little); the timeout is a hang guard. */
+  async stderrWith(text: string, timeoutMs = 30_000): Promise<string> {
+    const deadline = performance.now() + timeoutMs;
+    while (!this.stderr.includes(text) && performance.now() < deadline) await Bun.sleep(20);
+    return this.stderr;
   }
 
   /** SIGKILLs the server and every child it still has. */

@@ -3,9 +3,8 @@
 // session key on every turn, and appends each reply to its history, as an
 // agent loop does. Every turn records which replica served it, how much of
 // its prompt came from that replica's cache, and its first-token time.
-import { uniform } from "../../src/fixtures/prng.ts";
-import { COMMON_WORDS } from "../../src/fixtures/words.ts";
 import { REPLICA_HEADER, SESSION_KEY_HEADER } from "../../src/http/replica.ts";
+import { type Message, postChat, prose, streamChat } from "../scenarios/support.ts";
 
 export interface Turn {
   /** The session's x-superfluid-session-key (unique across runs). */
@@ -19,12 +18,6 @@ export interface Turn {
   /** ms from sending the request to the first text of the reply (streams only). */
   ttftMs?: number;
   error?: string;
-}
-
-/** `n` words of plain prose from the fixture vocabulary (about one token each), the same for the same seed. */
-export function prose(seed: number, n: number): string {
-  const next = uniform(seed);
-  return Array.from({ length: n }, () => COMMON_WORDS[Math.floor(next() * COMMON_WORDS.length)]!).join(" ");
 }
 
 export interface SessionPlan {
@@ -43,72 +36,36 @@ export interface SessionPlan {
   onTurn?: (t: Turn, done: Turn[]) => void | Promise<void>;
 }
 
-type Message = { role: "system" | "user" | "assistant"; content: string };
+type Usage = { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } };
 
 async function sendTurn(
   plan: SessionPlan,
   key: string,
   messages: Message[],
 ): Promise<Omit<Turn, "key" | "session" | "turn"> & { reply: string }> {
-  const started = performance.now();
-  const res = await fetch(`${plan.url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", [SESSION_KEY_HEADER]: key },
-    body: JSON.stringify({
-      model: plan.model,
-      messages,
-      max_tokens: plan.maxTokens,
-      temperature: 0,
-      ...(plan.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
-    }),
+  const body = { model: plan.model, messages, max_tokens: plan.maxTokens, temperature: 0 };
+  const headers = { [SESSION_KEY_HEADER]: key };
+  const counts = (usage: Usage | undefined) => ({
+    prompt: usage?.prompt_tokens ?? 0,
+    cached: usage?.prompt_tokens_details?.cached_tokens ?? 0,
   });
-  const replica = res.headers.get(REPLICA_HEADER) ?? "?";
-  if (res.status !== 200)
-    return { status: res.status, replica, prompt: 0, cached: 0, reply: "", error: await res.text() };
   if (!plan.stream) {
-    const body = (await res.json()) as {
-      choices: { message: { content: string } }[];
-      usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } };
-    };
-    return {
-      status: 200,
-      replica,
-      prompt: body.usage.prompt_tokens,
-      cached: body.usage.prompt_tokens_details?.cached_tokens ?? 0,
-      reply: body.choices[0]!.message.content ?? "",
-    };
+    const r = await postChat(plan.url, body, headers);
+    const replica = r.headers.get(REPLICA_HEADER) ?? "?";
+    if (r.status !== 200)
+      return { status: r.status, replica, ...counts(undefined), reply: "", error: JSON.stringify(r.json) };
+    return { status: 200, replica, ...counts(r.json.usage), reply: r.json.choices[0].message.content ?? "" };
   }
-  let ttftMs: number | undefined;
-  let reply = "";
-  let usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } | undefined;
-  let buffer = "";
-  for await (const chunk of res.body!.pipeThrough(new TextDecoderStream())) {
-    buffer += chunk;
-    const events = buffer.split("\n\n");
-    buffer = events.pop()!;
-    for (const event of events) {
-      const data = event.replace(/^data: /, "");
-      if (!data.startsWith("{")) continue;
-      const json = JSON.parse(data) as {
-        choices: { delta?: { content?: string } }[];
-        usage?: typeof usage;
-      };
-      const content = json.choices[0]?.delta?.content;
-      // The first delta (the role, at admission) has empty content: the first token is the first text.
-      if (content) {
-        ttftMs ??= performance.now() - started;
-        reply += content;
-      }
-      if (json.usage) usage = json.usage;
-    }
-  }
+  const r = await streamChat(plan.url, { ...body, stream_options: { include_usage: true } }, undefined, headers);
+  const replica = r.headers.get(REPLICA_HEADER) ?? "?";
+  if (r.status !== 200) return { status: r.status, replica, ...counts(undefined), reply: "", error: r.error ?? "" };
+  const usage = r.sse.events.findLast((e: { usage?: Usage }) => e?.usage)?.usage as Usage | undefined;
   return {
     status: 200,
     replica,
-    prompt: usage?.prompt_tokens ?? 0,
-    cached: usage?.prompt_tokens_details?.cached_tokens ?? 0,
-    ...(ttftMs === undefined ? {} : { ttftMs }),
-    reply,
+    ...counts(usage),
+    ...(r.firstTokenMs === undefined ? {} : { ttftMs: r.firstTokenMs }),
+    reply: r.content,
   };
 }
 

@@ -5,10 +5,10 @@
 // up instead of sleeping.
 import type { Subprocess } from "bun";
 import { existsSync, writeFileSync } from "node:fs";
-import { createConnection, createServer } from "node:net";
-import { join, resolve } from "node:path";
-
-const ROOT = resolve(import.meta.dir, "../..");
+import { createConnection } from "node:net";
+import { join } from "node:path";
+import type { FixtureKind } from "../../src/fixtures/index.ts";
+import { ServerProcess } from "../scenarios/support.ts";
 
 /** HAProxy's path, when Debian's package (or any) is installed; /usr/sbin is off a non-root PATH. */
 export const HAPROXY = Bun.which("haproxy") ?? (existsSync("/usr/sbin/haproxy") ? "/usr/sbin/haproxy" : null);
@@ -16,85 +16,51 @@ export const HAPROXY = Bun.which("haproxy") ?? (existsSync("/usr/sbin/haproxy") 
 export interface Replica {
   readonly id: string;
   readonly port: number;
-  readonly sessions: string;
   readonly url: string;
-  proc: Subprocess<"ignore", "ignore", "pipe">;
-  /** stderr so far (startup lines, errors). */
-  log: string;
+  readonly sessions: string;
+  readonly server: ServerProcess;
   /** The startup's session-log line: sessions and records replayed from `<sessions>/wal.log`. */
   recovered: { sessions: number; records: number };
 }
 
-/** Ports free right now on 127.0.0.1 (each bound and let go; a replica restarted later takes its own again). */
-export async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: n },
-      () =>
-        new Promise<ReturnType<typeof createServer>>((done, fail) => {
-          const s = createServer();
-          s.once("error", fail);
-          s.listen(0, "127.0.0.1", () => done(s));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((done) => s.close(done))));
-  return ports;
-}
-
-/** Starts `superfluid serve MODEL` as replica `id`, and resolves once it serves (its "serving … at" line). */
+/** Starts `superfluid serve` on `fixture` as replica `id` on `port`, and resolves once /health answers. */
 export async function startReplica(
   id: string,
   port: number,
   sessions: string,
-  model: string,
+  fixture: FixtureKind,
   extra: string[] = [],
 ): Promise<Replica> {
-  const proc = Bun.spawn(
-    [process.execPath, join(ROOT, "src/main.ts"), "serve", model, "--http", `127.0.0.1:${port}`, "--no-tui"]
-      .concat(["--threads", "1", "--sessions", sessions, "--replica-id", id, "--drain-timeout", "60"])
-      .concat(extra),
-    { env: { ...process.env, SUPERFLUID_QUIET: "1" }, stdin: "ignore", stdout: "ignore", stderr: "pipe" },
+  const server = await ServerProcess.spawn(
+    ["--no-tui", "--sessions", sessions, "--replica-id", id, "--drain-timeout", "60", ...extra],
+    port,
+    fixture,
   );
-  const replica: Replica = {
+  // A hang guard only: the replica is started once /health says so.
+  const state = await server.waitHealthy(600_000);
+  if (state !== "healthy") throw new Error(`replica ${id} did not start (${state}):\n${server.stderr}`);
+  const m = /session log .*\(epoch \d+; (\d+) sessions, (\d+) records replayed/.exec(server.stderr);
+  return {
     id,
     port,
+    url: server.url,
     sessions,
-    url: `http://127.0.0.1:${port}`,
-    proc,
-    log: "",
-    recovered: { sessions: -1, records: -1 },
+    server,
+    recovered: m ? { sessions: Number(m[1]), records: Number(m[2]) } : { sessions: -1, records: -1 },
   };
-  const reader = proc.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  while (!/serving .* at http:\/\/\S+\/v1/.test(replica.log)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`replica ${id} exited before it served:\n${replica.log}`);
-    replica.log += value;
-  }
-  void (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      replica.log += value;
-    }
-  })();
-  const m = /session log .*\(epoch \d+; (\d+) sessions, (\d+) records replayed/.exec(replica.log);
-  if (m) replica.recovered = { sessions: Number(m[1]), records: Number(m[2]) };
-  return replica;
 }
 
-/** Kills a replica the hard way (SIGKILL: no drain, no flush beyond what each acknowledged request synced). */
-export async function killReplica(r: Replica): Promise<void> {
-  r.proc.kill("SIGKILL");
-  await r.proc.exited;
+/** Kills a replica the hard way (SIGKILL, its engine worker too: no drain, no flush beyond each synced request). */
+export function killReplica(r: Replica): Promise<void> {
+  return r.server.killHard();
 }
 
 /** Stops a replica as an orchestrator does (SIGTERM: drain, exit 0); returns its exit code. */
 export async function stopReplica(r: Replica): Promise<number> {
-  if (r.proc.exitCode !== null || r.proc.signalCode !== null) return r.proc.exitCode ?? -1;
-  r.proc.kill("SIGTERM");
-  return r.proc.exited;
+  const proc = r.server.proc;
+  if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode ?? -1;
+  proc.kill("SIGTERM");
+  return proc.exited;
 }
 
 export type Balance = "hdr(x-superfluid-session-key)" | "roundrobin" | "leastconn";

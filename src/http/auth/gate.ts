@@ -14,7 +14,7 @@ const OPEN_PATHS = new Set(["/health", "/health/ready"]);
 /** Open too under --public-metrics: a router's metrics scraper (the Inference Extension's picker) sends no key. */
 const METRICS_PATHS = new Set(["/metrics", "/v1/metrics"]);
 /** Authenticated but never metered, and holding no slot: scrapes. */
-const UNMETERED_PATHS = new Set(["/health", "/health/ready", "/metrics", "/v1/metrics"]);
+const UNMETERED_PATHS = new Set([...OPEN_PATHS, ...METRICS_PATHS]);
 
 /**
  * A refusal, or the admission: `release`, when the request holds a slot, gives it back (call it when the reply has
