@@ -5,11 +5,13 @@
 //   bun bench/http.ts --url http://127.0.0.1:8453 [--label superfluid] [--model NAME]
 //                     [--url2 http://127.0.0.1:18611 --label2 llama-server --model2 NAME]
 //                     [--concurrency 1,2,4,8] [--tokens 128] [--rounds 5] [--prompt-words 32]
-//                     [--warmup 1] [--temperature 0] [--extra '{"key":1}'] [--timeout 300]
+//                     [--warmup 1] [--sampling greedy,sampled] [--temperature T] [--extra '{"key":1}'] [--timeout 300]
 //                     [--deadline 3600] [--wait 0] [--json out.json] [--passage FILE]
 //
 // Method: N concurrent streaming `POST /v1/completions` requests with distinct
-// prompts and a fixed reply length (`max_tokens` + `ignore_eos: true`);
+// prompts and a fixed reply length (`max_tokens` + `ignore_eos: true`), each
+// level run greedy (temperature 0) and sampled as clients send it
+// (temperature 0.8, top_p 0.95) unless --sampling or --temperature says otherwise;
 // throughput is the completion tokens of a round over the round's wall time,
 // each figure is the median of --rounds rounds, and when two systems are
 // compared their rounds are interleaved (A, B, A, B, ...) so drift hits both.
@@ -52,7 +54,9 @@ const USAGE = `usage: bun bench/http.ts --url URL [options]
   --rounds N            measured rounds per level and system; the median is reported (default 5)
   --prompt-words N      words per prompt (default 32)
   --warmup N            unmeasured rounds per level and system before measuring (default 1)
-  --temperature T       sampling temperature sent to both (default 0: greedy)
+  --sampling LIST       the sampling rows, from greedy (temperature 0) and sampled (temperature 0.8,
+                        top_p 0.95, as clients send it); default greedy,sampled
+  --temperature T       one row at this temperature instead of --sampling
   --extra JSON          extra fields merged into every request body (e.g. '{"top_k":1}')
   --timeout S           per-request timeout in seconds (default 300)
   --deadline S          the whole run stops after S seconds (default 3600)
@@ -74,6 +78,7 @@ const { opts, int, num } = parseOptions(USAGE, [
   "rounds",
   "prompt-words",
   "warmup",
+  "sampling",
   "temperature",
   "extra",
   "timeout",
@@ -95,7 +100,26 @@ const tokens = int("tokens", 128, 1);
 const rounds = int("rounds", 5, 1);
 const promptWords = int("prompt-words", 32, 1);
 const warmup = int("warmup", 1, 0);
-const temperature = num("temperature", 0, 0);
+/** One row of the report: a name and the sampling fields every request of it carries. */
+interface SamplingSetting {
+  name: string;
+  fields: Record<string, unknown>;
+}
+const SAMPLING: Record<string, SamplingSetting> = {
+  greedy: { name: "greedy", fields: { temperature: 0 } },
+  sampled: { name: "t0.8 p0.95", fields: { temperature: 0.8, top_p: 0.95 } },
+};
+let settings: SamplingSetting[];
+if (opts.has("temperature")) {
+  const t = num("temperature", 0, 0);
+  settings = [{ name: `t${t}`, fields: { temperature: t } }];
+} else {
+  settings = (opts.get("sampling") ?? "greedy,sampled").split(",").map((name) => {
+    const setting = SAMPLING[name.trim()];
+    if (!setting) fail(`--sampling takes greedy and sampled, got ${name}`);
+    return setting!;
+  });
+}
 const timeoutS = num("timeout", 300, 1);
 const deadlineS = num("deadline", 3600, 1);
 let waitS = num("wait", 0, 0);
@@ -216,14 +240,14 @@ interface RequestResult {
   itlMs?: number; // (last token - first token) / (completion tokens - 1)
 }
 
-async function runRequest(sys: System, prompt: string): Promise<RequestResult> {
+async function runRequest(sys: System, prompt: string, setting: SamplingSetting): Promise<RequestResult> {
   const body = {
+    ...setting.fields,
     ...extra,
     model: sys.model,
     prompt,
     max_tokens: tokens,
     ignore_eos: true,
-    temperature,
     stream: true,
     stream_options: { include_usage: true },
   };
@@ -296,6 +320,7 @@ async function runRequest(sys: System, prompt: string): Promise<RequestResult> {
 
 interface Round {
   system: string;
+  sampling: string;
   concurrency: number;
   round: number; // -1.. for warm-up rounds
   wallMs: number;
@@ -304,14 +329,21 @@ interface Round {
   requests: RequestResult[];
 }
 
-async function runRound(sys: System, prompts: string[], concurrency: number, round: number): Promise<Round> {
+async function runRound(
+  sys: System,
+  prompts: string[],
+  concurrency: number,
+  round: number,
+  setting: SamplingSetting,
+): Promise<Round> {
   const t0 = performance.now();
-  const requests = await Promise.all(prompts.map((p) => runRequest(sys, p)));
+  const requests = await Promise.all(prompts.map((p) => runRequest(sys, p, setting)));
   const wallMs = performance.now() - t0;
   const done = requests.filter((q) => q.ok);
   const total = done.reduce((n, q) => n + q.completionTokens, 0);
   return {
     system: sys.label,
+    sampling: setting.name,
     concurrency,
     round,
     wallMs,
@@ -330,6 +362,7 @@ const median = (xs: number[]): number | undefined => {
 
 interface Summary {
   system: string;
+  sampling: string;
   concurrency: number;
   rounds: number;
   tokensPerSecond?: number; // median over rounds
@@ -346,7 +379,7 @@ interface Summary {
   notes: string[];
 }
 
-function summarize(sys: System, concurrency: number, measured: Round[]): Summary {
+function summarize(sys: System, setting: SamplingSetting, concurrency: number, measured: Round[]): Summary {
   const reqs = measured.flatMap((r) => r.requests);
   const done = reqs.filter((q) => q.ok);
   // A round with a failed request is not a fair throughput sample.
@@ -374,6 +407,7 @@ function summarize(sys: System, concurrency: number, measured: Round[]): Summary
     notes.push(`throughput from ${rates.length}/${measured.length} rounds without failures`);
   return {
     system: sys.label,
+    sampling: setting.name,
     concurrency,
     rounds: measured.length,
     tokensPerSecond: median(rates),
@@ -458,7 +492,7 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 log(
   `${machine}\n${systems.map((s) => `${s.label}: ${s.url} model ${s.model}`).join("\n")}\n` +
     `concurrency ${levels.join(",")}, ${tokens} tokens per request, ${promptWords} prompt words, ` +
-    `${warmup} warm-up + ${rounds} measured rounds, temperature ${temperature}`,
+    `${warmup} warm-up + ${rounds} measured rounds, sampling ${settings.map((x) => `${x.name} ${JSON.stringify(x.fields)}`).join(", ")}`,
 );
 
 const allRounds: Round[] = [];
@@ -473,23 +507,27 @@ const fmtRound = (r: Round) => {
   return `${r.tokensPerSecond.toFixed(1)} tok/s in ${(r.wallMs / 1000).toFixed(2)} s${bad ? `, ${bad} failed` : ""}`;
 };
 
-outer: for (const c of levels) {
+const levelRuns = settings.flatMap((setting) => levels.map((c) => ({ setting, c })));
+outer: for (const { setting, c } of levelRuns) {
   const measured: Round[][] = systems.map(() => []);
   for (let r = -warmup; r < rounds; r++) {
     const shared = samePrompts ? makePrompts(c) : undefined;
     for (let s = 0; s < systems.length; s++) {
       if (deadline.signal.aborted) {
-        stoppedEarly = `${String(deadline.signal.reason?.message ?? "stopped")} during c=${c}`;
-        if (measured.some((m) => m.length)) summaries.push(systems.map((sys, i) => summarize(sys, c, measured[i]!)));
+        stoppedEarly = `${String(deadline.signal.reason?.message ?? "stopped")} during c=${c} ${setting.name}`;
+        if (measured.some((m) => m.length))
+          summaries.push(systems.map((sys, i) => summarize(sys, setting, c, measured[i]!)));
         break outer;
       }
-      const round = await runRound(systems[s]!, shared ?? makePrompts(c), c, r);
+      const round = await runRound(systems[s]!, shared ?? makePrompts(c), c, r, setting);
       allRounds.push(round);
-      log(`  c=${c} ${systems[s]!.label} ${r < 0 ? "warm-up" : `round ${r + 1}/${rounds}`}: ${fmtRound(round)}`);
+      log(
+        `  ${setting.name} c=${c} ${systems[s]!.label} ${r < 0 ? "warm-up" : `round ${r + 1}/${rounds}`}: ${fmtRound(round)}`,
+      );
       if (r >= 0) measured[s]!.push(round);
     }
   }
-  summaries.push(systems.map((sys, i) => summarize(sys, c, measured[i]!)));
+  summaries.push(systems.map((sys, i) => summarize(sys, setting, c, measured[i]!)));
   if (systems.length === 2)
     roundRatios.push(
       measured[0]!.map((a, i) => a.tokensPerSecond / (measured[1]![i]?.tokensPerSecond ?? NaN)).filter(Number.isFinite),
@@ -518,28 +556,28 @@ lines.push(
 if (systems.length === 1) {
   const [a] = systems;
   lines.push(
-    `| concurrency | ${a!.label} tok/s | rounds min-max | per request tok/s | TTFT ms | ITL ms | prompt tokens | tokens check |`,
+    `| sampling | concurrency | ${a!.label} tok/s | rounds min-max | per request tok/s | TTFT ms | ITL ms | prompt tokens | tokens check |`,
   );
-  lines.push("|---:|---:|---:|---:|---:|---:|---:|---|");
+  lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---|");
   for (const [s] of summaries) {
     lines.push(
-      `| ${s!.concurrency} | ${f(s!.tokensPerSecond)} | ${s!.tokensPerSecondMin === undefined ? "n/a" : `${f(s!.tokensPerSecondMin, 0)}-${f(s!.tokensPerSecondMax, 0)}`} | ${f(s!.tokensPerSecond === undefined ? undefined : s!.tokensPerSecond / s!.concurrency)} | ` +
+      `| ${s!.sampling} | ${s!.concurrency} | ${f(s!.tokensPerSecond)} | ${s!.tokensPerSecondMin === undefined ? "n/a" : `${f(s!.tokensPerSecondMin, 0)}-${f(s!.tokensPerSecondMax, 0)}`} | ${f(s!.tokensPerSecond === undefined ? undefined : s!.tokensPerSecond / s!.concurrency)} | ` +
         `${f(s!.ttftMs)} | ${f(s!.itlMs, 2)} | ${f(s!.promptTokens, 0)} | ${check(s!)} |`,
     );
   }
 } else {
   const [a, b] = systems.map((s) => s.label);
   lines.push(
-    `| concurrency | ${a} tok/s | ${b} tok/s | tok/s ${a}/${b} | per-round ${a}/${b}, median (range) | ${a} TTFT ms | ${b} TTFT ms | TTFT ${a}/${b} | ${a} ITL ms | ${b} ITL ms | tokens check |`,
+    `| sampling | concurrency | ${a} tok/s | ${b} tok/s | tok/s ${a}/${b} | per-round ${a}/${b}, median (range) | ${a} TTFT ms | ${b} TTFT ms | TTFT ${a}/${b} | ${a} ITL ms | ${b} ITL ms | tokens check |`,
   );
-  lines.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+  lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
   for (const [level, [sa, sb]] of summaries.entries()) {
     const per = roundRatios[level] ?? [];
     const perRound = per.length
       ? `${median(per)!.toFixed(2)} (${Math.min(...per).toFixed(2)}-${Math.max(...per).toFixed(2)})`
       : "n/a";
     lines.push(
-      `| ${sa!.concurrency} | ${f(sa!.tokensPerSecond)} | ${f(sb!.tokensPerSecond)} | ${ratio(sa!.tokensPerSecond, sb!.tokensPerSecond)} | ${perRound} | ` +
+      `| ${sa!.sampling} | ${sa!.concurrency} | ${f(sa!.tokensPerSecond)} | ${f(sb!.tokensPerSecond)} | ${ratio(sa!.tokensPerSecond, sb!.tokensPerSecond)} | ${perRound} | ` +
         `${f(sa!.ttftMs)} | ${f(sb!.ttftMs)} | ${ratio(sa!.ttftMs, sb!.ttftMs)} | ${f(sa!.itlMs, 2)} | ${f(sb!.itlMs, 2)} | ` +
         `${check(sa!) === "ok" && check(sb!) === "ok" ? "ok" : `${check(sa!)} / ${check(sb!)}`} |`,
     );
@@ -548,10 +586,13 @@ if (systems.length === 1) {
 lines.push("");
 lines.push(
   "tok/s: completion tokens of all requests over the round's wall time (median round). TTFT: request sent to first streamed " +
-    "token (median request). ITL: (last token - first token) / (tokens - 1) per request (median request)." +
+    "token (median request). ITL: (last token - first token) / (tokens - 1) per request (median request). " +
+    "Sampling: greedy is temperature 0; t0.8 p0.95 is temperature 0.8, top_p 0.95, as clients send it." +
     (systems.length === 2 ? " Throughput ratio > 1 and TTFT ratio < 1 favour the first system." : ""),
 );
-const notes = summaries.flat().flatMap((s) => s.notes.map((n) => `- c=${s.concurrency} ${s.system}: ${n}`));
+const notes = summaries
+  .flat()
+  .flatMap((s) => s.notes.map((n) => `- ${s.sampling} c=${s.concurrency} ${s.system}: ${n}`));
 for (const sys of systems) {
   const mine = summaries.flat().filter((s) => s.system === sys.label);
   const multi = mine.reduce((n, s) => n + s.multiChunk, 0);
@@ -580,7 +621,7 @@ if (jsonPath) {
           rounds,
           promptWords,
           warmup,
-          temperature,
+          settings,
           extra,
           timeoutS,
           deadlineS,

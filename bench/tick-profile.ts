@@ -10,7 +10,7 @@
 //
 //   bun bench/tick-profile.ts [--model PATH] [--lanes 1,8] [--tokens 64] [--rounds 5]
 //                             [--threads 2] [--cpu-variant NAME] [--llama-lib DIR]
-//                             [--sessions DIR] [--json PATH]
+//                             [--temperature 0] [--extra JSON] [--sessions DIR] [--json PATH]
 //
 // The worker's and the daemon's figures come from /slots `tick_profile`
 // (milliseconds summed since start; the difference over each round is
@@ -34,6 +34,8 @@ const USAGE = `usage: bun bench/tick-profile.ts [options]
   --threads N         decode threads (default 2)
   --cpu-variant NAME  pin the ggml CPU variant (SUPERFLUID_CPU_VARIANT)
   --llama-lib DIR     open this libllama (SUPERFLUID_LLAMA_LIB)
+  --temperature T     sampling temperature of every request (default 0: greedy)
+  --extra JSON        extra fields merged into every request (e.g. '{"top_p":0.95}')
   --sessions DIR      the sessions folder (default: a scratch folder; put it on tmpfs to see the sync's cost)
   --json PATH         also write every round's figures as JSON`;
 
@@ -45,6 +47,8 @@ const { opts, int } = parseOptions(USAGE, [
   "threads",
   "cpu-variant",
   "llama-lib",
+  "temperature",
+  "extra",
   "sessions",
   "json",
 ]);
@@ -56,6 +60,14 @@ const rounds = int("rounds", 5, 1);
 const threads = int("threads", 2, 1);
 if (opts.has("cpu-variant")) process.env.SUPERFLUID_CPU_VARIANT = opts.get("cpu-variant")!;
 if (opts.has("llama-lib")) process.env.SUPERFLUID_LLAMA_LIB = opts.get("llama-lib")!;
+const temperature = Number(opts.get("temperature") ?? 0);
+if (!Number.isFinite(temperature) || temperature < 0) fail(`--temperature must be a number >= 0`);
+let extra: Record<string, unknown> = {};
+try {
+  extra = JSON.parse(opts.get("extra") ?? "{}");
+} catch {
+  fail(`--extra must be a JSON object, got ${opts.get("extra")}`);
+}
 const model = opts.get("model") ?? (await ensureFixture("large-vocab"));
 const scratch = scratchFolder("sf-tick-profile-");
 
@@ -134,7 +146,8 @@ async function request(url: string, modelId: string): Promise<{ itl: number; com
       prompt: `profile ${id}: ${Array.from({ length: 24 }, (_, i) => `w${(id * 7919 + i * 104729) % 9973}`).join(" ")}`,
       max_tokens: tokens,
       ignore_eos: true,
-      temperature: 0,
+      temperature,
+      ...extra,
       stream: true,
       stream_options: { include_usage: true },
     }),
@@ -208,7 +221,11 @@ async function round(url: string, modelId: string, pid: number, lanes: number): 
 // ---------------------------------------------------------------- run
 
 const all: RoundFigures[] = [];
-const lines: string[] = [machineLine(), ""];
+const sampling =
+  temperature === 0 && Object.keys(extra).length === 0
+    ? "greedy (temperature 0)"
+    : `temperature ${temperature}${Object.keys(extra).length > 0 ? `, ${JSON.stringify(extra)}` : ""}`;
+const lines: string[] = [machineLine(), `sampling: ${sampling}`, ""];
 for (const lanes of laneCounts) {
   let server: ChildProcess | undefined;
   const sessions = opts.get("sessions") ?? join(scratch, `sessions-${lanes}`);

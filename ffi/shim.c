@@ -262,14 +262,6 @@ int32_t sf_decode(struct llama_context *ctx, llama_batch *b, int32_t n, const ll
 // The grammar sampler bans a token by setting its logit to -INFINITY.
 #define SF_BANNED(logit) ((logit) < -1e30f)
 
-static void sf_fill_candidates(const float *logits, llama_token_data *cand, int32_t n_vocab) {
-    for (int32_t t = 0; t < n_vocab; t++) {
-        cand[t].id = t;
-        cand[t].logit = logits[t];
-        cand[t].p = 0.0f;
-    }
-}
-
 // Whether the grammar accepts `token` next: the grammar sampler applied to a
 // one-candidate array (cheap, whatever the vocabulary size).
 bool sf_grammar_allows(struct llama_sampler *grammar, llama_token token) {
@@ -279,8 +271,10 @@ bool sf_grammar_allows(struct llama_sampler *grammar, llama_token token) {
     return !SF_BANNED(single.logit);
 }
 
-// The slow path: the grammar masks the vocabulary, then the chain picks among
-// what is left; both accept the choice. Returns -1 when nothing is left.
+// The grammar's slow path: the tokens the grammar allows next, compacted to
+// the front of `scratch` (id and logit of each, in id order); the caller
+// draws among them (src/engine/sampling.ts). Returns how many; 0 when the
+// grammar allows nothing, -1 when there are no logits.
 //
 // Most of the vocabulary is ruled out before the grammar sees it. Whatever the
 // grammar allows next is a viable prefix, and so is every prefix of it: a
@@ -291,9 +285,9 @@ bool sf_grammar_allows(struct llama_sampler *grammar, llama_token token) {
 // has none; tokens whose key (`prefix_key[t]`: b, or 128 + b after a space;
 // -1 for tokens always checked: special, empty, non-ASCII) was refused are
 // left out. Exact: nothing the grammar would allow is dropped.
-int32_t sf_sample_masked(struct llama_context *ctx, int32_t i, struct llama_sampler *chain,
-                         struct llama_sampler *grammar, llama_token_data *scratch, int32_t n_vocab,
-                         const int16_t *prefix_key, const int32_t *probe_token) {
+int32_t sf_grammar_candidates(struct llama_context *ctx, int32_t i, struct llama_sampler *grammar,
+                              llama_token_data *scratch, int32_t n_vocab, const int16_t *prefix_key,
+                              const int32_t *probe_token) {
     const float *logits = llama_get_logits_ith(ctx, i);
     if (!logits) return -1;
     llama_token_data probe[256];
@@ -322,37 +316,10 @@ int32_t sf_sample_masked(struct llama_context *ctx, int32_t i, struct llama_samp
     }
     llama_token_data_array all = { scratch, n, -1, false };
     llama_sampler_apply(grammar, &all);
-    bool any = false;
+    int32_t kept = 0;
     for (size_t k = 0; k < all.size; k++) {
-        if (!SF_BANNED(all.data[k].logit)) { any = true; break; }
+        if (SF_BANNED(all.data[k].logit)) continue;
+        scratch[kept++] = all.data[k];
     }
-    if (!any) return -1;
-    llama_sampler_apply(chain, &all);
-    if (all.selected < 0 || all.selected >= (int64_t)all.size) return -1;
-    llama_token token = all.data[all.selected].id;
-    llama_sampler_accept(grammar, token);
-    llama_sampler_accept(chain, token);
-    return token;
-}
-
-// Grammar-constrained sampling for a chain with state (penalties), fast path
-// first: run the lane's chain as if unconstrained (without accepting), then ask
-// the grammar about that one token; only when it is rejected is the grammar
-// applied to the whole vocabulary (the expensive part on a 150k vocabulary) and
-// the chain run again. The chosen token is then accepted by both. `scratch`
-// holds n_vocab candidates. Returns -1 when the grammar allows no token at all.
-int32_t sf_sample_constrained(struct llama_context *ctx, int32_t i, struct llama_sampler *chain,
-                              struct llama_sampler *grammar, llama_token_data *scratch, int32_t n_vocab,
-                              const int16_t *prefix_key, const int32_t *probe_token) {
-    const float *logits = llama_get_logits_ith(ctx, i);
-    if (!logits) return -1;
-    sf_fill_candidates(logits, scratch, n_vocab);
-    llama_token_data_array cur = { scratch, (size_t)n_vocab, -1, false };
-    llama_sampler_apply(chain, &cur);
-    if (cur.selected < 0 || cur.selected >= (int64_t)cur.size) return -1;
-    llama_token token = cur.data[cur.selected].id;
-    if (!sf_grammar_allows(grammar, token)) return sf_sample_masked(ctx, i, chain, grammar, scratch, n_vocab, prefix_key, probe_token);
-    llama_sampler_accept(grammar, token);
-    llama_sampler_accept(chain, token);
-    return token;
+    return kept;
 }

@@ -1053,7 +1053,7 @@ export class Engine {
           events.tokens.push([
             lane.job.id,
             token,
-            positionLogprobs(logits, token, lane.job.logprobs, lane.job.sampling.logitBias),
+            positionLogprobs(logits, token, lane.job.logprobs, lane.job.sampling.logitBias, this.model.expSum()),
           ]);
         }
       }

@@ -3,6 +3,8 @@
 import { ptr, toArrayBuffer, type Pointer } from "bun:ffi";
 import { deviceFacts, listDevices, type DeviceFacts } from "../../ffi/devices.ts";
 import { cstr, handle, loadLlama, type Llama } from "../../ffi/llama.ts";
+import { openVectorExpSum } from "../../ffi/vector-exp.ts";
+import { jsExpSum, type ExpSum } from "./draw.ts";
 import { describeModel, kvBytesPerToken, readGgufSync } from "../gguf/index.ts";
 import {
   chooseDevices,
@@ -52,6 +54,7 @@ export class LlamaModel {
   readonly vocabInfo: VocabInfo;
   private freed = false;
   private scratch?: Uint8Array;
+  private vectorExp?: ExpSum;
   private readonly pieces = new Map<number, Uint8Array>();
   private readonly plainPieces = new Map<number, Uint8Array>();
   private readonly eogSet: ReadonlySet<number>;
@@ -226,6 +229,18 @@ export class LlamaModel {
   }
 
   /** A reusable buffer of one llama_token_data (12 bytes) per vocabulary entry, for constrained sampling. */
+  /**
+   * exp(x - max) over a row and its sum, for sampling (src/engine/draw.ts):
+   * ggml's vectorized kernel from the CPU backend that decodes, else JavaScript.
+   */
+  expSum(): ExpSum {
+    if (!this.vectorExp) {
+      const cpu = this.llama.cpu;
+      this.vectorExp = (cpu && openVectorExpSum(cpu.library, this.llama.location.dir)) || jsExpSum;
+    }
+    return this.vectorExp;
+  }
+
   candidateScratch(): Uint8Array {
     this.scratch ??= new Uint8Array(this.vocabInfo.size * 12);
     return this.scratch;
@@ -233,7 +248,7 @@ export class LlamaModel {
 
   /**
    * What the grammar's slow path needs to rule tokens out by how they start
-   * (see sf_sample_masked in shim.c); built on first use (~150 ms on 150k tokens).
+   * (see sf_grammar_candidates in shim.c); built on first use (~150 ms on 150k tokens).
    */
   grammarPrefilter(): GrammarPrefilter {
     if (this.prefilter) return this.prefilter;

@@ -1,9 +1,10 @@
-// A lane's native sampler chain, built once per request. Order (docs/design.md#sampling-chain):
+// A lane's sampler, built once per request. Order (docs/design.md#sampling-chain):
 // logit bias, penalties, then temperature followed by top-p, min-p and top-k
-// (all judged on the tempered distribution), then the seeded draw. Temperature 0 is
-// llama.cpp's own argmax.
+// (all judged on the tempered distribution), then the seeded draw (./draw.ts);
+// temperature 0 is an argmax. The grammar, when there is one, is llama.cpp's.
 import { ptr, type Pointer } from "bun:ffi";
 import { cstr, handle, type NativeHandle } from "../../ffi/llama.ts";
+import { argmaxOf, drawPosition, Mt19937, type Truncation } from "./draw.ts";
 import { floatView, type LlamaModel } from "./model.ts";
 
 export interface SamplingSpec {
@@ -22,32 +23,24 @@ export interface SamplingSpec {
 
 /**
  * The highest logit, the lowest id on ties: exactly llama.cpp's greedy choice,
- * without building its vocabulary-wide candidate array. A plain JIT-compiled
- * loop over the zero-copy row (~60 us on 150k floats) beats the same loop
- * compiled by TinyCC (~105 us) and the candidate array (~110 us).
+ * without building its vocabulary-wide candidate array. A JIT-compiled loop
+ * over the zero-copy row (./draw.ts argmaxOf) beats the same loop compiled by
+ * TinyCC and the candidate array.
  */
 export function argmax(row: Float32Array, banned?: ReadonlySet<number>): number {
-  let best = -1;
-  let top = -Infinity;
-  for (let t = 0; t < row.length; t++) {
-    const v = row[t]!;
-    if (v > top) {
-      top = v;
-      best = t;
-    }
-  }
+  const best = argmaxOf(row, row.length);
   if (!banned?.has(best)) return best;
   // Rare: the best token is banned. Scan again without the banned ones.
-  best = -1;
-  top = -Infinity;
+  let top = -Infinity;
+  let allowed = -1;
   for (let t = 0; t < row.length; t++) {
     const v = row[t]!;
     if (v > top && !banned.has(t)) {
       top = v;
-      best = t;
+      allowed = t;
     }
   }
-  return best;
+  return allowed;
 }
 
 function logitsRow(model: LlamaModel, context: Pointer, i: number): Float32Array {
@@ -123,21 +116,113 @@ export function hasPenalties(s: SamplingSpec): boolean {
   return s.repeatPenalty !== 1 || s.presencePenalty !== 0 || s.frequencyPenalty !== 0;
 }
 
+/**
+ * Logit bias and penalties, applied to a logits row in place for one draw and
+ * taken back after it (logprobs and the grammar's slow path read the row
+ * too), in llama.cpp's float arithmetic: bias added, then the penalties of
+ * llama.cpp's penalties sampler over the last PENALTY_WINDOW tokens.
+ */
+export class RowAdjustments {
+  private readonly biasIds: Int32Array;
+  private readonly biasValues: Float32Array;
+  private readonly penalties?: { repeat: number; frequency: number; presence: number };
+  /** The window, oldest first, and how often each token is in it. */
+  private readonly window: number[] = [];
+  private readonly counts = new Map<number, number>();
+  private readonly savedIds: number[] = [];
+  private readonly savedValues: number[] = [];
+
+  constructor(spec: SamplingSpec, banned: Iterable<number>, promptTail: number[], isSpecial: (t: number) => boolean) {
+    const bias = new Map<number, number>();
+    for (const [token, value] of Object.entries(spec.logitBias ?? {})) {
+      bias.set(Number(token), Math.fround((bias.get(Number(token)) ?? 0) + value));
+    }
+    for (const t of banned) bias.set(t, -Infinity);
+    this.biasIds = Int32Array.from(bias.keys());
+    this.biasValues = Float32Array.from(bias.values());
+    if (hasPenalties(spec)) {
+      this.penalties = {
+        repeat: Math.fround(spec.repeatPenalty),
+        frequency: Math.fround(spec.frequencyPenalty),
+        presence: Math.fround(spec.presencePenalty),
+      };
+      // The window skips the model's special tokens (the turn markers, the stop set), so a
+      // penalty never makes ending the turn less likely (docs/design.md#sampling-chain).
+      const tail: number[] = [];
+      for (let k = promptTail.length - 1; k >= 0 && tail.length < PENALTY_WINDOW; k--) {
+        if (!isSpecial(promptTail[k]!)) tail.unshift(promptTail[k]!);
+      }
+      for (const t of tail) this.accept(t);
+    }
+  }
+
+  get any(): boolean {
+    return this.biasIds.length > 0 || this.penalties !== undefined;
+  }
+
+  get stateful(): boolean {
+    return this.penalties !== undefined;
+  }
+
+  /** A chosen token enters the penalty window (the oldest leaves a full one). */
+  accept(token: number): void {
+    if (!this.penalties) return;
+    this.window.push(token);
+    this.counts.set(token, (this.counts.get(token) ?? 0) + 1);
+    if (this.window.length > PENALTY_WINDOW) {
+      const old = this.window.shift()!;
+      const left = this.counts.get(old)! - 1;
+      if (left === 0) this.counts.delete(old);
+      else this.counts.set(old, left);
+    }
+  }
+
+  apply(row: Float32Array): void {
+    const f = Math.fround;
+    for (let k = 0; k < this.biasIds.length; k++) {
+      const t = this.biasIds[k]!;
+      if (t < 0 || t >= row.length) continue;
+      this.save(row, t);
+      row[t] = row[t]! + this.biasValues[k]!;
+    }
+    const p = this.penalties;
+    if (!p) return;
+    for (const [t, count] of this.counts) {
+      if (t < 0 || t >= row.length) continue;
+      this.save(row, t);
+      const l = row[t]!;
+      const scaled = l <= 0 ? f(l * p.repeat) : f(l / p.repeat);
+      row[t] = scaled - f(f(count * p.frequency) + p.presence);
+    }
+  }
+
+  restore(row: Float32Array): void {
+    // Last saved first: a token both biased and penalised gets its original value back.
+    for (let k = this.savedIds.length - 1; k >= 0; k--) row[this.savedIds[k]!] = this.savedValues[k]!;
+    this.savedIds.length = 0;
+    this.savedValues.length = 0;
+  }
+
+  private save(row: Float32Array, t: number): void {
+    this.savedIds.push(t);
+    this.savedValues.push(row[t]!);
+  }
+}
+
 export class SamplerChain {
-  readonly handle: Pointer;
-  /** llama.cpp's grammar sampler when the request is constrained (kept out of the chain: see sample()). */
+  /** llama.cpp's grammar sampler when the request is constrained. */
   private readonly grammar?: Pointer;
-  /** Plain argmax with nothing before it: taken straight from the logits row, without the chain. */
+  /** Plain argmax with nothing before it: taken straight from the logits row. */
   private readonly plainGreedy: boolean;
-  /** No sampler in the chain keeps state on accept (no penalties): see sample(). */
-  private readonly stateless: boolean;
   /** Tokens never chosen (end-of-generation under ignore_eos, as llama.cpp does). */
   private readonly banned: ReadonlySet<number>;
-  /**
-   * Position-seeded draws: the seed, and the index of the dist sampler (last
-   * in the chain), which each sample() replaces by one seeded for the position.
-   */
-  private readonly positionSeeded?: { seed: number; index: number };
+  private readonly adjustments: RowAdjustments;
+  private readonly truncation: Truncation;
+  /** The request's seed, as position-seeded draws mix it. */
+  private readonly seed: number;
+  /** Position-seeded draws: a fresh stream per position; otherwise one stream for the request. */
+  private readonly positionSeeded: boolean;
+  private readonly stream: Mt19937;
   private freed = false;
 
   /** Throws GrammarError when `grammar` (GBNF, root rule `root`) does not compile in llama.cpp. */
@@ -151,8 +236,7 @@ export class SamplerChain {
     positionSeeded = false,
   ) {
     this.banned = new Set(banned);
-    this.stateless = !hasPenalties(spec);
-    const { api, shim } = model.llama;
+    const { api } = model.llama;
     if (grammar !== undefined) {
       const g =
         grammar.trigger === undefined
@@ -164,61 +248,16 @@ export class SamplerChain {
         );
       this.grammar = g;
     }
-    const chain = handle(shim.sf_sampler_chain_new(), "sampler chain");
-    this.handle = chain;
-    let samplers = 0;
-    const add = (s: NativeHandle, what: string) => {
-      const sampler = handle(s, `${what} sampler`);
-      api.llama_sampler_chain_add(chain, sampler);
-      samplers++;
-      return sampler;
-    };
-    const bias = Object.entries(spec.logitBias ?? {});
-    this.plainGreedy = spec.temperature <= 0 && bias.length === 0 && !hasPenalties(spec) && grammar === undefined;
-    // The plain greedy path skips banned tokens itself; a chain bans them with the bias sampler.
-    if (!this.plainGreedy) for (const t of this.banned) bias.push([String(t), -Infinity]);
-    if (bias.length > 0) {
-      // llama_logit_bias is { int32 token; float bias; }: 8 bytes each.
-      const buf = new ArrayBuffer(bias.length * 8);
-      const view = new DataView(buf);
-      bias.forEach(([token, value], i) => {
-        view.setInt32(i * 8, Number(token), true);
-        view.setFloat32(i * 8 + 4, value, true);
-      });
-      add(api.llama_sampler_init_logit_bias(model.vocabInfo.size, bias.length, new Uint8Array(buf)), "logit bias");
-    }
-    if (hasPenalties(spec)) {
-      const penalties = add(
-        api.llama_sampler_init_penalties(
-          model.vocabInfo.size,
-          PENALTY_WINDOW,
-          spec.repeatPenalty,
-          spec.frequencyPenalty,
-          spec.presencePenalty,
-        ),
-        "penalties",
-      );
-      // The window skips the model's special tokens (the turn markers, the stop set), so a
-      // penalty never makes ending the turn less likely (docs/design.md#sampling-chain).
-      const tail: number[] = [];
-      for (let k = promptTail.length - 1; k >= 0 && tail.length < PENALTY_WINDOW; k--) {
-        if (!model.isSpecial(promptTail[k]!)) tail.unshift(promptTail[k]!);
-      }
-      for (const t of tail) api.llama_sampler_accept(penalties, t);
-    }
-    if (spec.temperature <= 0) {
-      add(api.llama_sampler_init_greedy(), "greedy");
-      return;
-    }
-    add(api.llama_sampler_init_temp(spec.temperature), "temperature");
-    // Top-p first, on the whole tempered softmax; min-p is a ratio to the best
-    // token and top-k a count, so neither changes after renormalising. Each
-    // token kept therefore passes all three tests on the same distribution.
-    if (spec.topP < 1) add(api.llama_sampler_init_top_p(spec.topP, 1), "top-p");
-    if (spec.minP > 0) add(api.llama_sampler_init_min_p(spec.minP, 1), "min-p");
-    if (spec.topK > 0 && spec.topK < model.vocabInfo.size) add(api.llama_sampler_init_top_k(spec.topK), "top-k");
-    if (positionSeeded) this.positionSeeded = { seed: spec.seed, index: samplers };
-    add(api.llama_sampler_init_dist(drawSeed(spec.seed)), "dist");
+    const hasBias = Object.keys(spec.logitBias ?? {}).length > 0;
+    this.plainGreedy = spec.temperature <= 0 && !hasBias && !hasPenalties(spec) && grammar === undefined;
+    // The plain greedy path skips banned tokens itself; otherwise they are biased to -inf.
+    this.adjustments = new RowAdjustments(spec, this.plainGreedy ? [] : this.banned, promptTail, (t) =>
+      model.isSpecial(t),
+    );
+    this.truncation = { temperature: spec.temperature, topK: spec.topK, topP: spec.topP, minP: spec.minP };
+    this.seed = spec.seed;
+    this.positionSeeded = positionSeeded;
+    this.stream = new Mt19937(drawSeed(spec.seed));
   }
 
   /**
@@ -228,60 +267,63 @@ export class SamplerChain {
    * position-seeded chain reads it.
    */
   sample(context: Pointer, i: number, position = 0): number {
-    if (this.positionSeeded) this.reseed(position);
-    if (this.plainGreedy) return argmax(logitsRow(this.model, context, i), this.banned);
-    if (this.grammar) return this.sampleConstrained(context, i, this.grammar);
-    return this.model.llama.api.llama_sampler_sample(this.handle, context, i);
-  }
-
-  /**
-   * Fast path first: pick as if unconstrained, ask the grammar about that one
-   * token, and mask the whole vocabulary only when it is refused. A stateless
-   * chain picks with llama_sampler_sample (its own optimized candidate fill;
-   * the accept it does is a no-op); a chain with penalties must not accept a
-   * refused token, so the shim runs the chain on candidates it fills itself.
-   */
-  private sampleConstrained(context: Pointer, i: number, grammar: Pointer): number {
-    const { api, shim } = this.model.llama;
-    const scratch = this.model.candidateScratch();
-    const n = this.model.vocabInfo.size;
-    const { prefixKey, probeToken } = this.model.grammarPrefilter();
+    const row = logitsRow(this.model, context, i);
+    if (this.plainGreedy) return argmax(row, this.banned);
+    // A position-seeded draw depends on the seed and the position only, so a
+    // generation cut and continued draws what the uncut one would.
+    const rng = this.positionSeeded ? new Mt19937(positionSeed(this.seed, position)) : this.stream;
+    this.adjustments.apply(row);
     let token: number;
-    if (this.stateless) {
-      const guess = api.llama_sampler_sample(this.handle, context, i);
-      if (shim.sf_grammar_allows(grammar, guess)) {
-        api.llama_sampler_accept(grammar, guess);
-        return guess;
-      }
-      token = shim.sf_sample_masked(context, i, this.handle, grammar, scratch, n, prefixKey, probeToken);
-    } else {
-      token = shim.sf_sample_constrained(context, i, this.handle, grammar, scratch, n, prefixKey, probeToken);
+    try {
+      token = this.grammar
+        ? this.sampleConstrained(context, i, row, rng, this.grammar)
+        : this.pick(row, row.length, rng);
+    } finally {
+      this.adjustments.restore(row);
     }
-    if (token < 0) throw new GrammarError("constraint unsatisfiable: the grammar allows no further token");
+    if (token < 0) throw new GrammarError("nothing can be sampled: every token is banned");
+    this.adjustments.accept(token);
     return token;
   }
 
+  /** A position in `logits[0..n)`: argmax at temperature 0, else the truncated draw. */
+  private pick(logits: Float32Array, n: number, rng: Mt19937): number {
+    if (this.truncation.temperature <= 0) return argmaxOf(logits, n);
+    return drawPosition(logits, n, this.truncation, rng, this.model.expSum());
+  }
+
   /**
-   * Replaces the dist sampler with one seeded for `position`: the draw then
-   * depends on the seed and the position only, so a generation cut and
-   * continued draws what the uncut one would (a fresh mt19937 is a few
-   * microseconds, far below a tick).
+   * Fast path first: pick as if unconstrained and ask the grammar about that
+   * one token; only when it is refused are the tokens the grammar allows
+   * gathered (the expensive part on a 150k vocabulary) and the draw made
+   * again among them.
    */
-  private reseed(position: number): void {
-    const { api } = this.model.llama;
-    const { seed, index } = this.positionSeeded!;
-    const old = api.llama_sampler_chain_remove(this.handle, index);
-    if (old) api.llama_sampler_free(old);
-    api.llama_sampler_chain_add(
-      this.handle,
-      handle(api.llama_sampler_init_dist(positionSeed(seed, position)), "dist sampler"),
-    );
+  private sampleConstrained(context: Pointer, i: number, row: Float32Array, rng: Mt19937, grammar: Pointer): number {
+    const { api, shim } = this.model.llama;
+    const guess = this.pick(row, row.length, rng);
+    if (guess >= 0 && shim.sf_grammar_allows(grammar, guess)) {
+      api.llama_sampler_accept(grammar, guess);
+      return guess;
+    }
+    const scratch = this.model.candidateScratch();
+    const { prefixKey, probeToken } = this.model.grammarPrefilter();
+    const allowed = shim.sf_grammar_candidates(context, i, grammar, scratch, row.length, prefixKey, probeToken);
+    if (allowed <= 0) throw new GrammarError("constraint unsatisfiable: the grammar allows no further token");
+    // llama_token_data is { int32 id; float logit; float p; }.
+    const words = new Int32Array(scratch.buffer, scratch.byteOffset, allowed * 3);
+    const floats = new Float32Array(scratch.buffer, scratch.byteOffset, allowed * 3);
+    const logits = new Float32Array(allowed);
+    for (let k = 0; k < allowed; k++) logits[k] = floats[k * 3 + 1]!;
+    const at = this.pick(logits, allowed, rng);
+    if (at < 0) throw new GrammarError("constraint unsatisfiable: the grammar allows no further token");
+    const token = words[at * 3]!;
+    api.llama_sampler_accept(grammar, token);
+    return token;
   }
 
   free(): void {
     if (this.freed) return;
     this.freed = true;
-    this.model.llama.api.llama_sampler_free(this.handle);
     if (this.grammar) this.model.llama.api.llama_sampler_free(this.grammar);
   }
 }
