@@ -8,8 +8,9 @@
 // SUPERFLUID_CPU_VARIANT can pin one, e.g. `haswell` to run the AVX2 kernels
 // on an AVX-512 machine.
 import { dlopen } from "bun:ffi";
+import { createHash } from "node:crypto";
 import { cpus } from "node:os";
-import { readdirSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** libggml-cpu-haswell.so, ggml-cpu-zen4.dll, libggml-cpu-armv8.2_1.so, ... */
@@ -82,6 +83,12 @@ export function otherBackendFiles(dir: string): string[] {
     .map(({ file }) => join(dir, file));
 }
 
+/** ggml's name of a backend file (vulkan for libggml-vulkan.so, cuda for ggml-cuda.dll). */
+export function backendName(path: string): string {
+  const file = path.split(/[\\/]/).pop() ?? path;
+  return BACKEND_FILE.exec(file)?.[1] ?? file;
+}
+
 function openScored(path: string): { score: number; close(): void } {
   const lib = dlopen(path, { ggml_backend_score: { args: [], returns: "i32" } });
   return { score: lib.symbols.ggml_backend_score(), close: () => lib.close() };
@@ -92,7 +99,11 @@ function openScored(path: string): { score: number; close(): void } {
  * lacks it or this CPU cannot run it), else the highest score, the first by
  * name on a tie. Undefined when the folder has no variants.
  */
-export function chooseCpuVariant(dir: string, pin: string | undefined): CpuVariantChoice | undefined {
+export function chooseCpuVariant(
+  dir: string,
+  pin: string | undefined,
+  cacheDir?: string,
+): CpuVariantChoice | undefined {
   const files = cpuVariantFiles(dir);
   if (pin !== undefined && pin !== "") {
     const file = files.find((f) => f.name === pin);
@@ -111,6 +122,9 @@ export function chooseCpuVariant(dir: string, pin: string | undefined): CpuVaria
     }
     return { name: file.name, path: file.path, pinned: true, close: lib.close };
   }
+  const cache = cacheDir === undefined || files.length === 0 ? undefined : choiceCache(cacheDir, dir, files);
+  const remembered = cache?.read();
+  if (remembered) return remembered;
   let best: (CpuVariantFile & { score: number; close(): void }) | undefined;
   for (const file of files) {
     let scored: { score: number; close(): void };
@@ -130,7 +144,84 @@ export function chooseCpuVariant(dir: string, pin: string | undefined): CpuVaria
     best?.close();
     return undefined;
   }
+  cache?.write(best.name);
   return { name: best.name, path: best.path, pinned: false, close: best.close };
+}
+
+/**
+ * The unpinned choice, remembered in the cache folder: scoring every variant opens each library (~10-35 ms of
+ * every worker's start). One file per library folder, keyed by the processor (its model name and instruction-set
+ * flags) and every variant file's size and modification time; a key that differs, a file that does not read, or
+ * a remembered variant that no longer opens or scores 0 here, and every variant is scored again.
+ */
+function choiceCache(cacheDir: string, dir: string, files: CpuVariantFile[]) {
+  let key: string;
+  try {
+    const stamps = files.map((f) => {
+      const st = statSync(f.path);
+      return [f.name, st.size, st.mtimeMs];
+    });
+    key = createHash("sha256")
+      .update(JSON.stringify({ dir, cpu: cpuSignature(), stamps }))
+      .digest("hex");
+  } catch {
+    return undefined;
+  }
+  const file = join(cacheDir, `${createHash("sha256").update(dir).digest("hex").slice(0, 16)}.json`);
+  return {
+    read(): CpuVariantChoice | undefined {
+      let name: unknown;
+      try {
+        const saved = JSON.parse(readFileSync(file, "utf8")) as { key?: unknown; name?: unknown };
+        if (saved.key !== key) return undefined;
+        name = saved.name;
+      } catch {
+        return undefined;
+      }
+      const found = files.find((f) => f.name === name);
+      if (!found) return undefined;
+      let lib: { score: number; close(): void };
+      try {
+        lib = openScored(found.path);
+      } catch {
+        return undefined;
+      }
+      if (lib.score <= 0) {
+        lib.close();
+        return undefined;
+      }
+      return { name: found.name, path: found.path, pinned: false, close: lib.close };
+    },
+    write(name: string): void {
+      try {
+        mkdirSync(cacheDir, { recursive: true });
+        // Written aside and renamed into place: another worker may read it the moment it exists.
+        const partial = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+        writeFileSync(partial, JSON.stringify({ key, name }));
+        renameSync(partial, file);
+      } catch {
+        // A cache that cannot be written costs the next start the scoring, nothing more.
+      }
+    },
+  };
+}
+
+/** What ggml's scores depend on: the processor's model and, on Linux, the instruction-set flags the kernel reports. */
+export function cpuSignature(): string {
+  if (process.platform === "linux") {
+    try {
+      const info = readFileSync("/proc/cpuinfo", "utf8");
+      const end = info.indexOf("\n\n");
+      const first = end < 0 ? info : info.slice(0, end);
+      const lines = first
+        .split("\n")
+        .filter((l) => /^(model name|flags|Features|CPU implementer|CPU part)\s*:/.test(l));
+      if (lines.length > 0) return `${process.arch}\n${lines.join("\n")}`;
+    } catch {
+      // Fall through to the model name.
+    }
+  }
+  return `${process.arch} ${cpuModel()}`;
 }
 
 export interface CpuInfo {

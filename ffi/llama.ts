@@ -7,7 +7,15 @@ import { threadId } from "node:worker_threads";
 import { basename, dirname, join } from "node:path";
 import shimSourcePath from "./shim.c" with { type: "file" };
 import { ABI_PROBE_SLOTS, identifyRelease, LlamaAbiError, type LlamaRelease } from "./abi.ts";
-import { chooseCpuVariant, cpuModel, cpuVariantFiles, otherBackendFiles, type CpuInfo } from "./cpu-variant.ts";
+import {
+  backendName,
+  chooseCpuVariant,
+  cpuModel,
+  cpuVariantFiles,
+  otherBackendFiles,
+  type CpuInfo,
+} from "./cpu-variant.ts";
+import { gpuBackendSkip } from "./gpu-presence.ts";
 import { locateLibrary, type LibraryLocation } from "./locate.ts";
 import { cacheDir } from "./paths.ts";
 
@@ -96,8 +104,7 @@ const shimSymbols = {
   sf_batch_new: { args: ["i32"], returns: "ptr" },
   sf_batch_free: { args: ["ptr"], returns: "void" },
   sf_decode: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
-  sf_sample_constrained: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "ptr"], returns: "i32" },
-  sf_sample_masked: { args: ["ptr", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "ptr"], returns: "i32" },
+  sf_grammar_candidates: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr", "ptr"], returns: "i32" },
   sf_grammar_allows: { args: ["ptr", "i32"], returns: "bool" },
 } as const;
 
@@ -234,6 +241,11 @@ export interface BackendFailure {
   /** The backend's file name (libggml-cuda.so). */
   file: string;
   reason: string;
+  /**
+   * Left unloaded on purpose (--no-gpu, or no GPU device node for Vulkan: ffi/gpu-presence.ts), not failed: the
+   * startup log does not name it, `check --devices` and an unknown --device do.
+   */
+  skipped?: boolean;
 }
 
 /** Whether the library exports a function (one that tells releases apart; ffi/abi.ts). */
@@ -260,17 +272,30 @@ export function cstr(text: string): Buffer {
  * ggml backends that sit beside it. `backends: false` leaves the backends
  * for later (a later call that wants them loads them): reading a vocabulary
  * needs none, so the daemon and its prompt thread do not load and score
- * every CPU variant, which only a worker decodes on.
+ * every CPU variant, which only a worker decodes on. `gpu: false` (--no-gpu)
+ * leaves every GPU backend unloaded; the first call that loads the backends decides.
  */
-export function loadLlama(env = process.env, opts: { backends?: boolean } = {}): Llama {
+export function loadLlama(env = process.env, opts: { backends?: boolean; gpu?: boolean } = {}): Llama {
   opened ??= openLibrary(env);
   if (opts.backends !== false && !opened.cpu)
-    opened.cpu = loadBackends(opened.ggml, opened.location.dir, env, opened.unloadedBackends);
+    opened.cpu = loadBackends(opened.ggml, opened.location.dir, env, opened.unloadedBackends, opts.gpu !== false);
   return opened;
 }
 
+let located: LibraryLocation | undefined;
+
+/**
+ * Where libllama is, without opening it (the library this process opens or has opened): what the daemon's fit
+ * check needs to tell a CPU-only build, before a vocabulary load opens the library and compiles the shim.
+ */
+export function libraryLocation(env = process.env): LibraryLocation {
+  if (opened) return opened.location;
+  located ??= locateLibrary(env);
+  return located;
+}
+
 function openLibrary(env: NodeJS.ProcessEnv): Llama {
-  const location = locateLibrary(env);
+  const location = located ?? locateLibrary(env);
   let api: LlamaApi;
   try {
     api = openLlama(location.llama);
@@ -295,11 +320,17 @@ function openLibrary(env: NodeJS.ProcessEnv): Llama {
 
 /**
  * Whether the library folder holds only CPU backends (ggml's CPU variants
- * and nothing else loadable): then no device but the host takes layers, and
- * the host's memory is the budget without loading any backend to ask.
+ * and nothing else that would load here: a Vulkan backend on a machine with
+ * no GPU device node is not loaded, ffi/gpu-presence.ts): then no device but
+ * the host takes layers, and the host's memory is the budget without loading
+ * any backend to ask.
  */
 export function cpuOnlyLibrary(dir: string, env = process.env): boolean {
-  return cpuVariantFiles(dir).length > 0 && otherBackendFiles(dir).length === 0 && !env.GGML_BACKEND_PATH;
+  return (
+    cpuVariantFiles(dir).length > 0 &&
+    otherBackendFiles(dir).every((f) => gpuBackendSkip({ name: backendName(f), env, gpu: true }) !== undefined) &&
+    !env.GGML_BACKEND_PATH
+  );
 }
 
 /**
@@ -308,16 +339,26 @@ export function cpuOnlyLibrary(dir: string, env = process.env): boolean {
  * ggml_backend_load_all_from_path does with its own choice; a build without
  * CPU variants is left to ggml's loader.
  */
-function loadBackends(ggml: GgmlApi, dir: string, env: NodeJS.ProcessEnv, failures: BackendFailure[]): CpuInfo {
-  const variant = chooseCpuVariant(dir, env.SUPERFLUID_CPU_VARIANT);
+function loadBackends(
+  ggml: GgmlApi,
+  dir: string,
+  env: NodeJS.ProcessEnv,
+  failures: BackendFailure[],
+  gpu: boolean,
+): CpuInfo {
+  const variant = chooseCpuVariant(dir, env.SUPERFLUID_CPU_VARIANT, join(cacheDir(env), "cpu-variant"));
   if (!variant) {
     ggml.ggml_backend_load_all_from_path(cstr(dir));
     return { model: cpuModel(), variant: null, library: null, pinned: false };
   }
   // In ggml's order, the CPU last (llama.cpp numbers devices in it). A backend that does
   // not load (no device for it here) is skipped, as ggml's own loader does.
-  for (const other of otherBackendFiles(dir))
-    if (!ggml.ggml_backend_load(cstr(other))) failures.push({ file: basename(other), reason: loadFailure(other) });
+  // A GPU backend that could register no device here (ffi/gpu-presence.ts) is not loaded at all.
+  for (const other of otherBackendFiles(dir)) {
+    const skip = gpuBackendSkip({ name: backendName(other), env, gpu });
+    if (skip) failures.push({ file: basename(other), reason: skip, skipped: true });
+    else if (!ggml.ggml_backend_load(cstr(other))) failures.push({ file: basename(other), reason: loadFailure(other) });
+  }
   if (env.GGML_BACKEND_PATH) ggml.ggml_backend_load(cstr(env.GGML_BACKEND_PATH));
   if (!ggml.ggml_backend_load(cstr(variant.path))) {
     variant.close();

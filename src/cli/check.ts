@@ -27,7 +27,8 @@ export async function runCheck(argv: string[]): Promise<number> {
     const gib = (n: number) => `${(n / 2 ** 30).toFixed(1)} GiB`;
     if (argv.includes("--devices")) {
       const devices = listDevices(llama);
-      for (const f of llama.unloadedBackends) console.log(`backend ${f.file} did not load: ${f.reason}`);
+      for (const f of llama.unloadedBackends)
+        console.log(`backend ${f.file} ${f.skipped ? f.reason : `did not load: ${f.reason}`}`);
       console.log(`devices: ${devices.length}`);
       for (const d of devices)
         console.log(`  ${d.name}: ${d.type}, ${d.description}, ${gib(d.freeBytes)} free of ${gib(d.totalBytes)}`);

@@ -9,7 +9,7 @@
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { defaultGpus } from "../../ffi/devices.ts";
-import { cpuOnlyLibrary, loadLlama } from "../../ffi/llama.ts";
+import { cpuOnlyLibrary, libraryLocation, loadLlama } from "../../ffi/llama.ts";
 import { formatBytes, planKv } from "../engine/kv-sizing.ts";
 import { deviceFreeBytes, hostAvailableBytes, type FreeMemory } from "../engine/memory.ts";
 import { kvBytesPerToken, type GgufFile } from "../gguf/index.ts";
@@ -101,7 +101,8 @@ export async function freeMemoryBeforeLoad(gpu: boolean, devices?: string[]): Pr
   const host = (): FreeMemory => ({ bytes: hostAvailableBytes(), where: "host" });
   if (!gpu) return host();
   try {
-    if (cpuOnlyLibrary(loadLlama(process.env, { backends: false }).location.dir)) return host();
+    // Located, not opened: the vocabulary load opens it, after the worker has been started (served-model.ts).
+    if (cpuOnlyLibrary(libraryLocation().dir)) return host();
   } catch {
     return host();
   }

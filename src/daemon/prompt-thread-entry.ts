@@ -22,7 +22,9 @@ interface Loaded {
 function load(opts: PromptThreadOptions): Loaded {
   const model = LlamaModel.load(opts.model, { vocabOnly: true });
   try {
-    const templateOpts = { bosToken: opts.bosText, eosToken: opts.eosText, loadedAt: opts.loadedAt };
+    const text = (id: number | undefined) =>
+      id === undefined ? undefined : Buffer.from(model.tokenBytes(id, true)).toString("utf8");
+    const templateOpts = { bosToken: text(opts.bos), eosToken: text(opts.eos), loadedAt: opts.loadedAt };
     const chat = opts.chatTemplate
       ? new ChatTemplate(opts.chatTemplate, templateOpts)
       : new ChatTemplate(FALLBACK_TEMPLATE, {});

@@ -30,8 +30,9 @@ export interface PromptThreadOptions {
   chatTemplate?: string;
   /** tokenizer.chat_template.tool_use, for requests with tools. */
   toolTemplate?: string;
-  bosText?: string;
-  eosText?: string;
+  /** The BOS and EOS token ids: the thread renders their text (templates' bos_token, eos_token) from its vocabulary. */
+  bos?: number;
+  eos?: number;
   /** What strftime_now reports in templates. */
   loadedAt: Date;
 }

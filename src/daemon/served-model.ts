@@ -5,6 +5,7 @@
 import { releaseLabel } from "../../ffi/abi.ts";
 import { templateReads } from "../codec/index.ts";
 import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
+import type { Tokenizer } from "../codec/tokenizer.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
 import type { RequestError } from "./request-error.ts";
@@ -124,28 +125,47 @@ export class ServedModel {
 
   static async load(opts: ServedModelOptions): Promise<ServedModel> {
     const info = describeModel(await readGguf(opts.model));
-    const tokenizer = LlamaModel.load(opts.model, { vocabOnly: true });
-    const text = (id: number | undefined) =>
-      id === undefined ? undefined : Buffer.from(tokenizer.tokenBytes(id, true)).toString("utf8");
-    const journal = opts.sessions ? new SessionJournal(opts.sessions, opts.id, tokenizer) : undefined;
+    // The worker starts first, so that the daemon's own vocabulary load (the first in this process opens libllama
+    // and compiles the shim) runs while the worker process loads the model, not before it. The journal reads the
+    // vocabulary only once a generation begins, after this load. The prompt thread starts after it: the shim's
+    // compile (TinyCC) runs in one thread at a time (prompt-thread.ts).
+    let tokenizer: LlamaModel | undefined;
+    const vocabulary: Tokenizer = {
+      tokenize: (text, o) => tokenizer!.tokenize(text, o),
+      tokenBytes: (token, special) => tokenizer!.tokenBytes(token, special),
+    };
+    const journal = opts.sessions ? new SessionJournal(opts.sessions, opts.id, vocabulary) : undefined;
+    const starting = WorkerClient.start({ ...opts, ...(journal ? { journal } : {}) });
+    let vocabFailure: unknown;
+    try {
+      tokenizer = LlamaModel.load(opts.model, { vocabOnly: true });
+    } catch (err) {
+      vocabFailure = err;
+    }
     const [worker, prompts] = await Promise.allSettled([
-      WorkerClient.start({ ...opts, ...(journal ? { journal } : {}) }),
-      PromptThread.start({
-        model: opts.model,
-        chatTemplate: info.chatTemplate,
-        toolTemplate: info.toolUseTemplate,
-        bosText: text(info.specialTokens.bos),
-        eosText: text(info.specialTokens.eos),
-        loadedAt: new Date(),
-      }),
+      starting,
+      tokenizer === undefined
+        ? Promise.reject(vocabFailure)
+        : PromptThread.start({
+            model: opts.model,
+            chatTemplate: info.chatTemplate,
+            toolTemplate: info.toolUseTemplate,
+            bos: info.specialTokens.bos,
+            eos: info.specialTokens.eos,
+            loadedAt: new Date(),
+          }),
     ]);
-    if (worker.status === "rejected" || prompts.status === "rejected") {
+    if (tokenizer === undefined || worker.status === "rejected" || prompts.status === "rejected") {
       await Promise.all([
         worker.status === "fulfilled" && worker.value.close(),
         prompts.status === "fulfilled" && prompts.value.close(),
       ]);
-      tokenizer.free();
-      throw worker.status === "rejected" ? worker.reason : (prompts as PromiseRejectedResult).reason;
+      tokenizer?.free();
+      throw tokenizer === undefined
+        ? vocabFailure
+        : worker.status === "rejected"
+          ? worker.reason
+          : (prompts as PromiseRejectedResult).reason;
     }
     worker.value.gatherWhile(() => prompts.value.inHand);
     const single = (s: string) => tokenizer.tokenize(s, { parseSpecial: true }).length === 1;

@@ -21,8 +21,27 @@ let standby: Standby | undefined;
 /** The devices the standby worker found (undefined: it died or was claimed first, or there is none). */
 let standbyDevices: Promise<DeviceFacts[] | undefined> | undefined;
 
-/** Starts the standby worker (once; later calls do nothing while one waits). */
-export function startStandbyWorker(): void {
+/**
+ * Whether serve's command line keeps every layer on the CPU with no device named (--no-gpu, --gpu-layers 0), read
+ * before the flags are parsed: the worker is then given no GPU backend, as src/worker/main.ts gives a worker whose
+ * --gpu-layers is 0.
+ */
+export function cpuOnlyAsked(argv: readonly string[]): boolean {
+  if (argv.some((a) => a === "--device" || a.startsWith("--device="))) return false;
+  return argv.some(
+    (a, i) =>
+      a === "--no-gpu" ||
+      ((a === "--gpu-layers" || a === "--n-gpu-layers") && argv[i + 1] === "0") ||
+      a === "--gpu-layers=0" ||
+      a === "--n-gpu-layers=0",
+  );
+}
+
+/**
+ * Starts the standby worker (once; later calls do nothing while one waits). `gpu: false` (--no-gpu): it loads no
+ * GPU backend (ffi/gpu-presence.ts), so a GPU driver's start is not paid for a server that will not use it.
+ */
+export function startStandbyWorker(opts: { gpu?: boolean } = {}): void {
   if (standby) return;
   let found!: (devices: DeviceFacts[] | undefined) => void;
   standbyDevices = new Promise((resolve) => (found = resolve));
@@ -30,7 +49,7 @@ export function startStandbyWorker(): void {
     route: (message) => {
       if (message.type === "devices") found(message.devices ?? undefined);
     },
-    proc: Bun.spawn(selfCommand("worker", "--standby"), {
+    proc: Bun.spawn(selfCommand("worker", "--standby", ...(opts.gpu === false ? ["--no-gpu"] : [])), {
       stdio: ["ignore", "inherit", "inherit"],
       serialization: "json",
       ipc: (message: WorkerToDaemon) => waiting.route(message),

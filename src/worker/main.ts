@@ -5,6 +5,7 @@ import { Engine, sequencesFor } from "../engine/engine.ts";
 import { planKv, type KvPlan } from "../engine/kv-sizing.ts";
 import { freeForKv, hostAvailableBytes } from "../engine/memory.ts";
 import { LlamaModel } from "../engine/model.ts";
+import { loadLlama } from "../../ffi/llama.ts";
 import type { WorkerInfo, WorkerToDaemon } from "../engine/protocol.ts";
 import { declaredPooling } from "../engine/embedder.ts";
 import { resolveSpeculation, type ResolvedSpeculation } from "../engine/speculation-directive.ts";
@@ -130,7 +131,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   // Started by a SCHED_BATCH daemon: decode threads run under the normal policy (src/runtime/sched-policy.ts).
   workerRunsNormally();
   if (argv[0] === "--standby") {
-    const claimed = await awaitStart();
+    const claimed = await awaitStart({ gpu: argv[1] !== "--no-gpu" });
     if (!claimed) return 0;
     argv = claimed;
   }
@@ -161,6 +162,9 @@ export async function runWorker(argv: string[]): Promise<number> {
         return 3;
       }
     }
+    // --no-gpu or --gpu-layers 0 (every layer on the CPU, no device named): no GPU backend is loaded
+    // (ffi/gpu-presence.ts), as the standby worker was told (src/daemon/standby-worker.ts cpuOnlyAsked).
+    loadLlama(process.env, { gpu: args.offload.gpuLayers !== 0 || args.offload.devices !== undefined });
     model = LlamaModel.loadPlaced(args.model, args.offload, kvCells);
   } catch (err) {
     send({ type: "fatal", message: (err as Error).message });

@@ -6,11 +6,11 @@ import { deviceFacts, listDevices } from "../../ffi/devices.ts";
 import { loadLlama } from "../../ffi/llama.ts";
 import type { DaemonToWorker, WorkerToDaemon } from "../engine/protocol.ts";
 
-/** The worker's command line, or undefined when the daemon went away first. */
-export async function awaitStart(): Promise<string[] | undefined> {
+/** The worker's command line, or undefined when the daemon went away first. `gpu: false`: `--standby --no-gpu`. */
+export async function awaitStart(opts: { gpu?: boolean } = {}): Promise<string[] | undefined> {
   let devices: ReturnType<typeof deviceFacts>[] | null = null;
   try {
-    devices = listDevices(loadLlama()).map(deviceFacts);
+    devices = listDevices(loadLlama(process.env, { gpu: opts.gpu !== false })).map(deviceFacts);
   } catch {
     // Reported by the model's load, after `start`.
   }

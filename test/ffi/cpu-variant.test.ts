@@ -3,7 +3,7 @@
 // refusing by name one the folder lacks or this CPU cannot run.
 import { afterAll, describe, expect, test } from "bun:test";
 import { dlopen } from "bun:ffi";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chooseCpuVariant, cpuModel, cpuVariantFiles, otherBackendFiles } from "../../ffi/cpu-variant.ts";
@@ -119,5 +119,35 @@ describe.skipIf(variants.length === 0)("CPU variants (a library with one file pe
     expect(scores.get(cpu.variant)).toBe(Math.max(...scores.values()));
     const loaded = r.err.split("\n").filter((l) => l.includes("loaded CPU backend from"));
     expect(loaded).toEqual([expect.stringContaining(variants.find((v) => v.name === cpu.variant)!.path)]);
+  });
+});
+
+describe("the remembered choice", () => {
+  const cache = mkdtempSync(join(tmpdir(), "sf-variant-cache-"));
+  afterAll(() => rmSync(cache, { recursive: true, force: true }));
+
+  test("a second choice reads the cache and agrees with scoring; a stale or broken cache is scored again", () => {
+    const scored = chooseCpuVariant(dir, undefined);
+    scored?.close();
+    const first = chooseCpuVariant(dir, undefined, cache);
+    first?.close();
+    expect(first?.name).toBe(scored?.name);
+    const files = readdirSync(cache);
+    if (!scored) return;
+    expect(files.length).toBe(1);
+    const saved = JSON.parse(readFileSync(join(cache, files[0]!), "utf8")) as { key: string; name: string };
+    expect(saved.name).toBe(scored.name);
+    const second = chooseCpuVariant(dir, undefined, cache);
+    second?.close();
+    expect(second?.name).toBe(scored.name);
+    // A remembered variant under another key (another CPU, other files) is not believed.
+    writeFileSync(join(cache, files[0]!), JSON.stringify({ key: "other", name: "x64" }));
+    const rescored = chooseCpuVariant(dir, undefined, cache);
+    rescored?.close();
+    expect(rescored?.name).toBe(scored.name);
+    writeFileSync(join(cache, files[0]!), "not json");
+    const again = chooseCpuVariant(dir, undefined, cache);
+    again?.close();
+    expect(again?.name).toBe(scored.name);
   });
 });

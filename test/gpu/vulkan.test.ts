@@ -122,11 +122,10 @@ describe.skipIf(missing !== undefined)("Vulkan offload on lavapipe", () => {
     let cpuReply: string;
     try {
       const runtime = (await json(`${cpu.url}/v1/models`)).data[0].runtime;
-      expect(runtime.offload).toMatchObject({ gpu_layers: 0, devices: [] });
-      expect(cpu.log.find((l) => l.includes("offload:"))).toContain(
-        "offload: none, every layer on the CPU (--gpu-layers 0)",
-      );
-      expect(runtime.devices.map((d: { name: string }) => d.name)).toContain("Vulkan0");
+      // --no-gpu loads no GPU backend (ffi/gpu-presence.ts): no Vulkan instance, no placement to report.
+      expect(runtime.offload).toBeNull();
+      expect(cpu.log.find((l) => l.includes("offload:"))).toBeUndefined();
+      expect(runtime.devices.map((d: { name: string }) => d.name)).toEqual(["CPU"]);
       cpuReply = (await chat(cpu.url, "hi", 16)).choices[0].message.content;
     } finally {
       await cpu.stop();
