@@ -11,6 +11,9 @@ commands:
   serve [MODEL] [flags]  run the server (superfluid serve --help for flags)
   worker --model PATH [--max-batch N] [--max-context N] [--threads N]
                        engine process (started by the daemon, over IPC)
+  pull [--no-mmproj] [--offline] REF...
+                       fetch org/repo[:TAG] into the Hugging Face cache (no serving)
+  list [--json]        the models the Hugging Face cache holds
   check [--model PATH] [--devices] [--rpc HOST:PORT,...]
                        can the engine run here? (opens libllama, reads a vocabulary)
   rpc-worker [--listen HOST:PORT] [--threads N] [--device NAMES] [--cache DIR]
@@ -33,7 +36,7 @@ async function main(argv: string[]): Promise<number> {
       if (
         !rest.some((a) => a === "--help" || a === "--help-all" || a === "-h" || a === "--rpc" || a.startsWith("--rpc="))
       )
-        standby.startStandbyWorker();
+        standby.startStandbyWorker({ gpu: !standby.cpuOnlyAsked(rest) });
       try {
         return await (await import("./cli/serve.ts")).runServe(rest);
       } finally {
@@ -46,6 +49,10 @@ async function main(argv: string[]): Promise<number> {
       if (process.connected) process.disconnect?.();
       return code;
     }
+    case "pull":
+      return (await import("./cli/pull.ts")).runPull(rest);
+    case "list":
+      return (await import("./cli/pull.ts")).runList(rest);
     case "check":
       return (await import("./cli/check.ts")).runCheck(rest);
     case "top":

@@ -100,6 +100,29 @@ export const SERVE_FLAGS = [
       "references are looked up here too, before the Hugging Face cache",
   },
   {
+    flag: "offline",
+    key: "offline",
+    env: "HF_HUB_OFFLINE",
+    group: "models",
+    table: "model-lookup",
+    help: "download nothing: a reference must already be in the Hugging Face cache",
+    doc:
+      "downloads nothing: a reference not found locally is refused instead of pulled ([pulling models](#pulling-models)); " +
+      "`HF_HUB_OFFLINE=1` does the same",
+  },
+  {
+    flag: "mmproj",
+    key: "mmproj",
+    negatable: true,
+    default: true,
+    group: "models",
+    table: "model-lookup",
+    help: "pull a reference's vision projector (mmproj GGUF) beside the model; --no-mmproj leaves it",
+    doc:
+      "a pulled reference brings the repo's vision projector (the nearest `mmproj` GGUF) beside the model; " +
+      "`--no-mmproj` leaves it ([pulling models](#pulling-models))",
+  },
+  {
     flag: "idle-timeout",
     key: "idleTimeoutSec",
     value: "SEC",
@@ -334,7 +357,7 @@ export const SERVE_FLAGS = [
     key: "noGpu",
     group: "gpu",
     table: "gpu",
-    help: "every layer on the CPU, even where a GPU is found (= --gpu-layers 0)",
+    help: "every layer on the CPU, even where a GPU is found (= --gpu-layers 0); no GPU backend is loaded",
   },
   {
     flag: "device",

@@ -55,10 +55,11 @@ const SPECS = flagSpecs(SERVE_FLAGS, HELP_FLAGS);
 
 const HEAD = `usage: superfluid serve [MODEL] [--model MODEL ...] [flags]
 
-MODEL is a GGUF path or a local reference org/repo-GGUF[:QUANT] (looked up in
---model-dir folders and the Hugging Face cache; nothing is downloaded). With no
-MODEL the built-in tiny model is served. Each model named is loaded at startup
-in its own worker; the first is the default for requests that name none.`;
+MODEL is a GGUF path or a reference org/repo-GGUF[:QUANT] (looked up in
+--model-dir folders and the Hugging Face cache, else pulled from the Hugging
+Face Hub unless --offline). With no MODEL the built-in tiny model is served.
+Each model named is loaded at startup in its own worker; the first is the
+default for requests that name none.`;
 
 /** The help text; `all` adds the expert tuning and the flags this runtime refuses. */
 export function serveUsage(all = false): string {

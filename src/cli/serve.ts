@@ -4,7 +4,15 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkFit, freeMemoryBeforeLoad } from "../daemon/fit-check.ts";
 import { showLoadProgress } from "../daemon/load-progress.ts";
-import { ModelNotFoundError, resolveModel, type ModelPath } from "../daemon/model-ref.ts";
+import { ModelNotFoundError, type ModelPath } from "../daemon/model-ref.ts";
+import {
+  fileOfNamed,
+  type NamedModel,
+  PullBoard,
+  type PullPolicy,
+  resolveNamed,
+  resolveOrPull,
+} from "../daemon/model-pull.ts";
 import { describeToken, modelDirSources, sourceOf } from "../daemon/model-source.ts";
 import { ModelRegistry, type ModelSource } from "../daemon/registry.ts";
 import { ServedModel } from "../daemon/served-model.ts";
@@ -41,6 +49,7 @@ import { Logger, routeConsole } from "../logging/logger.ts";
 import { parseServeOptions, serveUsage, UsageError, type ServeOptions } from "./serve-options.ts";
 import { StartupGate } from "./startup-gate.ts";
 import { ServeTui } from "./tui.ts";
+import { pullDisplay } from "./pull-progress.ts";
 
 /** The model served when none is named: generated on first use, so the server always starts. */
 export const BUILTIN_MODEL_ID = "tiny-chat";
@@ -61,12 +70,13 @@ export const SHARED_DEFAULT_CONTEXT = 8192;
 export const BUILTIN_KV_POOL = 131_072;
 
 /**
- * The models named, resolved to files, the first the default; the built-in
- * model when none is named. Its file is generated on first use, which takes
- * a while on a first run ever, so its path comes later (builtinSource).
+ * The models named, resolved to files (or to references still to pull, once the
+ * listener is up), the first the default; the built-in model when none is named.
+ * Its file is generated on first use, which takes a while on a first run ever,
+ * so its path comes later (builtinSource).
  */
-function resolveServed(options: ServeOptions, log: (line: string) => void): ModelPath[] | "builtin" {
-  if (options.models.length > 0) return options.models.map((token) => resolveModel(token, options.modelDirs));
+function resolveServed(options: ServeOptions, log: (line: string) => void): NamedModel[] | "builtin" {
+  if (options.models.length > 0) return options.models.map((token) => resolveNamed(token, options.modelDirs));
   log(
     `superfluid: no model named; serving the built-in ${BUILTIN_MODEL_ID} (hand-set weights: every chat turn gets one fixed sentence; for smoke tests, not for answers)`,
   );
@@ -87,8 +97,9 @@ async function loadFimModel(
   options: ServeOptions,
   mainWindow: number,
   log: (line: string) => void,
+  pulling: PullPolicy,
 ): Promise<ServedModel> {
-  const resolved = await resolveModel(options.fimModel!, options.modelDirs);
+  const resolved = await resolveOrPull(options.fimModel!, options.modelDirs, pulling);
   const maxContext = options.fimMaxContext ?? Math.min(mainWindow, 8192);
   log(
     `superfluid: loading FIM model ${resolved.id} from ${resolved.path} (${options.fimMaxBatch} lanes x ${maxContext} tokens) ...`,
@@ -188,6 +199,7 @@ class ModelLoader {
     private readonly primaryId: string,
     private readonly maxContext: number | undefined,
     private readonly log: (line: string) => void,
+    private readonly pulling: (reference: string) => PullPolicy,
   ) {}
 
   async load(source: ModelSource): Promise<ServedModel> {
@@ -268,13 +280,14 @@ class ModelLoader {
     this.log(`superfluid: ${model.worker.info.kv.summary}`);
     // Only where a GPU could take part: a CPU-only build's log stays as it was.
     const info = model.worker.info;
-    for (const f of info.unloadedBackends)
+    // A backend left unloaded on purpose (--no-gpu, no GPU device node: ffi/gpu-presence.ts) is no failure to name.
+    for (const f of info.unloadedBackends.filter((f) => !f.skipped))
       this.log(`superfluid: the GPU backend ${f.file} did not load (${f.reason}); its devices are not used`);
     if (info.offload) this.log(`superfluid: ${info.offload.summary}`);
     logSpeculation(o, model, this.log);
     if (primary && o.fimModel !== undefined) {
       try {
-        model.fimModel = await loadFimModel(o, model.contextWindow, this.log);
+        model.fimModel = await loadFimModel(o, model.contextWindow, this.log, this.pulling(o.fimModel!));
       } catch (err) {
         await this.close(model);
         throw err;
@@ -397,13 +410,28 @@ async function startServing(
     throw new Error(
       "--rpc serves one model: name one, without --model-dir or --fim-model (an RPC worker serves one client)",
     );
+  // A reference found nowhere locally is pulled (docs/cli.md#pulling-models): its progress goes to
+  // the log (a bar on a terminal without the TUI) and to /health while the server starts.
+  const pulls = new PullBoard();
+  const pulling = (reference: string): PullPolicy => {
+    const display = pullDisplay("superfluid: ", log, options.tui ? false : undefined);
+    const board = pulls.track(reference);
+    return {
+      offline: options.offline,
+      mmproj: options.mmproj,
+      progress: (event) => {
+        board(event);
+        display.event(event);
+      },
+    };
+  };
   // The loader's window depends on how many models may be loaded, known once the
   // --model-dir folders are read (after the listener starts): set there.
   let loader: ModelLoader | undefined;
   const registry = new ModelRegistry({
     load: (source) => loader!.load(source),
     close: (model) => loader!.close(model),
-    describe: (token) => describeToken(token, options.modelDirs),
+    describe: (token) => describeToken(token, options.modelDirs, pulling(token)),
   });
   let files: FileStore;
   let responses: ResponseStore;
@@ -446,6 +474,8 @@ async function startServing(
   const ctx: ServerContext = {
     starting: () => starting,
     draining: () => draining,
+    pulling: () => pulls.active(),
+    pullPolicy: pulling,
     registry,
     operatorSampling: options.sampling,
     ...(options.specMaxTemperature === undefined ? {} : { specMaxTemperature: options.specMaxTemperature }),
@@ -496,7 +526,8 @@ async function startServing(
   try {
     await seams.listening?.(url, startup);
     const named: ModelSource[] = [];
-    for (const model of resolved === "builtin" ? [await builtinModel()] : resolved) named.push(await sourceOf(model));
+    for (const model of resolved === "builtin" ? [await builtinModel()] : resolved)
+      named.push(await sourceOf("reference" in model ? await fileOfNamed(model, pulling(model.reference)) : model));
     const fromDirs = await modelDirSources(options.modelDirs, new Set(named.map((s) => s.id)), log);
     const several = named.length > 1 || fromDirs.length > 0;
     const maxContext =
@@ -517,6 +548,7 @@ async function startServing(
       primaryId,
       maxContext,
       log,
+      pulling,
     );
     for (const source of [...named, ...fromDirs]) registry.know(source);
     if (fromDirs.length > 0)

@@ -1,5 +1,6 @@
 // What a MODEL argument names (docs/cli.md#the-model-argument): a GGUF path, or a reference
-// `org/repo[:TAG]` found in local folders. Nothing is ever downloaded.
+// `org/repo[:TAG]` found in local folders. A reference found nowhere here is pulled by
+// model-pull.ts; this module only looks.
 import { existsSync, readdirSync, statSync, type Stats } from "node:fs";
 import { homedir } from "node:os";
 import { basename, join, resolve } from "node:path";
@@ -21,8 +22,10 @@ export class ModelNotFoundError extends Error {
 export function isReference(token: string): boolean {
   if (existsSync(token)) return false;
   if (/^[./~]/.test(token)) return false;
-  if (/\.(gguf|base)$/i.test(token)) return false;
-  return token.split(":")[0]!.includes("/");
+  // `org/repo:model-Q4_K_M.gguf` (a tag that is a whole file name) is a reference; `dir/model.gguf` is a path.
+  const name = token.split(":")[0]!;
+  if (/\.(gguf|base)$/i.test(name)) return false;
+  return name.includes("/");
 }
 
 export function servedIdOfPath(path: string): string {

@@ -16,6 +16,8 @@ import {
   type ModelPath,
 } from "./model-ref.ts";
 import type { ModelSource } from "./registry.ts";
+import { HubError } from "../hub/errors.ts";
+import { pullRequestError, resolveOrPull, type PullPolicy } from "./model-pull.ts";
 
 /** Reads a resolved model's GGUF header; a file that is not GGUF is 400 `unsupported_runtime`. */
 export async function sourceOf(resolved: ModelPath): Promise<ModelSource> {
@@ -51,18 +53,22 @@ function printable(token: string): string {
   return shown.length > 200 ? `${shown.slice(0, 200)}...` : shown;
 }
 
-/** A path or local reference (POST /v1/models/load): 404 `model_not_found` when nothing is there. */
-export async function describeToken(token: string, modelDirs: string[]): Promise<ModelSource> {
+/**
+ * A path or reference (POST /v1/models/load): 404 `model_not_found` when nothing is there. With a pull policy, a
+ * reference found nowhere locally is pulled (docs/cli.md#pulling-models); a failed pull answers its own status.
+ */
+export async function describeToken(token: string, modelDirs: string[], pulling?: PullPolicy): Promise<ModelSource> {
   let resolved: ModelPath;
   try {
-    resolved = resolveModel(token, modelDirs);
+    resolved = pulling ? await resolveOrPull(token, modelDirs, pulling) : resolveModel(token, modelDirs);
   } catch (err) {
+    if (err instanceof HubError) throw pullRequestError(err, pulling?.env);
     // The lookup's own message names this machine's folders; the client is told only what it asked for.
     // A path the file system refuses outright (a NUL in it, too long) names no model either.
     if (!(err instanceof ModelNotFoundError) && !(err as NodeJS.ErrnoException).code) throw err;
     throw new RequestError(
       404,
-      `no model file or local reference '${printable(token)}' was found (nothing is downloaded)`,
+      `no model file or local reference '${printable(token)}' was found${pulling ? "" : " (nothing is downloaded)"}`,
       "model_not_found",
       "id",
     );

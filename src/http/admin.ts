@@ -1,6 +1,7 @@
 // /health, /props, /slots and /v1/tokenize (docs/api/openai.md#health).
 import { basename } from "node:path";
 import * as v from "valibot";
+import type { PullStatus } from "../daemon/model-pull.ts";
 import type { ModelRegistry } from "../daemon/registry.ts";
 import type { ServedModel } from "../daemon/served-model.ts";
 import type { WorkerClient } from "../daemon/worker-client.ts";
@@ -19,11 +20,24 @@ import { opt, parseWith } from "./validate.ts";
  * written (every generation then fails with session_log_failed until a write
  * succeeds). It asks no engine anything.
  */
-export function health(registry: ModelRegistry, starting = false) {
+export function health(registry: ModelRegistry, starting = false, pulling: PullStatus[] = []) {
   const models = registry.all();
   const counts = { models_loaded: models.length, models_known: registry.known().length };
-  // Loading until the start is done: every model named loaded, not just the first.
-  if (starting || !registry.default) return Response.json({ status: "loading", ...counts }, { status: 503 });
+  // Loading until the start is done: every model named loaded, not just the first. A model being pulled
+  // from the Hub shows its files' bytes done and total.
+  if (starting || !registry.default) {
+    const pulls = pulling.map((p) => ({
+      model: p.reference,
+      file: p.file,
+      state: p.state,
+      done: p.done,
+      total: p.total,
+    }));
+    return Response.json(
+      { status: "loading", ...counts, ...(pulls.length > 0 ? { pulling: pulls } : {}) },
+      { status: 503 },
+    );
+  }
   const failure = models.map((m) => m.worker.journalFailure).find((f) => f !== null);
   if (!failure) return { status: "ok", ...counts };
   return Response.json({ status: "degraded", reason: `session log: ${failure.message}`, ...counts }, { status: 503 });

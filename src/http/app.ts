@@ -92,7 +92,7 @@ export function createApp(
         console.error(`superfluid: ${request.method} ${path}: ${err.message}`);
       return errorResponse(path, err);
     })
-    .get("/health", () => health(ctx.registry, ctx.starting?.() ?? false))
+    .get("/health", () => health(ctx.registry, ctx.starting?.() ?? false, ctx.pulling?.()))
     .get("/health/ready", () => readiness(ctx.registry, ctx.starting?.() ?? false, ctx.draining?.() ?? false))
     .post("/v1/tokenize", async ({ request }) => tokenize(ctx.registry, await readJsonBody(request)), noParse)
     .get("/props", ({ query }) => {

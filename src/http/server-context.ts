@@ -1,5 +1,6 @@
 // What the HTTP routes share: the served models, the operator's defaults and
 // policies (serve flags), and request ids.
+import type { PullPolicy, PullStatus } from "../daemon/model-pull.ts";
 import type { BatchService } from "../batches/service.ts";
 import type { ModelRegistry } from "../daemon/registry.ts";
 import type { FileStore } from "../files/store.ts";
@@ -36,6 +37,10 @@ export interface ServerContext extends GenerationDefaults {
   starting?(): boolean;
   /** True once a stop signal began the drain (docs/cli.md#startup-and-shutdown): readiness answers 503. */
   draining?(): boolean;
+  /** Files being pulled from the Hugging Face Hub now (docs/cli.md#pulling-models), shown by /health while loading. */
+  pulling?(): PullStatus[];
+  /** How a reference is pulled here (offline, projector, progress to the log): POST /api/pull; absent, nothing is. */
+  pullPolicy?(reference: string): PullPolicy;
 }
 
 /** The stream comment period: the --nonstream-keepalive interval when set, else 15 s. */

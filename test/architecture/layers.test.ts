@@ -11,7 +11,7 @@ const ROOT = resolve(import.meta.dir, "../..");
 /** Lowest first; a folder may import only from folders on earlier lines. */
 const LAYERS: string[][] = [
   ["ffi", "grammar", "src/gguf", "src/runtime"],
-  ["src/codec", "src/fixtures", "src/version.ts", "src/logging", "src/files", "src/rpc"],
+  ["src/codec", "src/fixtures", "src/version.ts", "src/logging", "src/files", "src/rpc", "src/hub"],
   ["src/engine"],
   ["src/session-log"],
   ["src/daemon"],

@@ -183,13 +183,11 @@ export function showModel(registry: ModelRegistry, body: unknown) {
   };
 }
 
-/** Ollama's model-management routes: superfluid serves the models it was started with. */
 /**
- * The model-store routes, with the methods Ollama serves them on (a blob check is a HEAD, answered as a GET without its
- * body).
+ * Ollama's model-store routes superfluid does not serve, with the methods Ollama serves them on (a blob check is a
+ * HEAD, answered as a GET without its body). /api/pull is served (pull.ts) for Hugging Face names.
  */
 export const NOT_SERVED_ROUTES: readonly { method: "GET" | "POST" | "DELETE"; path: string }[] = [
-  { method: "POST", path: "/api/pull" },
   { method: "POST", path: "/api/push" },
   { method: "POST", path: "/api/create" },
   { method: "POST", path: "/api/copy" },
@@ -201,8 +199,8 @@ export const NOT_SERVED_ROUTES: readonly { method: "GET" | "POST" | "DELETE"; pa
 export function notServed(route: string): RequestError {
   return new RequestError(
     501,
-    `${route} is not served: superfluid serves the models it was started with; it does not pull, push, create, copy or delete models ` +
-      "(start it with the model file or a local reference)",
+    `${route} is not served: superfluid serves the models it was started with and pulls Hugging Face models ` +
+      "(/api/pull with hf.co/{org}/{repo}:{quant}); it does not push, create, copy or delete models",
     "not_implemented",
   );
 }

@@ -1,7 +1,7 @@
 // The Ollama family (docs/api/ollama.md): Ollama's API at the server root for
 // the apps and clients that speak only it. Errors under /api/ are
-// `{"error": message}` with the status; routes that manage a model store
-// answer 501.
+// `{"error": message}` with the status; /api/pull fetches Hugging Face
+// models, the other routes that manage a model store answer 501.
 import type { ApiFamily } from "../family.ts";
 import { readJsonBody } from "../body.ts";
 import { chat, CHAT_ROUTE } from "./chat.ts";
@@ -10,6 +10,7 @@ import { warmModelFacts } from "./model-facts.ts";
 import { CURL_BODIES, ollamaErrorBody } from "./envelope.ts";
 import { embed, EMBED_ROUTE, legacyEmbeddings, LEGACY_EMBED_ROUTE } from "./embed.ts";
 import { generate, GENERATE_ROUTE } from "./generate.ts";
+import { pullModel, PULL_ROUTE } from "./pull.ts";
 
 export const ollamaFamily: ApiFamily = {
   name: "ollama",
@@ -34,7 +35,8 @@ export const ollamaFamily: ApiFamily = {
       .post(CHAT_ROUTE, ({ request }) => chat(ctx, request), noParse)
       .post(GENERATE_ROUTE, ({ request }) => generate(ctx, request), noParse)
       .post(EMBED_ROUTE, ({ request }) => embed(ctx, request), noParse)
-      .post(LEGACY_EMBED_ROUTE, ({ request }) => legacyEmbeddings(ctx, request), noParse);
+      .post(LEGACY_EMBED_ROUTE, ({ request }) => legacyEmbeddings(ctx, request), noParse)
+      .post(PULL_ROUTE, ({ request }) => pullModel(ctx, request), noParse);
     for (const { method, path } of NOT_SERVED_ROUTES) {
       app.route(method, path, () => {
         throw notServed(path);

@@ -164,7 +164,8 @@ const ROWS: Row[] = [
   { method: "POST", path: "/api/generate", route: "/api/generate", keyed: 400 },
   { method: "POST", path: "/api/embed", route: "/api/embed", keyed: 400 },
   { method: "POST", path: "/api/embeddings", route: "/api/embeddings", keyed: 400 },
-  { method: "POST", path: "/api/pull", route: "/api/pull", keyed: 501 },
+  // A name from Ollama's library: refused before any request to the Hub.
+  { method: "POST", path: "/api/pull", route: "/api/pull", body: { model: "llama3" }, admin: true, keyed: 400 },
   { method: "POST", path: "/api/push", route: "/api/push", keyed: 501 },
   { method: "POST", path: "/api/create", route: "/api/create", keyed: 501 },
   { method: "POST", path: "/api/copy", route: "/api/copy", keyed: 501 },
@@ -273,6 +274,13 @@ async function mismatches(row: Row): Promise<string[]> {
     if (row.admin) {
       if (r.status !== 403) {
         out.push(`${cred.label}: ${r.status} on an admin route, want 403: ${r.text.slice(0, 160)}`);
+        continue;
+      }
+      // Ollama's admin route (/api/pull) answers in Ollama's envelope: `{"error"}` alone.
+      if (row.path.startsWith("/api/")) {
+        const body = JSON.parse(r.text);
+        if (Object.keys(body).join() !== "error" || !/is an admin action/.test(body.error))
+          out.push(`${cred.label}: 403 not in Ollama's envelope naming the admin action: ${r.text.slice(0, 160)}`);
         continue;
       }
       const e = envelope(JSON.parse(r.text));

@@ -188,12 +188,11 @@ describe("/api/show", () => {
 });
 
 describe("the routes that manage a model store", () => {
-  const MESSAGE = /does not pull, push, create, copy or delete models/;
+  const MESSAGE = /does not push, create, copy or delete models/;
 
-  test("the client's pull, push, create, copy and delete are 501", async () => {
+  test("the client's push, create, copy and delete are 501", async () => {
     const c = client(s);
     const calls: (() => Promise<unknown>)[] = [
-      () => c.pull({ model: "llama3" }),
       () => c.push({ model: "llama3" }),
       () => c.create({ model: "mine", from: s.model }),
       () => c.copy({ source: s.model, destination: "mine" }),
@@ -208,7 +207,6 @@ describe("the routes that manage a model store", () => {
 
   test("raw, on any method, blobs included", async () => {
     const cases: [string, string][] = [
-      ["POST", "/api/pull"],
       ["POST", "/api/push"],
       ["POST", "/api/create"],
       ["POST", "/api/copy"],
@@ -224,6 +222,10 @@ describe("the routes that manage a model store", () => {
       expect(Object.keys(reply)).toEqual(["error"]);
       expect(reply.error).toMatch(MESSAGE);
     }
+    // Pull is served for Hugging Face names only: a library name is a 400 saying so.
+    const pull = await refusal(client(s).pull({ model: "llama3" }));
+    expect(pull.status_code).toBe(400);
+    expect(pull.error).toContain("superfluid pulls only from the Hugging Face Hub");
     // Ollama's blob check is a HEAD: the status alone.
     const head = await fetch(`${s.url}/api/blobs/sha256:00`, { method: "HEAD" });
     expect(head.status).toBe(501);
