@@ -282,7 +282,8 @@ export async function downloadBlob(
         throw new HubError(
           "network",
           `the download of ${target.path} stopped at ${target.size - left()} of ${target.size} bytes after ` +
-            `${attempt} attempts (${why}); run the pull again to resume (the partial file is kept)`,
+            `${attempt} attempts (${why}); ` +
+            (left() < target.size ? "run the pull again to resume (the partial file is kept)" : "run the pull again"),
         );
       }
       await sleep(Math.min(tuning.retryBaseMs * 2 ** (attempt - 1), MAX_BACKOFF_MS), stop.signal);
@@ -301,10 +302,16 @@ export async function downloadBlob(
     if (failed) throw failed.reason;
   } catch (err) {
     clearInterval(saver);
-    dirty = true;
-    save();
     closeSync(fd);
     signal?.removeEventListener("abort", onOuterAbort);
+    if (target.size > 0 && left() === target.size) {
+      // Not one byte came (a gated repo, a refused request): no partial to keep.
+      rmSync(incomplete, { force: true });
+      rmSync(sidecar, { force: true });
+    } else {
+      dirty = true;
+      save();
+    }
     if (err instanceof DiskWriteError) {
       const e = err.cause;
       throw new HubError(

@@ -242,7 +242,7 @@ describe("downloads people can trust", () => {
     expect(file.some((e) => e.state === "verifying")).toBe(true);
   });
 
-  test("a connection that never comes back fails the pull with the bytes kept for a resume", async () => {
+  test("a connection that never comes back fails the pull, and no empty partial is left behind", async () => {
     // Each answer cut before its first byte: no attempt makes progress, so the attempts run out.
     hub.faults.cut = { afterBytes: 0, times: 100 };
     const e = await refusal(
@@ -250,10 +250,13 @@ describe("downloads people can trust", () => {
     );
     expect(e.kind).toBe("network");
     expect(e.message).toContain("stopped at 0 of 307200 bytes after 3 attempts");
-    expect(e.message).toContain("run the pull again to resume");
+    expect(e.message).toContain("run the pull again");
+    expect(e.message).not.toContain("partial file is kept");
     expect(hub.cdnRequests()).toHaveLength(3);
     const sha = hub.sha("org/model-GGUF", "model-Q4_K_M.gguf");
-    expect(existsSync(new RepoCache(cacheDir, "org/model-GGUF").incompletePath(sha))).toBe(true);
+    const incomplete = new RepoCache(cacheDir, "org/model-GGUF").incompletePath(sha);
+    expect(existsSync(incomplete)).toBe(false);
+    expect(existsSync(`${incomplete}.parts`)).toBe(false);
   });
 
   test("a large file is fetched in parallel ranged parts", async () => {

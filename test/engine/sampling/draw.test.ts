@@ -256,6 +256,30 @@ describe("the sampled draw", () => {
     }
   }
 
+  test("a 150k vocabulary with a long tail: the old chain's tokens, draw for draw (its float normaliser kept)", () => {
+    // A nucleus of thousands of tokens, where llama.cpp's float sum of the
+    // softmax (1e-5 to 1e-4 below the exact one) moves where top-p ends.
+    const n = 150_000;
+    const rand = uniform(21);
+    const row = Float32Array.from({ length: n }, () => 3 * gaussian(rand));
+    for (let t = 0; t < 40; t++) row[Math.floor(rand() * n)] = 9 + 3 * rand();
+    for (const t of [
+      { temperature: 1, topK: 0, topP: 0.95, minP: 0 },
+      { temperature: 0.8, topK: 0, topP: 0.9, minP: 0.01 },
+    ]) {
+      const rng = new Mt19937(77);
+      const chain = new ReferenceChain(n, { ...t, seed: 77 });
+      const work = Float32Array.from(row);
+      let differing = 0;
+      try {
+        for (let i = 0; i < 150; i++) if (drawPosition(work, n, t, rng, fast) !== chain.draw(row)) differing++;
+      } finally {
+        chain.free();
+      }
+      expect(differing).toBeLessThanOrEqual(1);
+    }
+  });
+
   test("the JavaScript fallback draws the same tokens as the vectorized exp", () => {
     for (const shape of ["peaked", "long tail"]) {
       const row = SHAPES[shape]!();
