@@ -2,7 +2,7 @@
 // (--model-dir), start the listener (docs/cli.md#several-models).
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { checkFit, freeMemoryBeforeLoad } from "../daemon/fit-check.ts";
+import { checkFit, freeMemoryBeforeLoad, type KvSizing } from "../daemon/fit-check.ts";
 import { showLoadProgress } from "../daemon/load-progress.ts";
 import { ModelNotFoundError, type ModelPath } from "../daemon/model-ref.ts";
 import {
@@ -16,7 +16,8 @@ import {
 import { describeToken, modelDirSources, sourceOf } from "../daemon/model-source.ts";
 import { ModelRegistry, type ModelSource } from "../daemon/registry.ts";
 import { ServedModel } from "../daemon/served-model.ts";
-import { readGguf } from "../gguf/index.ts";
+import { describeModel, readGguf, type GgufFile } from "../gguf/index.ts";
+import { parseReference } from "../hub/reference.ts";
 import type { OffloadRequest } from "../engine/offload.ts";
 import { RequestError } from "../daemon/request-error.ts";
 import { SessionStore } from "../session-log/store.ts";
@@ -202,23 +203,42 @@ class ModelLoader {
     private readonly pulling: (reference: string) => PullPolicy,
   ) {}
 
+  /** How the worker will size a model's KV: what the serve flags decide. */
+  private sizing(): KvSizing {
+    const o = this.options;
+    return {
+      lanes: o.maxBatch,
+      ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
+      ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
+    };
+  }
+
+  /** The memory a model would load into now, RPC workers' devices counted in (each named in `log`). */
+  private async freeForLoad(log: (line: string) => void): Promise<FreeMemory> {
+    const o = this.options;
+    const local = await freeMemoryBeforeLoad(!o.noGpu && o.gpuLayers !== 0, o.device);
+    return o.rpc ? await withRpcWorkers(local, o.rpc, log) : local;
+  }
+
+  /**
+   * The fit check `load` runs, run by a pull of `reference` before its first byte (docs/cli.md#pulling-models) on
+   * the GGUF header read off the Hub and the weights' bytes the Hub lists: the same figures, so a model that would
+   * be refused once downloaded is refused before it is (ModelTooLargeError: exit 1 at start, 507 on demand).
+   */
+  fitBeforePull(reference: string): (header: GgufFile, weightBytes: number) => Promise<void> {
+    return async (header, weightBytes) => {
+      // The RPC workers were named when the start probed them; this probe stays quiet.
+      const free = await this.freeForLoad(() => {});
+      const trained = describeModel(header).contextLength ?? 0;
+      checkFit(parseReference(reference).repo, weightBytes, header, trained, this.sizing(), free, reference);
+    };
+  }
+
   async load(source: ModelSource): Promise<ServedModel> {
     const o = this.options;
     const file = source.file ?? (await readGguf(source.path));
-    const local = await freeMemoryBeforeLoad(!o.noGpu && o.gpuLayers !== 0, o.device);
-    const free = o.rpc ? await withRpcWorkers(local, o.rpc, this.log) : local;
-    const fit = checkFit(
-      source.id,
-      source.path,
-      file,
-      source.info.contextLength ?? 0,
-      {
-        lanes: o.maxBatch,
-        ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
-        ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
-      },
-      free,
-    );
+    const free = await this.freeForLoad(this.log);
+    const fit = checkFit(source.id, source.path, file, source.info.contextLength ?? 0, this.sizing(), free);
     const primary = source.id === this.primaryId;
     const sizing =
       o.kvPool !== undefined
@@ -412,8 +432,9 @@ async function startServing(
     );
   // A reference found nowhere locally is pulled (docs/cli.md#pulling-models): its progress goes to
   // the log (a bar on a terminal without the TUI) and to /health while the server starts.
+  // `fit`: a pull for a load runs the load's fit check before its first byte (ModelLoader.fitBeforePull).
   const pulls = new PullBoard();
-  const pulling = (reference: string): PullPolicy => {
+  const pulling = (reference: string, fit = false): PullPolicy => {
     const display = pullDisplay("superfluid: ", log, options.tui ? false : undefined);
     const board = pulls.track(reference);
     return {
@@ -423,6 +444,7 @@ async function startServing(
         board(event);
         display.event(event);
       },
+      ...(fit && loader ? { beforeDownload: loader.fitBeforePull(reference) } : {}),
     };
   };
   // The loader's window depends on how many models may be loaded, known once the
@@ -431,7 +453,7 @@ async function startServing(
   const registry = new ModelRegistry({
     load: (source) => loader!.load(source),
     close: (model) => loader!.close(model),
-    describe: (token) => describeToken(token, options.modelDirs, pulling(token)),
+    describe: (token) => describeToken(token, options.modelDirs, pulling(token, true)),
   });
   let files: FileStore;
   let responses: ResponseStore;
@@ -475,7 +497,9 @@ async function startServing(
     starting: () => starting,
     draining: () => draining,
     pulling: () => pulls.active(),
-    pullPolicy: pulling,
+    // No fit check for /api/pull: pulling is not loading (the model may be meant for another machine, or loaded
+    // later with a smaller window or after another model is unloaded); the load that follows is checked then.
+    pullPolicy: (reference) => pulling(reference),
     registry,
     operatorSampling: options.sampling,
     ...(options.specMaxTemperature === undefined ? {} : { specMaxTemperature: options.specMaxTemperature }),
@@ -525,11 +549,11 @@ async function startServing(
   const url = `http://${host}:${listener.port}`;
   try {
     await seams.listening?.(url, startup);
-    const named: ModelSource[] = [];
-    for (const model of resolved === "builtin" ? [await builtinModel()] : resolved)
-      named.push(await sourceOf("reference" in model ? await fileOfNamed(model, pulling(model.reference)) : model));
-    const fromDirs = await modelDirSources(options.modelDirs, new Set(named.map((s) => s.id)), log);
-    const several = named.length > 1 || fromDirs.length > 0;
+    // The window each model gets depends on how many may be loaded, known from the names and the --model-dir
+    // folders before any reference is pulled: the loader exists before the pulls, whose fit check it runs.
+    const namedIds = resolved === "builtin" ? [BUILTIN_MODEL_ID] : resolved.map((m) => m.id);
+    const fromDirs = await modelDirSources(options.modelDirs, new Set(namedIds), log);
+    const several = namedIds.length > 1 || fromDirs.length > 0;
     const maxContext =
       options.maxContext ?? (several && options.kvPool === undefined ? SHARED_DEFAULT_CONTEXT : undefined);
     if (maxContext !== options.maxContext)
@@ -550,6 +574,11 @@ async function startServing(
       log,
       pulling,
     );
+    const named: ModelSource[] = [];
+    for (const model of resolved === "builtin" ? [await builtinModel()] : resolved)
+      named.push(
+        await sourceOf("reference" in model ? await fileOfNamed(model, pulling(model.reference, true)) : model),
+      );
     for (const source of [...named, ...fromDirs]) registry.know(source);
     if (fromDirs.length > 0)
       log(

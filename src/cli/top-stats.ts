@@ -172,3 +172,42 @@ export function nodeStats(history: Scrape[]): NodeStats {
   stats.specAcceptRate = (oldest !== now ? accept(oldest) : undefined) ?? accept(undefined);
   return stats;
 }
+
+/** A file being pulled from the Hub, as /health lists it while the server starts (docs/api/openai.md#health). */
+export interface PullFile {
+  /** The reference pulled (`org/repo:TAG`). */
+  model: string;
+  file: string;
+  state: string;
+  done: number;
+  total: number;
+}
+
+/** One /health answer while the server starts: when, and the files it was pulling. */
+export interface PullScrape {
+  at: number;
+  files: PullFile[];
+}
+
+export interface PullRow extends PullFile {
+  /** Bytes a second over the window (undefined until two answers saw the file). */
+  rate?: number;
+  /** Seconds left at that rate. */
+  eta?: number;
+}
+
+/**
+ * The files being pulled in the newest answer (`history` oldest first, at least one), each with its rate: the
+ * bytes it gained since the oldest answer in the window that saw it, over the time between.
+ */
+export function pullRows(history: PullScrape[]): PullRow[] {
+  const now = history.at(-1)!;
+  const same = (a: PullFile, b: PullFile) => a.model === b.model && a.file === b.file;
+  return now.files.map((f) => {
+    const from = history.find((s) => s !== now && now.at - s.at <= WINDOW_MS && s.files.some((g) => same(f, g)));
+    const before = from?.files.find((g) => same(f, g));
+    if (!from || !before || now.at <= from.at || f.done < before.done) return { ...f };
+    const rate = (f.done - before.done) / ((now.at - from.at) / 1000);
+    return rate > 0 ? { ...f, rate, eta: Math.max(0, f.total - f.done) / rate } : { ...f, rate };
+  });
+}

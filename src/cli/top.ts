@@ -1,18 +1,34 @@
 // `superfluid top [--api-key KEY] <host:port>...`: a live terminal monitor.
 // Polls each server's GET /metrics once a second and redraws one block per
 // node (up / 401 / down, lanes, queue per class, tok/s, TTFT percentiles,
-// prefix-cache hit rate, KV pool, preemptions). Plain ANSI escapes on the
-// alternate screen; `q`, Esc or Ctrl-C quits with exit 0 and gives the
-// terminal back as it was.
+// prefix-cache hit rate, KV pool, preemptions). A node not seen up yet is
+// asked GET /health first: while it starts (503 `loading`; /metrics waits for
+// the start) its block shows the files it is pulling from the Hub, bytes
+// done and total, rate and time left. Plain ANSI escapes on the alternate
+// screen; `q`, Esc or Ctrl-C quits with exit 0 and gives the terminal back as
+// it was.
+import { formatBytes } from "../engine/kv-sizing.ts";
 import { FlagError, parseFlags } from "./flags.ts";
 import { parseExposition } from "./top-parse.ts";
-import { nodeStats, QOS_CLASSES, WINDOW_MS, type NodeStats, type Scrape } from "./top-stats.ts";
+import {
+  nodeStats,
+  type PullFile,
+  type PullRow,
+  pullRows,
+  type PullScrape,
+  QOS_CLASSES,
+  WINDOW_MS,
+  type NodeStats,
+  type Scrape,
+} from "./top-stats.ts";
 
 const USAGE = `usage: superfluid top [--api-key KEY] HOST:PORT...
 
 Polls each server's /metrics once a second and shows, per node: up / 401 /
 down, lanes, queue per class, decode and prefill tok/s, TTFT p50/p95, the
-prefix-cache hit rate, the KV pool and preemptions. q, Esc or Ctrl-C quits.
+prefix-cache hit rate, the KV pool and preemptions; while a server starts
+(loading), each file it pulls from the Hub with bytes, rate and time left.
+q, Esc or Ctrl-C quits.
 
   --api-key KEY   sent as Authorization: Bearer KEY`;
 
@@ -26,9 +42,13 @@ const SCRAPE_TIMEOUT_MS = 6000;
 export interface Node {
   target: string;
   url: string;
-  state: "waiting" | "up" | "401" | "down" | string;
+  /** Its GET /health, asked while the node has not been seen up. */
+  healthUrl: string;
+  state: "waiting" | "loading" | "up" | "401" | "down" | string;
   detail?: string;
   history: Scrape[];
+  /** While loading: the recent /health answers' pulls, oldest first. */
+  pulls: PullScrape[];
   inFlight: boolean;
 }
 
@@ -43,17 +63,55 @@ export function metricsUrl(target: string): string {
 }
 
 export function newNode(target: string): Node {
-  return { target, url: metricsUrl(target), state: "waiting", history: [], inFlight: false };
+  const url = metricsUrl(target);
+  const healthUrl = new URL(url);
+  healthUrl.pathname = "/health";
+  return { target, url, healthUrl: healthUrl.toString(), state: "waiting", history: [], pulls: [], inFlight: false };
 }
 
-/** What renderLines draws for a node: its stats once it has answered. */
-export function nodeView(n: Node): { target: string; state: string; detail?: string; stats?: NodeStats } {
+/** What renderLines draws for a node. */
+export interface NodeView {
+  target: string;
+  state: string;
+  detail?: string;
+  /** Once it is up. */
+  stats?: NodeStats;
+  /** While it is loading: the files it is pulling. */
+  pulls?: PullRow[];
+}
+
+/** What renderLines draws for a node: its stats once it has answered, its pulls while it starts. */
+export function nodeView(n: Node): NodeView {
   return {
     target: n.target,
     state: n.state,
     detail: n.detail,
     stats: n.state === "up" && n.history.length ? nodeStats(n.history) : undefined,
+    ...(n.state === "loading" && n.pulls.length ? { pulls: pullRows(n.pulls) } : {}),
   };
+}
+
+/**
+ * The node's GET /health when it answers 503 `loading` (the server is starting, its /metrics held until it is
+ * done): the files it is pulling. Anything else (up, degraded, an older server): undefined, /metrics is asked.
+ */
+async function loadingPulls(node: Node, apiKey: string | undefined): Promise<PullFile[] | undefined> {
+  const res = await fetch(node.healthUrl, {
+    headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+    signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS),
+  });
+  const body = (await res.json().catch(() => undefined)) as { status?: unknown; pulling?: unknown } | undefined;
+  if (res.status !== 503 || body?.status !== "loading") return undefined;
+  const files = Array.isArray(body.pulling) ? (body.pulling as Partial<PullFile>[]) : [];
+  return files
+    .filter((f) => typeof f?.file === "string" && typeof f.done === "number" && typeof f.total === "number")
+    .map((f) => ({
+      model: String(f.model ?? ""),
+      file: f.file!,
+      state: String(f.state ?? ""),
+      done: f.done!,
+      total: f.total!,
+    }));
 }
 
 /** Scrapes one node's /metrics once (skipped while a scrape is in flight) and updates its state. */
@@ -61,6 +119,18 @@ export async function poll(node: Node, apiKey: string | undefined): Promise<void
   if (node.inFlight) return;
   node.inFlight = true;
   try {
+    if (node.state !== "up") {
+      const pulls = await loadingPulls(node, apiKey);
+      if (pulls) {
+        node.state = "loading";
+        node.detail = undefined;
+        const at = performance.now();
+        node.pulls.push({ at, files: pulls });
+        while (node.pulls.length > 2 && at - node.pulls[1]!.at > WINDOW_MS) node.pulls.shift();
+        return;
+      }
+    }
+    node.pulls = [];
     const res = await fetch(node.url, {
       headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
       signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS),
@@ -85,6 +155,7 @@ export async function poll(node: Node, apiKey: string | undefined): Promise<void
     node.detail = err instanceof Error && err.name === "TimeoutError" ? "no answer" : "no connection";
     // Rates across an outage would mix two lives of the server.
     node.history = [];
+    node.pulls = [];
   } finally {
     node.inFlight = false;
   }
@@ -102,12 +173,24 @@ const rate = (n: number | undefined) => (n === undefined ? "-" : n >= 100 ? n.to
 const ms = (s: number | undefined) => (s === undefined ? "-" : `${(s * 1000).toFixed(s < 0.1 ? 1 : 0)}ms`);
 const pct = (f: number | undefined) => (f === undefined ? "-" : `${(f * 100).toFixed(1)}%`);
 
+/** Time left, as a person reads it: `42 s`, `7 min`, `2 h 05 min`. */
+function duration(seconds: number): string {
+  if (seconds < 100) return `${Math.ceil(seconds)} s`;
+  const minutes = Math.ceil(seconds / 60);
+  if (minutes < 100) return `${minutes} min`;
+  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, "0")} min`;
+}
+
+/** One file being pulled: reference, file, state, bytes done of total, rate and time left once known. */
+export function pullLine(p: PullRow): string {
+  const share = p.total > 0 ? ` (${pct(p.done / p.total)})` : "";
+  const speed = p.rate === undefined ? "" : `   ${formatBytes(Math.round(p.rate))}/s`;
+  const left = p.eta === undefined ? "" : `   ${duration(p.eta)} left`;
+  return `  pull ${p.model}  ${p.file}  ${p.state}  ${formatBytes(p.done)} / ${formatBytes(p.total)}${share}${speed}${left}`;
+}
+
 /** The screen's lines for the current state (no escapes: the caller clips and paints). */
-export function renderLines(
-  nodes: { target: string; state: string; detail?: string; stats?: NodeStats }[],
-  clock: Date,
-  title = "superfluid top",
-): string[] {
+export function renderLines(nodes: NodeView[], clock: Date, title = "superfluid top"): string[] {
   const lines = [
     `${title} · ${nodes.length} node${nodes.length === 1 ? "" : "s"} · every 1 s · ${clock.toTimeString().slice(0, 8)} · q quits`,
     "",
@@ -115,6 +198,13 @@ export function renderLines(
   for (const n of nodes) {
     const s = n.stats;
     const head = `${n.target}  ${n.state}`;
+    if (n.state === "loading") {
+      const pulls = n.pulls ?? [];
+      const what =
+        pulls.length === 0 ? "starting" : `starting: pulling ${pulls.length} file${pulls.length === 1 ? "" : "s"}`;
+      lines.push(`${head}  (${what})`, ...pulls.map(pullLine), "");
+      continue;
+    }
     if (n.state !== "up" || !s) {
       lines.push(n.detail ? `${head}  (${n.detail})` : head, "");
       continue;

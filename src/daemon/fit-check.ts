@@ -36,9 +36,11 @@ export interface FitFigures {
 
 /** A model that does not fit: 507 on demand (docs/api/openai.md#loading-and-unloading-models), exit 1 at startup. */
 export class ModelTooLargeError extends RequestError {
+  /** `pulled`: the reference a pull was about to download, refused before its first byte. */
   constructor(
     readonly id: string,
     readonly figures: FitFigures,
+    pulled?: string,
   ) {
     const f = figures;
     super(
@@ -46,7 +48,11 @@ export class ModelTooLargeError extends RequestError {
       `model '${id}' does not fit in memory: it needs ${formatBytes(f.weightBytes + f.kvBytes)} ` +
         `(weights ${formatBytes(f.weightBytes)} + KV ${formatBytes(f.kvBytes)} for ${f.kvCells} tokens at ${formatBytes(f.bytesPerToken)} a token) ` +
         `but ${formatBytes(f.free.bytes)} of ${f.free.where} memory is free` +
-        (f.kvBytes > 0 ? "; a smaller --max-context or --max-batch, or unloading another model, would make room" : ""),
+        (f.kvBytes > 0 ? "; a smaller --max-context or --max-batch, or unloading another model, would make room" : "") +
+        (pulled === undefined
+          ? ""
+          : `; nothing of ${pulled} was downloaded (a smaller quant of ${id}, a lower :TAG, needs less; ` +
+            "`superfluid pull` downloads it without loading)"),
       "insufficient_memory",
       "model",
     );
@@ -118,15 +124,17 @@ export async function freeMemoryBeforeLoad(gpu: boolean, devices?: string[]): Pr
  * explicit --max-context or --kv-pool as given, auto sizing as kv-sizing.ts
  * plans it from the memory left after the weights (its smallest pool is one
  * window of min(trained window, 4096) tokens, which is what may not fit).
+ * `weights`: the model's file (every shard of a split model counted), or its
+ * bytes where the file is not on disk yet (a pull about to download it).
  */
 export function fitFigures(
-  path: string,
+  weights: string | number,
   file: GgufFile,
   trainedContext: number,
   sizing: KvSizing,
   free: FreeMemory = freeMemory(),
 ): FitFigures {
-  const weightBytes = weightBytesOf(path);
+  const weightBytes = typeof weights === "number" ? weights : weightBytesOf(weights);
   const bytesPerToken = kvBytesPerToken(file);
   const left: FreeMemory = { bytes: Math.max(0, free.bytes - weightBytes), where: free.where };
   const plan = planKv(
@@ -139,16 +147,20 @@ export function fitFigures(
   return { weightBytes, kvBytes: plan.poolBytes, kvCells: plan.poolCells, bytesPerToken, free };
 }
 
-/** Throws ModelTooLargeError when weights plus KV exceed the free memory. */
+/**
+ * Throws ModelTooLargeError when weights plus KV exceed the free memory (`weights` as fitFigures takes it; `pulled`:
+ * the reference of a pull this check runs before, named in the refusal).
+ */
 export function checkFit(
   id: string,
-  path: string,
+  weights: string | number,
   file: GgufFile,
   trainedContext: number,
   sizing: KvSizing,
   free?: FreeMemory,
+  pulled?: string,
 ): FitFigures {
-  const figures = fitFigures(path, file, trainedContext, sizing, free);
-  if (figures.weightBytes + figures.kvBytes > figures.free.bytes) throw new ModelTooLargeError(id, figures);
+  const figures = fitFigures(weights, file, trainedContext, sizing, free);
+  if (figures.weightBytes + figures.kvBytes > figures.free.bytes) throw new ModelTooLargeError(id, figures, pulled);
   return figures;
 }

@@ -3,6 +3,7 @@
 // lookup (model-ref.ts: --model-dir folders, then the cache) always goes
 // first, so a model already on disk starts with no request; a reference is
 // pulled only when that lookup finds nothing. Paths are never pulled.
+import type { GgufFile } from "../gguf/index.ts";
 import type { HubError, HubErrorKind } from "../hub/errors.ts";
 import { pull, type PullEvent, type Pulled } from "../hub/pull.ts";
 import { parseReference } from "../hub/reference.ts";
@@ -19,6 +20,12 @@ export interface PullPolicy {
   env?: Env;
   progress?: (event: PullEvent) => void;
   signal?: AbortSignal;
+  /**
+   * Before the first byte of the model: its GGUF header read off the Hub and its weights' bytes, for the fit check
+   * a load runs (ModelLoader.fitBeforePull in src/cli/serve.ts); what it throws (ModelTooLargeError) refuses the
+   * pull with nothing downloaded. Absent where a pull does not load (`superfluid pull`, /api/pull).
+   */
+  beforeDownload?: (header: GgufFile, weightBytes: number) => void | Promise<void>;
 }
 
 /** A model named on the command line: found on disk, or a reference still to pull (its id known already). */
@@ -52,6 +59,7 @@ export async function pullReference(reference: string, policy: PullPolicy): Prom
     mmproj: policy.mmproj,
     ...(policy.progress ? { progress: policy.progress } : {}),
     ...(policy.signal ? { signal: policy.signal } : {}),
+    ...(policy.beforeDownload ? { beforeDownload: policy.beforeDownload } : {}),
   });
 }
 

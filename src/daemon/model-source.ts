@@ -63,6 +63,8 @@ export async function describeToken(token: string, modelDirs: string[], pulling?
     resolved = pulling ? await resolveOrPull(token, modelDirs, pulling) : resolveModel(token, modelDirs);
   } catch (err) {
     if (err instanceof HubError) throw pullRequestError(err, pulling?.env);
+    // The fit check a pull runs before its first byte (507 insufficient_memory) answers as the load's own would.
+    if (err instanceof RequestError) throw err;
     // The lookup's own message names this machine's folders; the client is told only what it asked for.
     // A path the file system refuses outright (a NUL in it, too long) names no model either.
     if (!(err instanceof ModelNotFoundError) && !(err as NodeJS.ErrnoException).code) throw err;

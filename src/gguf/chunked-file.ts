@@ -2,7 +2,9 @@
 // chunks from a file descriptor, so parsing the GGUF header of a multi-GB model
 // touches only the first few MB. Every read is checked against the file size,
 // so a corrupt length can never make us allocate or wait for bytes that are
-// not there.
+// not there. The bytes may also come from a buffer holding the file's first
+// bytes only (a header fetched with a Range request, src/hub/header.ts): a read
+// past them throws NeedMoreBytes, naming how far the file must be fetched.
 
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 
@@ -13,6 +15,23 @@ export class GgufFormatError extends Error {
   }
 }
 
+/** A read past the bytes a prefix buffer holds: fetch the file up to `end` (exclusive) and parse again. */
+export class NeedMoreBytes extends Error {
+  constructor(readonly end: number) {
+    super(`the GGUF header goes on past the bytes fetched: ${end} needed`);
+    this.name = "NeedMoreBytes";
+  }
+}
+
+/** Where a ChunkedFile's bytes come from: a file descriptor, or the first bytes of a file in memory. */
+interface ByteSource {
+  /** Bytes read into `into` at `offset` (at most `length`) from `position`; 0 at the end of what is there. */
+  read(into: Uint8Array, offset: number, length: number, position: number): number;
+  /** Called when fewer than the bytes needed up to `end` were read. */
+  short(end: number, what: string): never;
+  close(): void;
+}
+
 const FIRST_CHUNK = 64 * 1024;
 const MAX_CHUNK = 16 * 1024 * 1024;
 
@@ -21,7 +40,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: false });
 export class ChunkedFile {
   readonly path: string;
   readonly size: number;
-  private fd: number;
+  private readonly source: ByteSource;
   private buf = new Uint8Array(0);
   private view = new DataView(this.buf.buffer);
   /** Absolute file offset of buf[0]. */
@@ -30,20 +49,47 @@ export class ChunkedFile {
   /** Absolute read position. */
   pos = 0;
 
-  constructor(path: string) {
+  /**
+   * A file on disk, or (`prefix` given) a file of `size` bytes of which only the first `prefix.length` are at hand,
+   * `path` then naming it in messages.
+   */
+  constructor(path: string, prefix?: { bytes: Uint8Array; size: number }) {
     this.path = path;
-    this.fd = openSync(path, "r");
+    if (prefix) {
+      const { bytes } = prefix;
+      this.size = prefix.size;
+      this.source = {
+        read: (into, offset, length, position) => {
+          const n = Math.max(0, Math.min(length, bytes.length - position));
+          into.set(bytes.subarray(position, position + n), offset);
+          return n;
+        },
+        short: (end) => {
+          throw new NeedMoreBytes(end);
+        },
+        close: () => {},
+      };
+      return;
+    }
+    let fd = openSync(path, "r");
     try {
-      this.size = fstatSync(this.fd).size;
+      this.size = fstatSync(fd).size;
     } catch (e) {
-      closeSync(this.fd);
+      closeSync(fd);
       throw e;
     }
+    this.source = {
+      read: (into, offset, length, position) => readSync(fd, into, offset, length, position),
+      short: (_end, what) => this.fail(`file shrank while reading ${what}`),
+      close: () => {
+        if (fd >= 0) closeSync(fd);
+        fd = -1;
+      },
+    };
   }
 
   close(): void {
-    if (this.fd >= 0) closeSync(this.fd);
-    this.fd = -1;
+    this.source.close();
   }
 
   get remaining(): number {
@@ -65,12 +111,13 @@ export class ChunkedFile {
     const fresh = new Uint8Array(want);
     let got = 0;
     while (got < want) {
-      const r = readSync(this.fd, fresh, got, want - got, this.pos + got);
-      if (r <= 0) this.fail(`file shrank while reading ${what}`);
+      const r = this.source.read(fresh, got, want - got, this.pos + got);
+      if (r <= 0) break;
       got += r;
     }
-    this.buf = fresh;
-    this.view = new DataView(fresh.buffer);
+    if (got < n) this.source.short(this.pos + n, what);
+    this.buf = fresh.subarray(0, got);
+    this.view = new DataView(fresh.buffer, 0, got);
     this.bufStart = this.pos;
   }
 

@@ -1,6 +1,6 @@
 // Public surface of the GGUF module: read metadata, describe a model, write files.
 export * from "./types.ts";
-export { readGguf, readGgufSync, GgufFormatError } from "./reader.ts";
+export { readGguf, readGgufSync, parseGgufPrefix, GgufFormatError, NeedMoreBytes } from "./reader.ts";
 export { describeModel, POOLING_TYPE_NAMES } from "./describe.ts";
 export { kvBytesPerToken } from "./kv-bytes.ts";
 export type { ModelInfo, SpecialTokenIds, FimTokenIds, SamplingDefaults, PoolingTypeName } from "./describe.ts";

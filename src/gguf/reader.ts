@@ -5,7 +5,7 @@
 // Value decoding: see `GgufValue` in types.ts (u64/i64 become `number` when
 // safe, else `bigint`; arrays become JS arrays).
 
-import { ChunkedFile, GgufFormatError } from "./chunked-file.ts";
+import { ChunkedFile, GgufFormatError, NeedMoreBytes } from "./chunked-file.ts";
 import {
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
@@ -18,7 +18,7 @@ import {
   type GgufValue,
 } from "./types.ts";
 
-export { GgufFormatError } from "./chunked-file.ts";
+export { GgufFormatError, NeedMoreBytes } from "./chunked-file.ts";
 export { describeModel } from "./describe.ts";
 export type { ModelInfo } from "./describe.ts";
 export type { GgufFile, GgufTensorInfo, GgufValue } from "./types.ts";
@@ -183,18 +183,31 @@ function parse(f: ChunkedFile): GgufFile {
   return { version, metadata, types, tensors, alignment, dataOffset, fileSize: f.size };
 }
 
-/** Read the metadata and tensor infos of a GGUF file (synchronous). */
-export function readGgufSync(path: string): GgufFile {
-  const f = new ChunkedFile(path);
+function parseChecked(f: ChunkedFile): GgufFile {
   try {
     return parse(f);
   } catch (e) {
-    if (e instanceof GgufFormatError) throw e;
-    if (e instanceof RangeError) throw new GgufFormatError(`${path}: malformed GGUF (${e.message})`);
+    if (e instanceof GgufFormatError || e instanceof NeedMoreBytes) throw e;
+    if (e instanceof RangeError) throw new GgufFormatError(`${f.path}: malformed GGUF (${e.message})`);
     throw e;
   } finally {
     f.close();
   }
+}
+
+/** Read the metadata and tensor infos of a GGUF file (synchronous). */
+export function readGgufSync(path: string): GgufFile {
+  return parseChecked(new ChunkedFile(path));
+}
+
+/**
+ * The metadata and tensor infos of a GGUF file of `size` bytes from its first bytes alone (`bytes`, fetched with a
+ * Range request): the same checks as readGgufSync, the file's size standing in for what is not at hand. Throws
+ * NeedMoreBytes (its `end`: how far the file must be fetched) when the header goes on past `bytes`. `name` names the
+ * file in messages.
+ */
+export function parseGgufPrefix(bytes: Uint8Array, size: number, name: string): GgufFile {
+  return parseChecked(new ChunkedFile(name, { bytes, size }));
 }
 
 /** Read the metadata and tensor infos of a GGUF file without loading weights. */

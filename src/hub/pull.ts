@@ -5,12 +5,14 @@
 // into snapshots/{commit}/ once every file of the model is whole, so a
 // snapshot never shows half a split model. refs/main is written last.
 import { join } from "node:path";
+import type { GgufFile } from "../gguf/index.ts";
 import { RepoCache } from "./cache.ts";
 import { chooseFiles, quantsIn, type FileChoice } from "./choose.ts";
 import { HubClient, type TreeEntry } from "./client.ts";
 import { bytesOnDisk, checkDiskSpace, freeBytes } from "./disk.ts";
 import { type BlobTarget, DEFAULT_TUNING, type DownloadTuning, downloadBlob, type FileOps } from "./download.ts";
 import { HubError } from "./errors.ts";
+import { readRemoteHeader } from "./header.ts";
 import { acquireLock } from "./lock.ts";
 import { formatReference, type HubReference, parseReference } from "./reference.ts";
 import type { HubSettings } from "./settings.ts";
@@ -66,6 +68,16 @@ export interface PullOptions {
   lockPollMs?: number;
   lockStaleMs?: number;
   fetch?: typeof fetch;
+  /**
+   * Called before the first byte of the model is downloaded, once the disk check passed, with the model's GGUF header
+   * read off the Hub with Range requests (a split model's from its first part, which holds the metadata) and its
+   * weights' bytes (every part's size): what throws refuses the pull, nothing downloaded. Not called when the cache
+   * already holds every part of the model. The daemon's fit check goes here (src/daemon/model-pull.ts): the Hub
+   * module knows nothing of memory. `superfluid pull` and /api/pull pass none: pulling is not loading.
+   */
+  beforeDownload?: (header: GgufFile, weightBytes: number) => void | Promise<void>;
+  /** The first header request's bytes (default HEADER_FIRST_BYTES): a seam for tests. */
+  headerFirstBytes?: number;
 }
 
 function pulledFile(cache: RepoCache, commit: string, path: string, size: number): PulledFile {
@@ -156,6 +168,23 @@ export async function pull(reference: string, options: PullOptions): Promise<Pul
     .filter((t) => !cache.hasBlob(t.blob))
     .reduce((n, t) => n + Math.max(0, t.size - bytesOnDisk(cache.incompletePath(t.blob))), 0);
   checkDiskSpace(join(cache.dir, "blobs"), needed, formatReference(ref), options.freeBytes ?? freeBytes);
+  const modelTargets = targets.slice(0, choice.model.length);
+  if (options.beforeDownload && modelTargets.some((t) => !cache.hasBlob(t.blob))) {
+    const first = modelTargets[0]!;
+    const header = await readRemoteHeader(
+      (range, signal) => client.openFile(ref.repo, commit, first.path, range, signal),
+      first.path,
+      first.size,
+      {
+        ...(options.headerFirstBytes === undefined ? {} : { firstBytes: options.headerFirstBytes }),
+        ...(options.signal ? { signal: options.signal } : {}),
+      },
+    );
+    await options.beforeDownload(
+      header,
+      modelTargets.reduce((n, t) => n + t.size, 0),
+    );
+  }
 
   const tuning = { ...DEFAULT_TUNING, ...options.tuning };
   let fetched = 0;

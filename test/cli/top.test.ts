@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import parse from "parse-prometheus-text-format";
 import { parseExposition } from "../../src/cli/top-parse.ts";
-import { histogramQuantile, nodeStats, type Scrape } from "../../src/cli/top-stats.ts";
-import { metricsUrl, renderLines } from "../../src/cli/top.ts";
+import { histogramQuantile, nodeStats, pullRows, type Scrape } from "../../src/cli/top-stats.ts";
+import { metricsUrl, newNode, nodeView, poll, renderLines } from "../../src/cli/top.ts";
 import { post, useServer } from "../http/support.ts";
 import { freePort } from "../scenarios/support.ts";
 
@@ -138,6 +138,78 @@ describe("the exposition and the numbers", () => {
     expect(metricsUrl("127.0.0.1:9000")).toBe("http://127.0.0.1:9000/metrics");
     expect(metricsUrl("box")).toBe("http://box:8453/metrics");
     expect(metricsUrl("https://box:443/x")).toBe("https://box/metrics");
+  });
+});
+
+describe("a node that is starting: the files it pulls from /health", () => {
+  const file = (done: number) => ({
+    model: "org/m-GGUF:Q4_K_M",
+    file: "m-Q4_K_M.gguf",
+    state: "downloading",
+    done,
+    total: 8 * 2 ** 20,
+  });
+
+  test("rate and time left from the bytes gained between /health answers; the line shows done, total and both", () => {
+    expect(pullRows([{ at: 0, files: [file(0)] }])).toEqual([file(0)]);
+    const rows = pullRows([
+      { at: 0, files: [file(0)] },
+      { at: 1000, files: [file(2 ** 20)] },
+      { at: 2000, files: [file(2 * 2 ** 20)] },
+    ]);
+    // 2 MiB over the 2 s since the oldest answer in the window: 1 MiB/s, 6 MiB left.
+    expect(rows).toEqual([{ ...file(2 * 2 ** 20), rate: 2 ** 20, eta: 6 }]);
+    const lines = renderLines([{ target: "h:1", state: "loading", pulls: rows }], new Date(0));
+    expect(lines).toContain("h:1  loading  (starting: pulling 1 file)");
+    expect(lines).toContain(
+      "  pull org/m-GGUF:Q4_K_M  m-Q4_K_M.gguf  downloading  2 MiB / 8 MiB (25.0%)   1 MiB/s   6 s left",
+    );
+    // Loading with nothing to pull (the model loading from disk): the state alone.
+    expect(renderLines([{ target: "h:1", state: "loading" }], new Date(0))).toContain("h:1  loading  (starting)");
+  });
+
+  test("poll asks /health while the node starts, then /metrics once it is up", async () => {
+    let done = 0;
+    let starting = true;
+    const asked: string[] = [];
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch(req) {
+        const path = new URL(req.url).pathname;
+        asked.push(path);
+        if (path === "/health")
+          return starting
+            ? Response.json(
+                { status: "loading", models_loaded: 0, models_known: 1, pulling: [file(done)] },
+                { status: 503 },
+              )
+            : Response.json({ status: "ok", models_loaded: 1, models_known: 1 });
+        return new Response('superfluid_lanes_active{model="m"} 1\n');
+      },
+    });
+    try {
+      const node = newNode(`127.0.0.1:${server.port}`);
+      await poll(node, undefined);
+      done = 4 * 2 ** 20;
+      await poll(node, undefined);
+      const view = nodeView(node);
+      expect(view.state).toBe("loading");
+      expect(view.pulls).toHaveLength(1);
+      expect(view.pulls![0]).toMatchObject(file(4 * 2 ** 20));
+      expect(view.pulls![0]!.rate).toBeGreaterThan(0);
+      expect(asked).toEqual(["/health", "/health"]);
+      starting = false;
+      await poll(node, undefined);
+      expect(node.state).toBe("up");
+      expect(nodeView(node).pulls).toBeUndefined();
+      expect(nodeView(node).stats?.lanesActive).toBe(1);
+      // Up: only /metrics from here on.
+      await poll(node, undefined);
+      expect(asked.slice(2)).toEqual(["/health", "/metrics", "/metrics"]);
+    } finally {
+      server.stop(true);
+    }
   });
 });
 

@@ -5,14 +5,21 @@
 // /api/pull (with the official `ollama` client) pulls hf.co names in Ollama's
 // statuses. The Hub is a stand-in on loopback serving the built-in chat model's
 // bytes under a GGUF name; `superfluid pull` and `list` run as the CLI does.
+// A model that cannot fit in any machine's memory (its metadata claims 8 GiB
+// of KV a token) is refused by the fit check before its first byte when it is
+// pulled to be loaded, and pulled like any other by /api/pull and `superfluid
+// pull`, which do not load.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Ollama } from "ollama";
 import { startServer, type RunningServer } from "../../src/cli/serve.ts";
+import { newNode, nodeView, poll, type NodeView } from "../../src/cli/top.ts";
 import { parseServeOptions, type ServeOptions } from "../../src/cli/serve-options.ts";
 import { formatBytes } from "../../src/engine/kv-sizing.ts";
+import { writeGgufBytes } from "../../src/gguf/index.ts";
+import { HEADER_FIRST_BYTES } from "../../src/hub/header.ts";
 import { fixturePath } from "../support/models.ts";
 import { HubStandin } from "../support/hub-standin.ts";
 
@@ -21,6 +28,26 @@ process.env.SUPERFLUID_QUIET ??= "1";
 const hub = new HubStandin();
 const REPO = "org/tiny-GGUF";
 const REF = `${REPO}:Q8_0`;
+const HUGE_REPO = "org/huge-GGUF";
+const HUGE_REF = `${HUGE_REPO}:Q8_0`;
+/**
+ * 8 GiB of KV a token (2 layers x 1 KV head x 2^30 + 2^30 f16 values), and 6 MiB of weights: more bytes than the
+ * header read fetches, so a download is told apart from it.
+ */
+const HUGE = writeGgufBytes({
+  metadata: [
+    ["general.architecture", "llama"],
+    ["general.name", "huge-kv"],
+    ["llama.context_length", 1 << 20],
+    ["llama.embedding_length", 64],
+    ["llama.block_count", 2],
+    ["llama.attention.head_count", 1],
+    ["llama.attention.head_count_kv", 1],
+    ["llama.attention.key_length", 1 << 30],
+    ["llama.attention.value_length", 1 << 30],
+  ],
+  tensors: [{ name: "token_embd.weight", dims: [64, 24_576], type: "F32", data: () => {} }],
+});
 let chatBytes: Uint8Array;
 let chatPath = "";
 const saved: Record<string, string | undefined> = {};
@@ -46,6 +73,7 @@ beforeAll(async () => {
   chatPath = await fixturePath("tiny-chat");
   chatBytes = new Uint8Array(readFileSync(chatPath));
   hub.addRepo(REPO, { "tiny-chat-Q8_0.gguf": chatBytes, "README.md": new TextEncoder().encode("# tiny\n") });
+  hub.addRepo(HUGE_REPO, { "huge-kv-Q8_0.gguf": HUGE });
   process.env.HF_ENDPOINT = hub.hubUrl;
   delete process.env.MODEL_ENDPOINT;
   delete process.env.HF_TOKEN;
@@ -83,6 +111,21 @@ async function serve(
   return startServer(opts, (l) => lines.push(l), undefined, seams);
 }
 
+/** What the cache holds of a repo's blobs (lock files aside): none after a refusal before the first byte. */
+function blobsOf(cache: string, repo: string): string[] {
+  const dir = join(cache, `models--${repo.replace("/", "--")}`, "blobs");
+  return existsSync(dir) ? readdirSync(dir).filter((b) => !b.endsWith(".lock")) : [];
+}
+
+/** Only the header was read: every CDN request a bounded range from the start, fewer bytes than the file. */
+function onlyHeaderRead(): void {
+  const cdn = hub.cdnRequests();
+  expect(cdn.length).toBeGreaterThan(0);
+  for (const r of cdn) expect(r.range).toMatch(/^bytes=\d+-\d+$/);
+  expect(hub.cdnBytes).toBeLessThanOrEqual(HEADER_FIRST_BYTES);
+  expect(hub.cdnBytes).toBeLessThan(HUGE.length);
+}
+
 async function refused(args: string[]): Promise<string> {
   try {
     const server = await serve(args);
@@ -99,6 +142,7 @@ describe("serve org/repo:TAG", () => {
     let release!: () => void;
     hub.faults.hold = new Promise((r) => (release = r));
     const seen: unknown[] = [];
+    let top: NodeView | undefined;
     const lines: string[] = [];
     const starting = serve([REF], lines, {
       // While the CDN holds the bytes back, /health answers 503 loading with the file being pulled.
@@ -108,6 +152,10 @@ describe("serve org/repo:TAG", () => {
             const body = (await (await fetch(`${url}/health`)).json()) as { pulling?: unknown[] };
             if (body.pulling) {
               seen.push(...body.pulling);
+              // `superfluid top` shows the same pull while the server starts.
+              const node = newNode(url);
+              await poll(node, undefined);
+              top = nodeView(node);
               break;
             }
             await Bun.sleep(10);
@@ -126,6 +174,10 @@ describe("serve org/repo:TAG", () => {
         done: 0,
         total: chatBytes.length,
       });
+      expect(top?.state).toBe("loading");
+      expect(top?.pulls?.map((p) => [p.model, p.file, p.total])).toEqual([
+        [REF, "tiny-chat-Q8_0.gguf", chatBytes.length],
+      ]);
       expect(lines.some((l) => l.startsWith("superfluid: pulling tiny-chat-Q8_0.gguf"))).toBe(true);
       expect(lines.some((l) => l.startsWith("superfluid: pulled tiny-chat-Q8_0.gguf"))).toBe(true);
       const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] };
@@ -160,6 +212,19 @@ describe("serve org/repo:TAG", () => {
     expect(hub.requests).toEqual([]);
     expect(await refused(["org/missing-GGUF"])).toContain("org/missing-GGUF was not found on");
     expect(await refused([`${REPO}:Q4_K_M`])).toBe("org/tiny-GGUF has no GGUF file for 'Q4_K_M'; it has Q8_0");
+  }, 60_000);
+
+  test("a model that does not fit is refused before its first byte, naming both figures and a way out", async () => {
+    const cache = freshCache();
+    hub.resetCounters();
+    const message = await refused([HUGE_REF]);
+    expect(message).toMatch(
+      /^model 'org\/huge-GGUF' does not fit in memory: it needs .* \(weights 6\.\d+ MiB \+ KV .* for \d+ tokens at 8 GiB a token\) but .* of (host|device) memory is free; a smaller --max-context or --max-batch/,
+    );
+    expect(message).toContain(`nothing of ${HUGE_REF} was downloaded (a smaller quant of ${HUGE_REPO}`);
+    onlyHeaderRead();
+    expect(blobsOf(cache, HUGE_REPO)).toEqual([]);
+    expect(existsSync(join(cache, "models--org--huge-GGUF", "snapshots"))).toBe(false);
   }, 60_000);
 });
 
@@ -219,6 +284,34 @@ describe("pulling through the API", () => {
     expect(tag.json.error).toBe("org/tiny-GGUF has no GGUF file for 'Q2_K'; it has Q8_0");
   });
 
+  test("POST /v1/models/load of a model that does not fit: 507 insufficient_memory, nothing downloaded", async () => {
+    const cache = freshCache();
+    hub.resetCounters();
+    const res = await fetch(`${server.url}/v1/models/load`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ id: HUGE_REF }),
+    });
+    expect(res.status).toBe(507);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("insufficient_memory");
+    expect(body.error.message).toMatch(/does not fit in memory: it needs .* but .* of (host|device) memory is free/);
+    expect(body.error.message).toContain(`nothing of ${HUGE_REF} was downloaded`);
+    onlyHeaderRead();
+    expect(blobsOf(cache, HUGE_REPO)).toEqual([]);
+  }, 60_000);
+
+  test("/api/pull does not check the fit (pulling is not loading): the model is pulled", async () => {
+    const cache = freshCache();
+    const res = await fetch(`${server.url}/api/pull`, {
+      method: "POST",
+      body: JSON.stringify({ model: `hf.co/${HUGE_REF}`, stream: false }),
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: "success" });
+    expect(blobsOf(cache, HUGE_REPO)).toEqual([hub.sha(HUGE_REPO, "huge-kv-Q8_0.gguf")]);
+  }, 60_000);
+
   test("POST /v1/models/load with a reference pulls it and loads it", async () => {
     freshCache();
     const res = await fetch(`${server.url}/v1/models/load`, {
@@ -266,5 +359,9 @@ describe("superfluid pull and list", () => {
     expect(failed.err).toContain("superfluid pull: org/missing-GGUF was not found");
     const usage = await cli(["pull"], { HF_HUB_CACHE: cache });
     expect(usage.code).toBe(2);
+    // Download only: no fit check, so a model too large for this machine is pulled all the same.
+    const huge = await cli(["pull", HUGE_REF], { HF_HUB_CACHE: cache });
+    expect(huge.code).toBe(0);
+    expect(blobsOf(cache, HUGE_REPO)).toEqual([hub.sha(HUGE_REPO, "huge-kv-Q8_0.gguf")]);
   }, 60_000);
 });

@@ -14,6 +14,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
+import { HEADER_FIRST_BYTES } from "../../src/hub/header.ts";
 
 export interface StandinFile {
   bytes: Uint8Array;
@@ -49,7 +50,11 @@ export interface Faults {
    * that many connections passes at once, one that does not is caught by cdnMaxActive.
    */
   barrier?: number;
-  /** While set, every CDN response waits for it before its first byte (a download seen in progress). */
+  /**
+   * While set, every CDN response of a download waits for it before its first byte (a download seen in progress).
+   * A header read (a range from byte 0 within HEADER_FIRST_BYTES: a pull's fit check, src/hub/header.ts) is not
+   * held: the download it comes before could never start.
+   */
   hold?: Promise<void>;
 }
 
@@ -62,6 +67,12 @@ function listen(server: Server): Promise<string> {
   return new Promise((resolve) =>
     server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)),
   );
+}
+
+/** A ranged read of a file's first HEADER_FIRST_BYTES at most, as src/hub/header.ts makes first. */
+function headerRead(range: string | undefined): boolean {
+  const m = /^bytes=0-(\d+)$/.exec(range ?? "");
+  return m !== null && Number(m[1]) < HEADER_FIRST_BYTES;
 }
 
 function parseRange(header: string | undefined, size: number): { start: number; end: number } | undefined {
@@ -255,7 +266,7 @@ export class HubStandin {
     this.cdnActive++;
     this.cdnMaxActive = Math.max(this.cdnMaxActive, this.cdnActive);
     try {
-      if (this.faults.hold) await this.faults.hold;
+      if (this.faults.hold && !headerRead(req.headers.range)) await this.faults.hold;
       const barrier = this.faults.barrier;
       if (barrier !== undefined) {
         const until = Date.now() + BARRIER_GUARD_MS;

@@ -10,6 +10,12 @@
 // any file is fetched (unknown repo, no file for the tag, disk space) is an
 // HTTP status with `{"error"}`; one during the download, a last `{"error"}`
 // line. `stream: false` answers the last object alone.
+//
+// No memory fit check here, unlike a pull for a load (`serve REF`,
+// /v1/models/load): pulling is not loading. Ollama's pull fetches for later
+// (another window, after another model is unloaded, for another machine
+// sharing the cache), and /api/chat's load of the pulled model runs the fit
+// check then; the server's pull policy for this route carries none.
 import { HubError } from "../../hub/errors.ts";
 import type { PullEvent, Pulled } from "../../hub/pull.ts";
 import { formatReference, hubReferenceOfOllamaName, type HubReference } from "../../hub/reference.ts";
