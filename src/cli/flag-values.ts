@@ -2,6 +2,7 @@
 // value and the flag's name, and throws UsageError (exit 2) naming the flag and what it expected.
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
+import { isReference } from "../daemon/model-ref.ts";
 import type { ModelAlias } from "../daemon/registry.ts";
 import { QOS_NAMES, type QosClass } from "../engine/scheduler.ts";
 import type { SpeculationSettings } from "../engine/speculation-directive.ts";
@@ -184,11 +185,15 @@ export function speedup(raw: string, flag: string): number {
 }
 
 /** What --speculate may name on llama.cpp. */
-const SPECULATE_AVAILABLE = "available: off, auto, prompt-lookup, draft-model:<path>";
+const SPECULATE_AVAILABLE = "available: off, auto, prompt-lookup, draft-model:<path or org/repo[:tag]>";
 /** Drafters the spec names that only other runtimes run (docs/cli.md#speculative-decoding). */
 const OTHER_RUNTIME_DRAFTERS = /^(mtp-head$|dflash:|dspark:|eagle3:)/;
 
-/** --speculate: the directive, undefined for off; the --spec-* tuning is added after parsing. */
+/**
+ * --speculate: the directive, undefined for off; the --spec-* tuning is added after parsing. A draft model named
+ * by a reference (`draft-model:org/repo[:TAG]`) is kept as one: serve finds it locally or pulls it before the
+ * worker starts (docs/cli.md#pulling-models); a path must name a file now, kept as an absolute path.
+ */
 export function speculate(raw: string): Pick<SpeculationSettings, "directive" | "draftModel"> | undefined {
   const directive = raw.trim();
   if (directive === "off") return undefined;
@@ -196,6 +201,7 @@ export function speculate(raw: string): Pick<SpeculationSettings, "directive" | 
   if (directive.startsWith("draft-model:")) {
     const path = directive.slice("draft-model:".length);
     if (path === "") throw new UsageError(`--speculate draft-model: needs the draft model's file after the colon`);
+    if (isReference(path)) return { directive: "draft-model", draftModel: path };
     if (!existsSync(path) || !statSync(path).isFile()) throw new UsageError(`--speculate ${raw}: no such file`);
     return { directive: "draft-model", draftModel: resolve(path) };
   }

@@ -827,7 +827,7 @@ export const SERVE_FLAGS = [
   {
     flag: "speculate",
     key: "speculate",
-    value: "off|auto|prompt-lookup|draft-model:PATH",
+    value: "off|auto|prompt-lookup|draft-model:MODEL",
     parse: speculate,
     internal: true,
     shown: "`off`",
@@ -835,12 +835,15 @@ export const SERVE_FLAGS = [
     table: "speculation",
     help:
       "speculative decoding. prompt-lookup drafts the tokens that followed the lane's last 3 (else 2) tokens " +
-      "earlier in its context and verifies them in one decode; draft-model:PATH drafts greedily with a small " +
-      "GGUF of the same vocabulary, run in the same worker; auto = prompt-lookup where the model can drop a " +
+      "earlier in its context and verifies them in one decode; draft-model:MODEL drafts greedily with a small " +
+      "GGUF of the same vocabulary (a path, or an org/repo[:TAG] reference pulled like the model), run in the " +
+      "same worker; auto = prompt-lookup where the model can drop a " +
       "rejected draft (not recurrent, hybrid or sliding-window), else plain",
     doc:
-      "`draft-model:PATH`: drafts greedily with a small GGUF model of the same vocabulary (checked at start: same " +
-      "size, same pieces), run beside the model in its worker with a KV of its own; verified the same way. " +
+      "`draft-model:MODEL`: drafts greedily with a small GGUF model of the same vocabulary (checked at start: same " +
+      "size, same pieces), run beside the model in its worker with a KV of its own; verified the same way. MODEL " +
+      "is a path, or an `org/repo[:TAG]` reference found in the `--model-dir` folders or the Hugging Face cache, " +
+      "else [pulled](#pulling-models) at start (honouring `--offline`). " +
       "`prompt-lookup`: as above; a model that cannot cut a rejected draft off its KV (recurrent or hybrid, or " +
       "with sliding-window attention) refuses it at startup (exit 1, naming why). `auto`: `prompt-lookup` where " +
       "the model allows it, else plain decoding. With several models each resolves on its own",

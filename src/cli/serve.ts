@@ -4,7 +4,7 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkFit, freeMemoryBeforeLoad, type KvSizing } from "../daemon/fit-check.ts";
 import { showLoadProgress } from "../daemon/load-progress.ts";
-import { ModelNotFoundError, type ModelPath } from "../daemon/model-ref.ts";
+import { isReference, ModelNotFoundError, type ModelPath } from "../daemon/model-ref.ts";
 import {
   fileOfNamed,
   type NamedModel,
@@ -127,6 +127,25 @@ async function loadFimModel(
     );
   }
   return fim;
+}
+
+/**
+ * `--speculate draft-model:org/repo[:TAG]`: the draft model named by a reference, found in the --model-dir folders
+ * or the Hugging Face cache, else pulled (docs/cli.md#pulling-models), so every worker is handed its file. Options
+ * without one (a path, checked when parsed, or no draft model) come back as they are. A failed pull stops the start.
+ */
+async function withDraftModelFile(
+  options: ServeOptions,
+  pulling: (reference: string) => PullPolicy,
+  log: (line: string) => void,
+): Promise<ServeOptions> {
+  const spec = options.speculation;
+  if (spec?.directive !== "draft-model" || spec.draftModel === undefined || !isReference(spec.draftModel))
+    return options;
+  // A draft model has no use for a vision projector.
+  const draft = await resolveOrPull(spec.draftModel, options.modelDirs, { ...pulling(spec.draftModel), mmproj: false });
+  log(`superfluid: draft model ${spec.draftModel} is ${draft.path}`);
+  return { ...options, speculation: { ...spec, draftModel: draft.path } };
 }
 
 /** The offload the serve flags ask of every model's worker (docs/cli.md#gpu-offload-flags). */
@@ -566,8 +585,10 @@ async function startServing(
         `superfluid: the built-in model's lanes share one KV pool of its whole window (--kv-pool ${BUILTIN_KV_POOL} unless --max-context or --kv-pool is given): it starts sooner than with a buffer per lane`,
       );
     }
+    // The draft model's reference, if one was named, becomes its file before any worker is handed it.
+    const served = await withDraftModelFile(options, pulling, log);
     loader = new ModelLoader(
-      builtinPool ? { ...options, kvPool: BUILTIN_KV_POOL } : options,
+      builtinPool ? { ...served, kvPool: BUILTIN_KV_POOL } : served,
       sessions,
       primaryId,
       maxContext,

@@ -343,7 +343,7 @@ describe("serve options", () => {
   });
 
   test("--speculate refuses what llama.cpp cannot run, naming what is available", () => {
-    const available = "available: off, auto, prompt-lookup, draft-model:<path>";
+    const available = "available: off, auto, prompt-lookup, draft-model:<path or org/repo[:tag]>";
     for (const drafter of ["mtp-head", "dflash:/m/d.gguf", "dspark:/m/d.gguf", "eagle3:/m/e.gguf"]) {
       expect(() => parse("--speculate", drafter)).toThrow(
         `--speculate ${drafter}: the llamacpp runtime cannot run this drafter; ${available}`,
@@ -371,6 +371,18 @@ describe("serve options", () => {
       expect(speculationFlags(o.speculation!)).toContain(`draft-model:${file}`);
     } finally {
       rmSync(file, { force: true });
+    }
+  });
+
+  test("--speculate draft-model:org/repo[:TAG] is kept as a reference (found or pulled at start); a missing path is refused", () => {
+    for (const ref of ["org/tiny-draft-GGUF", "org/tiny-draft-GGUF:Q8_0", "org/tiny-draft-GGUF:draft-Q8_0.gguf"]) {
+      const o = parse("--speculate", `draft-model:${ref}`);
+      expect(o.speculation).toMatchObject({ directive: "draft-model", draftModel: ref });
+    }
+    for (const path of ["./m/draft.gguf", "m/draft.gguf", "/m/draft", "~/m/draft.gguf"]) {
+      expect(() => parse("--speculate", `draft-model:${path}`)).toThrow(
+        `--speculate draft-model:${path}: no such file`,
+      );
     }
   });
 

@@ -28,6 +28,9 @@ process.env.SUPERFLUID_QUIET ??= "1";
 const hub = new HubStandin();
 const REPO = "org/tiny-GGUF";
 const REF = `${REPO}:Q8_0`;
+/** tiny-random's layer-skip draft (the same vocabulary), for `--speculate draft-model:REF` on tiny-random. */
+const DRAFT_REPO = "org/tiny-draft-GGUF";
+const DRAFT_REF = `${DRAFT_REPO}:Q8_0`;
 const HUGE_REPO = "org/huge-GGUF";
 const HUGE_REF = `${HUGE_REPO}:Q8_0`;
 /**
@@ -50,6 +53,7 @@ const HUGE = writeGgufBytes({
 });
 let chatBytes: Uint8Array;
 let chatPath = "";
+let randomPath = "";
 const saved: Record<string, string | undefined> = {};
 const temps: string[] = [];
 
@@ -74,6 +78,10 @@ beforeAll(async () => {
   chatBytes = new Uint8Array(readFileSync(chatPath));
   hub.addRepo(REPO, { "tiny-chat-Q8_0.gguf": chatBytes, "README.md": new TextEncoder().encode("# tiny\n") });
   hub.addRepo(HUGE_REPO, { "huge-kv-Q8_0.gguf": HUGE });
+  randomPath = await fixturePath("tiny-random");
+  hub.addRepo(DRAFT_REPO, {
+    "tiny-random-draft-Q8_0.gguf": new Uint8Array(readFileSync(await fixturePath("tiny-random-draft"))),
+  });
   process.env.HF_ENDPOINT = hub.hubUrl;
   delete process.env.MODEL_ENDPOINT;
   delete process.env.HF_TOKEN;
@@ -225,6 +233,56 @@ describe("serve org/repo:TAG", () => {
     onlyHeaderRead();
     expect(blobsOf(cache, HUGE_REPO)).toEqual([]);
     expect(existsSync(join(cache, "models--org--huge-GGUF", "snapshots"))).toBe(false);
+  }, 60_000);
+});
+
+describe("--speculate draft-model:org/repo:TAG", () => {
+  test("the draft model is pulled before the worker starts, then drafts; cached, it starts with no request", async () => {
+    const cache = freshCache();
+    hub.resetCounters();
+    const lines: string[] = [];
+    const args = [randomPath, "--speculate", `draft-model:${DRAFT_REF}`];
+    const server = await serve(args, lines);
+    const commit = hub.commitOf(DRAFT_REPO);
+    const draftFile = join(cache, "models--org--tiny-draft-GGUF", "snapshots", commit, "tiny-random-draft-Q8_0.gguf");
+    try {
+      expect(blobsOf(cache, DRAFT_REPO)).toEqual([hub.sha(DRAFT_REPO, "tiny-random-draft-Q8_0.gguf")]);
+      expect(existsSync(draftFile)).toBe(true);
+      expect(lines).toContain(`superfluid: draft model ${DRAFT_REF} is ${draftFile}`);
+      expect(lines.some((l) => l.startsWith("superfluid: pulled tiny-random-draft-Q8_0.gguf"))).toBe(true);
+      expect(lines).toContain("superfluid: speculation: draft-model");
+      const models = (await (await fetch(`${server.url}/v1/models`)).json()) as {
+        data: { id: string; meta: { speculation?: string } }[];
+      };
+      expect(models.data.map((m) => m.meta.speculation)).toEqual(["draft-model"]);
+      const chat = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: models.data[0]!.id,
+          messages: [{ role: "user", content: "hi" }],
+          max_tokens: 4,
+          temperature: 0,
+        }),
+      });
+      expect(chat.status).toBe(200);
+    } finally {
+      await server.close();
+    }
+    hub.resetCounters();
+    const again = await serve([...args, "--offline"]);
+    await again.close();
+    expect(hub.requests).toEqual([]);
+  }, 120_000);
+
+  test("a draft reference that cannot be pulled stops the start with the pull's reason", async () => {
+    freshCache();
+    hub.resetCounters();
+    const offline = await refused([randomPath, "--speculate", `draft-model:${DRAFT_REF}`, "--offline"]);
+    expect(offline).toContain("offline mode (HF_HUB_OFFLINE=1 or --offline) makes no request");
+    expect(hub.requests).toEqual([]);
+    const missing = await refused([randomPath, "--speculate", "draft-model:org/missing-GGUF"]);
+    expect(missing).toContain("org/missing-GGUF was not found on");
   }, 60_000);
 });
 
