@@ -1,7 +1,7 @@
 // A pull as people watch it (docs/cli.md#pulling-models): on a terminal one
 // bar per file rewritten in place (bytes, rate, time left); elsewhere (a log,
 // CI) a line when a file starts, at every 10 % or 10 s, and when it is done.
-import { formatBytes } from "../engine/kv-sizing.ts";
+import { formatBytes } from "../runtime/byte-size.ts";
 import type { PullEvent } from "../hub/pull.ts";
 
 const TTY_EVERY_MS = 200;

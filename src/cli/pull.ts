@@ -3,7 +3,7 @@
 // `superfluid list` shows what the cache holds (docs/cli.md#pull and #list).
 // Progress goes to stderr; pull prints each model's path on stdout, so a
 // script can take it.
-import { formatBytes } from "../engine/kv-sizing.ts";
+import { formatBytes } from "../runtime/byte-size.ts";
 import { HubError } from "../hub/errors.ts";
 import { listCached } from "../hub/list.ts";
 import { pull } from "../hub/pull.ts";

@@ -43,7 +43,7 @@ import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../../ffi/paths.ts";
 import { describeCpu } from "../../ffi/cpu-variant.ts";
 import { daemonYieldsWhileStreaming } from "../runtime/sched-policy.ts";
-import { formatBytes } from "../engine/kv-sizing.ts";
+import { formatBytes } from "../runtime/byte-size.ts";
 import type { FreeMemory } from "../engine/memory.ts";
 import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";
 import { Logger, routeConsole } from "../logging/logger.ts";

@@ -7,7 +7,7 @@
 // done and total, rate and time left. Plain ANSI escapes on the alternate
 // screen; `q`, Esc or Ctrl-C quits with exit 0 and gives the terminal back as
 // it was.
-import { formatBytes } from "../engine/kv-sizing.ts";
+import { formatBytes } from "../runtime/byte-size.ts";
 import { FlagError, parseFlags } from "./flags.ts";
 import { parseExposition } from "./top-parse.ts";
 import {

@@ -5,7 +5,7 @@
 // size. Elsewhere only the time is shown. On a terminal one line is
 // rewritten in place; otherwise a line is logged every few seconds.
 import { readdirSync, readFileSync } from "node:fs";
-import { formatBytes } from "../engine/kv-sizing.ts";
+import { formatBytes } from "../runtime/byte-size.ts";
 
 /** Nothing is shown for loads faster than this. */
 const QUIET_MS = 1000;

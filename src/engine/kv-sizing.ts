@@ -23,6 +23,7 @@
 // and model.ts.
 import { sequencesFor } from "./kv-pool.ts";
 import type { FreeMemory } from "./memory.ts";
+import { formatBytes } from "../runtime/byte-size.ts";
 
 export interface KvRequest {
   /** --max-context N; undefined = auto. */
@@ -70,18 +71,6 @@ export const MIN_LANE_SHARE = 4096;
 const UNKNOWN_TRAINED = 8192;
 /** Pool sizes are whole multiples of this (llama.cpp pads the cell count for flash attention to 256). */
 const ALIGN = 256;
-
-export function formatBytes(n: number): string {
-  const units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) {
-    n /= 1024;
-    i++;
-  }
-  if (i === 0) return `${n} bytes`;
-  const digits = Number.isInteger(n) || n >= 100 ? 0 : n >= 10 ? 1 : 2;
-  return `${n.toFixed(digits)} ${units[i]}`;
-}
 
 export function planKv(req: KvRequest, facts: KvFacts): KvPlan {
   const sequences = sequencesFor(facts.lanes);

@@ -2,6 +2,7 @@
 // against what the cache's file system has free, refused with both numbers.
 import { mkdirSync, statfsSync, statSync } from "node:fs";
 import { HubError } from "./errors.ts";
+import { formatBytes } from "../runtime/byte-size.ts";
 
 /** Bytes an unprivileged process may still write on the file system holding `dir`. */
 export function freeBytes(dir: string): number {
@@ -19,18 +20,6 @@ export function bytesOnDisk(path: string): number {
   }
 }
 
-/** 1536 -> "1.5 KiB", as the rest of the server writes sizes. */
-export function formatSize(n: number): string {
-  const units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) {
-    n /= 1024;
-    i++;
-  }
-  if (i === 0) return `${n} bytes`;
-  return `${n.toFixed(n >= 100 ? 0 : n >= 10 ? 1 : 2)} ${units[i]}`;
-}
-
 /** Refuses a pull that needs more than the disk has free, naming both numbers and the way out. */
 export function checkDiskSpace(
   dir: string,
@@ -44,7 +33,7 @@ export function checkDiskSpace(
   if (needed > available) {
     throw new HubError(
       "disk_space",
-      `not enough disk space to pull ${what}: it needs ${formatSize(needed)} more and ${formatSize(available)} ` +
+      `not enough disk space to pull ${what}: it needs ${formatBytes(needed)} more and ${formatBytes(available)} ` +
         `are free in ${dir}; free some space, or set HF_HUB_CACHE to a folder on a larger disk`,
     );
   }

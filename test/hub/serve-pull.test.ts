@@ -17,7 +17,7 @@ import { Ollama } from "ollama";
 import { startServer, type RunningServer } from "../../src/cli/serve.ts";
 import { newNode, nodeView, poll, type NodeView } from "../../src/cli/top.ts";
 import { parseServeOptions, type ServeOptions } from "../../src/cli/serve-options.ts";
-import { formatBytes } from "../../src/engine/kv-sizing.ts";
+import { formatBytes } from "../../src/runtime/byte-size.ts";
 import { writeGgufBytes } from "../../src/gguf/index.ts";
 import { HEADER_FIRST_BYTES } from "../../src/hub/header.ts";
 import { fixturePath } from "../support/models.ts";
