@@ -156,14 +156,6 @@ export class RowAdjustments {
     }
   }
 
-  get any(): boolean {
-    return this.biasIds.length > 0 || this.penalties !== undefined;
-  }
-
-  get stateful(): boolean {
-    return this.penalties !== undefined;
-  }
-
   /** A chosen token enters the penalty window (the oldest leaves a full one). */
   accept(token: number): void {
     if (!this.penalties) return;

@@ -84,6 +84,27 @@ function pulledFile(cache: RepoCache, commit: string, path: string, size: number
   return { path, local: cache.snapshotPath(commit, path), size };
 }
 
+/** The answer for `choice` at `commit`: where each file is, its size from `sizeOf`. */
+function pulledOf(
+  ref: HubReference,
+  cache: RepoCache,
+  commit: string,
+  choice: FileChoice,
+  mmproj: boolean,
+  sizeOf: (path: string) => number,
+  how: Pick<Pulled, "cached" | "fetched">,
+): Pulled {
+  const asFile = (p: string) => pulledFile(cache, commit, p, sizeOf(p));
+  return {
+    reference: formatReference(ref),
+    repo: ref.repo,
+    commit,
+    model: choice.model.map(asFile),
+    ...(mmproj && choice.mmproj !== undefined ? { mmproj: asFile(choice.mmproj) } : {}),
+    ...how,
+  };
+}
+
 function fileSize(path: string): number {
   return Bun.file(path).size;
 }
@@ -103,16 +124,10 @@ export function findCached(ref: HubReference, settings: HubSettings, mmproj = tr
     return undefined;
   }
   if (!choice.model.every((p) => cache.hasSnapshotFile(commit, p))) return undefined;
-  const asFile = (p: string) => pulledFile(cache, commit, p, fileSize(cache.snapshotPath(commit, p)));
-  return {
-    reference: formatReference(ref),
-    repo: ref.repo,
-    commit,
-    model: choice.model.map(asFile),
-    ...(mmproj && choice.mmproj !== undefined ? { mmproj: asFile(choice.mmproj) } : {}),
+  return pulledOf(ref, cache, commit, choice, mmproj, (p) => fileSize(cache.snapshotPath(commit, p)), {
     cached: true,
     fetched: 0,
-  };
+  });
 }
 
 /** The refusal under HF_HUB_OFFLINE / --offline, with what the cache does hold of the repo. */
@@ -224,14 +239,8 @@ export async function pull(reference: string, options: PullOptions): Promise<Pul
   emit({ kind: "linking", commit });
   for (const target of targets) cache.linkSnapshot(commit, target.path, target.blob);
   cache.writeRef(commit);
-  const asFile = (p: string) => pulledFile(cache, commit, p, byPath.get(p)!.lfs?.size ?? byPath.get(p)!.size);
-  return {
-    reference: formatReference(ref),
-    repo: ref.repo,
-    commit,
-    model: choice.model.map(asFile),
-    ...(wantMmproj && choice.mmproj !== undefined ? { mmproj: asFile(choice.mmproj) } : {}),
+  return pulledOf(ref, cache, commit, choice, wantMmproj, (p) => byPath.get(p)!.lfs?.size ?? byPath.get(p)!.size, {
     cached: false,
     fetched,
-  };
+  });
 }
