@@ -29,7 +29,7 @@ interface DeclBase {
   readonly doc?: string;
   /** The default as shown (markdown; backticks are dropped in --help); else derived from `default`. */
   readonly shown?: string;
-  /** The environment variable read when the flag is not given. */
+  /** The environment variable read when the flag is not given; a repeatable flag's holds a comma-separated list. */
   readonly env?: string;
   /** Listed by --help-all only. */
   readonly expert?: boolean;
@@ -136,14 +136,24 @@ function readSwitch(d: SwitchDecl, flags: ParsedFlags, env: Env): boolean | unde
   return d.default ?? (d.negatable ? undefined : false);
 }
 
+/** A repeatable flag's variable as its values: comma-separated, blanks dropped. */
+function listOf(raw: string | undefined): string[] | undefined {
+  return raw
+    ?.split(",")
+    .map((v) => v.trim())
+    .filter((v) => v !== "");
+}
+
 /** Each declaration's value, in declaration order: the flag given, else its variable, else its default. */
 export function readFlags<Ds extends readonly FlagDecl[]>(decls: Ds, flags: ParsedFlags, env: Env): FlagValues<Ds> {
   const out: Record<string, unknown> = {};
   for (const d of decls) {
     let value: unknown;
     if (d.value === undefined) value = readSwitch(d, flags, env);
-    else if (d.repeatable) value = (flags.values.get(d.flag) ?? []).map((raw) => d.parse(raw, d.flag));
-    else {
+    else if (d.repeatable) {
+      const given = flags.values.get(d.flag) ?? (d.env === undefined ? undefined : listOf(env[d.env]));
+      value = (given ?? []).map((raw) => d.parse(raw, d.flag));
+    } else {
       const raw = flags.values.get(d.flag)?.[0] ?? (d.env === undefined ? undefined : env[d.env]);
       value = raw !== undefined ? d.parse(raw, d.flag) : typeof d.default === "function" ? d.default(env) : d.default;
     }
@@ -168,10 +178,13 @@ export function shownDefault(d: FlagDecl): string {
   return "none";
 }
 
-/** The variable, as the docs and the help name it: `SUPERFLUID_QUIET=1`, `$SUPERFLUID_SPEC_GATE` (1/0). */
+/**
+ * The variable, as the docs and the help name it: `SUPERFLUID_QUIET=1`, `$SUPERFLUID_SPEC_GATE` (1/0),
+ * `$SUPERFLUID_ALLOW_ORIGINS` (comma-separated).
+ */
 export function envNote(d: FlagDecl, code: (s: string) => string = (s) => s): string | undefined {
   if (d.env === undefined) return undefined;
-  if (d.value !== undefined) return code(`$${d.env}`);
+  if (d.value !== undefined) return d.repeatable ? `${code(`$${d.env}`)} (comma-separated)` : code(`$${d.env}`);
   return d.negatable ? `${code(`$${d.env}`)} (1/0)` : code(`${d.env}=1`);
 }
 

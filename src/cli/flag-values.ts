@@ -6,8 +6,9 @@ import { isReference } from "../daemon/model-ref.ts";
 import type { ModelAlias } from "../daemon/registry.ts";
 import { QOS_NAMES, type QosClass } from "../engine/scheduler.ts";
 import type { SpeculationSettings } from "../engine/speculation-directive.ts";
+import { originPattern } from "../http/allowed-origins.ts";
 import { isHeaderSafeSecret, SECRET_CHARACTERS } from "../http/auth/key-policy.ts";
-import { isLoopbackName } from "../http/origin-guard.ts";
+import { isLoopbackName } from "../http/host-names.ts";
 import { parseQos } from "../http/qos.ts";
 import { isReplicaId } from "../http/replica.ts";
 import { parseEndpointList } from "../rpc/endpoint.ts";
@@ -124,6 +125,15 @@ export function webOrigin(raw: string): string {
     throw new UsageError(`--web-origin expects an http:// or https:// origin, got '${raw}'`);
   }
   return url.origin;
+}
+
+/** --allow-origin: a page origin pattern (docs/api/security.md#cors), kept lowercase. */
+export function allowedOrigin(raw: string, flag: string): string {
+  try {
+    return originPattern(raw);
+  } catch (err) {
+    throw new UsageError(`--${flag} ${(err as Error).message}`);
+  }
 }
 
 /** --api-key: a non-empty secret a header can carry (docs/api/security.md#keys). */

@@ -13,6 +13,7 @@ import type { Env, FlagDecl } from "./flag-decl.ts";
 import {
   aliasOf,
   allowedHost,
+  allowedOrigin,
   apiKey,
   cells,
   DEFAULT_PORT,
@@ -224,6 +225,23 @@ export const SERVE_FLAGS = [
     doc: "requests a minute per client IP ([security](api/security.md#rate-limits))",
   },
   {
+    flag: "allow-origin",
+    key: "allowOrigins",
+    value: "PATTERN",
+    parse: allowedOrigin,
+    repeatable: true,
+    env: "SUPERFLUID_ALLOW_ORIGINS",
+    group: "security",
+    table: "listener",
+    help:
+      "also let browser pages from this origin call the API, answered with CORS (besides this machine's pages and " +
+      "local desktop apps); * wildcards: chrome-extension://*, https://*.example.com; * alone needs a key",
+    doc:
+      "also let browser pages from this origin call the API, answered with CORS, besides this machine's pages and " +
+      "local desktop apps ([CORS](api/security.md#cors)); `*` stands for any run of characters " +
+      "(`chrome-extension://*`, `https://*.example.com`); `*` alone (or `https://*`) only with a key",
+  },
+  {
     flag: "web-origin",
     key: "webOrigins",
     value: "URL",
@@ -231,8 +249,10 @@ export const SERVE_FLAGS = [
     repeatable: true,
     group: "security",
     table: "listener",
-    help: "also let in requests from this page origin (on the main listener and the --web one)",
-    doc: "also let in requests whose `Origin` is this page origin (the main listener and the `--web` one)",
+    help: "also let in requests from this page origin on the --web listener, and on the main one as --allow-origin does",
+    doc:
+      "also let in requests whose `Origin` is this page origin on the `--web` listener, and on the main one as " +
+      "`--allow-origin` does",
   },
   {
     flag: "public-metrics",

@@ -4,6 +4,7 @@ import type { ClassLanes } from "../engine/scheduler.ts";
 import type { OperatorSampling } from "../daemon/sampling-resolve.ts";
 import { SPECULATION_DEFAULTS } from "../engine/speculation.ts";
 import type { SpeculationSettings } from "../engine/speculation-directive.ts";
+import { letsInAnySite } from "../http/allowed-origins.ts";
 import { KeyPolicyError, readKeyPolicy, type PolicyKey } from "../http/auth/key-policy.ts";
 import { parseClassLanes } from "../http/qos.ts";
 import { checkRefusals, flagSpecs, readFlags, renderHelp } from "./flag-decl.ts";
@@ -89,6 +90,19 @@ function classLanes(raw: string, maxBatch: number): ClassLanes {
   }
 }
 
+/**
+ * --allow-origin patterns that let in pages from any web site: only on a server with keys. Without one,
+ * any page a person visits could drive the server through their browser (docs/api/security.md#cors).
+ */
+function checkOpenOrigins(patterns: readonly string[], keyed: boolean): void {
+  const open = patterns.find(letsInAnySite);
+  if (open !== undefined && !keyed) {
+    throw new UsageError(
+      `--allow-origin '${open}' lets any web site's pages call this server: it needs a key (--api-key or --key-policy)`,
+    );
+  }
+}
+
 /** --speculate and its --spec-* tuning: undefined when off. The tuning is checked whatever the directive. */
 function speculation(v: Declared): SpeculationSettings | undefined {
   // A re-probe period above the default ceiling raises the ceiling with it.
@@ -117,6 +131,7 @@ export function parseServeOptions(argv: string[], env: Env = process.env): Serve
   // A log treated as a cache forgets the sessions whose KV the artifacts would restore.
   if (v.park && v.sessionsCache) throw new UsageError("--park cannot be combined with --sessions-cache");
   const spec = speculation(v);
+  checkOpenOrigins(v.allowOrigins, v.apiKeys.length > 0 || v.keyPolicy !== undefined);
   if (v.pressureLow > v.pressureHigh) {
     throw new UsageError(`--pressure-low (${v.pressureLow}) cannot be above --pressure-high (${v.pressureHigh})`);
   }

@@ -34,7 +34,8 @@ import { SessionService } from "../session-api/service.ts";
 import { sweepParkDir } from "../session-log/park-budget.ts";
 import { mintToken, WebAuth } from "../web/auth.ts";
 import { startWebListener, type WebListener } from "../web/listener.ts";
-import { isLoopbackName } from "../http/origin-guard.ts";
+import { AllowedOrigins } from "../http/allowed-origins.ts";
+import { isLoopbackName } from "../http/host-names.ts";
 import { REPLICA_HEADER } from "../http/replica.ts";
 import { checkRpcWorkers } from "../rpc/connect.ts";
 import { RequestGate } from "../http/auth/gate.ts";
@@ -541,9 +542,11 @@ async function startServing(
   const keys = new KeyRing(options.apiKeys, options.policyKeys);
   const gate = new RequestGate(keys, options.rateLimitRpm, undefined, options.publicMetrics);
   const metrics = new ServerMetrics(registry, gate);
+  // One list for the Origin check and CORS; --web-origin's origins have always been let in here too.
+  const origins = new AllowedOrigins([...options.allowOrigins, ...options.webOrigins]);
   const app = createApp(
     ctx,
-    { bind: options.host, authenticated: keys.enabled, origins: options.webOrigins, hosts: options.allowHosts },
+    { bind: options.host, authenticated: keys.enabled, origins, hosts: options.allowHosts },
     gate,
     metrics,
   );
@@ -644,6 +647,7 @@ async function startServing(
   starting = false;
   startup.ready();
   log(authLine(options, loopback));
+  for (const line of originLines(origins)) log(line);
   log(
     `superfluid: serving ${registry
       .all()
@@ -766,6 +770,19 @@ function authLine(options: ServeOptions, loopback: boolean): string {
     return `superfluid: authentication is on (--api-key, ${options.apiKeys.length} key${options.apiKeys.length > 1 ? "s" : ""})`;
   if (loopback) return "superfluid: authentication is off (listening on loopback only)";
   return "superfluid: WARNING --api-key not set. Authentication is OFF — anyone who can reach this port can use the API. Bind loopback or set --api-key.";
+}
+
+/** What the startup log says about the page origins let in besides this machine's, loudly when any site is. */
+function originLines(origins: AllowedOrigins): string[] {
+  const extra = origins.extra;
+  if (extra.length === 0) return [];
+  const lines = [`superfluid: browser pages from ${extra.join(", ")} may call this server (CORS)`];
+  if (origins.anySite)
+    lines.push(
+      "superfluid: WARNING --allow-origin lets pages from ANY web site call this server from their visitors' " +
+        "browsers; only the key stands between them and the API.",
+    );
+  return lines;
 }
 
 export async function runServe(argv: string[]): Promise<number> {

@@ -5,7 +5,7 @@
 import { principalOf } from "./auth/principal.ts";
 import { RequestError } from "../daemon/request-error.ts";
 import { peerAddress } from "./listener.ts";
-import { isLoopbackName } from "./origin-guard.ts";
+import { isLoopbackName } from "./host-names.ts";
 
 /** The TCP peer is loopback (an IPv4 peer on a dual-stack socket reads `::ffff:a.b.c.d`). */
 function isLoopbackPeer(address: string): boolean {

@@ -2,10 +2,12 @@
 // Bodies are read by our own capped reader (parse: "none") so size limits,
 // content types and malformed JSON get OpenAI's envelope. Every request first
 // has its session key checked (replica.ts; echoed on the reply), passes the
-// Origin and Host checks, then the gate (key, rate limits, the
-// key's slots: src/http/auth/gate.ts); whatever no route takes, or any route
-// throws, is answered in the envelope too (404, 405 with Allow, 500), never
-// with a stack or a path of this machine.
+// Origin and Host checks, then (a CORS preflight excepted, answered there and
+// needing no key) the gate (key, rate limits, the key's slots:
+// src/http/auth/gate.ts); whatever no route takes, or any route throws, is
+// answered in the envelope too (404, 405 with Allow, 500), never with a stack
+// or a path of this machine. Every reply to an allowed page origin, refusals
+// included, carries the CORS headers (cors.ts).
 import { Elysia } from "elysia";
 import { health, props, readiness, slots, tokenize } from "./admin.ts";
 import { readJsonBody } from "./body.ts";
@@ -18,7 +20,8 @@ import { RouteTable } from "./methods.ts";
 import { namedOrDefault } from "./models.ts";
 import { unauthenticated, type RequestGate } from "./auth/gate.ts";
 import { principalOf, runAs } from "./auth/principal.ts";
-import { foreignRequestRefusal, type HostPolicy } from "./origin-guard.ts";
+import { corsOrigin, isPreflight, preflightReply, withCors } from "./cors.ts";
+import { allowedOrigins, foreignRequestRefusal, type HostPolicy } from "./origin-guard.ts";
 import { runWithSessionKey, SESSION_KEY_HEADER, sessionKeyOf } from "./replica.ts";
 import type { ServerContext } from "./server-context.ts";
 
@@ -110,6 +113,13 @@ export function createApp(
   const admitted = async (request: Request, path: string, sessionKey: string | undefined): Promise<Response> => {
     const foreign = foreignRequestRefusal(request, hosts);
     if (foreign) return errorResponse(path, foreign);
+    // A preflight carries no key (browsers never send one on it): the request that follows is checked.
+    if (isPreflight(request)) {
+      const methods = table.allowed(path);
+      return methods.length > 0
+        ? preflightReply(request, methods)
+        : errorResponse(path, table.unrouted("OPTIONS", path));
+    }
     const admission = gate.admit(request, path);
     if ("refusal" in admission) {
       metrics.noteError(admission.refusal);
@@ -127,16 +137,27 @@ export function createApp(
     }
     return releasedAtEnd(response, release);
   };
+  const origins = allowedOrigins(hosts);
+  const answer = async (request: Request, path: string): Promise<Response> => {
+    let sessionKey: string | undefined;
+    try {
+      sessionKey = sessionKeyOf(request);
+    } catch (err) {
+      return errorResponse(path, asRequestError(err));
+    }
+    return withSessionKey(await admitted(request, path, sessionKey), sessionKey);
+  };
   return {
     fetch: async (request) => {
       const path = pathOf(request);
-      let sessionKey: string | undefined;
+      let response: Response;
       try {
-        sessionKey = sessionKeyOf(request);
+        response = await answer(request, path);
       } catch (err) {
-        return errorResponse(path, asRequestError(err));
+        // Answered here rather than by the listener, so a page reading the error gets the CORS headers too.
+        response = errorResponse(path, err);
       }
-      return withSessionKey(await admitted(request, path, sessionKey), sessionKey);
+      return withCors(response, corsOrigin(request, origins));
     },
     // A request line the parser refused carries no headers we can read: with keys on, it is not told which methods a
     // path takes.

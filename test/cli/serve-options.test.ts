@@ -117,6 +117,27 @@ describe("serve options", () => {
     );
   });
 
+  test("--allow-origin: repeatable patterns, or SUPERFLUID_ALLOW_ORIGINS; a pattern open to any site needs a key", () => {
+    expect(parse().allowOrigins).toEqual([]);
+    const o = parse("--allow-origin", "chrome-extension://*", "--allow-origin", "HTTPS://App.Example.com:443/");
+    expect(o.allowOrigins).toEqual(["chrome-extension://*", "https://app.example.com"]);
+    const fromEnv = (env: Record<string, string>, ...argv: string[]) =>
+      (parseServeOptions(argv, { HOME: "/home/u", ...env }) as ServeOptions).allowOrigins;
+    const env = { SUPERFLUID_ALLOW_ORIGINS: " https://*.example.com, ,tauri://localhost " };
+    expect(fromEnv(env)).toEqual(["https://*.example.com", "tauri://localhost"]);
+    // The flag wins over the variable, as for every flag.
+    expect(fromEnv(env, "--allow-origin", "app://x")).toEqual(["app://x"]);
+    expect(() => parse("--allow-origin", "app.example.com")).toThrow("--allow-origin expects an origin such as");
+    expect(() => parse("--allow-origin", "https://app.example.com/chat")).toThrow("--allow-origin expects");
+    for (const open of ["*", "https://*"]) {
+      expect(() => parse("--allow-origin", open)).toThrow(
+        `--allow-origin '${open}' lets any web site's pages call this server: it needs a key`,
+      );
+      expect(() => fromEnv({ SUPERFLUID_ALLOW_ORIGINS: open })).toThrow("it needs a key");
+      expect(parse("--allow-origin", open, "--api-key", "sk-one").allowOrigins).toEqual([open]);
+    }
+  });
+
   test("session and prefix-cache flags", () => {
     expect(parse()).toMatchObject({ sessionsCache: false, pressureHigh: 85, pressureLow: 70 });
     expect(parse().hostCacheMb).toBeUndefined();

@@ -230,17 +230,25 @@ describe("Origin and Host (docs/api/openai.md#request-checks)", () => {
       expect(() => opts(["--allow-host", bad])).toThrow("--allow-host expects");
   });
 
-  test("no CORS headers, not even on a preflight", async () => {
-    const preflight = await one("OPTIONS", "/v1/chat/completions", {
-      origin: "http://localhost:3000",
-      "access-control-request-method": "POST",
-      "access-control-request-headers": "content-type",
-    });
-    expect(preflight.status).toBe(405);
-    const served = await one("GET", "/v1/models", { origin: "http://localhost:3000" });
-    expect(served.status).toBe(200);
-    for (const reply of [preflight, served])
-      expect(Object.keys(reply.headers).filter((h) => h.startsWith("access-control-"))).toEqual([]);
+  test("CORS only for an allowed page: a preflight from elsewhere is the 403, with no CORS headers", async () => {
+    const ask = { "access-control-request-method": "POST", "access-control-request-headers": "content-type" };
+    const corsHeaders = (reply: RawResponse) =>
+      Object.keys(reply.headers).filter((h) => h.startsWith("access-control-"));
+    const local = await one("OPTIONS", "/v1/chat/completions", { origin: "http://localhost:3000", ...ask });
+    expect(local.status).toBe(204);
+    expect(local.headers["access-control-allow-origin"]).toBe("http://localhost:3000");
+    for (const origin of ["http://evil.example", "null", "chrome-extension://abcdefghijklmnopabcdefghijklmnop"]) {
+      const preflight = await one("OPTIONS", "/v1/chat/completions", { origin, ...ask });
+      expect(preflight.status).toBe(403);
+      expect(envelope(JSON.parse(preflight.body)).code).toBe("origin_refused");
+      const served = await one("GET", "/v1/models", { origin });
+      expect(served.status).toBe(403);
+      for (const reply of [preflight, served]) expect(corsHeaders(reply)).toEqual([]);
+    }
+    // An OPTIONS that is no preflight (no Origin) is still a method /v1/chat/completions does not take.
+    const plain = await one("OPTIONS", "/v1/chat/completions", ask);
+    expect(plain.status).toBe(405);
+    expect(corsHeaders(plain)).toEqual([]);
   });
 });
 

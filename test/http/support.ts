@@ -2,7 +2,8 @@
 // afterAll, with the helpers the HTTP API tests share: JSON posts, an SSE
 // reader, /slots polling, and a raw-socket client for bodies fetch can't send.
 import { afterAll, beforeAll } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { Elysia } from "elysia";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,6 +11,8 @@ import OpenAI from "openai";
 import { startServer, type RunningServer } from "../../src/cli/serve.ts";
 import { parseServeOptions, type ServeOptions } from "../../src/cli/serve-options.ts";
 import type { FixtureKind } from "../../src/fixtures/index.ts";
+import { FAMILIES } from "../../src/http/families.ts";
+import type { ServerContext } from "../../src/http/server-context.ts";
 import { fixturePath } from "../support/models.ts";
 
 // One access-log line per request would drown the test output.
@@ -37,6 +40,8 @@ export interface ServerConfig {
    * OpenAI client.
    */
   apiKey?: string;
+  /** Where the server's startup lines go (default: nowhere). */
+  log?: (line: string) => void;
 }
 
 /**
@@ -62,7 +67,7 @@ export async function startTestServer(cfg: ServerConfig = {}): Promise<TestServe
     sessions,
     ...(cfg.extraArgs ?? []),
   ]) as ServeOptions;
-  const server = await startServer(opts, () => {});
+  const server = await startServer(opts, cfg.log ?? (() => {}));
   const auth: Record<string, string> = cfg.apiKey === undefined ? {} : { authorization: `Bearer ${cfg.apiKey}` };
   const models = (await (await fetch(`${server.url}/v1/models`, { headers: auth })).json()) as {
     data: { id: string }[];
@@ -75,6 +80,22 @@ export async function startTestServer(cfg: ServerConfig = {}): Promise<TestServe
     server,
     sessions,
   };
+}
+
+/**
+ * Every route the app registers (method and Elysia path, `/v1/files/:id`): the families' routes,
+ * mounted on a bare app (mounting only registers handlers), and src/http/app.ts's own, read off its
+ * source (the app is built inside createApp).
+ */
+export function registeredRoutes(): { method: string; path: string }[] {
+  const bare = new Elysia();
+  const ctx = { registry: { all: () => [] } } as unknown as ServerContext;
+  for (const f of FAMILIES) f.mount(bare as never, ctx);
+  const routes = bare.routes.map((r) => ({ method: r.method.toUpperCase(), path: r.path }));
+  const appSource = readFileSync(join(import.meta.dir, "../../src/http/app.ts"), "utf8");
+  for (const m of appSource.matchAll(/\.(get|post|put|patch|delete)\(\s*"(\/[^"]*)"/g))
+    routes.push({ method: m[1]!.toUpperCase(), path: m[2]! });
+  return routes;
 }
 
 /** Registers beforeAll/afterAll for one server; the returned object is filled in beforeAll. */

@@ -5,42 +5,20 @@
 // DOM (a reply's state, the sidebar's entries); timeouts are hang guards.
 // With SUPERFLUID_SCREENSHOT=1 the test also rewrites docs/web-chat.png.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, rmSync } from "node:fs";
-import { delimiter, join } from "node:path";
-import puppeteer, { type Browser, type Page } from "puppeteer-core";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import type { Browser, Page } from "puppeteer-core";
+import { CHROMIUM, launchChromium } from "../support/chromium.ts";
 import { ROOT } from "../scenarios/support.ts";
 import { WebServer } from "./support.ts";
-
-/** A Chromium (or Chrome) binary: $CHROME_PATH, else the usual names on PATH. */
-function findChromium(): string | undefined {
-  const fromEnv = process.env.CHROME_PATH;
-  if (fromEnv && existsSync(fromEnv)) return fromEnv;
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-    for (const name of ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]) {
-      const p = join(dir, name);
-      if (dir && existsSync(p)) return p;
-    }
-  }
-  return undefined;
-}
 
 // The callbacks handed to page.waitForFunction and $eval run in the browser;
 // the project compiles without the DOM library, so they see the page's
 // document through this loose declaration.
 declare const document: any;
 
-const CHROMIUM = findChromium();
 const REPLY = "Hello from superfluid's built-in test model.";
 const HANG_GUARD = 60_000;
-
-function launchChromium(): Promise<Browser> {
-  return puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // Chromium's sandbox refuses to start as root (CI containers).
-    args: process.getuid?.() === 0 ? ["--no-sandbox"] : [],
-  });
-}
 
 describe.skipIf(!CHROMIUM)("chat page in headless Chromium", () => {
   let server: WebServer;
