@@ -11,7 +11,10 @@ import { loadLlama } from "../../ffi/llama.ts";
 import { noRpcBackend, rpcBackendFile } from "../../ffi/rpc.ts";
 import { parseEndpointList } from "../rpc/endpoint.ts";
 import { usableRpcWorker } from "../rpc/probe.ts";
+import { detectReasoningMarkers } from "../codec/reasoning-markers.ts";
+import { detectToolDialect } from "../codec/tool-dialects/index.ts";
 import { LlamaModel } from "../engine/model.ts";
+import { describeModel, readGguf } from "../gguf/index.ts";
 
 export async function runCheck(argv: string[]): Promise<number> {
   const i = argv.indexOf("--model");
@@ -55,8 +58,18 @@ export async function runCheck(argv: string[]): Promise<number> {
     }
     if (modelPath) {
       const model = LlamaModel.load(modelPath, { vocabOnly: true });
-      console.log(`model: ${modelPath}: vocabulary of ${model.vocabInfo.size} tokens`);
-      model.free();
+      try {
+        console.log(`model: ${modelPath}: vocabulary of ${model.vocabInfo.size} tokens`);
+        const info = describeModel(await readGguf(modelPath));
+        const template = info.toolUseTemplate ?? info.chatTemplate ?? "";
+        const single = (s: string) => model.tokenize(s, { parseSpecial: true }).length === 1;
+        const wire = template ? detectToolDialect(template, single) : undefined;
+        const markers = template ? detectReasoningMarkers(template, single) : undefined;
+        console.log(`  tool-call wire: ${wire?.name ?? "none (the template shows no tools)"}`);
+        console.log(`  reasoning: ${markers ? `${markers.open} … ${markers.close}` : "none"}`);
+      } finally {
+        model.free();
+      }
     }
     return 0;
   } catch (err) {

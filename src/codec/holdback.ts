@@ -36,3 +36,17 @@ export function seekMarker(
     held: buffered.slice(buffered.length - keep),
   };
 }
+
+/** The first occurrence of any of `markers` in `text` at or after `from`: where, and which marker. */
+export function firstMarker(
+  text: string,
+  markers: readonly string[],
+  from = 0,
+): { at: number; marker: string } | undefined {
+  let best: { at: number; marker: string } | undefined;
+  for (const marker of markers) {
+    const at = text.indexOf(marker, from);
+    if (at >= 0 && (!best || at < best.at)) best = { at, marker };
+  }
+  return best;
+}

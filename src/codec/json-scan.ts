@@ -1,5 +1,6 @@
 // Small scanners over JSON text the model is still writing: where a value
-// ends (or that it has not yet), whitespace, and the trailing-comma repair.
+// ends (or that it has not yet), whitespace, markers outside strings, and
+// the trailing-comma repair.
 
 /** Whether the text parses as one JSON object (not an array, not a scalar): a tool call's arguments. */
 export function isJsonObjectText(text: string): boolean {
@@ -8,6 +9,16 @@ export function isJsonObjectText(text: string): boolean {
     return typeof value === "object" && value !== null && !Array.isArray(value);
   } catch {
     return false;
+  }
+}
+
+/** The text of a JSON string literal, or undefined when `text` is not one. */
+export function jsonStringValue(text: string): string | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "string" ? value : undefined;
+  } catch {
+    return undefined;
   }
 }
 
@@ -48,6 +59,29 @@ export function jsonValueEnd(s: string, i: number): number {
   let j = i;
   while (j < s.length && !/[,\]}\s]/.test(s[j]!)) j++;
   return j < s.length ? j : -1;
+}
+
+/**
+ * The first of `markers` in JSON text outside its strings (an argument may
+ * quote a wire's markers): where, and which; undefined when none is.
+ */
+export function markerOutsideStrings(
+  text: string,
+  markers: readonly string[],
+): { at: number; marker: string } | undefined {
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else {
+      const marker = markers.find((m) => text.startsWith(m, i));
+      if (marker) return { at: i, marker };
+    }
+  }
+  return undefined;
 }
 
 /** Drop commas that directly precede `}` or `]` (outside strings). */

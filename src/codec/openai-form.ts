@@ -32,7 +32,7 @@ export interface ChatMessage {
  */
 export type ReferenceMessage = Omit<ChatMessage, "content"> & { content: string | null };
 
-export function toReferenceForm(m: ChatMessage): ReferenceMessage {
+export function toReferenceForm(m: ChatMessage, argumentsAs: "object" | "string" = "object"): ReferenceMessage {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(m)) {
     if (value !== null && value !== undefined) out[key] = value;
@@ -40,7 +40,7 @@ export function toReferenceForm(m: ChatMessage): ReferenceMessage {
   let content = contentText(m.content);
   if (content === null && m.role === "assistant") content = "";
   out.content = content;
-  if (m.tool_calls) out.tool_calls = m.tool_calls.map(argumentsAsObject);
+  if (m.tool_calls) out.tool_calls = m.tool_calls.map(argumentsAs === "object" ? argumentsAsObject : argumentsAsString);
   return out as ReferenceMessage;
 }
 
@@ -50,6 +50,13 @@ function argumentsAsObject(call: ToolCall): ToolCall {
   if (typeof args !== "string") return call;
   const parsed = tryParseObject(args);
   return parsed ? { ...call, function: { ...call.function, arguments: parsed } } : call;
+}
+
+/** Arguments as the JSON text OpenAI clients send (an object given is written as JSON). */
+function argumentsAsString(call: ToolCall): ToolCall {
+  const args = call.function?.arguments;
+  if (args === undefined || typeof args === "string") return call;
+  return { ...call, function: { ...call.function, arguments: JSON.stringify(args) } };
 }
 
 /** OpenAI content parts become one string, parts joined by newlines (as llama.cpp and vLLM do). */

@@ -126,17 +126,25 @@ export class ChatTemplate {
     } catch (err) {
       if (!(err instanceof TemplateError) || err.kind === "parse") throw err;
       const filled = withOptionalFieldsFilled(input.messages, input.tools);
-      if (!filled) throw err;
-      try {
-        return this.renderAsGiven({ ...input, ...filled });
-      } catch {
-        throw err;
+      const retry = filled ? { ...input, ...filled } : input;
+      // Some templates (Functionary v3.2) concatenate a call's arguments as
+      // text: they take the JSON string OpenAI clients send, not an object.
+      const callsArguments = input.messages.some((m) => m.tool_calls?.length);
+      for (const argumentsAs of ["object", "string"] as const) {
+        if (argumentsAs === "object" && !filled) continue;
+        if (argumentsAs === "string" && !callsArguments) continue;
+        try {
+          return this.renderAsGiven(retry, argumentsAs);
+        } catch {
+          // The first failure is the one reported.
+        }
       }
+      throw err;
     }
   }
 
-  private renderAsGiven(input: RenderInput): RenderedPrompt {
-    const messages = input.messages.map(toReferenceForm);
+  private renderAsGiven(input: RenderInput, argumentsAs: "object" | "string" = "object"): RenderedPrompt {
+    const messages = input.messages.map((m) => toReferenceForm(m, argumentsAs));
     const context = this.context(input);
     const text = this.renderRaw(context, messages);
 
@@ -180,6 +188,12 @@ export class ChatTemplate {
     // transformers leaves `tools` out when there are none, so it is undefined
     // (not none) in the template: `tools is defined`, `for t in tools` rely on it.
     if (input.tools && input.tools.length > 0) context.tools = input.tools;
+    // What FireFunction v2's template reads and transformers leaves to the
+    // caller, supplied as llama.cpp does: today's date and the tools as JSON.
+    if (this.reads("datetime") && !Object.hasOwn(kwargs, "datetime"))
+      context.datetime = strftime(this.loadedAt, "%b %d %Y");
+    if (this.reads("functions") && !Object.hasOwn(kwargs, "functions"))
+      context.functions = input.tools?.length ? JSON.stringify(input.tools, null, 2) : "";
     return context;
   }
 

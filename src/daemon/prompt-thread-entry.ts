@@ -48,6 +48,7 @@ function answer(loaded: Loaded, request: Extract<ThreadRequest, { type: "render"
       const rendered = renderToTokens(template, loaded.model, loaded.controls, request.input, {
         addBos: request.addBos,
         bosToken: request.bosToken,
+        ...(request.reasoning ? { reasoning: request.reasoning } : {}),
       });
       reply({
         type: "done",

@@ -43,6 +43,8 @@ export interface RenderRequest {
   input: RenderInput;
   addBos: boolean;
   bosToken?: number;
+  /** The model's reasoning markers, for endsInReasoning (default `<think>`). */
+  reasoning?: { open: string; close: string };
 }
 
 export interface RenderedTokens {

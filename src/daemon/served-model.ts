@@ -4,6 +4,7 @@
 // tokenizes request text, and the worker process that generates.
 import { releaseLabel } from "../../ffi/abi.ts";
 import { templateReads } from "../codec/index.ts";
+import { detectReasoningMarkers, type ReasoningMarkers } from "../codec/reasoning-markers.ts";
 import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
 import type { Tokenizer } from "../codec/tokenizer.ts";
 import { LlamaModel } from "../engine/model.ts";
@@ -19,9 +20,6 @@ export interface ServedModelOptions extends Omit<WorkerOptions, "journal"> {
   /** The session log every generation is recorded in; none = generations are not durable (tests, benches). */
   sessions?: SessionStore;
 }
-
-/** Reasoning markers a model's vocabulary must hold for its reasoning channel to be active. */
-export const THINK_MARKERS = { open: "<think>", close: "</think>" };
 
 /** The runtime a served model generates on, as /v1/models and /props name it. */
 export interface Runtime {
@@ -103,8 +101,8 @@ export class ServedModel {
     readonly worker: WorkerClient,
     /** Renders chat templates and tokenizes request text off the event loop. */
     readonly prompts: PromptThread,
-    /** The model has `<think>`/`</think>` as single tokens: its output may hold reasoning. */
-    readonly thinks: boolean,
+    /** The markers its reasoning is written between (single tokens in its vocabulary); none: it does not reason. */
+    readonly reasoningMarkers: ReasoningMarkers | undefined,
     /** The most bytes one token stands for: text of n bytes is at least n / this many tokens. */
     readonly maxTokenBytes: number,
     /** How this model writes tool calls, learned from its template; undefined when no known wire fits. */
@@ -169,11 +167,11 @@ export class ServedModel {
     }
     worker.value.gatherWhile(() => prompts.value.inHand);
     const single = (s: string) => tokenizer.tokenize(s, { parseSpecial: true }).length === 1;
-    const thinks = single(THINK_MARKERS.open) && single(THINK_MARKERS.close);
     let maxTokenBytes = 1;
     for (let t = 0; t < tokenizer.vocabInfo.size; t++)
       maxTokenBytes = Math.max(maxTokenBytes, tokenizer.tokenBytes(t).length);
     const templateSource = info.toolUseTemplate ?? info.chatTemplate ?? "";
+    const reasoningMarkers = detectReasoningMarkers(templateSource, single);
     const toolDialect = templateSource ? detectToolDialect(templateSource, single) : undefined;
     const callOpenerTokens = (toolDialect?.openers ?? [])
       .filter(single)
@@ -185,7 +183,7 @@ export class ServedModel {
       tokenizer,
       worker.value,
       prompts.value,
-      thinks,
+      reasoningMarkers,
       maxTokenBytes,
       toolDialect,
       callOpenerTokens,
@@ -197,6 +195,11 @@ export class ServedModel {
     return this.worker.info.contextPerSequence;
   }
 
+  /** Its output may hold reasoning: the vocabulary has its reasoning markers. */
+  get thinks(): boolean {
+    return this.reasoningMarkers !== undefined;
+  }
+
   /** The dialect object of /v1/models (docs/api/openai.md#models). */
   dialect() {
     const source = this.info.chatTemplate ?? "";
@@ -206,6 +209,9 @@ export class ServedModel {
       reasoning_effort_levels: [] as string[],
       fim: this.hasFimTokens,
       fim_model: this.fimModel !== undefined,
+      // The tool-call wire its template teaches and the markers of its reasoning (docs/design.md#tool-dialects).
+      tool_call_wire: this.toolDialect?.name ?? null,
+      reasoning_markers: this.reasoningMarkers ?? null,
     };
   }
 

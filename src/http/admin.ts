@@ -111,6 +111,8 @@ export async function props(
     eos_token: model.info.specialTokens.eos ?? null,
     kv_cache: kvCache(model),
     capabilities: capabilitiesOf(model),
+    tool_call_wire: model.toolDialect?.name ?? null,
+    reasoning_markers: model.reasoningMarkers ?? null,
     build_info: `superfluid (${model.runtime.version})`,
     // Where the weights went and the devices there are (docs/api/openai.md#models: runtime).
     offload: model.runtime.offload,

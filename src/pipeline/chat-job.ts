@@ -123,6 +123,7 @@ export async function renderChatPrompt(
       },
       addBos: model.tokenizer.vocabInfo.addBos,
       bosToken: model.tokenizer.vocabInfo.bos,
+      ...(model.reasoningMarkers ? { reasoning: model.reasoningMarkers } : {}),
     });
     return { tokens: Array.from(rendered.tokens), startsInReasoning: rendered.endsInReasoning };
   } catch (err) {

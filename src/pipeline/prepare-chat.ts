@@ -4,11 +4,12 @@
 // pinned prefixes. Choices then start as a ChoiceSet (choice-set.ts) and read
 // back through choice-stream.ts with the options made here.
 import type { ToolCallEvent, ToolCallParser } from "../codec/tool-dialects/index.ts";
-import { THINK_MARKERS, type ServedModel } from "../daemon/served-model.ts";
+import type { ServedModel } from "../daemon/served-model.ts";
 import type { GenerateRequest } from "../engine/jobs.ts";
 import { renderChatPrompt, type ChatJob, type PrefixPin } from "./chat-job.ts";
 import { ChoiceSet } from "./choice-set.ts";
 import type { ChoiceOptions } from "./choice-stream.ts";
+import { afterReasoning } from "../codec/tool-grammar.ts";
 import { constraintGrammar } from "./constraint.ts";
 import { checkContext, fitWindow, generateRequest, type GenerationDefaults } from "./engine-request.ts";
 import { breakpointPins } from "./prefix-pins.ts";
@@ -40,13 +41,21 @@ export async function prepareChat(
 ): Promise<PreparedChat> {
   const tools = toolPlan(model, job.tools, job.toolChoice, job.parallelToolCalls);
   // A forced tool choice beats the constraint; an auto one only holds calls,
-  // so the constraint still holds the rest.
+  // so the constraint still holds the rest. A constrained reply is all
+  // content (the grammar holds from the first token), unless the grammar is
+  // lazy and only holds from a call's opener on, or the prompt opened a
+  // reasoning block (below).
   const forced = tools.grammar !== undefined && tools.trigger === undefined;
   const format = forced || !job.constraint ? undefined : constraintGrammar(job.constraint);
   const grammar = forced ? tools.grammar : (format ?? tools.grammar);
   const grammarTrigger = format === undefined ? tools.trigger : undefined;
   const { tokens: prompt, startsInReasoning } = job.prompt ?? (await renderChatPrompt(model, job));
   checkContext(model, prompt.length, "messages");
+  // A grammar that holds the whole reply, on a prompt that opened a reasoning
+  // block, holds it from the block's end: the model reasons first.
+  const reasonsFirst = grammar !== undefined && grammarTrigger === undefined && startsInReasoning;
+  const markers = !grammar || grammarTrigger !== undefined || reasonsFirst ? model.reasoningMarkers : undefined;
+  const held = reasonsFirst && markers ? afterReasoning(grammar!, markers.close) : grammar;
   const request = generateRequest(defaults, model, prompt, {
     sampling: job.sampling,
     maxTokens: job.maxTokens,
@@ -54,21 +63,25 @@ export async function prepareChat(
     ...(job.qos === undefined ? {} : { qos: job.qos }),
     ...(job.startBy === undefined ? {} : { startBy: job.startBy }),
     ...(job.logprobs === undefined ? {} : { logprobs: job.logprobs }),
-    ...(grammar ? { grammar } : {}),
+    ...(held ? { grammar: held } : {}),
     ...(grammarTrigger ? { grammarTrigger } : {}),
     ...(tools.callsAllowed ? {} : { bannedTokens: model.callOpenerTokens }),
   });
   fitWindow(job.window, prompt.length, request);
   const pins = job.breakpoints?.length ? await breakpointPins(model, job, prompt, job.breakpoints) : [];
   if (pins.length > 0) request.pins = pins;
-  // A constrained reply is all content (the grammar holds from the first token),
-  // unless the grammar is lazy and only holds from a call's opener on.
-  const splitsReasoning = model.thinks && (!grammar || grammarTrigger !== undefined);
   const dialect = tools.dialect;
   const choice: ChoiceOptions = {
-    stops: job.stop,
-    ...(splitsReasoning ? { reasoning: { ...THINK_MARKERS, startInside: startsInReasoning } } : {}),
-    ...(dialect ? { toolParser: () => (tools.callsAllowed ? dialect.parser() : withoutCalls(dialect.parser())) } : {}),
+    stops: tools.callsAllowed && dialect?.stops ? [...job.stop, ...dialect.stops] : job.stop,
+    ...(markers ? { reasoning: { ...markers, startInside: startsInReasoning } } : {}),
+    ...(dialect
+      ? {
+          toolParser: () => {
+            const parser = dialect.parser({ tools: job.tools });
+            return tools.callsAllowed ? parser : withoutCalls(parser);
+          },
+        }
+      : {}),
   };
   return { model, job, prompt, request, choice, pins };
 }

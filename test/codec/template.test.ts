@@ -290,4 +290,24 @@ describe("telling content from scaffolding", () => {
     expect(t.render({ messages: [], tools: [] }).text).toBe("False False");
     expect(t.render({ messages: [], tools: [weatherTool] }).text).toBe("True Falsex");
   });
+
+  test("a call's arguments go as the JSON string when the template cannot take the object", () => {
+    // Functionary v3.2 concatenates them: an object cannot be added to a string.
+    const t = new ChatTemplate(
+      "{%- for c in messages[-1].tool_calls -%}{{ '>>>' + c.function.arguments }}{%- endfor -%}",
+    );
+    const messages: ChatMessage[] = [
+      { role: "assistant", content: null, tool_calls: [{ function: { name: "f", arguments: '{"x":1}' } }] },
+    ];
+    expect(t.render({ messages }).text).toBe('>>>{"x":1}');
+  });
+
+  test("datetime and functions, which FireFunction v2 reads, are supplied as llama.cpp supplies them", () => {
+    const loadedAt = new Date(Date.UTC(2026, 11, 7, 12));
+    const t = new ChatTemplate("Today is {{ datetime }}.{{ functions }}", { loadedAt });
+    expect(t.render({ messages: [] }).text).toBe(`Today is ${strftime(loadedAt, "%b %d %Y")}.`);
+    expect(t.render({ messages: [], tools: [weatherTool] }).text).toContain('"name": "get_weather"');
+    // The caller's own values win.
+    expect(t.render({ messages: [], kwargs: { datetime: "then" } }).text).toBe("Today is then.");
+  });
 });

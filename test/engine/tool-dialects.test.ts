@@ -97,12 +97,12 @@ function calls(events: ToolCallEvent[]): Call[] {
 
 /** Parses a reply whole, and token by token; both must give the same calls (ids aside). */
 function parseBothWays(dialect: ToolDialect, tokens: number[]): Call[] {
-  const whole = dialect.parser();
+  const whole = dialect.parser({ tools: TOOLS });
   const wholeCalls = calls([...whole.push(text(tokens)), ...whole.flush()]);
   // Token by token, as the server streams: through the incremental decoder, so a
   // character whose bytes span several byte-fallback tokens arrives whole.
   const decoder = new IncrementalDecoder(model);
-  const streamed = dialect.parser();
+  const streamed = dialect.parser({ tools: TOOLS });
   const events: ToolCallEvent[] = [];
   for (const t of tokens) events.push(...streamed.push(decoder.push([t])));
   events.push(...streamed.push(decoder.flush()), ...streamed.flush());
@@ -137,6 +137,7 @@ describe("tool-call dialects on the engine", () => {
     test(`${dialect.name}: parallel calls get distinct ids and increasing indexes`, () => {
       const replies = generate(dialect.forcedGrammar(TOOLS, true), `${dialect.name}-many`);
       for (const r of replies) {
+        expect(r.finish.reason === "error" ? r.finish.error : "ok").toBe("ok");
         const found = parseBothWays(dialect, r.tokens);
         if (r.finish.reason === "stop") expect(found.length).toBeGreaterThanOrEqual(1);
         expect(found.map((c) => c.index)).toEqual(found.map((_, i) => i));

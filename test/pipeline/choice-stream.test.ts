@@ -3,7 +3,7 @@
 // cancel the generation), finish reasons.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { choiceText, type ChoiceDelta, type ChoiceEnd } from "../../src/pipeline/choice-stream.ts";
-import { THINK_MARKERS } from "../../src/daemon/served-model.ts";
+import { THINK_MARKERS } from "../../src/codec/reasoning-markers.ts";
 import { Generation } from "../../src/daemon/worker-client.ts";
 import { LlamaModel } from "../../src/engine/model.ts";
 import { GREEDY } from "../../src/engine/sampling.ts";

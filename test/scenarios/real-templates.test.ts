@@ -12,6 +12,8 @@ import { REAL_TEMPLATES_PRESENT as present, serveRealTemplate } from "./support.
 
 const CASES = [
   { name: "qwen3", vocab: "ggml-vocab-qwen2.gguf", template: "Qwen-Qwen3-0.6B.jinja" },
+  // Qwen3.5's XML wire: values raw text, typed by the schema.
+  { name: "qwen3.5", vocab: "ggml-vocab-qwen2.gguf", template: "Qwen3.5-4B.jinja" },
   { name: "llama3.1", vocab: "ggml-vocab-llama-bpe.gguf", template: "meta-llama-Llama-3.1-8B-Instruct.jinja" },
   {
     name: "hermes3",

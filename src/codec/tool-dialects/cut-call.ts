@@ -3,7 +3,7 @@
 // partial call, its arguments as far as they were written (the reply's
 // finish_reason "length" says they are cut). Cut before that point, the
 // markup is dropped: call markup is never content.
-import { jsonValueEnd, removeTrailingCommas, skipWs } from "../json-scan.ts";
+import { jsonStringValue, jsonValueEnd, removeTrailingCommas, skipWs } from "../json-scan.ts";
 
 export interface CutCall {
   name: string;
@@ -30,13 +30,8 @@ const HEADER = /^\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"([a-z]+)"\s*:\s
 export function cutJsonCall(text: string, keys: readonly string[]): CutCall | undefined {
   const m = HEADER.exec(text);
   if (!m || !keys.includes(m[2]!)) return undefined;
-  let name: unknown;
-  try {
-    name = JSON.parse(m[1]!);
-  } catch {
-    return undefined;
-  }
-  if (typeof name !== "string") return undefined;
+  const name = jsonStringValue(m[1]!);
+  if (name === undefined) return undefined;
   return { name, args: argumentsSoFar(text.slice(m[0].length)) };
 }
 

@@ -168,7 +168,7 @@ class GenericJsonParser implements ToolCallParser {
 export const genericJson: ToolDialect = {
   name: "generic-json",
   detect: (template) => /\btools\b/.test(template),
-  parser: (newId) => new GenericJsonParser(newId ?? newCallId),
+  parser: (opts) => new GenericJsonParser(opts?.newId ?? newCallId),
   forcedGrammar: (tools, parallel) =>
     forcedCallGrammar(tools, jsonObjectCall(), (call) => (parallel ? callArray(call) : call)),
 };

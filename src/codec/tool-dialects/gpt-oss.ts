@@ -9,9 +9,9 @@
 // is not inside a recognised header stays content; markers split across chunks are
 // held back until they can be told apart.
 import { forcedCallGrammar, lit, seq, type CallShape } from "../tool-grammar.ts";
-import { partialSuffixLength } from "../holdback.ts";
+import { firstMarker, partialSuffixLength } from "../holdback.ts";
+import { CallWriter, type OpenCall } from "./call-writer.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect, ToolSpec } from "./types.ts";
-import { newCallId } from "./ids.ts";
 
 const START = "<|start|>";
 const CHANNEL = "<|channel|>";
@@ -30,36 +30,25 @@ const MAX_HEADER = 256;
 const HEADER_RE =
   /^(?:<\|start\|>assistant)?(?:\s*to=([^\s<]+))?\s*<\|channel\|>(analysis|final|commentary)(?:\s+to=([^\s<]+))?(?:\s*<\|constrain\|>\s*[\w.-]+|\s+[\w.-]+)?\s*<\|message\|>$/;
 
-/** First occurrence of any of `markers` in `text` at or after `from`: [index, marker] or undefined. */
-function firstMarker(text: string, markers: readonly string[], from = 0): [number, string] | undefined {
-  let best: [number, string] | undefined;
-  for (const m of markers) {
-    const i = text.indexOf(m, from);
-    if (i >= 0 && (!best || i < best[0])) best = [i, m];
-  }
-  return best;
-}
-
 type Mode =
   | { kind: "outside" }
   | { kind: "header"; initial: boolean }
   | { kind: "body"; as: "text" | "reasoning" }
-  | { kind: "call"; index: number; args: string };
+  | { kind: "call"; call: OpenCall };
 
 /** Streaming parser for one Harmony reply (starting right after `<|start|>assistant`). */
 export class HarmonyParser implements ToolCallParser {
-  private readonly newId: () => string;
+  private readonly calls: CallWriter;
   private buf = "";
   private mode: Mode = { kind: "header", initial: true };
-  private count = 0;
 
   constructor(newId?: () => string) {
-    this.newId = newId ?? newCallId;
+    this.calls = new CallWriter(newId);
   }
 
   /** Calls started so far. */
   get callCount(): number {
-    return this.count;
+    return this.calls.started;
   }
 
   push(text: string): ToolCallEvent[] {
@@ -78,16 +67,14 @@ export class HarmonyParser implements ToolCallParser {
   private emit(out: ToolCallEvent[], text: string): void {
     if (!text) return;
     const m = this.mode;
-    if (m.kind === "call") {
-      m.args += text;
-      out.push({ type: "call-args", index: m.index, text });
-    } else if (m.kind === "body" && m.as === "reasoning") out.push({ type: "reasoning", text });
+    if (m.kind === "call") this.calls.send(m.call, text, out);
+    else if (m.kind === "body" && m.as === "reasoning") out.push({ type: "reasoning", text });
     else out.push({ type: "text", text });
   }
 
   private endMessage(out: ToolCallEvent[]): void {
     const m = this.mode;
-    if (m.kind === "call") out.push({ type: "call-end", index: m.index, arguments: m.args });
+    if (m.kind === "call") this.calls.end(m.call, out);
     this.mode = { kind: "outside" };
   }
 
@@ -119,9 +106,7 @@ export class HarmonyParser implements ToolCallParser {
           this.buf = this.buf.slice(header.length);
           const recipient = h[1] ?? h[3];
           if (recipient) {
-            const index = this.count++;
-            out.push({ type: "call-start", index, id: this.newId(), name: recipient.replace(/^functions\./, "") });
-            this.mode = { kind: "call", index, args: "" };
+            this.mode = { kind: "call", call: this.calls.start(recipient.replace(/^functions\./, ""), out) };
           } else this.mode = { kind: "body", as: h[2] === "analysis" ? "reasoning" : "text" };
           continue;
         }
@@ -143,8 +128,8 @@ export class HarmonyParser implements ToolCallParser {
       if (m.kind === "outside") {
         const hit = firstMarker(this.buf, STARTERS);
         if (hit) {
-          this.emit(out, this.buf.slice(0, hit[0]));
-          this.buf = this.buf.slice(hit[0]);
+          this.emit(out, this.buf.slice(0, hit.at));
+          this.buf = this.buf.slice(hit.at);
           this.mode = { kind: "header", initial: false };
           continue;
         }
@@ -156,9 +141,9 @@ export class HarmonyParser implements ToolCallParser {
       // Inside a message body (text, reasoning or call arguments).
       const hit = firstMarker(this.buf, BODY_MARKERS);
       if (hit) {
-        this.emit(out, this.buf.slice(0, hit[0]));
-        const isStarter = (STARTERS as readonly string[]).includes(hit[1]);
-        this.buf = this.buf.slice(hit[0] + (isStarter ? 0 : hit[1].length));
+        this.emit(out, this.buf.slice(0, hit.at));
+        const isStarter = (STARTERS as readonly string[]).includes(hit.marker);
+        this.buf = this.buf.slice(hit.at + (isStarter ? 0 : hit.marker.length));
         this.endMessage(out);
         if (isStarter) this.mode = { kind: "header", initial: false };
         continue;
@@ -200,7 +185,7 @@ export function harmonyCallGrammar(tools: ToolSpec[], _parallel: boolean): strin
 export const gptOss: ToolDialect = {
   name: "gpt-oss",
   detect: (template) => template.includes(CHANNEL) && template.includes(MESSAGE),
-  parser: (newId) => new HarmonyParser(newId),
+  parser: (opts) => new HarmonyParser(opts?.newId),
   forcedGrammar: (tools, parallel) => harmonyCallGrammar(tools, parallel),
   trigger: `${CHANNEL}commentary`,
 };

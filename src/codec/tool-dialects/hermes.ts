@@ -3,11 +3,10 @@
 // The wire's streaming parser (TaggedJsonToolParser) and its dialect entry.
 // Text arrives in arbitrary chunks; tags may be split at any character.
 import { partialSuffixLength, seekMarker } from "../holdback.ts";
-import { jsonValueEnd, removeTrailingCommas } from "../json-scan.ts";
+import { jsonStringValue, removeTrailingCommas } from "../json-scan.ts";
 import { toolCallGrammar } from "../tool-grammar.ts";
-import { argumentsSoFar } from "./cut-call.ts";
-import { emitText } from "./events.ts";
-import { newCallId } from "./ids.ts";
+import { CallWriter, type OpenCall as StartedCall } from "./call-writer.ts";
+import { ContentGap } from "./events.ts";
 import type { ToolCallEvent, ToolDialect } from "./types.ts";
 
 export interface TaggedJsonToolParserOptions {
@@ -48,30 +47,28 @@ function parseCall(body: string): { name: string; args: string } | undefined {
 
 interface OpenCall {
   buf: string; // call body text since the open tag
-  index: number; // valid once started
-  started: boolean; // call-start emitted (streaming mode)
+  started?: StartedCall; // call-start emitted (streaming mode)
   argsStart: number; // offset of the arguments value in buf
-  streamed: string; // concatenation of call-args emitted so far
 }
 
 export class TaggedJsonToolParser {
   private readonly open: string;
   private readonly close: string;
-  private readonly newId: () => string;
+  private readonly calls: CallWriter;
   private pending = ""; // outside text not yet emitted
   private call: OpenCall | null = null;
-  private count = 0;
+  private readonly gap = new ContentGap();
 
   constructor(opts: TaggedJsonToolParserOptions) {
     if (!opts.open || !opts.close) throw new Error("TaggedJsonToolParser: open and close tags must be non-empty");
     this.open = opts.open;
     this.close = opts.close;
-    this.newId = opts.newId ?? newCallId;
+    this.calls = new CallWriter(opts.newId);
   }
 
   /** Calls started so far. */
   get callCount(): number {
-    return this.count;
+    return this.calls.started;
   }
 
   push(text: string): ToolCallEvent[] {
@@ -97,7 +94,7 @@ export class TaggedJsonToolParser {
         this.finishClosed(call, body, out);
       }
     }
-    if (this.pending && !(this.count > 0 && this.pending.trim() === "")) emitText(out, this.pending);
+    this.gap.flush(out, this.pending);
     this.pending = "";
     return out;
   }
@@ -106,17 +103,13 @@ export class TaggedJsonToolParser {
     for (;;) {
       if (!this.call) {
         const found = seekMarker(this.pending, this.open);
-        // Whitespace after a call (the template's newline between calls) is
-        // held: it is content only if more content follows.
-        const separator = this.count > 0 && found.before.trim() === "";
-        if (separator && found.after === undefined) return;
-        if (!separator) emitText(out, found.before);
+        if (this.gap.wait(out, found.before, found.after !== undefined)) return;
         if (found.after === undefined) {
           this.pending = found.held;
           return;
         }
         this.pending = "";
-        this.call = { buf: found.after, index: -1, started: false, argsStart: 0, streamed: "" };
+        this.call = { buf: found.after, argsStart: 0 };
         continue;
       }
       const call = this.call;
@@ -128,6 +121,7 @@ export class TaggedJsonToolParser {
       const body = call.buf.slice(0, end);
       this.pending = call.buf.slice(end + this.close.length);
       this.call = null;
+      this.gap.callEnded();
       this.finishClosed(call, body, out);
     }
   }
@@ -137,27 +131,16 @@ export class TaggedJsonToolParser {
     if (!call.started) {
       const m = HEADER.exec(call.buf);
       if (!m || m[0].length > limit) return;
-      let name: string;
-      try {
-        name = JSON.parse(m[1]!) as string;
-      } catch {
-        return; // odd escapes: decide at the close tag
-      }
-      call.started = true;
+      const name = jsonStringValue(m[1]!);
+      if (name === undefined) return; // odd escapes: decide at the close tag
       call.argsStart = m[0].length;
-      call.index = this.count++;
-      out.push({ type: "call-start", index: call.index, id: this.newId(), name });
+      call.started = this.calls.start(name, out);
     }
     // Stream the arguments object as far as it is written: up to its closing
     // bracket once that came (whatever follows is the wrapper's), else holding
     // back trailing whitespace and a trailing comma (dropped if a bracket
     // follows: the trailing-comma repair). Commas before a bracket are dropped.
-    const region = argumentsSoFar(call.buf.slice(call.argsStart, limit));
-    if (region.length > call.streamed.length && region.startsWith(call.streamed)) {
-      const frag = region.slice(call.streamed.length);
-      call.streamed = region;
-      out.push({ type: "call-args", index: call.index, text: frag });
-    }
+    this.calls.sendJson(call.started, call.buf.slice(call.argsStart, limit), out);
   }
 
   private finishClosed(call: OpenCall, body: string, out: ToolCallEvent[]): void {
@@ -167,27 +150,12 @@ export class TaggedJsonToolParser {
       // commas repaired); keys or text after it belong to the wrapper. If it
       // never closed, the call ends with what was streamed: the caller sees
       // arguments that do not parse and does not treat the reply as a call.
-      this.stream(call, body.length, out);
-      const written = body.slice(call.argsStart);
-      const end = jsonValueEnd(written, 0);
-      const args = end >= 0 ? removeTrailingCommas(written.slice(0, end)) : call.streamed;
-      this.endCall(call, args.startsWith(call.streamed) ? args : call.streamed, out);
+      this.calls.endJson(call.started, body.slice(call.argsStart), out);
       return;
     }
     const parsed = parseCall(body);
     // A malformed block is dropped: call markup is never content.
-    if (!parsed) return;
-    const index = this.count++;
-    out.push({ type: "call-start", index, id: this.newId(), name: parsed.name });
-    if (parsed.args) out.push({ type: "call-args", index, text: parsed.args });
-    out.push({ type: "call-end", index, arguments: parsed.args });
-  }
-
-  private endCall(call: OpenCall, args: string, out: ToolCallEvent[]): void {
-    if (args.length > call.streamed.length) {
-      out.push({ type: "call-args", index: call.index, text: args.slice(call.streamed.length) });
-    }
-    out.push({ type: "call-end", index: call.index, arguments: args });
+    if (parsed) this.calls.whole(parsed, out);
   }
 }
 
@@ -196,7 +164,7 @@ const WIRE = { open: "<tool_call>", close: "</tool_call>" };
 export const hermes: ToolDialect = {
   name: "hermes",
   detect: (template) => template.includes(WIRE.open),
-  parser: (newId) => new TaggedJsonToolParser({ ...WIRE, ...(newId ? { newId } : {}) }),
+  parser: (opts) => new TaggedJsonToolParser({ ...WIRE, newId: opts?.newId }),
   forcedGrammar: (tools, parallel) => toolCallGrammar(tools, WIRE, parallel),
   trigger: WIRE.open,
   openers: [WIRE.open],

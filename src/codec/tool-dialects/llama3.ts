@@ -8,10 +8,10 @@
 // Anything else is content, streamed as it arrives.
 import { forcedCallGrammar, jsonObjectCall, lit, oneOrMore } from "../tool-grammar.ts";
 import { jsonValueEnd } from "../json-scan.ts";
-import { emitCall, emitText } from "./events.ts";
+import { CallWriter } from "./call-writer.ts";
+import { emitText } from "./events.ts";
 import { parseJsonCall } from "./generic-json.ts";
 import { cutJsonCall } from "./cut-call.ts";
-import { newCallId } from "./ids.ts";
 import type { ToolCallEvent, ToolCallParser, ToolDialect } from "./types.ts";
 
 const PYTHON_TAG = "<|python_tag|>";
@@ -22,9 +22,11 @@ class Llama3ToolParser implements ToolCallParser {
   private held = ""; // text not yet emitted, from the last decision point
   private mode: "lead" | "object" | "text" = "lead";
   private objStart = 0; // offset of the candidate's `{` in held (mode "object")
-  private count = 0;
+  private readonly calls: CallWriter;
 
-  constructor(private readonly newId: () => string) {}
+  constructor(newId?: () => string) {
+    this.calls = new CallWriter(newId);
+  }
 
   push(text: string): ToolCallEvent[] {
     const out: ToolCallEvent[] = [];
@@ -45,12 +47,12 @@ class Llama3ToolParser implements ToolCallParser {
       // before that (an unclosed object, a partial tag) it is dropped: call
       // markup is never content. Anything else left (leading whitespace of an
       // empty reply) is content.
-      const onlySeparators = this.mode === "lead" && this.count > 0 && /^[\s;]*$/.test(this.held);
+      const onlySeparators = this.mode === "lead" && this.calls.started > 0 && /^[\s;]*$/.test(this.held);
       const cutCall =
         this.mode === "object" ||
         (this.mode === "lead" && this.held.trim() !== "" && PYTHON_TAG.startsWith(this.held.trim()));
       const partial = this.mode === "object" ? cutJsonCall(this.held.slice(this.objStart), ARGUMENT_KEYS) : undefined;
-      if (partial) emitCall(out, this.count++, this.newId(), partial);
+      if (partial) this.calls.whole(partial, out);
       else if (!onlySeparators && !cutCall) emitText(out, this.held);
       this.held = "";
       this.mode = "text";
@@ -69,7 +71,7 @@ class Llama3ToolParser implements ToolCallParser {
       if (this.mode === "lead") {
         const s = this.held;
         let i = 0;
-        const sep = this.count > 0 ? /[\s;]/ : /\s/; // `;` only between calls
+        const sep = this.calls.started > 0 ? /[\s;]/ : /\s/; // `;` only between calls
         while (i < s.length && sep.test(s[i]!)) i++;
         if (s.startsWith(PYTHON_TAG, i)) {
           i += PYTHON_TAG.length;
@@ -92,8 +94,7 @@ class Llama3ToolParser implements ToolCallParser {
         this.toText(out);
         return;
       }
-      emitCall(out, this.count, this.newId(), call);
-      this.count++;
+      this.calls.whole(call, out);
       this.held = this.held.slice(end);
       this.mode = "lead";
     }
@@ -105,7 +106,7 @@ export const llama3: ToolDialect = {
   detect: (template) =>
     template.includes(PYTHON_TAG) ||
     (template.includes("<|start_header_id|>") && /"name"\s*:/.test(template) && /"parameters"\s*:/.test(template)),
-  parser: (newId) => new Llama3ToolParser(newId ?? newCallId),
+  parser: (opts) => new Llama3ToolParser(opts?.newId),
   forcedGrammar: (tools, parallel) =>
     forcedCallGrammar(tools, jsonObjectCall("parameters"), (call) => oneOrMore(call, parallel, lit("; "))),
   openers: [PYTHON_TAG],

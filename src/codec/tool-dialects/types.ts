@@ -13,6 +13,18 @@ export type ToolCallEvent =
   | { type: "call-args"; index: number; text: string } // a fragment of the raw arguments JSON text
   | { type: "call-end"; index: number; arguments: string }; // the whole arguments text
 
+/** What a parser is made with for one reply. */
+export interface ParserOptions {
+  /** Makes call ids (by default OpenAI-style `call_…`). */
+  newId?: () => string;
+  /**
+   * The request's tools. Wires that write argument values as raw text (the
+   * XML-style ones) type each value by its parameter's schema: `3` for an
+   * integer, `"3"` for a string.
+   */
+  tools?: ToolSpec[];
+}
+
 /** A streaming parser: text in (any chunking), content and call events out. */
 export interface ToolCallParser {
   push(text: string): ToolCallEvent[];
@@ -29,10 +41,16 @@ export interface ToolDialect {
    * holds `text` as a single (special) token.
    */
   detect(template: string, hasToken: (text: string) => boolean): boolean;
-  /** A fresh parser for one reply; `newId` makes call ids. */
-  parser(newId?: () => string): ToolCallParser;
+  /** A fresh parser for one reply. */
+  parser(opts?: ParserOptions): ToolCallParser;
   /** GBNF (root rule `root`) for one call, or several when `parallel`, to one of `tools`. */
   forcedGrammar(tools: ToolSpec[], parallel: boolean): string;
+  /**
+   * Texts that end the reply once a call may be made: the template puts the
+   * tools' results after them in the same turn (Apertus's `<|tools_suffix|>`),
+   * so the model would go on to write results of its own.
+   */
+  stops?: string[];
   /** The wire also carries reasoning and content channels, so every reply is parsed, tools or not. */
   alwaysParse?: boolean;
   /**

@@ -2,8 +2,8 @@
 import { describe, expect, test } from "bun:test";
 import { gbnfErrors, parseGbnf } from "../../../grammar/index.ts";
 import { gptOss, HarmonyParser } from "../../../src/codec/tool-dialects/gpt-oss.ts";
-import type { ToolCallEvent } from "../../../src/codec/tool-dialects/types.ts";
 import { recognizes } from "../../grammar/recognizer.ts";
+import { parseAllWays, run } from "./parse-harness.ts";
 
 // A small Harmony-style template written for these tests (not the real one).
 const HARMONY_TEMPLATE = `{%- for m in messages -%}
@@ -19,51 +19,7 @@ const HARMONY_TEMPLATE = `{%- for m in messages -%}
 
 const CHATML_TEMPLATE = `{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}`;
 
-interface Merged {
-  text: string;
-  reasoning: string;
-  calls: { id: string; name: string; args: string; end: string | undefined }[];
-}
-
-function merge(events: ToolCallEvent[]): Merged {
-  const m: Merged = { text: "", reasoning: "", calls: [] };
-  for (const e of events) {
-    if (e.type === "text") m.text += e.text;
-    else if (e.type === "reasoning") m.reasoning += e.text;
-    else if (e.type === "call-start") {
-      expect(e.index).toBe(m.calls.length);
-      m.calls.push({ id: e.id, name: e.name, args: "", end: undefined });
-    } else if (e.type === "call-args") {
-      expect(m.calls[e.index]!.end).toBeUndefined();
-      m.calls[e.index]!.args += e.text;
-    } else {
-      expect(m.calls[e.index]!.end).toBeUndefined();
-      m.calls[e.index]!.end = e.arguments;
-    }
-  }
-  for (const c of m.calls) expect(c.args).toBe(c.end!);
-  return m;
-}
-
-let n = 0;
-const ids = () => `call_${n++}`;
-
-function parse(chunks: string[]): Merged {
-  n = 0;
-  const p = gptOss.parser(ids);
-  const events: ToolCallEvent[] = [];
-  for (const c of chunks) events.push(...p.push(c));
-  events.push(...p.flush());
-  return merge(events);
-}
-
-/** Same merged result for the whole text and for every two-way split of it. */
-function parseAllSplits(text: string): Merged {
-  const whole = parse([text]);
-  for (let i = 1; i < text.length; i++) expect(parse([text.slice(0, i), text.slice(i)])).toEqual(whole);
-  expect(parse([...text])).toEqual(whole);
-  return whole;
-}
+const parse = (text: string) => parseAllWays(gptOss, text);
 
 describe("gpt-oss detection", () => {
   const noTokens = () => false;
@@ -77,14 +33,14 @@ describe("gpt-oss detection", () => {
 
 describe("gpt-oss parser", () => {
   test("analysis becomes reasoning, final becomes content", () => {
-    const r = parseAllSplits(
+    const r = parse(
       "<|channel|>analysis<|message|>User greets. Reply.<|end|><|start|>assistant<|channel|>final<|message|>Hello there!<|return|>",
     );
     expect(r).toEqual({ text: "Hello there!", reasoning: "User greets. Reply.", calls: [] });
   });
 
   test("reasoning streams before the message ends", () => {
-    const p = new HarmonyParser(ids);
+    const p = new HarmonyParser(() => "id0");
     const ev = p.push("<|channel|>analysis<|message|>Thinking about it");
     expect(ev).toEqual([{ type: "reasoning", text: "Thinking about it" }]);
     expect(p.push(" more<|e")).toEqual([{ type: "reasoning", text: " more" }]);
@@ -94,12 +50,12 @@ describe("gpt-oss parser", () => {
 
   test("analysis then a tool call", () => {
     const args = '{"city": "Oslo", "unit": "c"}';
-    const r = parseAllSplits(
+    const r = parse(
       `<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>${args}<|call|>`,
     );
     expect(r.reasoning).toBe("Need weather.");
     expect(r.text).toBe("");
-    expect(r.calls).toEqual([{ id: "call_0", name: "get_weather", args, end: args }]);
+    expect(r.calls).toEqual([{ id: "id0", name: "get_weather", args, end: args }]);
   });
 
   test("call-start comes once the header is complete; args stream", () => {
@@ -117,26 +73,26 @@ describe("gpt-oss parser", () => {
   });
 
   test("recipient before the channel, at the reply start and after <|start|>", () => {
-    const first = parseAllSplits(' to=functions.f<|channel|>commentary <|constrain|>json<|message|>{"x":1}<|call|>');
-    expect(first.calls).toEqual([{ id: "call_0", name: "f", args: '{"x":1}', end: '{"x":1}' }]);
-    const later = parseAllSplits(
+    const first = parse(' to=functions.f<|channel|>commentary <|constrain|>json<|message|>{"x":1}<|call|>');
+    expect(first.calls).toEqual([{ id: "id0", name: "f", args: '{"x":1}', end: '{"x":1}' }]);
+    const later = parse(
       "<|channel|>analysis<|message|>hm<|end|><|start|>assistant to=functions.g<|channel|>commentary json<|message|>{}<|call|>",
     );
-    expect(later).toEqual({ text: "", reasoning: "hm", calls: [{ id: "call_0", name: "g", args: "{}", end: "{}" }] });
+    expect(later).toEqual({ text: "", reasoning: "hm", calls: [{ id: "id0", name: "g", args: "{}", end: "{}" }] });
   });
 
   test("commentary without a recipient is content", () => {
-    const r = parseAllSplits("<|channel|>commentary<|message|>Working on it.<|end|>");
+    const r = parse("<|channel|>commentary<|message|>Working on it.<|end|>");
     expect(r).toEqual({ text: "Working on it.", reasoning: "", calls: [] });
   });
 
   test("an unterminated call ends at flush", () => {
-    const r = parse(['<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a":1}']);
-    expect(r.calls).toEqual([{ id: "call_0", name: "f", args: '{"a":1}', end: '{"a":1}' }]);
+    const r = run(gptOss, ['<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a":1}']);
+    expect(r.calls).toEqual([{ id: "id0", name: "f", args: '{"a":1}', end: '{"a":1}' }]);
   });
 
   test("plain text without headers stays content", () => {
-    expect(parseAllSplits("Just an answer.")).toEqual({ text: "Just an answer.", reasoning: "", calls: [] });
+    expect(parse("Just an answer.")).toEqual({ text: "Just an answer.", reasoning: "", calls: [] });
   });
 
   test("malformed headers stay content", () => {
@@ -146,7 +102,7 @@ describe("gpt-oss parser", () => {
       "<|start|>user<|channel|>final<|message|>x",
       "<|channel|>analysis<|end|>after",
     ]) {
-      const r = parseAllSplits(bad);
+      const r = parse(bad);
       expect(r.calls).toEqual([]);
       expect(r.reasoning).toBe("");
       expect(r.text).toBe(bad);
@@ -154,7 +110,7 @@ describe("gpt-oss parser", () => {
   });
 
   test("a good message after a malformed header is still parsed", () => {
-    const r = parseAllSplits("<|channel|>bogus<|message|>x <|channel|>final<|message|>ok<|return|>");
+    const r = parse("<|channel|>bogus<|message|>x <|channel|>final<|message|>ok<|return|>");
     expect(r).toEqual({ text: "<|channel|>bogus<|message|>x ok", reasoning: "", calls: [] });
   });
 });

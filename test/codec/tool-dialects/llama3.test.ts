@@ -3,8 +3,9 @@ import { describe, expect, test } from "bun:test";
 import { gbnfErrors, parseGbnf } from "../../../grammar/index.ts";
 import { genericJson } from "../../../src/codec/tool-dialects/generic-json.ts";
 import { llama3 } from "../../../src/codec/tool-dialects/llama3.ts";
-import type { ToolCallEvent, ToolDialect, ToolSpec } from "../../../src/codec/tool-dialects/types.ts";
+import type { ToolDialect, ToolSpec } from "../../../src/codec/tool-dialects/types.ts";
 import { recognizes } from "../../grammar/recognizer.ts";
+import { merge, parseAllWays, run } from "./parse-harness.ts";
 
 // A small Llama-3-style template written for these tests (not a real model's).
 const LLAMA3_TEMPLATE = [
@@ -30,52 +31,7 @@ const NO_TOOLS_TEMPLATE = "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ 
 
 const noToken = () => false;
 
-interface Merged {
-  text: string;
-  calls: { id: string; name: string; args: string; end: string | undefined }[];
-}
-
-function merge(events: ToolCallEvent[]): Merged {
-  const m: Merged = { text: "", calls: [] };
-  for (const e of events) {
-    if (e.type === "text") m.text += e.text;
-    else if (e.type === "call-start") {
-      expect(e.index).toBe(m.calls.length);
-      m.calls.push({ id: e.id, name: e.name, args: "", end: undefined });
-    } else if (e.type === "call-args") m.calls[e.index]!.args += e.text;
-    else if (e.type === "call-end") {
-      const c = m.calls[e.index]!;
-      expect(c.end).toBeUndefined();
-      expect(e.arguments).toBe(c.args);
-      c.end = e.arguments;
-    }
-  }
-  for (const c of m.calls) expect(c.end).toBeDefined();
-  return m;
-}
-
-function ids(): () => string {
-  let n = 0;
-  return () => `call_${n++}`;
-}
-
-function run(d: ToolDialect, chunks: string[]): Merged {
-  const p = d.parser(ids());
-  const events: ToolCallEvent[] = [];
-  for (const c of chunks) events.push(...p.push(c));
-  events.push(...p.flush());
-  return merge(events);
-}
-
-/** The whole text, then split at every boundary into two pieces, then one character at a time: same result. */
-function parseAllWays(d: ToolDialect, text: string): Merged {
-  const whole = run(d, [text]);
-  for (let i = 1; i < text.length; i++) expect(run(d, [text.slice(0, i), text.slice(i)])).toEqual(whole);
-  expect(run(d, [...text])).toEqual(whole);
-  return whole;
-}
-
-const call = (name: string, args: string, id = "call_0") => ({ id, name, args, end: args });
+const call = (name: string, args: string, id = "id0") => ({ id, name, args, end: args });
 
 describe("llama3 detection", () => {
   test("a Llama-3-style template with JSON calls", () => {
@@ -92,26 +48,26 @@ describe("llama3 detection", () => {
 describe("llama3 parser", () => {
   test("one call, whole and split at every boundary", () => {
     const m = parseAllWays(llama3, '{"name": "get_weather", "parameters": {"city": "Oslo", "days": [1, 2]}}');
-    expect(m).toEqual({ text: "", calls: [call("get_weather", '{"city": "Oslo", "days": [1, 2]}')] });
+    expect(m).toEqual({ text: "", reasoning: "", calls: [call("get_weather", '{"city": "Oslo", "days": [1, 2]}')] });
   });
   test("<|python_tag|> prefix and leading whitespace", () => {
     const m = parseAllWays(llama3, '\n<|python_tag|>{"name": "f", "parameters": {"q": "a } b"}}');
-    expect(m).toEqual({ text: "", calls: [call("f", '{"q": "a } b"}')] });
+    expect(m).toEqual({ text: "", reasoning: "", calls: [call("f", '{"q": "a } b"}')] });
   });
   test('"arguments" in place of "parameters"', () => {
     const m = parseAllWays(llama3, '{"name": "f", "arguments": {}}');
-    expect(m).toEqual({ text: "", calls: [call("f", "{}")] });
+    expect(m).toEqual({ text: "", reasoning: "", calls: [call("f", "{}")] });
   });
   test("plain content untouched and streamed at once", () => {
     const text = "The weather in Oslo is {probably} fine; <|python_ nothing here.";
-    expect(parseAllWays(llama3, text)).toEqual({ text, calls: [] });
-    const p = llama3.parser(ids());
+    expect(parseAllWays(llama3, text)).toEqual({ text, reasoning: "", calls: [] });
+    const p = llama3.parser({ newId: () => "id0" });
     expect(p.push("Hello")).toEqual([{ type: "text", text: "Hello" }]);
   });
   test("a call is held until its object closes", () => {
-    const p = llama3.parser(ids());
+    const p = llama3.parser({ newId: () => "id0" });
     expect(p.push('{"name": "f", "parameters": {"a": 1}')).toEqual([]);
-    expect(merge(p.push("}"))).toEqual({ text: "", calls: [call("f", '{"a": 1}')] });
+    expect(merge(p.push("}"))).toEqual({ text: "", reasoning: "", calls: [call("f", '{"a": 1}')] });
     expect(p.flush()).toEqual([]);
   });
   test("malformed or non-call JSON stays content", () => {
@@ -121,22 +77,25 @@ describe("llama3 parser", () => {
       '{"city": "Oslo"} is the answer',
       '<|python_tag|>brave_search.call(query="x")',
     ]) {
-      expect(parseAllWays(llama3, text)).toEqual({ text, calls: [] });
+      expect(parseAllWays(llama3, text)).toEqual({ text, reasoning: "", calls: [] });
     }
   });
   test("a call cut off by the end of the reply is a partial call once its arguments began, else dropped", () => {
     expect(parseAllWays(llama3, '{"name": "f", "parameters": {"a": 1}')).toEqual({
       text: "",
+      reasoning: "",
       calls: [call("f", '{"a": 1}')],
     });
     // Issue #34 (3): the reply a cap cut in a forced call's 190-digit number.
     expect(parseAllWays(llama3, '<|python_tag|>{"name":"add","parameters":{"a":4572999')).toEqual({
       text: "",
+      reasoning: "",
       calls: [call("add", '{"a":4572999')],
     });
     expect(parseAllWays(llama3, '{"name": "a", "parameters": {}}; {"name": "b", "arguments": {"x": [1, ')).toEqual({
       text: "",
-      calls: [call("a", "{}"), call("b", '{"x": [1', "call_1")],
+      reasoning: "",
+      calls: [call("a", "{}"), call("b", '{"x": [1', "id1")],
     });
     for (const cut of [
       '{"name": "get_wea',
@@ -145,18 +104,18 @@ describe("llama3 parser", () => {
       '<|python_tag|>{"na',
       "{",
     ]) {
-      expect(parseAllWays(llama3, cut)).toEqual({ text: "", calls: [] });
+      expect(parseAllWays(llama3, cut)).toEqual({ text: "", reasoning: "", calls: [] });
     }
   });
   test("two calls separated by ';' or a newline", () => {
     for (const sep of ["; ", ";", "\n", "\n<|python_tag|>"]) {
       const m = parseAllWays(llama3, `{"name": "a", "parameters": {"x": 1}}${sep}{"name": "b", "parameters": {}}\n`);
-      expect(m).toEqual({ text: "", calls: [call("a", '{"x": 1}'), call("b", "{}", "call_1")] });
+      expect(m).toEqual({ text: "", reasoning: "", calls: [call("a", '{"x": 1}'), call("b", "{}", "id1")] });
     }
   });
   test("text after a call is content", () => {
     const m = parseAllWays(llama3, '{"name": "a", "parameters": {}}\nDone.');
-    expect(m).toEqual({ text: "\nDone.", calls: [call("a", "{}")] });
+    expect(m).toEqual({ text: "\nDone.", reasoning: "", calls: [call("a", "{}")] });
   });
 });
 
@@ -215,14 +174,14 @@ describe("genericJson", () => {
   });
   test("a call object, whole and split", () => {
     const m = parseAllWays(genericJson, ' {"name": "f", "arguments": {"a": [1, {"b": 2}]}}\n');
-    expect(m).toEqual({ text: "", calls: [call("f", '{"a": [1, {"b": 2}]}')] });
+    expect(m).toEqual({ text: "", reasoning: "", calls: [call("f", '{"a": [1, {"b": 2}]}')] });
   });
   test("an array of calls in a ```json fence", () => {
     const m = parseAllWays(
       genericJson,
       '```json\n[{"name": "a", "parameters": {}}, {"name": "b", "arguments": {"x": "y"}}]\n```',
     );
-    expect(m).toEqual({ text: "", calls: [call("a", "{}"), call("b", '{"x": "y"}', "call_1")] });
+    expect(m).toEqual({ text: "", reasoning: "", calls: [call("a", "{}"), call("b", '{"x": "y"}', "id1")] });
   });
   test("anything else is content", () => {
     for (const text of [
@@ -233,31 +192,38 @@ describe("genericJson", () => {
       '[{"name": "f", "arguments": {}}, 3]',
       "```python\nprint(1)\n```",
     ]) {
-      expect(parseAllWays(genericJson, text)).toEqual({ text, calls: [] });
+      expect(parseAllWays(genericJson, text)).toEqual({ text, reasoning: "", calls: [] });
     }
   });
   test("a call cut off by the end of the reply is a partial call once its arguments began, else dropped", () => {
-    expect(parseAllWays(genericJson, '{"name": "f", "arguments": {}')).toEqual({ text: "", calls: [call("f", "{}")] });
+    expect(parseAllWays(genericJson, '{"name": "f", "arguments": {}')).toEqual({
+      text: "",
+      reasoning: "",
+      calls: [call("f", "{}")],
+    });
     expect(parseAllWays(genericJson, '```json\n{"name": "f", "parameters": {"a": "b')).toEqual({
       text: "",
+      reasoning: "",
       calls: [call("f", '{"a": "b')],
     });
     expect(parseAllWays(genericJson, '[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"a": 1,')).toEqual({
       text: "",
-      calls: [call("f", "{}"), call("g", '{"a": 1', "call_1")],
+      reasoning: "",
+      calls: [call("f", "{}"), call("g", '{"a": 1', "id1")],
     });
     // The calls that closed stay; the one cut before its arguments is dropped.
     expect(parseAllWays(genericJson, '[{"name": "f", "arguments": {}}, {"na')).toEqual({
       text: "",
+      reasoning: "",
       calls: [call("f", "{}")],
     });
     for (const cut of ["{", '{"nam', '{"name": "f", "arguments": ']) {
-      expect(parseAllWays(genericJson, cut)).toEqual({ text: "", calls: [] });
+      expect(parseAllWays(genericJson, cut)).toEqual({ text: "", reasoning: "", calls: [] });
     }
-    expect(parseAllWays(genericJson, '{"answer": 4')).toEqual({ text: '{"answer": 4', calls: [] });
+    expect(parseAllWays(genericJson, '{"answer": 4')).toEqual({ text: '{"answer": 4', reasoning: "", calls: [] });
   });
   test("non-call JSON is released as soon as it closes", () => {
-    const p = genericJson.parser(ids());
+    const p = genericJson.parser({ newId: () => "id0" });
     expect(p.push('{"answer": ')).toEqual([]);
     expect(p.push("42}")).toEqual([{ type: "text", text: '{"answer": 42}' }]);
   });
