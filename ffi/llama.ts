@@ -97,7 +97,7 @@ const shimSymbols = {
   sf_model_load: { args: ["ptr", "i32", "bool"], returns: "ptr" },
   sf_model_load_offload: { args: ["ptr", "i32", "i32", "i32", "ptr", "ptr"], returns: "ptr" },
   sf_context_new: {
-    args: ["ptr", "u32", "u32", "u32", "u32", "i32", "bool", "i32", "bool", "bool"],
+    args: ["ptr", "u32", "u32", "u32", "u32", "i32", "bool", "i32", "bool", "bool", "i32", "i32"],
     returns: "ptr",
   },
   sf_sampler_chain_new: { args: [], returns: "ptr" },

@@ -205,9 +205,12 @@ struct llama_model *sf_model_load_offload(const char *path, int32_t n_gpu_layers
 
 // n_seq_max sequences, each with its own KV buffer (kv_unified = false) unless
 // `unified` is asked for: see docs/design.md#kv-layout (one buffer per sequence).
+// type_k / type_v: the KV cache's ggml types (f16 = 1; a quantized V needs
+// flash attention, which stays on llama.cpp's automatic choice).
 struct llama_context *sf_context_new(struct llama_model *model, uint32_t n_ctx, uint32_t n_batch,
                                      uint32_t n_ubatch, uint32_t n_seq_max, int32_t n_threads,
-                                     bool embeddings, int32_t pooling_type, bool unified, bool offload_kqv) {
+                                     bool embeddings, int32_t pooling_type, bool unified, bool offload_kqv,
+                                     int32_t type_k, int32_t type_v) {
     struct llama_context_params p = llama_context_default_params();
     p.n_ctx = n_ctx;
     p.n_batch = n_batch;
@@ -219,6 +222,8 @@ struct llama_context *sf_context_new(struct llama_model *model, uint32_t n_ctx, 
     p.pooling_type = pooling_type;
     p.kv_unified = unified;
     p.offload_kqv = offload_kqv;
+    p.type_k = type_k;
+    p.type_v = type_v;
     p.no_perf = true;
     return llama_init_from_model(model, p);
 }

@@ -224,9 +224,9 @@ export function literalTrie(texts: string[]): Expr {
       let text = ch;
       let n = child;
       while (!n.end && n.next.size === 1) {
-        const [[c, only]] = n.next;
+        const [c, only] = n.next.entries().next().value!;
         text += c;
-        n = only!;
+        n = only;
       }
       alts.push(seq(lit(text), emit(n)));
     }

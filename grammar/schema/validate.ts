@@ -106,7 +106,7 @@ export function valueMatches(v: unknown, schema: unknown, path: string, ctx: Ctx
       case "format": {
         const f = kv as string;
         if (f in STRING_FORMATS) {
-          const src = STRING_FORMATS[f];
+          const src = STRING_FORMATS[f] ?? null;
           if (typeof v === "string" && src !== null && !formatRegex(src).test(v)) return false;
         } else if (f in NUMBER_FORMATS) {
           const nf = NUMBER_FORMATS[f]!;

@@ -14,7 +14,9 @@ import { usableRpcWorker } from "../rpc/probe.ts";
 import { detectReasoningMarkers } from "../codec/reasoning-markers.ts";
 import { detectToolDialect } from "../codec/tool-dialects/index.ts";
 import { LlamaModel } from "../engine/model.ts";
-import { describeModel, readGguf } from "../gguf/index.ts";
+import { describeModel, kvBytesPerToken, readGguf } from "../gguf/index.ts";
+import { formatBytes } from "../runtime/byte-size.ts";
+import { KV_BITS } from "../gguf/kv-type.ts";
 
 export async function runCheck(argv: string[]): Promise<number> {
   const i = argv.indexOf("--model");
@@ -60,7 +62,10 @@ export async function runCheck(argv: string[]): Promise<number> {
       const model = LlamaModel.load(modelPath, { vocabOnly: true });
       try {
         console.log(`model: ${modelPath}: vocabulary of ${model.vocabInfo.size} tokens`);
-        const info = describeModel(await readGguf(modelPath));
+        const file = await readGguf(modelPath);
+        const info = describeModel(file);
+        const perToken = (bits: string) => formatBytes(kvBytesPerToken(file, KV_BITS[bits]));
+        console.log(`  KV a token: ${perToken("16")} f16, ${perToken("8")} q8_0, ${perToken("4")} q4_0 (--kv-bits)`);
         const template = info.toolUseTemplate ?? info.chatTemplate ?? "";
         const single = (s: string) => model.tokenize(s, { parseSpecial: true }).length === 1;
         const wire = template ? detectToolDialect(template, single) : undefined;

@@ -47,6 +47,8 @@ export interface ValueDecl<T = unknown> extends DeclBase {
   readonly parse: (raw: string, flag: string) => T;
   /** Every occurrence counts, in order; the value is then a list (empty when none). */
   readonly repeatable?: boolean;
+  /** A single-dash spelling, as llama-server's `-ctk` (`ctk`). */
+  readonly short?: string;
   /** When neither the flag nor its variable is given; a function is called with the environment. */
   readonly default?: T | ((env: Env) => T);
 }
@@ -99,7 +101,8 @@ export function flagSpecs(decls: readonly FlagDecl[], meta: readonly string[] = 
   for (const d of decls) {
     if (d.value !== undefined) {
       const aliases = d.aliases ? { aliases: d.aliases } : {};
-      specs[d.flag] = { value: true, ...(d.repeatable ? { repeatable: true } : {}), ...aliases };
+      const short = d.short ? { short: d.short } : {};
+      specs[d.flag] = { value: true, ...(d.repeatable ? { repeatable: true } : {}), ...aliases, ...short };
       continue;
     }
     specs[d.flag] = { ...(d.aliases ? { aliases: d.aliases } : {}), ...(d.short ? { short: d.short } : {}) };
@@ -164,7 +167,8 @@ export function readFlags<Ds extends readonly FlagDecl[]>(decls: Ds, flags: Pars
 
 /** `--flag VALUE`, `--park / --no-park`, `-v, --verbose`. */
 export function synopsis(d: FlagDecl, code: (s: string) => string = (s) => s): string {
-  if (d.value !== undefined) return code(`--${d.flag} ${d.value}`);
+  if (d.value !== undefined)
+    return d.short ? `${code(`-${d.short}`)}, ${code(`--${d.flag} ${d.value}`)}` : code(`--${d.flag} ${d.value}`);
   if (d.negatable) return `${code(`--${d.flag}`)} / ${code(`--no-${d.flag}`)}`;
   return d.short ? `${code(`-${d.short}`)}, ${code(`--${d.flag}`)}` : code(`--${d.flag}`);
 }

@@ -1,5 +1,6 @@
 // The value checks of `superfluid serve`'s flags (docs/cli.md#serve): each takes the raw
 // value and the flag's name, and throws UsageError (exit 2) naming the flag and what it expected.
+import { isKvType, KV_BITS, KV_TYPES, type KvTypeName, type KvTypes } from "../gguf/kv-type.ts";
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { isReference } from "../daemon/model-ref.ts";
@@ -58,6 +59,20 @@ export const text = (raw: string): string => raw;
 export function nonEmpty(raw: string, flag: string): string {
   if (raw.trim() === "") throw new UsageError(`--${flag} expects a path, got ''`);
   return raw;
+}
+
+/** --kv-bits: 0, 16, 8, 4 or 84 (src/runtime/kv-type.ts). */
+export function kvBits(raw: string, flag: string): KvTypes {
+  const types = KV_BITS[raw.trim()];
+  if (!types) throw new UsageError(`--${flag} takes 0 (auto), 16, 8, 4 or 84, got '${raw}'`);
+  return types;
+}
+
+/** --cache-type-k/-v: a KV element type llama.cpp takes. */
+export function kvType(raw: string, flag: string): KvTypeName {
+  const name = raw.trim().toLowerCase();
+  if (!isKvType(name)) throw new UsageError(`--${flag} takes one of ${Object.keys(KV_TYPES).join(", ")}, got '${raw}'`);
+  return name;
 }
 
 /** A KV size in cells: a whole number, values below 512 raised to 512. */

@@ -1,7 +1,8 @@
 // A small flag parser for `superfluid serve`: `--flag value` or `--flag=value`,
 // the last occurrence of a scalar wins, repeatable flags accumulate, and an
-// unknown flag is refused naming the closest valid one. A one-letter switch
-// (`-v`) is read only where a spec names it; any other `-x` stays a bare argument.
+// unknown flag is refused naming the closest valid one. A single-dash spelling
+// (the switch `-v`, llama-server's `-ctk VALUE`) is read only where a spec
+// names it; any other `-x` stays a bare argument.
 
 export interface FlagSpec {
   /** Takes a value (otherwise a switch). */
@@ -9,7 +10,7 @@ export interface FlagSpec {
   repeatable?: boolean;
   /** Other spellings of the same flag. */
   aliases?: readonly string[];
-  /** A one-letter spelling (`v` for `-v`), switches only. */
+  /** A single-dash spelling (`v` for `-v`, `ctk` for `-ctk`). */
   short?: string;
 }
 
@@ -47,7 +48,15 @@ export function parseFlags(argv: string[], specs: Record<string, FlagSpec>): Par
     const arg = argv[i]!;
     const short = shorts.get(arg);
     if (short !== undefined) {
-      out.switches.add(short);
+      const spec = specs[short]!;
+      if (!spec.value) {
+        out.switches.add(short);
+        continue;
+      }
+      const value = argv[++i];
+      if (value === undefined) throw new FlagError(`${arg} needs a value`);
+      const list = out.values.get(short) ?? [];
+      out.values.set(short, spec.repeatable ? [...list, value] : [value]);
       continue;
     }
     if (!arg.startsWith("--") || arg === "--") {

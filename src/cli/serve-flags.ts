@@ -9,6 +9,7 @@ import { MAX_DRAFT_TOKENS, SPECULATION_DEFAULTS as SPEC } from "../engine/specul
 import { physicalCores } from "../engine/threads.ts";
 import { parseDeviceList, parseGpuLayers, parseSplitMode, parseTensorSplit } from "../engine/offload.ts";
 import { defaultReplicaId } from "../http/replica.ts";
+import { F16_KV } from "../gguf/kv-type.ts";
 import type { Env, FlagDecl } from "./flag-decl.ts";
 import {
   aliasOf,
@@ -18,6 +19,8 @@ import {
   cells,
   DEFAULT_PORT,
   httpAddress,
+  kvBits,
+  kvType,
   maxContext,
   nonEmpty,
   num,
@@ -1062,16 +1065,36 @@ export const SERVE_FLAGS = [
     flag: "kv-bits",
     key: "kvBits",
     value: "N",
-    parse: text,
+    parse: kvBits,
+    default: F16_KV,
+    shown: "`0` (f16)",
     internal: true,
-    expert: true,
-    refused: {
-      message: "the llamacpp runtime keeps its KV type per context and exposes no such knob",
-      only: { when: "N ≠ 0", test: (raw: string) => Number(raw) !== 0 },
-    },
     group: "models",
-    table: "refused",
-    help: "refused unless 0: llama.cpp keeps its KV type per context",
+    table: "engine",
+    help: "KV cache precision: 0 = auto (f16), 16 = f16, 8 = q8_0 (half the bytes), 4 = q4_0 (a quarter), 84 = K q8_0 and V q4_0",
+    doc: "KV cache precision: `0` = auto (f16), `16` = f16, `8` = q8_0 (half the bytes a token takes), `4` = q4_0 (a quarter), `84` = K q8_0, V q4_0. A quantized V needs flash attention ([quantized KV](#quantized-kv)); the draft and FIM models use the same types",
+  },
+  {
+    flag: "cache-type-k",
+    key: "cacheTypeK",
+    short: "ctk",
+    value: "TYPE",
+    parse: kvType,
+    internal: true,
+    group: "models",
+    table: "engine",
+    help: "the K cache's type, as llama-server's -ctk (f16, q8_0, q4_0, bf16, f32, q4_1, q5_0, q5_1, iq4_nl); beats --kv-bits",
+  },
+  {
+    flag: "cache-type-v",
+    key: "cacheTypeV",
+    short: "ctv",
+    value: "TYPE",
+    parse: kvType,
+    internal: true,
+    group: "models",
+    table: "engine",
+    help: "the V cache's type, as llama-server's -ctv; a quantized V needs flash attention; beats --kv-bits",
   },
   {
     flag: "park-lossy",

@@ -1,5 +1,6 @@
 // `superfluid serve [MODEL] [flags]` (docs/cli.md#serve): the options read from the flags declared
 // in serve-flags.ts, the checks that span several flags, and the --help and --help-all text.
+import type { KvTypes } from "../gguf/kv-type.ts";
 import type { ClassLanes } from "../engine/scheduler.ts";
 import type { OperatorSampling } from "../daemon/sampling-resolve.ts";
 import { SPECULATION_DEFAULTS } from "../engine/speculation.ts";
@@ -33,6 +34,8 @@ interface Derived {
   sampling: OperatorSampling;
   /** --speculate auto|prompt-lookup and the --spec-* tuning (docs/cli.md#speculative-decoding); absent = off. */
   speculation?: SpeculationSettings;
+  /** The KV's element types: --kv-bits, each part overridden by --cache-type-k/-v. */
+  kvTypes: KvTypes;
 }
 
 /** The keys of Derived, for the test that every other option comes from a declared flag. */
@@ -44,6 +47,7 @@ export const DERIVED_KEYS = [
   "tui",
   "sampling",
   "speculation",
+  "kvTypes",
 ] as const satisfies readonly (keyof Derived)[];
 
 /**
@@ -152,5 +156,6 @@ export function parseServeOptions(argv: string[], env: Env = process.env): Serve
     tui: v.tui !== false && process.stdout.isTTY === true && process.stdin.isTTY === true,
     sampling: { temperature: v.temperature, topP: v.topP, topK: v.topK, minP: v.minP, repeatPenalty: v.repeatPenalty },
     ...(spec ? { speculation: spec } : {}),
+    kvTypes: { k: v.cacheTypeK ?? v.kvBits.k, v: v.cacheTypeV ?? v.kvBits.v },
   };
 }

@@ -1,5 +1,6 @@
 // `superfluid serve`: resolve the models, load the ones named, know the rest
 // (--model-dir), start the listener (docs/cli.md#several-models).
+import { describeKvTypes } from "../gguf/kv-type.ts";
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkFit, freeMemoryBeforeLoad, type KvSizing } from "../daemon/fit-check.ts";
@@ -230,6 +231,7 @@ class ModelLoader {
       lanes: o.maxBatch,
       ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
       ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
+      kvTypes: o.kvTypes,
     };
   }
 
@@ -267,7 +269,7 @@ class ModelLoader {
           ? `${this.maxContext} tokens each`
           : "KV sized from free memory";
     this.log(
-      `superfluid: loading ${source.id} from ${source.path} (${o.maxBatch} lanes, ${sizing}, ${o.threads} threads; ` +
+      `superfluid: loading ${source.id} from ${source.path} (${o.maxBatch} lanes, ${sizing}, KV ${describeKvTypes(o.kvTypes)}, ${o.threads} threads; ` +
         `needs ${formatBytes(fit.weightBytes + fit.kvBytes)} of ${formatBytes(fit.free.bytes)} free) ...`,
     );
     const store = primary
@@ -284,6 +286,7 @@ class ModelLoader {
         maxBatch: o.maxBatch,
         ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
         ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
+        kvTypes: o.kvTypes,
         threads: o.threads,
         offload: offloadRequestOf(o),
         prefillBudget: o.prefillBudget,

@@ -6,6 +6,7 @@
 // available memory, or the GPU's free memory where llama.cpp offloads to
 // one. A model that does not fit is refused naming both figures, instead of
 // a worker that dies half-way through allocating or a machine that swaps.
+import type { KvTypes } from "../gguf/kv-type.ts";
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { defaultGpus } from "../../ffi/devices.ts";
@@ -24,6 +25,8 @@ export interface KvSizing {
   maxContext?: number;
   /** --kv-pool N. */
   kvPool?: number;
+  /** --kv-bits, --cache-type-k/-v: the KV's element types (f16 unless said). */
+  kvTypes?: KvTypes;
 }
 
 export interface FitFigures {
@@ -49,7 +52,9 @@ export class ModelTooLargeError extends RequestError {
       `model '${id}' does not fit in memory: it needs ${formatBytes(f.weightBytes + f.kvBytes)} ` +
         `(weights ${formatBytes(f.weightBytes)} + KV ${formatBytes(f.kvBytes)} for ${f.kvCells} tokens at ${formatBytes(f.bytesPerToken)} a token) ` +
         `but ${formatBytes(f.free.bytes)} of ${f.free.where} memory is free` +
-        (f.kvBytes > 0 ? "; a smaller --max-context or --max-batch, or unloading another model, would make room" : "") +
+        (f.kvBytes > 0
+          ? "; a smaller --max-context or --max-batch, a quantized KV (--kv-bits 8), or unloading another model, would make room"
+          : "") +
         (pulled === undefined
           ? ""
           : `; nothing of ${pulled} was downloaded (a smaller quant of ${id}, a lower :TAG, needs less; ` +
@@ -136,7 +141,7 @@ export function fitFigures(
   free: FreeMemory = freeMemory(),
 ): FitFigures {
   const weightBytes = typeof weights === "number" ? weights : weightBytesOf(weights);
-  const bytesPerToken = kvBytesPerToken(file);
+  const bytesPerToken = kvBytesPerToken(file, sizing.kvTypes);
   const left: FreeMemory = { bytes: Math.max(0, free.bytes - weightBytes), where: free.where };
   const plan = planKv(
     {

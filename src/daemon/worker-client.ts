@@ -4,6 +4,7 @@
 // a new worker is started, and the next request works. With a journal (the
 // session log), every event is recorded and made durable before it reaches
 // the generation's reader.
+import type { KvTypes } from "../gguf/kv-type.ts";
 import { offloadFlags, type OffloadRequest } from "../engine/offload.ts";
 import type { Subprocess } from "bun";
 import { randomUUID } from "node:crypto";
@@ -35,6 +36,8 @@ export interface WorkerOptions {
   maxContext?: number | "auto";
   /** Cells of a shared KV pool (--kv-pool). */
   kvPool?: number;
+  /** The KV's element types (--kv-bits, --cache-type-k/-v); undefined = f16. */
+  kvTypes?: KvTypes;
   threads?: number;
   /** --gpu-layers and the rest (src/engine/offload.ts); undefined = the worker's defaults. */
   offload?: OffloadRequest;
@@ -577,6 +580,7 @@ export class WorkerClient {
     if (o.maxBatch) args.push("--max-batch", String(o.maxBatch));
     if (o.maxContext) args.push("--max-context", String(o.maxContext));
     if (o.kvPool) args.push("--kv-pool", String(o.kvPool));
+    if (o.kvTypes) args.push("--cache-type-k", o.kvTypes.k, "--cache-type-v", o.kvTypes.v);
     if (o.threads) args.push("--threads", String(o.threads));
     if (o.prefillBudget !== undefined) args.push("--prefill-budget", String(o.prefillBudget));
     if (o.hostCacheMb !== undefined) args.push("--host-cache-mb", String(o.hostCacheMb));

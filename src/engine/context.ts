@@ -6,6 +6,7 @@
 import { ptr, type Pointer } from "bun:ffi";
 import { handle } from "../../ffi/llama.ts";
 import { threadpoolApi } from "../../ffi/threadpool.ts";
+import { describeKvTypes, F16_KV, isQuantized, KV_TYPES, type KvTypes } from "../gguf/kv-type.ts";
 import type { LlamaModel } from "./model.ts";
 import { floatView } from "./model.ts";
 
@@ -22,6 +23,8 @@ export interface ContextOptions {
   threads: number;
   /** The KV of offloaded layers lives on their device (llama.cpp offload_kqv; --no-kv-offload keeps it on the host). */
   kvOffload?: boolean;
+  /** The KV cache's element types (f16 unless said: --kv-bits, --cache-type-k/-v). */
+  kvTypes?: KvTypes;
 }
 
 export class DecodeError extends Error {
@@ -49,6 +52,8 @@ export class LlamaContext {
   readonly shared: boolean;
   /** KV cells in all. */
   readonly poolCells: number;
+  /** The KV cache's element types. */
+  readonly kvTypes: KvTypes;
   readonly batchSize: number;
   /** Tokens llama.cpp computes in one step (n_ubatch). */
   readonly microBatchSize: number;
@@ -68,6 +73,8 @@ export class LlamaContext {
     const { api, shim } = model.llama;
     this.shared = opts.sharedCells !== undefined;
     const cells = opts.sharedCells ?? opts.sequences * opts.cellsPerSequence;
+    const types = opts.kvTypes ?? F16_KV;
+    refuseSplitHeads(model, types);
     const ctx = shim.sf_context_new(
       model.handle,
       cells,
@@ -79,11 +86,18 @@ export class LlamaContext {
       -1,
       this.shared,
       opts.kvOffload ?? true,
+      KV_TYPES[types.k].ggml,
+      KV_TYPES[types.v].ggml,
     );
     const layout = this.shared
       ? `a shared pool of ${cells} cells`
       : `${opts.sequences} x ${opts.cellsPerSequence} cells`;
-    this.handle = handle(ctx, `context of ${layout} (out of memory?)`);
+    // llama.cpp refuses a quantized V when flash attention is off for this model and backend.
+    const why = isQuantized(types.v)
+      ? `out of memory, or no flash attention here for a ${types.v} V cache (use --cache-type-v f16)`
+      : "out of memory?";
+    this.handle = handle(ctx, `context of ${layout}, KV ${describeKvTypes(types)} (${why})`);
+    this.kvTypes = types;
     this.memory = handle(api.llama_get_memory(this.handle), "context memory");
     this.sequences = api.llama_n_seq_max(this.handle);
     this.cellsPerSequence = api.llama_n_ctx_seq(this.handle);
@@ -201,5 +215,21 @@ export class LlamaContext {
     this.model.llama.api.llama_detach_threadpool(this.handle);
     this.model.llama.api.llama_free(this.handle);
     threadpoolApi(this.model.llama).free(this.threadpool);
+  }
+}
+
+/** A quantized type stores values in blocks of 32: a head of another size cannot be cached in it (llama.cpp refuses). */
+function refuseSplitHeads(model: LlamaModel, types: KvTypes): void {
+  const heads = model.headSizes();
+  for (const [t, head] of [
+    [types.k, heads.key],
+    [types.v, heads.value],
+  ] as const) {
+    const block = KV_TYPES[t].block;
+    if (head > 0 && head % block !== 0)
+      throw new Error(
+        `the KV type ${t} stores values in blocks of ${block}, and this model's attention heads hold ${head}: ` +
+          "it needs an f16 KV cache (--kv-bits 0)",
+      );
   }
 }

@@ -11,6 +11,7 @@
 // whatever it rejected is cut off the draft sequence at the next tick's
 // levelling, since only the shared prefix is kept. The draft's pool has no
 // prefix sharing between its sequences (each holds its lane's whole context).
+import type { KvTypes } from "../gguf/kv-type.ts";
 import { LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
 import { commonPrefix } from "./token-prefix.ts";
@@ -32,6 +33,8 @@ export interface ModelDrafterOptions {
   /** Cells of the draft's own pool, shared by its sequences. */
   cells: number;
   threads: number;
+  /** The KV cache's element types, the target's. */
+  kvTypes?: KvTypes;
 }
 
 /** Calls to skip after the draft's context refused a decode. */
@@ -74,6 +77,7 @@ export class ModelDrafter {
       batchSize: 512,
       microBatchSize: 512,
       threads: opts.threads,
+      ...(opts.kvTypes ? { kvTypes: opts.kvTypes } : {}),
     });
     this.held = Array.from({ length: opts.sequences }, () => []);
     this.cells = opts.cells;

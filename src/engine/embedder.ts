@@ -11,6 +11,7 @@
 import type { Pointer } from "bun:ffi";
 import { handle } from "../../ffi/llama.ts";
 import { threadpoolApi } from "../../ffi/threadpool.ts";
+import { KV_TYPES } from "../gguf/kv-type.ts";
 import { DecodeError } from "./context.ts";
 import type { EngineSnapshot } from "./jobs.ts";
 import { floatView, type LlamaModel } from "./model.ts";
@@ -111,6 +112,8 @@ export class Embedder {
       POOLING_UNSPECIFIED,
       true,
       true,
+      KV_TYPES.f16.ggml,
+      KV_TYPES.f16.ggml,
     );
     this.ctx = handle(ctx, `embedding context of ${opts.window} tokens (out of memory?)`);
     const pooling = api.llama_pooling_type(this.ctx);

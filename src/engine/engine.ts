@@ -9,6 +9,7 @@
 // few free cells first moves cached prefixes to the host tier, then pauses
 // the least urgent lane, before it decodes.
 import type { Pointer } from "bun:ffi";
+import type { KvTypes } from "../gguf/kv-type.ts";
 import { DecodeError, LlamaContext } from "./context.ts";
 import type { LlamaModel } from "./model.ts";
 import { positionLogprobs } from "./logprobs.ts";
@@ -34,6 +35,8 @@ export interface EngineOptions {
   lanes: number;
   /** The KV of offloaded layers on their device (default); false keeps it on the host (--no-kv-offload). */
   kvOffload?: boolean;
+  /** The KV cache's element types, of the model's context and the draft's (f16 unless said). */
+  kvTypes?: KvTypes;
   /** Per-lane layout: each sequence's own buffer, and the window (ignored with sharedCells). */
   cellsPerSequence: number;
   /** Shared layout: one pool of this many cells all sequences draw from (kv-sizing.ts). */
@@ -249,6 +252,7 @@ export class Engine {
       microBatchSize: opts.microBatchSize ?? 512,
       threads: opts.threads,
       ...(opts.kvOffload === undefined ? {} : { kvOffload: opts.kvOffload }),
+      ...(opts.kvTypes ? { kvTypes: opts.kvTypes } : {}),
     });
     if (opts.speculation?.strategy === "draft-model") {
       try {
@@ -258,6 +262,7 @@ export class Engine {
           sequences,
           cells: Math.min(this.context.poolCells, DRAFT_POOL_MAX),
           threads: 1,
+          ...(opts.kvTypes ? { kvTypes: opts.kvTypes } : {}),
         });
       } catch (err) {
         this.context.free();
@@ -583,7 +588,7 @@ export class Engine {
     }
     for (const { item, qos } of this.queue.classed()) groups[qos]!.add(groupOf(item.job));
     const share = groups.map((set, qos) => {
-      const lanes = this.opts.classLanes?.[QOS_NAMES[qos]] ?? this.opts.lanes;
+      const lanes = this.opts.classLanes?.[QOS_NAMES[qos]!] ?? this.opts.lanes;
       return Math.max(1, Math.floor(lanes / Math.max(1, set.size)));
     });
     const count = (job: GenerateJob) => held.get(groupOf(job)) ?? 0;

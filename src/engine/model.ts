@@ -5,7 +5,8 @@ import { deviceFacts, listDevices, type DeviceFacts } from "../../ffi/devices.ts
 import { cstr, handle, loadLlama, type Llama } from "../../ffi/llama.ts";
 import { openVectorExpSum } from "../../ffi/vector-exp.ts";
 import { jsExpSum, type ExpSum } from "./draw.ts";
-import { describeModel, kvBytesPerToken, readGgufSync } from "../gguf/index.ts";
+import { describeModel, kvBytesPerToken, kvRowBytes, readGgufSync } from "../gguf/index.ts";
+import { F16_KV, type KvTypes } from "../gguf/kv-type.ts";
 import {
   chooseDevices,
   layerBytesOf,
@@ -166,23 +167,30 @@ export class LlamaModel {
   }
 
   /**
-   * KV bytes one token takes, f16 K and V in every layer: layers x KV heads
-   * x (key + value head size) x 2 bytes. Head sizes come from
+   * KV bytes one token takes, K and V of `types` (f16 unless said) in every
+   * layer: layers x (a K row of KV heads x key head size + a V row of KV heads
+   * x value head size), in each type's bytes. Head sizes come from
    * `<arch>.attention.key_length` / `value_length` where the GGUF has them
    * (Qwen3's 128 is not embedding / heads), else embedding / heads.
    */
-  get kvBytesPerToken(): number {
+  kvBytesPerToken(types: KvTypes = F16_KV): number {
     const api = this.llama.api;
     const layers = api.llama_model_n_layer(this.handle);
     if (layers <= 0) return 0; // a vocabulary-only load (llama.cpp aborts on per-layer getters then)
+    const { key, value } = this.headSizes();
+    return layers * kvRowBytes(api.llama_model_n_head_kv(this.handle), key, value, types);
+  }
+
+  /** Values in one attention head's key and value: the GGUF's key_length / value_length, else embedding / heads. */
+  headSizes(): { key: number; value: number } {
     const arch = this.meta("general.architecture") ?? "";
-    const heads = api.llama_model_n_head(this.handle);
+    const heads = this.llama.api.llama_model_n_head(this.handle);
     const fallback = heads > 0 ? this.embeddingLength / heads : 0;
     const size = (key: string) => {
       const n = Number(this.meta(`${arch}.attention.${key}`));
       return Number.isFinite(n) && n > 0 ? n : fallback;
     };
-    return layers * api.llama_model_n_head_kv(this.handle) * (size("key_length") + size("value_length")) * 2;
+    return { key: size("key_length"), value: size("value_length") };
   }
 
   /** Text to token ids. `parseSpecial` lets control-token text (e.g. <|im_start|>) become its token. */

@@ -1,6 +1,7 @@
 // Messages between the daemon and a worker process (Bun IPC, JSON). Token
 // streams travel as one message per tick carrying every lane's new tokens, not
 // one message per token.
+import type { KvTypeName } from "../gguf/kv-type.ts";
 import type { CpuInfo } from "../../ffi/cpu-variant.ts";
 import type { DeviceFacts } from "../../ffi/devices.ts";
 import type { BackendFailure } from "../../ffi/llama.ts";
@@ -26,6 +27,9 @@ export interface WorkerInfo {
     cells: number;
     bytes: number;
     bytesPerToken: number;
+    /** The K and V element types (--kv-bits, --cache-type-k/-v). */
+    typeK: KvTypeName;
+    typeV: KvTypeName;
     /** One line for the startup log: the window, the pool and why. */
     summary: string;
   };

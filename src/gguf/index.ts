@@ -2,7 +2,7 @@
 export * from "./types.ts";
 export { readGguf, readGgufSync, parseGgufPrefix, GgufFormatError, NeedMoreBytes } from "./reader.ts";
 export { describeModel, POOLING_TYPE_NAMES } from "./describe.ts";
-export { kvBytesPerToken } from "./kv-bytes.ts";
+export { kvBytesPerToken, kvRowBytes } from "./kv-bytes.ts";
 export type { ModelInfo, SpecialTokenIds, FimTokenIds, SamplingDefaults, PoolingTypeName } from "./describe.ts";
 export { writeGgufBytes, writeGgufFile, layoutGguf, inferValue } from "./writer.ts";
 export type {

@@ -1,6 +1,7 @@
 // KV bytes a token takes, from a GGUF's metadata alone: what the fit check
 // (src/daemon/fit-check.ts) and the offload plan (src/engine/offload.ts)
 // know before any weight is loaded.
+import { F16_KV, kvTypeBytes, type KvTypes } from "./kv-type.ts";
 import type { GgufFile, GgufValue } from "./types.ts";
 
 function num(v: GgufValue | undefined): number | undefined {
@@ -10,12 +11,13 @@ function num(v: GgufValue | undefined): number | undefined {
 }
 
 /**
- * KV bytes one token takes, f16 K and V in every layer, from the GGUF
- * metadata alone (the same sum the worker makes from the loaded model,
- * src/engine/model.ts): per layer, KV heads x (key + value head size) x 2
- * bytes. Per-layer head counts (an array) are summed layer by layer.
+ * KV bytes one token takes in every layer, K and V of the given types (f16
+ * unless said), from the GGUF metadata alone (the same sum the worker makes
+ * from the loaded model, src/engine/model.ts): per layer, a K row of KV heads
+ * x key head size and a V row of KV heads x value head size, each in its
+ * type's bytes. Per-layer head counts (an array) are summed layer by layer.
  */
-export function kvBytesPerToken(file: GgufFile): number {
+export function kvBytesPerToken(file: GgufFile, types: KvTypes = F16_KV): number {
   const md = file.metadata;
   const arch = typeof md["general.architecture"] === "string" ? md["general.architecture"] : "";
   const key = (k: string) => md[`${arch}.${k}`];
@@ -28,11 +30,16 @@ export function kvBytesPerToken(file: GgufFile): number {
     const n = num(key(`attention.${k}`));
     return n !== undefined && n > 0 ? n : fallback;
   };
-  const perHead = headSize("key_length") + headSize("value_length");
   const kvRaw = key("attention.head_count_kv") ?? headsRaw;
-  let kvHeads = 0;
+  let bytes = 0;
   for (let l = 0; l < layers; l++) {
-    kvHeads += Array.isArray(kvRaw) ? (num(kvRaw[l]) ?? 0) : (num(kvRaw) ?? heads);
+    const kvHeads = Array.isArray(kvRaw) ? (num(kvRaw[l]) ?? 0) : (num(kvRaw) ?? heads);
+    bytes += kvRowBytes(kvHeads, headSize("key_length"), headSize("value_length"), types);
   }
-  return kvHeads * perHead * 2;
+  return bytes;
+}
+
+/** One layer's K and V rows for one token: KV heads x head size values, in each type's bytes. */
+export function kvRowBytes(kvHeads: number, keySize: number, valueSize: number, types: KvTypes): number {
+  return kvTypeBytes(types.k, kvHeads * keySize) + kvTypeBytes(types.v, kvHeads * valueSize);
 }

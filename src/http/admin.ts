@@ -124,8 +124,8 @@ export async function props(
 export function kvCache(model: ServedModel) {
   const { sequences, kv } = model.worker.info;
   return {
-    type_k: "f16",
-    type_v: "f16",
+    type_k: kv.typeK,
+    type_v: kv.typeV,
     layout: kv.layout,
     sequences,
     // The most one conversation may hold: its own buffer, or its window in the shared pool.

@@ -18,6 +18,7 @@ import {
   type OffloadRequest,
 } from "../engine/offload.ts";
 import { parseEndpointList } from "../rpc/endpoint.ts";
+import { F16_KV, isKvType, KV_TYPES, type KvTypes } from "../gguf/kv-type.ts";
 
 export interface WorkerArgs {
   model: string;
@@ -28,6 +29,8 @@ export interface WorkerArgs {
   maxContext?: number;
   /** Cells of a shared pool (--kv-pool). */
   kvPool?: number;
+  /** The KV cache's element types (--cache-type-k, --cache-type-v). */
+  kvTypes: KvTypes;
   threads: number;
   prefillBudget: number;
   /** Host-tier bytes for prefixes that leave the pool; undefined = the engine's default, 0 = none. */
@@ -78,6 +81,7 @@ function positiveNumber(flag: string, value: string | undefined, orZero = false)
 
 export function parseWorkerArgs(argv: string[]): WorkerArgs {
   const args: Partial<WorkerArgs> = {};
+  const kvTypes: KvTypes = { ...F16_KV };
   let classLanes: string | undefined;
   // The --spec-* values, applied once the directive is known (any order).
   const tuning: Partial<Omit<SpeculationSettings, "directive">> = {};
@@ -120,6 +124,12 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
         break;
       case "--starvation-ticks":
         args.starvationTicks = wholeNumber(flag, value, 2 ** 31 - 1);
+        break;
+      case "--cache-type-k":
+      case "--cache-type-v":
+        if (!value || !isKvType(value))
+          throw new UsageError(`${flag} takes one of ${Object.keys(KV_TYPES).join(", ")}, got ${value ?? "nothing"}`);
+        kvTypes[flag === "--cache-type-k" ? "k" : "v"] = value;
         break;
       case "--host-cache-mb":
         args.hostCacheBytes = wholeNumber(flag, value, 2 ** 40) * 2 ** 20;
@@ -218,6 +228,7 @@ export function parseWorkerArgs(argv: string[]): WorkerArgs {
     maxBatch: args.maxBatch ?? WORKER_DEFAULTS.maxBatch,
     ...(args.maxContext === undefined ? {} : { maxContext: Math.max(MIN_CONTEXT, args.maxContext) }),
     ...(args.kvPool === undefined ? {} : { kvPool: Math.max(MIN_CONTEXT, args.kvPool) }),
+    kvTypes,
     threads: args.threads ?? physicalCores(),
     prefillBudget: args.prefillBudget ?? WORKER_DEFAULTS.prefillBudget,
     ...(args.hostCacheBytes === undefined ? {} : { hostCacheBytes: args.hostCacheBytes }),

@@ -32,7 +32,7 @@ function embeddingWindow(maxContext: number | undefined, trainedContext: number)
 }
 
 function describe(args: WorkerArgs, model: LlamaModel, embedder: Embedder): WorkerInfo {
-  const bytesPerToken = model.kvBytesPerToken;
+  const bytesPerToken = model.kvBytesPerToken();
   return {
     ...modelInfo(args, model),
     lanes: embedder.sequences,
@@ -43,6 +43,8 @@ function describe(args: WorkerArgs, model: LlamaModel, embedder: Embedder): Work
       cells: embedder.window,
       bytes: embedder.window * bytesPerToken,
       bytesPerToken,
+      typeK: "f16",
+      typeV: "f16",
       summary: `embedding model (${embedder.pooling} pooling, ${embedder.dimensions} dimensions): inputs of up to ${embedder.window} tokens, up to ${embedder.sequences} inputs in one decode`,
     },
     prefillBudget: embedder.window,

@@ -30,7 +30,7 @@ function describe(
   plan: KvPlan,
   speculation: ResolvedSpeculation,
 ): WorkerInfo {
-  const bytesPerToken = model.kvBytesPerToken;
+  const bytesPerToken = model.kvBytesPerToken(args.kvTypes);
   return {
     ...modelInfo(args, model),
     speculation: speculation.strategy,
@@ -43,6 +43,8 @@ function describe(
       cells: engine.context.poolCells,
       bytes: engine.context.poolCells * bytesPerToken,
       bytesPerToken,
+      typeK: args.kvTypes.k,
+      typeV: args.kvTypes.v,
       summary: plan.summary,
     },
     prefillBudget: args.prefillBudget,
@@ -80,7 +82,11 @@ function buildEngine(
   speculation: ResolvedSpeculation,
   draft?: LlamaModel,
 ): { engine: Engine; plan: KvPlan } {
-  const facts = { lanes: args.maxBatch, trainedContext: model.trainedContext, bytesPerToken: model.kvBytesPerToken };
+  const facts = {
+    lanes: args.maxBatch,
+    trainedContext: model.trainedContext,
+    bytesPerToken: model.kvBytesPerToken(args.kvTypes),
+  };
   const free = () => freeForKv(model.llama, model.weightBytes, (model.offload?.devices.length ?? 0) > 0);
   const request = {
     ...(args.maxContext === undefined ? {} : { maxContext: args.maxContext }),
@@ -92,6 +98,7 @@ function buildEngine(
       const engine = new Engine(model, {
         lanes: args.maxBatch,
         kvOffload: args.offload.kvOffload,
+        kvTypes: args.kvTypes,
         cellsPerSequence: plan.cellsPerSequence,
         ...(plan.layout === "shared" ? { sharedCells: plan.poolCells, window: plan.window } : {}),
         threads: args.threads,

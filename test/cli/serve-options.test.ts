@@ -80,10 +80,6 @@ describe("serve options", () => {
   });
 
   test("llama.cpp's startup refusals, in the spec's words", () => {
-    expect(() => parse("--kv-bits", "8")).toThrow(
-      "the llamacpp runtime keeps its KV type per context and exposes no such knob",
-    );
-    expect(parse("--kv-bits", "0").port).toBe(8453);
     expect(() => parse("--park-lossy")).toThrow("the llamacpp runtime exports no lossy encoding");
     expect(() => parse("--speculate", "eagle3:/x")).toThrow(UsageError);
     expect(parse("--speculate", "auto").port).toBe(8453);
@@ -136,6 +132,20 @@ describe("serve options", () => {
       expect(() => fromEnv({ SUPERFLUID_ALLOW_ORIGINS: open })).toThrow("it needs a key");
       expect(parse("--allow-origin", open, "--api-key", "sk-one").allowOrigins).toEqual([open]);
     }
+  });
+
+  test("--kv-bits and llama-server's -ctk/-ctv: the KV's types, each part overridable", () => {
+    expect(parse().kvTypes).toEqual({ k: "f16", v: "f16" });
+    expect(parse("--kv-bits", "0").kvTypes).toEqual({ k: "f16", v: "f16" });
+    expect(parse("--kv-bits", "8").kvTypes).toEqual({ k: "q8_0", v: "q8_0" });
+    expect(parse("--kv-bits", "4").kvTypes).toEqual({ k: "q4_0", v: "q4_0" });
+    expect(parse("--kv-bits", "84").kvTypes).toEqual({ k: "q8_0", v: "q4_0" });
+    expect(parse("--kv-bits", "16").kvTypes).toEqual({ k: "f16", v: "f16" });
+    expect(parse("-ctk", "q8_0", "-ctv", "Q4_0").kvTypes).toEqual({ k: "q8_0", v: "q4_0" });
+    expect(parse("--kv-bits", "4", "--cache-type-v", "f16").kvTypes).toEqual({ k: "q4_0", v: "f16" });
+    expect(() => parse("--kv-bits", "6")).toThrow("--kv-bits takes 0 (auto), 16, 8, 4 or 84, got '6'");
+    expect(() => parse("-ctk", "q3_k")).toThrow("--cache-type-k takes one of f32, f16, bf16, q8_0, q4_0");
+    expect(() => parse("-ctv")).toThrow("-ctv needs a value");
   });
 
   test("session and prefix-cache flags", () => {

@@ -86,8 +86,8 @@ describe("shared KV pool", () => {
       };
       const perToken = (exported(300) - exported(100)) / 200;
       // Each exported cell also carries a few bytes of its own (position, sequence ids).
-      expect(perToken - tiny.model.kvBytesPerToken).toBeGreaterThan(0);
-      expect(perToken - tiny.model.kvBytesPerToken).toBeLessThanOrEqual(16);
+      expect(perToken - tiny.model.kvBytesPerToken()).toBeGreaterThan(0);
+      expect(perToken - tiny.model.kvBytesPerToken()).toBeLessThanOrEqual(16);
     } finally {
       ctx.free();
     }

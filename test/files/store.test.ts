@@ -202,7 +202,7 @@ describe("FileStore", () => {
     const page3 = store.list({ limit: 2, after: page2.last_id! });
     expect(page3).toMatchObject({ has_more: false, first_id: desc[4], last_id: desc[4] });
     expect(store.list({ order: "asc", after: ids[2] }).data.map((r) => r.id)).toEqual(ids.slice(3));
-    expect(store.list({ purpose: "batch" }).data.map((r) => r.id)).toEqual([ids[4], ids[2], ids[0]]);
+    expect(store.list({ purpose: "batch" }).data.map((r) => r.id)).toEqual([ids[4]!, ids[2]!, ids[0]!]);
     expect(store.list({ purpose: "nothing" })).toEqual({ data: [], has_more: false, first_id: null, last_id: null });
     // A cursor deleted between pages keeps its place; an id never seen is refused.
     await store.delete(desc[1]!);

@@ -46,6 +46,10 @@ export function modelObject(registry: ModelRegistry, model: ServedModel) {
       // The KV pool the window draws from: one buffer per sequence, or one pool shared by all.
       kv_layout: model.worker.info.kv.layout,
       kv_cells: model.worker.info.kv.cells,
+      // Its element types (--kv-bits, -ctk/-ctv) and the bytes a token takes in them.
+      kv_type_k: model.worker.info.kv.typeK,
+      kv_type_v: model.worker.info.kv.typeV,
+      kv_bytes_per_token: model.worker.info.kv.bytesPerToken,
       // The speculative decoding its worker runs (--speculate, per model: auto may resolve to off).
       speculation: model.worker.info.speculation,
     },

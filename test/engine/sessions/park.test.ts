@@ -131,7 +131,7 @@ describe("parking", () => {
       const bytes = readFileSync(path);
       if (damage === "truncate") writeFileSync(path, bytes.subarray(0, bytes.length - 100));
       else {
-        bytes[bytes.length - 500] ^= 0xff;
+        bytes[bytes.length - 500]! ^= 0xff;
         writeFileSync(path, bytes);
       }
       const r = generate(tiny.engine(), follow, 8, { resume: path });
