@@ -33,7 +33,7 @@ const rss = () => process.memoryUsage().rss;
 
 const model = LlamaModel.load(modelPath);
 const vocab = model.vocabInfo.size;
-const bpt = model.kvBytesPerToken;
+const bpt = model.kvBytesPerToken();
 const auto = planKv(
   {},
   {
