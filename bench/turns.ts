@@ -180,8 +180,8 @@ async function startProcess(
   throw unhealthy();
 }
 
-/** superfluid on the setup's model, lanes, context and threads, with its own sessions folder. */
-export function startSuperfluid(s: Setup, label: string, sessions: string): Promise<Server> {
+/** superfluid on the setup's model, lanes, context and threads, with its own sessions folder; `extra` flags after those. */
+export function startSuperfluid(s: Setup, label: string, sessions: string, extra: string[] = []): Promise<Server> {
   const args = [
     join(import.meta.dir, "../src/main.ts"),
     "serve",
@@ -191,15 +191,15 @@ export function startSuperfluid(s: Setup, label: string, sessions: string): Prom
     "--sessions",
     join(s.tmp, sessions),
   ];
-  args.push("--max-batch", String(s.lanes), "--max-context", String(s.ctx), "--threads", String(s.threads));
+  args.push("--max-batch", String(s.lanes), "--max-context", String(s.ctx), "--threads", String(s.threads), ...extra);
   return startProcess(label, process.execPath, args, {
     ...(s.sameBuild ? { SUPERFLUID_LLAMA_LIB: s.llamaDir } : {}),
     SUPERFLUID_QUIET: "1",
   });
 }
 
-/** llama.cpp's llama-server on the same model, lanes, context and threads. */
-export async function startLlama(s: Setup, label = "llama-server"): Promise<Server> {
+/** llama.cpp's llama-server on the same model, lanes, context and threads; `extra` flags after those. */
+export async function startLlama(s: Setup, label = "llama-server", extra: string[] = []): Promise<Server> {
   const port = await freePort();
   // --reasoning off: superfluid's templates run with thinking off unless a
   // request asks; llama-server's default turns it on where the template
@@ -217,7 +217,7 @@ export async function startLlama(s: Setup, label = "llama-server"): Promise<Serv
     "--reasoning",
     "off",
   ];
-  args.push("--host", "127.0.0.1", "--port", String(port));
+  args.push("--host", "127.0.0.1", "--port", String(port), ...extra);
   return startProcess(label, join(s.llamaDir, "llama-server"), args, { LD_LIBRARY_PATH: s.llamaDir }, port);
 }
 

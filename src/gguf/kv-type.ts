@@ -1,7 +1,7 @@
 // The KV cache's element types: llama.cpp takes the K and V types per
 // context (llama_context_params.type_k / type_v, ggml_type ids). f16 is the
 // default; q8_0 halves the bytes a token takes and q4_0 quarters them, at a
-// small cost in quality (bench/README.md#quantized-kv). A quantized V needs
+// small cost in quality (bench/README.md#quantized-kv-benchkv-typests). A quantized V needs
 // flash attention (llama.cpp refuses the context otherwise).
 
 /** The types llama-server's --cache-type-k/-v accept: ggml id, bytes per block, elements per block. */
