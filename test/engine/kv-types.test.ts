@@ -12,6 +12,7 @@ import { LlamaContext } from "../../src/engine/context.ts";
 import { Engine, type EngineOptions, type FinishEvent, type GenerateJob } from "../../src/engine/engine.ts";
 import { LlamaModel } from "../../src/engine/model.ts";
 import { GREEDY } from "../../src/engine/sampling.ts";
+import { SPECULATION_DEFAULTS } from "../../src/engine/speculation.ts";
 import { largeVocab, writeFixture } from "../../src/fixtures/index.ts";
 import { F16_KV, type KvTypes } from "../../src/gguf/kv-type.ts";
 import { fixturePath } from "../support/models.ts";
@@ -21,16 +22,22 @@ const Q4: KvTypes = { k: "q4_0", v: "q4_0" };
 
 let dir: string;
 let model: LlamaModel;
+let draft: LlamaModel;
 const engines: Engine[] = [];
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "sf-kv-types-"));
   const path = join(dir, "model.gguf");
-  await writeFixture(largeVocab(1, { vocabSize: 3000, nEmbd: 128, nBlocks: 2, nFf: 256 }), path);
+  const size = { vocabSize: 3000, nEmbd: 128, nBlocks: 2, nFf: 256 };
+  await writeFixture(largeVocab(1, size), path);
+  // Its draft: the first block, the same embeddings and output (as large-vocab-draft).
+  await writeFixture(largeVocab(1, { ...size, nBlocks: 1 }, "large-vocab-draft"), join(dir, "draft.gguf"));
   model = LlamaModel.load(path);
+  draft = LlamaModel.load(join(dir, "draft.gguf"));
 });
 afterAll(() => {
   for (const e of engines) e.close();
   model?.free();
+  draft?.free();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -117,6 +124,17 @@ describe("a quantized KV cache", () => {
     const resumed = generate(tiny.engine({ kvTypes: Q4 }), follow, 8, { resume: path });
     expect(resumed.cachedTokens).toBe(0);
     expect(resumed.tokens).toEqual(cold.tokens);
+  });
+
+  test("q8_0: a draft model's pool takes the type too, and drafts", () => {
+    const e = tiny.engine({
+      kvTypes: Q8,
+      speculation: { strategy: "draft-model", ...SPECULATION_DEFAULTS, throughputGate: false, minYield: 0 },
+      draftModel: draft,
+    });
+    const out = generate(e, promptOf("draft", 40), 24);
+    expect(out.tokens).toHaveLength(24);
+    expect(e.snapshot().specProposed).toBeGreaterThan(0);
   });
 
   test("a model whose heads do not split into blocks of 32 is refused with the reason", async () => {
