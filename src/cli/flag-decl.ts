@@ -1,9 +1,8 @@
 // Flags declared once: the shape of a declaration, and what is derived from a
 // list of them: the parser's specs, the values read from a command line (with
 // the option type inferred from each declaration's parse function) and the
-// grouped help text. The markdown tables of docs/cli.md come from flag-docs.ts.
-import { UsageError } from "./flag-values.ts";
-import type { FlagSpec, ParsedFlags } from "./flags.ts";
+// help text, grouped by section. The markdown tables of docs/cli.md come from flag-docs.ts.
+import { UsageError, type FlagSpec, type ParsedFlags } from "./flags.ts";
 
 export type Env = Record<string, string | undefined>;
 
@@ -19,14 +18,15 @@ interface DeclBase {
   readonly flag: string;
   /** The property its value is read into. */
   readonly key: string;
-  /** The --help heading it is listed under. */
-  readonly group: string;
-  /** The docs/cli.md table it is a row of. */
-  readonly table: string;
-  /** Plain text for --help; the notes (repeatable, alias, default, variable) are added. */
+  /** The section it is listed in: a --help heading, and the docs/cli.md table it is a row of. */
+  readonly section: string;
+  /**
+   * What it does, in markdown: the docs table's meaning column as it is; --help shows its first
+   * sentence as plain text (helpText), with the notes (repeatable, alias, default, variable) added.
+   */
   readonly help: string;
-  /** Markdown for the docs table's meaning column, when it says more than `help`. */
-  readonly doc?: string;
+  /** Plain text for --help, only where the first sentence of `help` does not sum the flag up. */
+  readonly brief?: string;
   /** The default as shown (markdown; backticks are dropped in --help); else derived from `default`. */
   readonly shown?: string;
   /** The environment variable read when the flag is not given; a repeatable flag's holds a comma-separated list. */
@@ -43,7 +43,7 @@ interface DeclBase {
 export interface ValueDecl<T = unknown> extends DeclBase {
   /** The value's name in the synopsis (`N`, `ADDR:PORT`). */
   readonly value: string;
-  /** Checks and converts one value; throws UsageError naming the flag. */
+  /** Checks and converts one value; what it throws becomes a UsageError naming the flag (asUsage). */
   readonly parse: (raw: string, flag: string) => T;
   /** Every occurrence counts, in order; the value is then a list (empty when none). */
   readonly repeatable?: boolean;
@@ -147,6 +147,22 @@ function listOf(raw: string | undefined): string[] | undefined {
     .filter((v) => v !== "");
 }
 
+/**
+ * The one place an error becomes a usage error (exit 2): `read`'s UsageError as it is; another error's
+ * message names the flag, unless it names one already (`--flag expects …`, `--flag: why`). With `only`,
+ * other kinds of error pass through.
+ */
+export function asUsage<T>(flag: string, read: () => T, only: new (...args: never[]) => Error = Error): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof UsageError || !(err instanceof only)) throw err;
+    const message = err.message;
+    if (message.startsWith("--")) throw new UsageError(message);
+    throw new UsageError(`--${flag}${message.startsWith("expects ") ? " " : ": "}${message}`);
+  }
+}
+
 /** Each declaration's value, in declaration order: the flag given, else its variable, else its default. */
 export function readFlags<Ds extends readonly FlagDecl[]>(decls: Ds, flags: ParsedFlags, env: Env): FlagValues<Ds> {
   const out: Record<string, unknown> = {};
@@ -155,10 +171,15 @@ export function readFlags<Ds extends readonly FlagDecl[]>(decls: Ds, flags: Pars
     if (d.value === undefined) value = readSwitch(d, flags, env);
     else if (d.repeatable) {
       const given = flags.values.get(d.flag) ?? (d.env === undefined ? undefined : listOf(env[d.env]));
-      value = (given ?? []).map((raw) => d.parse(raw, d.flag));
+      value = (given ?? []).map((raw) => asUsage(d.flag, () => d.parse(raw, d.flag)));
     } else {
       const raw = flags.values.get(d.flag)?.[0] ?? (d.env === undefined ? undefined : env[d.env]);
-      value = raw !== undefined ? d.parse(raw, d.flag) : typeof d.default === "function" ? d.default(env) : d.default;
+      value =
+        raw !== undefined
+          ? asUsage(d.flag, () => d.parse(raw, d.flag))
+          : typeof d.default === "function"
+            ? d.default(env)
+            : d.default;
     }
     if (value !== undefined) out[d.key] = value;
   }
@@ -212,27 +233,45 @@ function wrap(first: string, text: string): string[] {
   return lines;
 }
 
+/** Markdown as plain text: a parenthesized pointer into the docs dropped, links as their text, no backticks. */
+export function plain(markdown: string): string {
+  return markdown
+    .replace(/ \(\[[^\]]*\]\([^)]*\)\)/g, "")
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, "$1")
+    .replace(/`/g, "");
+}
+
+/** The --help text of a flag: `brief`, else its `help`'s first sentence, as plain text. */
+export function helpText(d: FlagDecl): string {
+  if (d.brief !== undefined) return d.brief;
+  const end = d.help.search(/\.\s+(?=[A-Z`])/);
+  return plain(end < 0 ? d.help : d.help.slice(0, end));
+}
+
 /** One flag's help lines: synopsis, text, then its notes in parentheses. */
 export function helpLines(d: FlagDecl): string[] {
-  const plain = (s: string) => s.replace(/`/g, "");
   const notes = [
     ...(d.value !== undefined && d.repeatable ? ["repeatable"] : []),
     ...(d.aliases ?? []).map((a) => `alias --${a}`),
     ...(d.refused || ["none", "off"].includes(shownDefault(d)) ? [] : [`default ${plain(shownDefault(d))}`]),
     ...(d.env ? [`variable ${plain(envNote(d)!)}`] : []),
   ];
-  return wrap(`  ${synopsis(d)}`, notes.length > 0 ? `${d.help} (${notes.join("; ")})` : d.help);
+  const text = helpText(d);
+  return wrap(`  ${synopsis(d)}`, notes.length > 0 ? `${text} (${notes.join("; ")})` : text);
 }
 
-/** The help text: the head, then each group's flags under its title (expert ones with `all`), then the foot. */
+/**
+ * The help text: the head, then each section's flags under its title (expert ones with `all`; a section
+ * with none shown is left out), then the foot.
+ */
 export function renderHelp(
   decls: readonly FlagDecl[],
-  groups: readonly { id: string; title: string }[],
+  sections: readonly { id: string; title: string }[],
   opts: { head: string; foot: string; all: boolean },
 ): string {
-  const sections = groups.map((g) => {
-    const shown = decls.filter((d) => d.group === g.id && (opts.all || !d.expert));
-    return [`${g.title}:`, ...shown.flatMap(helpLines)].join("\n");
+  const listed = sections.flatMap((s) => {
+    const shown = decls.filter((d) => d.section === s.id && (opts.all || !d.expert));
+    return shown.length === 0 ? [] : [[`${s.title}:`, ...shown.flatMap(helpLines)].join("\n")];
   });
-  return [opts.head, ...sections, opts.foot].join("\n\n");
+  return [opts.head, ...listed, opts.foot].join("\n\n");
 }

@@ -5,7 +5,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { envNote, shownDefault, synopsis, type FlagDecl } from "./flag-decl.ts";
-import { SERVE_FLAGS, SERVE_TABLES } from "./serve-flags.ts";
+import { SERVE_FLAGS, SERVE_SECTIONS } from "./serve-flags.ts";
 
 export const CLI_DOC = join(import.meta.dir, "../../docs/cli.md");
 export const REGENERATE = "bun run docs:cli";
@@ -27,14 +27,14 @@ function defaultCell(d: FlagDecl): string {
 }
 
 function meaningCell(d: FlagDecl): string {
-  const text = d.doc ?? d.help;
+  const text = d.help;
   return d.value !== undefined && d.repeatable ? `${text}; repeatable` : text;
 }
 
-/** One table's rows: flag, default, meaning; the refused table gives each refusal's message. */
-export function flagTable(table: string): string {
-  const decls = (SERVE_FLAGS as readonly FlagDecl[]).filter((d) => d.table === table);
-  if (table === "refused") {
+/** One section's table rows: flag, default, meaning; the refused table gives each refusal's message. */
+export function flagTable(section: string): string {
+  const decls = (SERVE_FLAGS as readonly FlagDecl[]).filter((d) => d.section === section);
+  if (section === "refused") {
     const rows = decls.map((d) => {
       const when = d.refused?.only ? ` (${d.refused.only.when})` : "";
       return `| ${cell(flagCell(d) + when)} | ${cell(code(d.refused!.message))} |`;
@@ -48,7 +48,7 @@ export function flagTable(table: string): string {
 /** The document with every region's table generated again; throws on a region of no known table. */
 export function regenerate(doc: string): string {
   return doc.replace(REGION, (_, id: string) => {
-    if (!(SERVE_TABLES as readonly string[]).includes(id)) throw new Error(`docs/cli.md: no flag table '${id}'`);
+    if (!SERVE_SECTIONS.some((s) => s.id === id)) throw new Error(`docs/cli.md: no flag table '${id}'`);
     return `<!-- serve-flags:${id} -->\n${flagTable(id)}\n<!-- /serve-flags -->`;
   });
 }

@@ -1,5 +1,6 @@
 // The value checks of `superfluid serve`'s flags (docs/cli.md#serve): each takes the raw
-// value and the flag's name, and throws UsageError (exit 2) naming the flag and what it expected.
+// value and the flag's name, and throws UsageError (exit 2) naming the flag and what it expected;
+// a check borrowed from another module throws its own error, which readFlags (flag-decl.ts) names the flag in.
 import { isKvType, KV_BITS, KV_TYPES, type KvTypeName, type KvTypes } from "../gguf/kv-type.ts";
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
@@ -9,12 +10,14 @@ import { QOS_NAMES, type QosClass } from "../engine/scheduler.ts";
 import type { SpeculationSettings } from "../engine/speculation-directive.ts";
 import { originPattern } from "../http/allowed-origins.ts";
 import { isHeaderSafeSecret, SECRET_CHARACTERS } from "../http/auth/key-policy.ts";
-import { isLoopbackName } from "../http/host-names.ts";
+import { isLoopbackName } from "../runtime/loopback.ts";
 import { parseQos } from "../http/qos.ts";
 import { isReplicaId } from "../http/replica.ts";
 import { parseEndpointList } from "../rpc/endpoint.ts";
 
-export class UsageError extends Error {}
+import { UsageError } from "./flags.ts";
+
+export { UsageError } from "./flags.ts";
 
 export interface NumberRange {
   int?: boolean;
@@ -142,14 +145,8 @@ export function webOrigin(raw: string): string {
   return url.origin;
 }
 
-/** --allow-origin: a page origin pattern (docs/api/security.md#cors), kept lowercase. */
-export function allowedOrigin(raw: string, flag: string): string {
-  try {
-    return originPattern(raw);
-  } catch (err) {
-    throw new UsageError(`--${flag} ${(err as Error).message}`);
-  }
-}
+/** --allow-origin: a page origin pattern (docs/api/security.md#cors), kept lowercase; readFlags names the flag. */
+export const allowedOrigin = originPattern;
 
 /** --api-key: a non-empty secret a header can carry (docs/api/security.md#keys). */
 export function apiKey(raw: string): string {
@@ -165,14 +162,8 @@ export function allowedHost(raw: string): string {
   throw new UsageError(`--allow-host expects a host name without a port, or *, got '${raw}'`);
 }
 
-/** --rpc: HOST:PORT[,HOST:PORT...], each once. */
-export function rpcEndpoints(raw: string): string[] {
-  try {
-    return parseEndpointList(raw);
-  } catch (err) {
-    throw new UsageError(`--rpc: ${(err as Error).message}`);
-  }
-}
+/** --rpc: HOST:PORT[,HOST:PORT...], each once; readFlags names the flag. */
+export const rpcEndpoints = parseEndpointList;
 
 /** --replica-id: a token a reply header can carry. */
 export function replicaId(raw: string): string {
@@ -238,15 +229,4 @@ export function speculate(raw: string): Pick<SpeculationSettings, "directive" | 
     throw new UsageError(`--speculate ${raw}: ${why}; ${SPECULATE_AVAILABLE}`);
   }
   throw new UsageError(`--speculate expects a strategy, got '${raw}'; ${SPECULATE_AVAILABLE}`);
-}
-
-/** A parser of src/engine/offload.ts (it throws OffloadError) as a flag parser: its message, as a usage error. */
-export function offloadValue<T>(parse: (raw: string) => T): (raw: string) => T {
-  return (raw) => {
-    try {
-      return parse(raw);
-    } catch (err) {
-      throw new UsageError((err as Error).message);
-    }
-  };
 }

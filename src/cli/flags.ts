@@ -14,7 +14,11 @@ export interface FlagSpec {
   short?: string;
 }
 
-export class FlagError extends Error {}
+/** A command line that cannot be run as given: exit 2 with the message. */
+export class UsageError extends Error {}
+
+/** A command line the parser itself refuses (an unknown flag, a missing value). */
+export class FlagError extends UsageError {}
 
 export interface ParsedFlags {
   values: Map<string, string[]>;

@@ -9,7 +9,8 @@ import { type Device, listDevices } from "../../ffi/devices.ts";
 import { loadLlama } from "../../ffi/llama.ts";
 import { noRpcBackend, rpcBackendFile, startRpcServer } from "../../ffi/rpc.ts";
 import { physicalCores } from "../engine/threads.ts";
-import { DEFAULT_RPC_LISTEN, isLoopbackHost, parseEndpoint } from "../rpc/endpoint.ts";
+import { DEFAULT_RPC_LISTEN, parseEndpoint } from "../rpc/endpoint.ts";
+import { isLoopbackName } from "../runtime/loopback.ts";
 import { RPC_PROTOCOL } from "../rpc/probe.ts";
 import { FlagError, parseFlags } from "./flags.ts";
 
@@ -75,7 +76,7 @@ export function parseRpcWorkerArgs(argv: string[]): RpcWorkerOptions | { error: 
     return { error: `--listen: ${(err as Error).message}` };
   }
   const allowNetwork = parsed.switches.has("allow-network");
-  if (!isLoopbackHost(host) && !allowNetwork)
+  if (!isLoopbackName(host) && !allowNetwork)
     return {
       error:
         `--listen ${listen} is not a loopback address: llama.cpp's RPC server has no authentication. ` +
@@ -122,7 +123,7 @@ export function runRpcWorker(argv: string[]): number {
     const llama = loadLlama();
     if (!rpcBackendFile(llama)) throw new Error(noRpcBackend(llama));
     const devices = offeredDevices(listDevices(llama), opts.devices);
-    if (opts.allowNetwork && !isLoopbackHost(parseEndpoint(opts.listen).host)) console.error(NETWORK_WARNING);
+    if (opts.allowNetwork && !isLoopbackName(parseEndpoint(opts.listen).host)) console.error(NETWORK_WARNING);
     const gib = (n: number) => `${(n / 2 ** 30).toFixed(1)} GiB`;
     console.error(
       `superfluid rpc-worker: protocol ${RPC_PROTOCOL} on ${opts.listen}, ${opts.threads} threads, ` +

@@ -24,7 +24,6 @@ import {
   maxContext,
   nonEmpty,
   num,
-  offloadValue,
   port,
   prefillBudget,
   qosClass,
@@ -38,38 +37,28 @@ import {
   whole,
 } from "./flag-values.ts";
 
-/** The --help headings, in order. */
-export const SERVE_GROUPS = [
-  { id: "models", title: "Models" },
-  { id: "gpu", title: "GPU offload" },
+/**
+ * The sections flags are grouped in, in order: the --help headings (a section with no flag shown is
+ * left out) and the flag tables of docs/cli.md, each between `<!-- serve-flags:ID -->` and `<!-- /serve-flags -->`.
+ */
+export const SERVE_SECTIONS = [
   { id: "listener", title: "Listener" },
+  { id: "engine", title: "Engine" },
+  { id: "gpu", title: "GPU offload" },
   { id: "scheduling", title: "Scheduling" },
+  { id: "speculation", title: "Speculative decoding" },
+  { id: "http-policy", title: "HTTP policy" },
+  { id: "fim", title: "Fill-in-the-middle" },
   { id: "sessions", title: "Sessions" },
-  { id: "speculation", title: "Speculation" },
-  { id: "security", title: "Security" },
+  { id: "parking", title: "Parking" },
+  { id: "prefix-cache", title: "Prefix cache" },
+  { id: "model-lookup", title: "Model lookup and sampling" },
+  { id: "refused", title: "Refused by this runtime" },
   { id: "logging", title: "Logging" },
 ] as const;
 
-/** The flag tables of docs/cli.md, each between `<!-- serve-flags:ID -->` and `<!-- /serve-flags -->`. */
-export const SERVE_TABLES = [
-  "listener",
-  "engine",
-  "gpu",
-  "scheduling",
-  "speculation",
-  "http-policy",
-  "fim",
-  "sessions",
-  "parking",
-  "prefix-cache",
-  "model-lookup",
-  "refused",
-  "logging",
-] as const;
-
-type Group = (typeof SERVE_GROUPS)[number]["id"];
-type Table = (typeof SERVE_TABLES)[number];
-type ServeFlagDecl = FlagDecl & { readonly group: Group; readonly table: Table };
+type Section = (typeof SERVE_SECTIONS)[number]["id"];
+type ServeFlagDecl = FlagDecl & { readonly section: Section };
 
 export function superfluidHome(env: Env = process.env): string {
   return env.SUPERFLUID_HOME ?? join(homedir(), ".superfluid");
@@ -83,10 +72,8 @@ export const SERVE_FLAGS = [
     parse: text,
     repeatable: true,
     internal: true,
-    group: "models",
-    table: "model-lookup",
-    help: "another model to load at startup, after the bare MODEL",
-    doc: "another model loaded at startup, after the positional one ([several models](#several-models))",
+    section: "model-lookup",
+    help: "another model loaded at startup, after the positional one ([several models](#several-models))",
   },
   {
     flag: "model-dir",
@@ -94,12 +81,8 @@ export const SERVE_FLAGS = [
     value: "DIR",
     parse: text,
     repeatable: true,
-    group: "models",
-    table: "model-lookup",
+    section: "model-lookup",
     help:
-      "every GGUF under DIR is known and loads on the first request naming it; " +
-      "references are looked up here too, before the Hugging Face cache",
-    doc:
       "every GGUF under `DIR` is known and loads on the first request naming it ([several models](#several-models)); " +
       "references are looked up here too, before the Hugging Face cache",
   },
@@ -107,10 +90,8 @@ export const SERVE_FLAGS = [
     flag: "offline",
     key: "offline",
     env: "HF_HUB_OFFLINE",
-    group: "models",
-    table: "model-lookup",
-    help: "download nothing: a reference must already be in the Hugging Face cache",
-    doc:
+    section: "model-lookup",
+    help:
       "downloads nothing: a reference not found locally is refused instead of pulled ([pulling models](#pulling-models)); " +
       "`HF_HUB_OFFLINE=1` does the same",
   },
@@ -119,10 +100,8 @@ export const SERVE_FLAGS = [
     key: "mmproj",
     negatable: true,
     default: true,
-    group: "models",
-    table: "model-lookup",
-    help: "pull a reference's vision projector (mmproj GGUF) beside the model; --no-mmproj leaves it",
-    doc:
+    section: "model-lookup",
+    help:
       "a pulled reference brings the repo's vision projector (the nearest `mmproj` GGUF) beside the model; " +
       "`--no-mmproj` leaves it ([pulling models](#pulling-models))",
   },
@@ -134,10 +113,8 @@ export const SERVE_FLAGS = [
     parse: num({ min: 0, max: 2_147_483 }),
     default: 0,
     shown: "0 = never",
-    group: "models",
-    table: "model-lookup",
-    help: "unload a model other than the default after SEC seconds with no request; checked every SEC/4",
-    doc:
+    section: "model-lookup",
+    help:
       "unloads a model other than the default after `SEC` seconds with no request in flight and none naming it; " +
       "checked every `SEC`/4",
   },
@@ -147,12 +124,8 @@ export const SERVE_FLAGS = [
     value: "NAME=ID",
     parse: aliasOf,
     repeatable: true,
-    group: "models",
-    table: "model-lookup",
+    section: "model-lookup",
     help:
-      "requests naming NAME get the served model ID; NAME may hold * wildcards (claude-*=tiny-chat); " +
-      "exact names first",
-    doc:
       "requests naming `NAME` get the served model `ID`, on every route that takes a model. `NAME` may hold `*` " +
       "wildcards (`claude-*=tiny-chat` maps every name Claude Code sends); a served id wins, then an exact alias, " +
       "then the patterns in the order given. `ID` must be the served id (else exit 1 naming it); an empty side " +
@@ -165,10 +138,8 @@ export const SERVE_FLAGS = [
     parse: httpAddress,
     internal: true,
     shown: "`127.0.0.1:8453`",
-    group: "listener",
-    table: "listener",
-    help: "where to listen; [v6]:PORT for IPv6; wins over --host and --port",
-    doc: "where to listen; `[v6]:PORT` for IPv6; an empty address is `127.0.0.1`. Wins over `--host`/`--port`",
+    section: "listener",
+    help: "where to listen; `[v6]:PORT` for IPv6; an empty address is `127.0.0.1`. Wins over `--host`/`--port`",
   },
   {
     flag: "host",
@@ -177,8 +148,7 @@ export const SERVE_FLAGS = [
     parse: text,
     default: "127.0.0.1",
     shown: "`127.0.0.1`",
-    group: "listener",
-    table: "listener",
+    section: "listener",
     help: "the address to listen on",
   },
   {
@@ -187,8 +157,7 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: port,
     default: DEFAULT_PORT,
-    group: "listener",
-    table: "listener",
+    section: "listener",
     help: "the port to listen on, 0-65535; 0 = any free port",
   },
   {
@@ -197,12 +166,10 @@ export const SERVE_FLAGS = [
     value: "KEY",
     parse: apiKey,
     repeatable: true,
-    group: "security",
-    table: "listener",
-    help: "requests need this key (Authorization: Bearer or X-Api-Key); a global key may use the admin routes",
-    doc:
+    section: "listener",
+    help:
       "requests need this key (`Authorization: Bearer` or `X-Api-Key`); " +
-      "an admin key ([security](api/security.md#keys))",
+      "a global key may use the admin routes ([security](api/security.md#keys))",
   },
   {
     flag: "key-policy",
@@ -210,10 +177,8 @@ export const SERVE_FLAGS = [
     value: "FILE",
     parse: text,
     internal: true,
-    group: "security",
-    table: "listener",
-    help: "keys with names, classes, limits and scopes (JSON; docs/api/key-policy.md); checked at startup",
-    doc: "named keys with classes, limits and scopes ([format](api/key-policy.md)); a bad file exits 2 with the reason",
+    section: "listener",
+    help: "named keys with classes, limits and scopes ([format](api/key-policy.md)); a bad file exits 2 with the reason",
   },
   {
     flag: "rate-limit",
@@ -222,10 +187,8 @@ export const SERVE_FLAGS = [
     parse: whole(0, 1_000_000),
     default: 0,
     shown: "0 = off",
-    group: "security",
-    table: "listener",
-    help: "requests a minute per client IP; 0 = off",
-    doc: "requests a minute per client IP ([security](api/security.md#rate-limits))",
+    section: "listener",
+    help: "requests a minute per client IP ([security](api/security.md#rate-limits))",
   },
   {
     flag: "allow-origin",
@@ -234,12 +197,8 @@ export const SERVE_FLAGS = [
     parse: allowedOrigin,
     repeatable: true,
     env: "SUPERFLUID_ALLOW_ORIGINS",
-    group: "security",
-    table: "listener",
+    section: "listener",
     help:
-      "also let browser pages from this origin call the API, answered with CORS (besides this machine's pages and " +
-      "local desktop apps); * wildcards: chrome-extension://*, https://*.example.com; * alone needs a key",
-    doc:
       "also let browser pages from this origin call the API, answered with CORS, besides this machine's pages and " +
       "local desktop apps ([CORS](api/security.md#cors)); `*` stands for any run of characters " +
       "(`chrome-extension://*`, `https://*.example.com`); `*` alone (or `https://*`) only with a key",
@@ -250,20 +209,16 @@ export const SERVE_FLAGS = [
     value: "URL",
     parse: webOrigin,
     repeatable: true,
-    group: "security",
-    table: "listener",
-    help: "also let in requests from this page origin on the --web listener, and on the main one as --allow-origin does",
-    doc:
+    section: "listener",
+    help:
       "also let in requests whose `Origin` is this page origin on the `--web` listener, and on the main one as " +
       "`--allow-origin` does",
   },
   {
     flag: "public-metrics",
     key: "publicMetrics",
-    group: "security",
-    table: "listener",
-    help: "GET /metrics needs no key on a server with keys (for a scraper that sends none); key names are left out of it",
-    doc:
+    section: "listener",
+    help:
       "`GET /metrics` and `/v1/metrics` need no key on a server with keys, for a scraper that cannot send one " +
       "(the Inference Extension's endpoint picker, [scale-out](guides/scale-out.md)); such a scrape leaves out the " +
       "`superfluid_key_*` series",
@@ -274,10 +229,8 @@ export const SERVE_FLAGS = [
     value: "NAME",
     parse: allowedHost,
     repeatable: true,
-    group: "security",
-    table: "listener",
-    help: "also accept requests whose Host is NAME (a router's or a Service's name); * accepts any",
-    doc:
+    section: "listener",
+    help:
       "also accept requests whose `Host` is NAME, e.g. the name a router or a Kubernetes Service sends " +
       "([Host check](api/openai.md#request-checks)); `*` accepts any, for a replica only a router reaches " +
       "([scale-out](guides/scale-out.md))",
@@ -288,10 +241,8 @@ export const SERVE_FLAGS = [
     value: "HOST:PORT",
     parse: webAddress,
     shown: "off",
-    group: "listener",
-    table: "listener",
-    help: "serve the session API and the chat page on this loopback address (docs/api/sessions.md)",
-    doc:
+    section: "listener",
+    help:
       "the session API and the chat page on their own listener, loopback only (another address exits 2); " +
       "port 0 = any free port; a token is written to `<sessions>/web-token` at each start " +
       "([api/sessions.md](api/sessions.md))",
@@ -303,8 +254,7 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: whole(1, 256),
     default: 8,
-    group: "scheduling",
-    table: "engine",
+    section: "engine",
     help: "concurrent lanes, 1-256",
   },
   {
@@ -313,15 +263,8 @@ export const SERVE_FLAGS = [
     value: "N|auto",
     parse: maxContext,
     shown: "auto; 8192 with several models",
-    group: "models",
-    table: "engine",
+    section: "engine",
     help:
-      "tokens per conversation (prompt and reply), floor 512. N: each sequence gets its own KV buffer of N cells. " +
-      "auto: up to the model's trained window, the KV taking 60% of the memory the weights and a 1 GiB " +
-      "reserve leave: a buffer of the trained window per sequence where they fit, else one shared pool of " +
-      "that size (a conversation may grow into what the others leave). With several models (or --model-dir) " +
-      "the default is 8192. The startup log says what and why",
-    doc:
       "the window of a request (prompt plus reply). `N`: each of the `--max-batch` + 2 sequences (at least 4) " +
       "gets its own KV buffer of N cells; values below 512 are raised to 512. `auto`: up to the model's " +
       "trained window, sized from free memory, per-lane buffers where they fit, else one shared pool " +
@@ -332,10 +275,8 @@ export const SERVE_FLAGS = [
     key: "kvPool",
     value: "N",
     parse: cells,
-    group: "models",
-    table: "engine",
-    help: "one shared KV pool of N cells that every sequence draws from instead (floor 512)",
-    doc: "one shared KV pool of N cells that every sequence draws from; `--max-context` then caps the window",
+    section: "engine",
+    help: "one shared KV pool of N cells that every sequence draws from; `--max-context` then caps the window",
   },
   {
     flag: "max-tokens",
@@ -343,10 +284,8 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: whole(1),
     shown: "the rest of the window",
-    group: "models",
-    table: "engine",
-    help: "the reply cap of a request that names none",
-    doc: "the reply cap of a request that names none; also the fill-in-the-middle default (else 128)",
+    section: "engine",
+    help: "the reply cap of a request that names none; also the fill-in-the-middle default (else 128)",
   },
   {
     flag: "threads",
@@ -355,21 +294,18 @@ export const SERVE_FLAGS = [
     parse: whole(1),
     default: (): number => physicalCores(),
     shown: "physical cores, at most the cgroup's CPU quota",
-    group: "models",
-    table: "engine",
+    section: "engine",
     help: "compute threads of the worker's ggml threadpool",
   },
   {
     flag: "gpu-layers",
     key: "gpuLayers",
     value: "N|auto|all",
-    parse: offloadValue(parseGpuLayers),
+    parse: parseGpuLayers,
     default: "auto" as const,
     aliases: ["n-gpu-layers"],
-    group: "gpu",
-    table: "gpu",
-    help: "layers on the GPU: auto = as many as fit in its free memory, the rest on the CPU; all; or a count",
-    doc:
+    section: "gpu",
+    help:
       "layers placed on the GPU, counted as llama.cpp counts them (the output layer first, then the repeating " +
       "layers from the last): `auto` as many as fit in the devices' free memory with their KV and a reserve, " +
       "the rest on the CPU; `all` (refused by name, before loading, when it does not fit); or a count. The " +
@@ -378,30 +314,25 @@ export const SERVE_FLAGS = [
   {
     flag: "no-gpu",
     key: "noGpu",
-    group: "gpu",
-    table: "gpu",
+    section: "gpu",
     help: "every layer on the CPU, even where a GPU is found (= --gpu-layers 0); no GPU backend is loaded",
   },
   {
     flag: "device",
     key: "device",
     value: "NAME[,NAME]",
-    parse: offloadValue(parseDeviceList),
+    parse: parseDeviceList,
     shown: "every GPU",
-    group: "gpu",
-    table: "gpu",
-    help: "the devices that take layers, by name (superfluid check --devices)",
-    doc: "the devices that take layers, by ggml name (`Vulkan0`, `CUDA0`; `superfluid check --devices` lists them); an unknown name is refused with the list",
+    section: "gpu",
+    help: "the devices that take layers, by ggml name (`Vulkan0`, `CUDA0`; `superfluid check --devices` lists them); an unknown name is refused with the list",
   },
   {
     flag: "rpc",
     key: "rpc",
     value: "HOST:PORT[,HOST:PORT]",
     parse: rpcEndpoints,
-    group: "gpu",
-    table: "gpu",
-    help: "RPC workers (superfluid rpc-worker on other machines) whose devices take layers beside this one's",
-    doc:
+    section: "gpu",
+    help:
       "`superfluid rpc-worker`s whose devices take layers beside this machine's, in proportion to their memory " +
       "(`--tensor-split` to choose); each is asked for its protocol and devices at start, and one that cannot " +
       "serve stops the start naming it ([multi-machine](guides/multi-machine.md))",
@@ -410,20 +341,18 @@ export const SERVE_FLAGS = [
     flag: "split-mode",
     key: "splitMode",
     value: "layer|row|none",
-    parse: offloadValue(parseSplitMode),
+    parse: parseSplitMode,
     default: "layer" as const,
-    group: "gpu",
-    table: "gpu",
+    section: "gpu",
     help: "with several GPUs: whole layers to each (layer), rows of each matrix (row), or all on the first (none)",
   },
   {
     flag: "tensor-split",
     key: "tensorSplit",
     value: "N,N,...",
-    parse: offloadValue(parseTensorSplit),
+    parse: parseTensorSplit,
     shown: "by free memory",
-    group: "gpu",
-    table: "gpu",
+    section: "gpu",
     help: "with several GPUs: each device's share of the offloaded layers (3,1)",
   },
   {
@@ -431,8 +360,7 @@ export const SERVE_FLAGS = [
     key: "kvOffload",
     negatable: true,
     default: true,
-    group: "gpu",
-    table: "gpu",
+    section: "gpu",
     help: "keep the KV of offloaded layers on their GPU; --no-kv-offload keeps all KV on the host",
   },
   {
@@ -441,10 +369,8 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: prefillBudget,
     default: 4096,
-    group: "scheduling",
-    table: "scheduling",
-    help: "prompt tokens per tick across lanes, 64-4096, or 0 = adaptive; each tick is still cut to one micro-batch",
-    doc:
+    section: "scheduling",
+    help:
       "prompt tokens per tick across lanes, 64-4096, or 0 for the adaptive controller; each tick is still cut " +
       "to one 512-token micro-batch ([design](design.md#prefill-budget))",
   },
@@ -454,10 +380,8 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: whole(0, 2 ** 31 - 1),
     default: 8,
-    group: "scheduling",
-    table: "scheduling",
-    help: "queue aging: a waiting request moves up one class per N ticks; 0 = no aging",
-    doc:
+    section: "scheduling",
+    help:
       "queue aging: a waiting request moves up one class per N ticks; 0 = no aging " +
       "([design](design.md#aging-and-lane-caps))",
   },
@@ -468,10 +392,8 @@ export const SERVE_FLAGS = [
     parse: text,
     internal: true,
     shown: "uncapped",
-    group: "scheduling",
-    table: "scheduling",
-    help: "at most N lanes per class, each 1..--max-batch; classes by name, alias or number",
-    doc: "at most N lanes per class, each 1..`--max-batch`; classes by name, alias or number (`background=2,agent=6`)",
+    section: "scheduling",
+    help: "at most N lanes per class, each 1..`--max-batch`; classes by name, alias or number (`background=2,agent=6`)",
   },
   {
     flag: "http-default-qos",
@@ -480,12 +402,8 @@ export const SERVE_FLAGS = [
     parse: qosClass,
     default: DEFAULT_QOS,
     shown: "`agent`",
-    group: "scheduling",
-    table: "http-policy",
+    section: "http-policy",
     help:
-      "the class of a request that names none: interactive (0), completion (1), agent (2), background (3), " +
-      "or an alias",
-    doc:
       "the class of a request that names none: `interactive` (0), `completion` (1), `agent` (2), " +
       "`background` (3), or an alias",
   },
@@ -493,18 +411,14 @@ export const SERVE_FLAGS = [
     flag: "no-http-qos-header",
     key: "noQosHeader",
     internal: true,
-    group: "scheduling",
-    table: "http-policy",
-    help: "ignore the x-superfluid-qos request header (not even refused when invalid)",
-    doc: "ignore `x-superfluid-qos` (not even refused when invalid)",
+    section: "http-policy",
+    help: "ignore `x-superfluid-qos` (not even refused when invalid)",
   },
   {
     flag: "http-allow-batch-invariant",
     key: "allowBatchInvariant",
-    group: "security",
-    table: "http-policy",
-    help: "accept x-superfluid-batch-invariant (refused with 403 otherwise); it is then run like any request",
-    doc: "accept `x-superfluid-batch-invariant` (403 `admin_required` otherwise); it is then run like any request",
+    section: "http-policy",
+    help: "accept `x-superfluid-batch-invariant` (403 `admin_required` otherwise); it is then run like any request",
   },
   {
     flag: "nonstream-keepalive",
@@ -513,12 +427,8 @@ export const SERVE_FLAGS = [
     parse: num({ min: 0, max: 3600 }),
     default: 0,
     shown: "0 = off",
-    group: "listener",
-    table: "http-policy",
+    section: "http-policy",
     help:
-      "0-3600: a non-streamed reply commits 200 at admission and sends a space every SEC seconds until its JSON; " +
-      "also the SSE keep-alive period",
-    doc:
       "0-3600: a non-streamed reply commits 200 at admission and sends a space every SEC seconds until its " +
       "JSON; also the SSE keep-alive period ([API](api/openai.md#non-streaming-keep-alive))",
   },
@@ -527,10 +437,8 @@ export const SERVE_FLAGS = [
     key: "fimModel",
     value: "MODEL",
     parse: text,
-    group: "models",
-    table: "fim",
-    help: "a dedicated fill-in-the-middle model (path or reference) in its own worker",
-    doc:
+    section: "fim",
+    help:
       "a path or reference loaded in its own worker; fill-in-the-middle requests to the served model run on it. " +
       "Refused at startup when its vocabulary lacks FIM tokens",
   },
@@ -540,10 +448,8 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: whole(1),
     shown: "min(the main window, 8192)",
-    group: "models",
-    table: "fim",
-    help: "the FIM model's tokens per lane",
-    doc: "its tokens per lane",
+    section: "fim",
+    help: "its tokens per lane",
   },
   {
     flag: "fim-max-batch",
@@ -551,10 +457,8 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: whole(1, 256),
     default: 2,
-    group: "models",
-    table: "fim",
-    help: "the FIM model's lanes, 1-256",
-    doc: "its lanes, 1-256",
+    section: "fim",
+    help: "its lanes, 1-256",
   },
   {
     flag: "completion-deadline-ms",
@@ -564,8 +468,7 @@ export const SERVE_FLAGS = [
     parse: whole(0),
     default: 0,
     shown: "0 = none",
-    group: "scheduling",
-    table: "fim",
+    section: "fim",
     help: "a FIM completion not started within N ms expires",
   },
   {
@@ -574,8 +477,7 @@ export const SERVE_FLAGS = [
     value: "F",
     parse: num({ min: 0 }),
     default: 10,
-    group: "scheduling",
-    table: "fim",
+    section: "fim",
     help: "FIM requests per second per client; 0 = unmetered",
   },
   {
@@ -584,10 +486,8 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: whole(1),
     default: 20,
-    group: "scheduling",
-    table: "fim",
-    help: "the per-client FIM bucket's size, at least 1",
-    doc: "the per-client bucket's size, ≥ 1",
+    section: "fim",
+    help: "the per-client bucket's size, ≥ 1",
   },
   {
     flag: "temperature",
@@ -596,10 +496,8 @@ export const SERVE_FLAGS = [
     parse: num({ min: 0, max: 2 }),
     internal: true,
     shown: "the model's, else 1.0",
-    group: "models",
-    table: "model-lookup",
-    help: "operator sampling default, 0-2",
-    doc: "0-2",
+    section: "model-lookup",
+    help: "0-2",
   },
   {
     flag: "top-p",
@@ -608,10 +506,8 @@ export const SERVE_FLAGS = [
     parse: num({ min: 0, max: 1 }),
     internal: true,
     shown: "the model's",
-    group: "models",
-    table: "model-lookup",
-    help: "operator sampling default, 0-1",
-    doc: "0-1",
+    section: "model-lookup",
+    help: "0-1",
   },
   {
     flag: "top-k",
@@ -620,10 +516,8 @@ export const SERVE_FLAGS = [
     parse: whole(0, 2 ** 31 - 1),
     internal: true,
     shown: "the model's",
-    group: "models",
-    table: "model-lookup",
-    help: "operator sampling default, ≥ 0",
-    doc: "≥ 0",
+    section: "model-lookup",
+    help: "≥ 0",
   },
   {
     flag: "min-p",
@@ -632,10 +526,8 @@ export const SERVE_FLAGS = [
     parse: num({ min: 0, max: 1 }),
     internal: true,
     shown: "the model's",
-    group: "models",
-    table: "model-lookup",
-    help: "operator sampling default, 0-1",
-    doc: "0-1",
+    section: "model-lookup",
+    help: "0-1",
   },
   {
     flag: "repeat-penalty",
@@ -644,10 +536,8 @@ export const SERVE_FLAGS = [
     parse: num({ min: 0.01, max: 2 }),
     internal: true,
     shown: "the model's, else 1.0",
-    group: "models",
-    table: "model-lookup",
-    help: "operator sampling default, 0.01-2",
-    doc: "0.01-2",
+    section: "model-lookup",
+    help: "0.01-2",
   },
   {
     flag: "sessions",
@@ -657,18 +547,14 @@ export const SERVE_FLAGS = [
     env: "SUPERFLUID_SESSIONS",
     default: (env: Env): string => join(superfluidHome(env), "sessions"),
     shown: "`$SUPERFLUID_HOME/sessions`, else `~/.superfluid/sessions`",
-    group: "sessions",
-    table: "sessions",
-    help: "the session store; one server per directory",
-    doc: "the session store; one server per directory ([Files and folders](#the-sessions-directory))",
+    section: "sessions",
+    help: "the session store; one server per directory ([Files and folders](#the-sessions-directory))",
   },
   {
     flag: "sessions-cache",
     key: "sessionsCache",
-    group: "sessions",
-    table: "sessions",
-    help: "start a fresh session log on each start, keeping the previous one as wal.log.prev",
-    doc: "start a fresh session log on each start, keeping the previous one as `wal.log.prev`",
+    section: "sessions",
+    help: "start a fresh session log on each start, keeping the previous one as `wal.log.prev`",
   },
   {
     flag: "files-max-bytes",
@@ -676,10 +562,8 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: whole(0),
     shown: "unbounded",
-    group: "sessions",
-    table: "sessions",
-    help: "bytes all /v1/files uploads may hold together (one upload is at most 512 MiB either way)",
-    doc:
+    section: "sessions",
+    help:
       "bytes all `/v1/files` uploads may hold together, uploads in progress counted; an upload that would pass " +
       "it gets 413 `files_quota_exceeded` ([API](api/files.md)). One upload is at most 512 MiB either way",
   },
@@ -689,8 +573,7 @@ export const SERVE_FLAGS = [
     value: "SEC",
     parse: whole(1, 2 ** 31 - 1),
     shown: "never",
-    group: "sessions",
-    table: "sessions",
+    section: "sessions",
     help: "an uploaded file is gone SEC seconds after its upload (files already stored included)",
   },
   {
@@ -700,8 +583,7 @@ export const SERVE_FLAGS = [
     // setInterval takes at most 2^31-1 ms.
     parse: whole(1, 2_147_483),
     default: 300,
-    group: "sessions",
-    table: "sessions",
+    section: "sessions",
     help: "how often expired files are deleted from disk (they stop being served at expiry either way)",
   },
   {
@@ -710,10 +592,8 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: whole(0),
     shown: "60% of the memory free once the model is loaded, at most 8 GiB",
-    group: "scheduling",
-    table: "prefix-cache",
-    help: "host memory for prefixes that leave the KV pool; 0 = no host tier",
-    doc: "host memory for prefixes that leave the KV pool; 0 = no host tier ([design](design.md#host-tier))",
+    section: "prefix-cache",
+    help: "host memory for prefixes that leave the KV pool; 0 = no host tier ([design](design.md#host-tier))",
   },
   {
     flag: "pressure-high",
@@ -721,8 +601,7 @@ export const SERVE_FLAGS = [
     value: "PCT",
     parse: whole(1, 100),
     default: 85,
-    group: "scheduling",
-    table: "prefix-cache",
+    section: "prefix-cache",
     help: "KV occupancy (percent of the pool's cells) at which cached prefixes leave the pool",
   },
   {
@@ -731,10 +610,8 @@ export const SERVE_FLAGS = [
     value: "PCT",
     parse: whole(0, 100),
     default: 70,
-    group: "scheduling",
-    table: "prefix-cache",
-    help: "the occupancy they leave it down to; may not exceed --pressure-high",
-    doc: "the occupancy they leave it down to; may not exceed `--pressure-high`",
+    section: "prefix-cache",
+    help: "the occupancy they leave it down to; may not exceed `--pressure-high`",
   },
   {
     flag: "pin-budget-pct",
@@ -742,10 +619,8 @@ export const SERVE_FLAGS = [
     value: "PCT",
     parse: whole(0, 100),
     default: 50,
-    group: "scheduling",
-    table: "prefix-cache",
-    help: "share of the KV pool cache_control pins may hold; 0 = pins are counted but protect nothing",
-    doc:
+    section: "prefix-cache",
+    help:
       "0-100: the share of the KV pool's cells that prefixes pinned by Anthropic `cache_control` breakpoints may " +
       "hold together (shared prefixes counted once; the least recently pinned give way first). Pinned prefixes " +
       "stay in the pool through the pressure marks. 0 = pins are counted (and reported in `usage`) but protect " +
@@ -759,12 +634,8 @@ export const SERVE_FLAGS = [
     bothOff: true,
     internal: true,
     shown: "on in a terminal",
-    group: "logging",
-    table: "logging",
-    help:
-      "live monitor above the log, on when stdin and stdout are a terminal; " +
-      "logs then also go to <sessions>/logs; q quits",
-    doc: "the live monitor ([tui](#tui)); never on when stdin or stdout is a pipe or a file. `--tui` changes nothing",
+    section: "logging",
+    help: "the live monitor ([tui](#tui)); never on when stdin or stdout is a pipe or a file. `--tui` changes nothing",
   },
   {
     flag: "drain-timeout",
@@ -772,10 +643,8 @@ export const SERVE_FLAGS = [
     value: "SEC",
     parse: num({ min: 0 }),
     default: 30,
-    group: "listener",
-    table: "listener",
-    help: "on SIGTERM or SIGINT, how long running generations may take to finish before the stop cuts them",
-    doc:
+    section: "listener",
+    help:
       "on SIGTERM or SIGINT, how long running generations may take to finish: readiness answers 503 at once, " +
       "new generations get 503 `server_draining` with Retry-After, and what still runs at the deadline is cut " +
       "([shutdown](#startup-and-shutdown)); a second signal stops at once",
@@ -788,10 +657,8 @@ export const SERVE_FLAGS = [
     default: () => defaultReplicaId(),
     shown: "the host name",
     env: "SUPERFLUID_REPLICA_ID",
-    group: "listener",
-    table: "listener",
-    help: "the name every reply carries in x-superfluid-replica, for a router's logs and clients behind one",
-    doc:
+    section: "listener",
+    help:
       "the name every reply carries in `x-superfluid-replica` (letters, digits, `.` `_` `:` `-`; up to 128): which " +
       "replica behind a router served it ([scale-out](guides/scale-out.md))",
   },
@@ -800,10 +667,8 @@ export const SERVE_FLAGS = [
     key: "readyFile",
     value: "PATH",
     parse: nonEmpty,
-    group: "listener",
-    table: "listener",
-    help: "once the default model serves, write its URL to PATH (atomically; removed on stop), for scripts that wait",
-    doc:
+    section: "listener",
+    help:
       "once the default model serves, its URL is written to PATH (atomically; removed on stop), " +
       "for scripts that wait for the server ([startup](#startup-and-shutdown))",
   },
@@ -812,40 +677,30 @@ export const SERVE_FLAGS = [
     key: "logDir",
     value: "DIR",
     parse: nonEmpty,
-    group: "logging",
-    table: "logging",
-    help:
-      "logs as JSON lines in DIR/superfluid.<n>.jsonl (64 MiB files, 8 kept, 0600); " +
-      "access lines go there, off stderr",
-    doc: "every line also as a JSON object in `DIR/superfluid.<n>.jsonl`; access records go there only, off stderr",
+    section: "logging",
+    help: "every line also as a JSON object in `DIR/superfluid.<n>.jsonl`; access records go there only, off stderr",
   },
   {
     flag: "log-file",
     key: "logFile",
     value: "PATH",
     parse: nonEmpty,
-    group: "logging",
-    table: "logging",
-    help: "plain log lines appended to PATH (0600) instead of stderr",
-    doc: "the plain lines appended to PATH instead of stderr",
+    section: "logging",
+    help: "the plain lines appended to PATH instead of stderr",
   },
   {
     flag: "verbose",
     key: "verbose",
     short: "v",
-    group: "logging",
-    table: "logging",
-    help: "access lines add the reply id and the wait for a lane",
-    doc: "access lines add the reply's id and the wait for a lane: `... finish=stop id=chatcmpl-superfluid-7 wait=3ms`",
+    section: "logging",
+    help: "access lines add the reply's id and the wait for a lane: `... finish=stop id=chatcmpl-superfluid-7 wait=3ms`",
   },
   {
     flag: "quiet",
     key: "quiet",
     env: "SUPERFLUID_QUIET",
-    group: "logging",
-    table: "logging",
-    help: "no access lines on stderr",
-    doc: "no access lines in the plain stream (stderr or `--log-file`)",
+    section: "logging",
+    help: "no access lines in the plain stream (stderr or `--log-file`)",
   },
   {
     flag: "speculate",
@@ -854,15 +709,12 @@ export const SERVE_FLAGS = [
     parse: speculate,
     internal: true,
     shown: "`off`",
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
+    // The table's text is a list of the strategies; --help sums them up.
+    brief:
+      "speculative decoding: prompt-lookup drafts from the lane's own context, draft-model:MODEL with a small " +
+      "GGUF of the same vocabulary; auto = prompt-lookup where the model can drop a rejected draft, else plain",
     help:
-      "speculative decoding. prompt-lookup drafts the tokens that followed the lane's last 3 (else 2) tokens " +
-      "earlier in its context and verifies them in one decode; draft-model:MODEL drafts greedily with a small " +
-      "GGUF of the same vocabulary (a path, or an org/repo[:TAG] reference pulled like the model), run in the " +
-      "same worker; auto = prompt-lookup where the model can drop a " +
-      "rejected draft (not recurrent, hybrid or sliding-window), else plain",
-    doc:
       "`draft-model:MODEL`: drafts greedily with a small GGUF model of the same vocabulary (checked at start: same " +
       "size, same pieces), run beside the model in its worker with a KV of its own; verified the same way. MODEL " +
       "is a path, or an `org/repo[:TAG]` reference found in the `--model-dir` folders or the Hugging Face cache, " +
@@ -878,8 +730,7 @@ export const SERVE_FLAGS = [
     parse: whole(1, MAX_DRAFT_TOKENS),
     default: SPEC.draftTokens,
     internal: true,
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help: `draft depth, 1-${MAX_DRAFT_TOKENS}`,
   },
   {
@@ -891,8 +742,7 @@ export const SERVE_FLAGS = [
     default: SPEC.minYield,
     internal: true,
     expert: true,
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help:
       "≥ 0: a request whose drafts keep fewer than X tokens a drafting round stops drafting once judged; two " +
       "failing requests and none passing turn it off for the model for good. 0 = no floor",
@@ -906,8 +756,7 @@ export const SERVE_FLAGS = [
     default: SPEC.yieldRounds,
     internal: true,
     expert: true,
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help: "≥ 1: the drafting rounds after which a request's yield is judged",
   },
   {
@@ -918,12 +767,8 @@ export const SERVE_FLAGS = [
     default: SPEC.throughputGate,
     internal: true,
     expert: true,
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help:
-      "per lane count, compare decode speed with and without drafts and draft only where speculation is " +
-      "--spec-min-speedup times faster",
-    doc:
       "per lane count, compare decode speed with and without drafts and draft only where speculation is " +
       "`--spec-min-speedup` times faster",
   },
@@ -935,12 +780,8 @@ export const SERVE_FLAGS = [
     default: SPEC.adaptive,
     internal: true,
     expert: true,
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help:
-      "the gate's probe also tries the draft depth halved down to 1 (4, 2, 1) and keeps the fastest, " +
-      "per lane count; without the gate the depth is --spec-draft-tokens",
-    doc:
       "the gate's probe also tries the draft depth halved down to 1 (4, 2, 1) and keeps the fastest, " +
       "per lane count; without the gate the depth is `--spec-draft-tokens`",
   },
@@ -957,12 +798,8 @@ export const SERVE_FLAGS = [
         "docs/cli.md#speculative-decoding)",
     },
     shown: "refused",
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help:
-      "refused: llama.cpp has no batch-invariant kernels, so a speculative decode cannot be forced bit-exact " +
-      "with a plain one (--no-spec-bitexact is accepted); greedy output is the same anyway",
-    doc:
       "llama.cpp has no batch-invariant kernels, so a speculative decode cannot be forced bit-exact with a plain " +
       "one (exit 2; `--no-spec-bitexact` is accepted); greedy output is the same anyway",
   },
@@ -972,12 +809,8 @@ export const SERVE_FLAGS = [
     value: "F",
     parse: num({ min: 0, max: 2 }),
     expert: true,
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help:
-      "0-2: on a model that speculates, a temperature that came from the model's own defaults is capped at F; " +
-      "a request's temperature or --temperature never is",
-    doc:
       "0-2: on a model that speculates, a temperature that came from the model's own defaults (its GGUF " +
       "`general.sampling.temp`) is capped at F; a request's `temperature` or `--temperature` never is",
   },
@@ -990,8 +823,7 @@ export const SERVE_FLAGS = [
     default: SPEC.minSpeedup,
     internal: true,
     expert: true,
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help: "> 0: how many times faster than plain decoding speculation must be for the gate to let it draft",
   },
   {
@@ -1003,8 +835,7 @@ export const SERVE_FLAGS = [
     default: SPEC.probeTokens,
     internal: true,
     expert: true,
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help: "≥ 1: decode steps each side of a comparison measures",
   },
   {
@@ -1016,8 +847,7 @@ export const SERVE_FLAGS = [
     default: SPEC.reprobe,
     internal: true,
     expert: true,
-    group: "speculation",
-    table: "speculation",
+    section: "speculation",
     help:
       "≥ 0: after the gate turns speculation off for a lane count, measure again after N requests, " +
       "doubling each time; 0 = off for good",
@@ -1031,22 +861,16 @@ export const SERVE_FLAGS = [
     shown: `${SPEC.reprobeMax}, or \`--spec-gate-reprobe\` when above`,
     internal: true,
     expert: true,
-    group: "speculation",
-    table: "speculation",
-    help: "the most requests between re-measurements; not below --spec-gate-reprobe",
-    doc: "the most requests between re-measurements; not below `--spec-gate-reprobe`",
+    section: "speculation",
+    help: "the most requests between re-measurements; not below `--spec-gate-reprobe`",
   },
   {
     flag: "park",
     key: "park",
     negatable: true,
     default: false,
-    group: "sessions",
-    table: "parking",
+    section: "parking",
     help:
-      "seal a session's KV to <sessions>/park when its generation ends, so the next one on it restores " +
-      "instead of prefilling; not with --sessions-cache",
-    doc:
       "when a generation of a session (the session API) ends, seal its KV to `<sessions>/park/<session>.park`; " +
       "the next generation on that session restores it instead of prefilling the history again, across " +
       "restarts. Cannot be combined with `--sessions-cache`",
@@ -1057,8 +881,7 @@ export const SERVE_FLAGS = [
     value: "N",
     parse: num({ min: 0 }),
     default: 20,
-    group: "sessions",
-    table: "parking",
+    section: "parking",
     help: "size bound of each park directory: past it the artifacts written longest ago are deleted; 0 = unbounded",
   },
   {
@@ -1069,10 +892,8 @@ export const SERVE_FLAGS = [
     default: F16_KV,
     shown: "`0` (f16)",
     internal: true,
-    group: "models",
-    table: "engine",
-    help: "KV cache precision: 0 = auto (f16), 16 = f16, 8 = q8_0 (half the bytes), 4 = q4_0 (a quarter), 84 = K q8_0 and V q4_0",
-    doc: "KV cache precision: `0` = auto (f16), `16` = f16, `8` = q8_0 (half the bytes a token takes), `4` = q4_0 (a quarter), `84` = K q8_0, V q4_0. A quantized V needs flash attention ([quantized KV](#quantized-kv)); the draft and FIM models use the same types",
+    section: "engine",
+    help: "KV cache precision: `0` = auto (f16), `16` = f16, `8` = q8_0 (half the bytes a token takes), `4` = q4_0 (a quarter), `84` = K q8_0, V q4_0. A quantized V needs flash attention ([quantized KV](#quantized-kv)); the draft and FIM models use the same types",
   },
   {
     flag: "cache-type-k",
@@ -1081,8 +902,7 @@ export const SERVE_FLAGS = [
     value: "TYPE",
     parse: kvType,
     internal: true,
-    group: "models",
-    table: "engine",
+    section: "engine",
     help: "the K cache's type, as llama-server's -ctk (f16, q8_0, q4_0, bf16, f32, q4_1, q5_0, q5_1, iq4_nl); beats --kv-bits",
   },
   {
@@ -1092,8 +912,7 @@ export const SERVE_FLAGS = [
     value: "TYPE",
     parse: kvType,
     internal: true,
-    group: "models",
-    table: "engine",
+    section: "engine",
     help: "the V cache's type, as llama-server's -ctv; a quantized V needs flash attention; beats --kv-bits",
   },
   {
@@ -1102,8 +921,7 @@ export const SERVE_FLAGS = [
     internal: true,
     expert: true,
     refused: { message: "the llamacpp runtime exports no lossy encoding" },
-    group: "sessions",
-    table: "refused",
+    section: "refused",
     help: "refused: llama.cpp exports no lossy encoding of a parked KV",
   },
   {
@@ -1119,8 +937,7 @@ export const SERVE_FLAGS = [
         "the llamacpp runtime keeps evicted prefixes as its own state exports and has no prefix blob store; " +
         "bound them with --host-cache-mb",
     },
-    group: "scheduling",
-    table: "refused",
+    section: "refused",
     help: "refused: llama.cpp has no prefix blob store; bound evicted prefixes with --host-cache-mb",
   },
 ] as const satisfies readonly ServeFlagDecl[];

@@ -8,11 +8,11 @@ import type { SpeculationSettings } from "../engine/speculation-directive.ts";
 import { letsInAnySite } from "../http/allowed-origins.ts";
 import { KeyPolicyError, readKeyPolicy, type PolicyKey } from "../http/auth/key-policy.ts";
 import { parseClassLanes } from "../http/qos.ts";
-import { checkRefusals, flagSpecs, readFlags, renderHelp } from "./flag-decl.ts";
+import { asUsage, checkRefusals, flagSpecs, readFlags, renderHelp } from "./flag-decl.ts";
 import type { DirectKey, Env, FlagValues } from "./flag-decl.ts";
 import { nonEmpty, UsageError } from "./flag-values.ts";
-import { FlagError, parseFlags } from "./flags.ts";
-import { HELP_FLAGS, SERVE_FLAGS, SERVE_GROUPS } from "./serve-flags.ts";
+import { parseFlags } from "./flags.ts";
+import { HELP_FLAGS, SERVE_FLAGS, SERVE_SECTIONS } from "./serve-flags.ts";
 
 export { UsageError } from "./flag-values.ts";
 export { superfluidHome } from "./serve-flags.ts";
@@ -72,26 +72,13 @@ export function serveUsage(all = false): string {
     ? "Flags are described in docs/cli.md#serve."
     : "--help-all also lists the expert tuning (--spec-* beyond --speculate and --spec-draft-tokens)\n" +
       "and the flags this runtime refuses. Flags are described in docs/cli.md#serve.";
-  return renderHelp(SERVE_FLAGS, SERVE_GROUPS, { head: HEAD, foot, all });
+  return renderHelp(SERVE_FLAGS, SERVE_SECTIONS, { head: HEAD, foot, all });
 }
 
 /** --api-key values and the --key-policy file, validated together: a policy secret may not repeat a global key. */
 function policyKeys(apiKeys: string[], path: string | undefined, env: Env): PolicyKey[] {
   if (path === undefined) return [];
-  try {
-    return readKeyPolicy(nonEmpty(path, "key-policy"), { env, apiKeys });
-  } catch (err) {
-    if (err instanceof KeyPolicyError) throw new UsageError(`--key-policy: ${err.message}`);
-    throw err;
-  }
-}
-
-function classLanes(raw: string, maxBatch: number): ClassLanes {
-  try {
-    return parseClassLanes(raw, maxBatch);
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  return asUsage("key-policy", () => readKeyPolicy(nonEmpty(path, "key-policy"), { env, apiKeys }), KeyPolicyError);
 }
 
 /**
@@ -121,13 +108,7 @@ function speculation(v: Declared): SpeculationSettings | undefined {
 }
 
 export function parseServeOptions(argv: string[], env: Env = process.env): ServeOptions | "help" | "help-all" {
-  let flags;
-  try {
-    flags = parseFlags(argv, SPECS);
-  } catch (err) {
-    if (err instanceof FlagError) throw new UsageError(err.message);
-    throw err;
-  }
+  const flags = parseFlags(argv, SPECS);
   if (flags.switches.has("help")) return "help";
   if (flags.switches.has("help-all")) return "help-all";
   checkRefusals(SERVE_FLAGS, flags);
@@ -139,6 +120,7 @@ export function parseServeOptions(argv: string[], env: Env = process.env): Serve
   if (v.pressureLow > v.pressureHigh) {
     throw new UsageError(`--pressure-low (${v.pressureLow}) cannot be above --pressure-high (${v.pressureHigh})`);
   }
+  const lanes = v.classLanes;
   const direct: Record<string, unknown> = {};
   for (const d of SERVE_FLAGS) {
     const value = (v as Record<string, unknown>)[d.key];
@@ -150,7 +132,7 @@ export function parseServeOptions(argv: string[], env: Env = process.env): Serve
     ...v.http,
     models: [...flags.positional, ...v.model],
     policyKeys: policyKeys(v.apiKeys, v.keyPolicy, env),
-    ...(v.classLanes === undefined ? {} : { classLanes: classLanes(v.classLanes, v.maxBatch) }),
+    ...(lanes === undefined ? {} : { classLanes: asUsage("class-lanes", () => parseClassLanes(lanes, v.maxBatch)) }),
     qosHeader: !v.noQosHeader,
     // Only when a person is at the terminal (both ends of it), --tui or not: pipes, tests and services see plain lines.
     tui: v.tui !== false && process.stdout.isTTY === true && process.stdin.isTTY === true,

@@ -1,10 +1,5 @@
-// `superfluid serve`: resolve the models, load the ones named, know the rest
-// (--model-dir), start the listener (docs/cli.md#several-models).
-import { describeKvTypes } from "../gguf/kv-type.ts";
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { checkFit, freeMemoryBeforeLoad, type KvSizing } from "../daemon/fit-check.ts";
-import { showLoadProgress } from "../daemon/load-progress.ts";
 import { isReference, ModelNotFoundError, type ModelPath } from "../daemon/model-ref.ts";
 import {
   fileOfNamed,
@@ -16,10 +11,8 @@ import {
 } from "../daemon/model-pull.ts";
 import { describeToken, modelDirSources, sourceOf } from "../daemon/model-source.ts";
 import { ModelRegistry, type ModelSource } from "../daemon/registry.ts";
-import { ServedModel } from "../daemon/served-model.ts";
-import { describeModel, readGguf, type GgufFile } from "../gguf/index.ts";
-import { parseReference } from "../hub/reference.ts";
-import type { OffloadRequest } from "../engine/offload.ts";
+import type { ServedModel } from "../daemon/served-model.ts";
+import { ModelLoader } from "../daemon/model-loader.ts";
 import { RequestError } from "../daemon/request-error.ts";
 import { SessionStore } from "../session-log/store.ts";
 import { FileStore } from "../files/store.ts";
@@ -36,17 +29,14 @@ import { sweepParkDir } from "../session-log/park-budget.ts";
 import { mintToken, WebAuth } from "../web/auth.ts";
 import { startWebListener, type WebListener } from "../web/listener.ts";
 import { AllowedOrigins } from "../http/allowed-origins.ts";
-import { isLoopbackName } from "../http/host-names.ts";
+import { isLoopbackName } from "../runtime/loopback.ts";
 import { REPLICA_HEADER } from "../http/replica.ts";
-import { checkRpcWorkers } from "../rpc/connect.ts";
 import { RequestGate } from "../http/auth/gate.ts";
 import { KeyRing } from "../http/auth/keyring.ts";
 import { TokenBuckets } from "../http/rate-limit.ts";
 import { cacheDir } from "../../ffi/paths.ts";
-import { describeCpu } from "../../ffi/cpu-variant.ts";
 import { daemonYieldsWhileStreaming } from "../runtime/sched-policy.ts";
-import { formatBytes } from "../runtime/byte-size.ts";
-import type { FreeMemory } from "../engine/memory.ts";
+import { Unwind } from "../runtime/unwind.ts";
 import { accessJson, formatAccess, setAccessSink } from "../http/access-log.ts";
 import { Logger, routeConsole } from "../logging/logger.ts";
 import { parseServeOptions, serveUsage, UsageError, type ServeOptions } from "./serve-options.ts";
@@ -91,47 +81,6 @@ async function builtinModel(): Promise<ModelPath> {
 }
 
 /**
- * --fim-model: a fill-in-the-middle model in its own worker, with its own
- * lanes (--fim-max-batch) and window (--fim-max-context, default
- * min(the main window, 8192)). It is not a served model of its own: FIM
- * requests to the served model run on it, and it keeps no session log.
- */
-async function loadFimModel(
-  options: ServeOptions,
-  mainWindow: number,
-  log: (line: string) => void,
-  pulling: PullPolicy,
-): Promise<ServedModel> {
-  const resolved = await resolveOrPull(options.fimModel!, options.modelDirs, pulling);
-  const maxContext = options.fimMaxContext ?? Math.min(mainWindow, 8192);
-  log(
-    `superfluid: loading FIM model ${resolved.id} from ${resolved.path} (${options.fimMaxBatch} lanes x ${maxContext} tokens) ...`,
-  );
-  const fim = await ServedModel.load({
-    id: resolved.id,
-    model: resolved.path,
-    maxBatch: options.fimMaxBatch,
-    maxContext,
-    threads: options.threads,
-    offload: offloadRequestOf(options),
-    prefillBudget: options.prefillBudget,
-    starvationTicks: options.starvationTicks,
-    ...(options.hostCacheMb === undefined ? {} : { hostCacheMb: options.hostCacheMb }),
-    pressureHigh: options.pressureHigh,
-    pressureLow: options.pressureLow,
-    ...(options.speculation ? { speculation: options.speculation } : {}),
-  });
-  logSpeculation(options, fim, log);
-  if (!fim.hasFimTokens) {
-    await fim.close();
-    throw new Error(
-      `--fim-model ${options.fimModel}: ${resolved.id} has no fill-in-the-middle tokens (prefix, suffix and middle)`,
-    );
-  }
-  return fim;
-}
-
-/**
  * `--speculate draft-model:org/repo[:TAG]`: the draft model named by a reference, found in the --model-dir folders
  * or the Hugging Face cache, else pulled (docs/cli.md#pulling-models), so every worker is handed its file. Options
  * without one (a path, checked when parsed, or no draft model) come back as they are. A failed pull stops the start.
@@ -148,208 +97,6 @@ async function withDraftModelFile(
   const draft = await resolveOrPull(spec.draftModel, options.modelDirs, { ...pulling(spec.draftModel), mmproj: false });
   log(`superfluid: draft model ${spec.draftModel} is ${draft.path}`);
   return { ...options, speculation: { ...spec, draftModel: draft.path } };
-}
-
-/** The offload the serve flags ask of every model's worker (docs/cli.md#gpu-offload-flags). */
-function offloadRequestOf(o: ServeOptions): OffloadRequest {
-  return {
-    gpuLayers: o.noGpu ? 0 : o.gpuLayers,
-    splitMode: o.splitMode,
-    kvOffload: o.kvOffload,
-    ...(o.device === undefined ? {} : { devices: o.device }),
-    ...(o.tensorSplit === undefined ? {} : { tensorSplit: o.tensorSplit }),
-    ...(o.rpc === undefined ? {} : { rpc: o.rpc }),
-  };
-}
-
-/**
- * Free memory with the RPC workers' devices counted in (--rpc): each is asked over a plain socket
- * (src/rpc/probe.ts), and one that cannot serve (unreachable, another protocol, busy with another client) stops the
- * load naming it. The startup log names each worker's devices.
- */
-async function withRpcWorkers(
-  local: FreeMemory,
-  endpoints: readonly string[],
-  log: (line: string) => void,
-): Promise<FreeMemory> {
-  let remote = 0;
-  for (const worker of await checkRpcWorkers(endpoints)) {
-    const free = worker.devices.reduce((a, d) => a + d.freeBytes, 0);
-    remote += free;
-    log(
-      `superfluid: RPC worker ${worker.endpoint}: protocol ${worker.version}, ${worker.devices.length} device(s), ${formatBytes(free)} free`,
-    );
-  }
-  return {
-    bytes: local.bytes + remote,
-    where: local.where === "host" ? "host and RPC workers" : "device and RPC workers",
-  };
-}
-
-/**
- * The strategy a model's worker resolved --speculate to, once per model when speculation was asked for
- * (docs/cli.md#speculative-decoding).
- */
-function logSpeculation(options: ServeOptions, model: ServedModel, log: (line: string) => void): void {
-  if (!options.speculation) return;
-  const info = model.worker.info;
-  log(`superfluid: speculation: ${info.speculation}${info.speculationNote ? ` (${info.speculationNote})` : ""}`);
-}
-
-/**
- * A served id as one folder name under <sessions>/models/: `/` as `--` (the Hugging Face cache's way), nothing that
- * climbs out.
- */
-export function sessionsFolderOf(id: string): string {
-  const name = id.replace(/\//g, "--").replace(/[^\w.-]/g, "_");
-  return /^\.+$/.test(name) ? `_${name}` : name;
-}
-
-/**
- * Loads and frees models for the registry: the fit check, the session log
- * (the first model named uses <sessions>/ itself, every other one
- * <sessions>/models/<id>/ of its own), the --fim-model beside the first,
- * and progress on the terminal.
- */
-class ModelLoader {
-  /** Session logs this loader opened, by the model using them (the first model's is the server's own). */
-  private readonly stores = new Map<ServedModel, SessionStore>();
-
-  constructor(
-    private readonly options: ServeOptions,
-    private readonly sessions: SessionStore,
-    private readonly primaryId: string,
-    private readonly maxContext: number | undefined,
-    private readonly log: (line: string) => void,
-    private readonly pulling: (reference: string) => PullPolicy,
-  ) {}
-
-  /** How the worker will size a model's KV: what the serve flags decide. */
-  private sizing(): KvSizing {
-    const o = this.options;
-    return {
-      lanes: o.maxBatch,
-      ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
-      ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
-      kvTypes: o.kvTypes,
-    };
-  }
-
-  /** The memory a model would load into now, RPC workers' devices counted in (each named in `log`). */
-  private async freeForLoad(log: (line: string) => void): Promise<FreeMemory> {
-    const o = this.options;
-    const local = await freeMemoryBeforeLoad(!o.noGpu && o.gpuLayers !== 0, o.device);
-    return o.rpc ? await withRpcWorkers(local, o.rpc, log) : local;
-  }
-
-  /**
-   * The fit check `load` runs, run by a pull of `reference` before its first byte (docs/cli.md#pulling-models) on
-   * the GGUF header read off the Hub and the weights' bytes the Hub lists: the same figures, so a model that would
-   * be refused once downloaded is refused before it is (ModelTooLargeError: exit 1 at start, 507 on demand).
-   */
-  fitBeforePull(reference: string): (header: GgufFile, weightBytes: number) => Promise<void> {
-    return async (header, weightBytes) => {
-      // The RPC workers were named when the start probed them; this probe stays quiet.
-      const free = await this.freeForLoad(() => {});
-      const trained = describeModel(header).contextLength ?? 0;
-      checkFit(parseReference(reference).repo, weightBytes, header, trained, this.sizing(), free, reference);
-    };
-  }
-
-  async load(source: ModelSource): Promise<ServedModel> {
-    const o = this.options;
-    const file = source.file ?? (await readGguf(source.path));
-    const free = await this.freeForLoad(this.log);
-    const fit = checkFit(source.id, source.path, file, source.info.contextLength ?? 0, this.sizing(), free);
-    const primary = source.id === this.primaryId;
-    const sizing =
-      o.kvPool !== undefined
-        ? `a shared KV pool of ${o.kvPool} cells`
-        : this.maxContext !== undefined
-          ? `${this.maxContext} tokens each`
-          : "KV sized from free memory";
-    this.log(
-      `superfluid: loading ${source.id} from ${source.path} (${o.maxBatch} lanes, ${sizing}, KV ${describeKvTypes(o.kvTypes)}, ${o.threads} threads; ` +
-        `needs ${formatBytes(fit.weightBytes + fit.kvBytes)} of ${formatBytes(fit.free.bytes)} free) ...`,
-    );
-    const store = primary
-      ? this.sessions
-      : await SessionStore.open(join(o.sessions, "models", sessionsFolderOf(source.id)), { cache: o.sessionsCache });
-    const started = performance.now();
-    // Under the TUI the bar would draw over the screen: plain lines into its log instead.
-    const progress = showLoadProgress(source.id, source.path, fit.weightBytes, this.log, o.tui ? false : undefined);
-    let model: ServedModel;
-    try {
-      model = await ServedModel.load({
-        id: source.id,
-        model: source.path,
-        maxBatch: o.maxBatch,
-        ...(this.maxContext === undefined ? {} : { maxContext: this.maxContext }),
-        ...(o.kvPool === undefined ? {} : { kvPool: o.kvPool }),
-        kvTypes: o.kvTypes,
-        threads: o.threads,
-        offload: offloadRequestOf(o),
-        prefillBudget: o.prefillBudget,
-        starvationTicks: o.starvationTicks,
-        ...(o.classLanes ? { classLanes: o.classLanes } : {}),
-        ...(o.hostCacheMb === undefined ? {} : { hostCacheMb: o.hostCacheMb }),
-        pressureHigh: o.pressureHigh,
-        pressureLow: o.pressureLow,
-        pinBudgetPct: o.pinBudgetPct,
-        ...(o.speculation ? { speculation: o.speculation } : {}),
-        sessions: store,
-      });
-    } catch (err) {
-      if (!primary) await store.close().catch(() => undefined);
-      throw err instanceof RequestError
-        ? err
-        : new RequestError(
-            500,
-            `model '${source.id}' did not load: ${(err as Error).message}`,
-            "model_load_failed",
-            "model",
-          );
-    } finally {
-      progress.done();
-    }
-    if (!primary) this.stores.set(model, store);
-    this.log(
-      `superfluid: ${source.id} ready in ${((performance.now() - started) / 1000).toFixed(1)} s` +
-        (primary ? "" : ` (session log ${store.path})`),
-    );
-    this.log(
-      `superfluid: decoding on ${describeCpu(model.worker.info.library.cpu)}, ${model.worker.info.threads} threads`,
-    );
-    this.log(`superfluid: ${model.worker.info.kv.summary}`);
-    // Only where a GPU could take part: a CPU-only build's log stays as it was.
-    const info = model.worker.info;
-    // A backend left unloaded on purpose (--no-gpu, no GPU device node: ffi/gpu-presence.ts) is no failure to name.
-    for (const f of info.unloadedBackends.filter((f) => !f.skipped))
-      this.log(`superfluid: the GPU backend ${f.file} did not load (${f.reason}); its devices are not used`);
-    if (info.offload) this.log(`superfluid: ${info.offload.summary}`);
-    logSpeculation(o, model, this.log);
-    if (primary && o.fimModel !== undefined) {
-      try {
-        model.fimModel = await loadFimModel(o, model.contextWindow, this.log, this.pulling(o.fimModel!));
-      } catch (err) {
-        await this.close(model);
-        throw err;
-      }
-    }
-    return model;
-  }
-
-  async close(model: ServedModel): Promise<void> {
-    await model.close();
-    const store = this.stores.get(model);
-    this.stores.delete(model);
-    // What is still buffered belongs to generations the unload cut off, none of it delivered.
-    await store
-      ?.close()
-      .catch((err: Error) =>
-        this.log(`superfluid: the session log of ${model.id} could not take its last records: ${err.message}`),
-      );
-  }
 }
 
 export interface RunningServer {
@@ -425,6 +172,24 @@ export async function startServer(
 /** How long past the drain deadline the replies of cut generations have to write their ending. */
 const CUT_REPLY_FLUSH_MS = 2000;
 
+/**
+ * A start step's failure, its message naming the address that would not listen; `reason` is what requests held
+ * meanwhile are answered with.
+ */
+class ListenFailure extends Error {
+  constructor(
+    message: string,
+    readonly reason: Error,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The start in steps: the engine client (the registry and its loader), the app state, the listener, the models
+ * named, the --web listener. Each step that opens something defers its undoing on one Unwind, so a failed start
+ * closes everything opened so far, last first, in one place.
+ */
 async function startServing(
   options: ServeOptions,
   sessions: SessionStore,
@@ -432,14 +197,39 @@ async function startServing(
   logger: Logger,
   seams: StartSeams,
 ): Promise<RunningServer> {
+  logRecovery(sessions, log);
+  const resolved = checkServed(options, log);
+  const primaryId = resolved === "builtin" ? BUILTIN_MODEL_ID : resolved[0]!.id;
+  const unwind = new Unwind();
+  const started = await unwind.guard(async () => {
+    const engine = engineClient(options, log);
+    unwind.defer(() => engine.registry.close());
+    const state = await appState(options, engine, primaryId, log, unwind);
+    const { listener, url } = await openListener(options, state.startup);
+    unwind.defer(() => listener.close());
+    // Requests held meanwhile get their answer before the listener closes under them.
+    unwind.defer((err) => state.startup.failed(err instanceof ListenFailure ? err.reason : err));
+    await seams.listening?.(url, state.startup);
+    await loadServed(options, resolved, primaryId, sessions, engine, log);
+    if (options.readyFile !== undefined) writeReadyFile(options.readyFile, url);
+    const web = options.web ? openWebListener(options, options.web, sessions, state, log) : undefined;
+    return { engine, state, listener, url, web };
+  });
+  return serving(options, started, sessions, log, logger);
+}
+
+function logRecovery(sessions: SessionStore, log: (line: string) => void): void {
   const r = sessions.recovered;
   log(
     `superfluid: session log ${sessions.path} (epoch ${sessions.epoch}; ${r.sessions} sessions, ${r.records} records replayed` +
       (r.truncatedBytes > 0 ? `; a torn last record of ${r.truncatedBytes} bytes was cut off` : "") +
       ")",
   );
+}
+
+/** The models named (resolveServed), refused before anything opens when two share an id or --rpc can't serve them. */
+function checkServed(options: ServeOptions, log: (line: string) => void): NamedModel[] | "builtin" {
   const resolved = resolveServed(options, log);
-  const primaryId = resolved === "builtin" ? BUILTIN_MODEL_ID : resolved[0]!.id;
   if (resolved !== "builtin") {
     const ids = resolved.map((m) => m.id);
     const twice = ids.find((id, i) => ids.indexOf(id) !== i);
@@ -453,9 +243,21 @@ async function startServing(
     throw new Error(
       "--rpc serves one model: name one, without --model-dir or --fim-model (an RPC worker serves one client)",
     );
+  return resolved;
+}
+
+/** The registry, the pulls it and the start run, and the loader it loads with (set once the window is known). */
+interface EngineClient {
+  registry: ModelRegistry;
+  pulls: PullBoard;
+  /** `fit`: a pull for a load runs the load's fit check before its first byte (ModelLoader.fitBeforePull). */
+  pulling(reference: string, fit?: boolean): PullPolicy;
+  useLoader(loader: ModelLoader): void;
+}
+
+function engineClient(options: ServeOptions, log: (line: string) => void): EngineClient {
   // A reference found nowhere locally is pulled (docs/cli.md#pulling-models): its progress goes to
   // the log (a bar on a terminal without the TUI) and to /health while the server starts.
-  // `fit`: a pull for a load runs the load's fit check before its first byte (ModelLoader.fitBeforePull).
   const pulls = new PullBoard();
   const pulling = (reference: string, fit = false): PullPolicy => {
     const display = pullDisplay("superfluid: ", log, options.tui ? false : undefined);
@@ -478,23 +280,39 @@ async function startServing(
     close: (model) => loader!.close(model),
     describe: (token) => describeToken(token, options.modelDirs, pulling(token, true)),
   });
-  let files: FileStore;
-  let responses: ResponseStore;
-  try {
-    responses = ResponseStore.open(join(options.sessions, "responses"));
-    files = await FileStore.open(join(options.sessions, "files"), {
-      ...(options.filesMaxBytes === undefined ? {} : { maxBytes: options.filesMaxBytes }),
-      ...(options.filesExpirySec === undefined ? {} : { expirySec: options.filesExpirySec }),
-      sweepSec: options.filesSweepSec,
-    });
-  } catch (err) {
-    await registry.close();
-    throw err;
-  }
+  return { registry, pulls, pulling, useLoader: (l) => (loader = l) };
+}
+
+/** What the routes run on: the stores, the batches, the request gate, the app behind its startup gate. */
+interface AppState {
+  ctx: ServerContext;
+  /** Read by `ctx`: the server is starting (requests wait) or draining (new generations are refused). */
+  phase: { starting: boolean; draining: boolean };
+  files: FileStore;
+  batches: BatchService;
+  metrics: ServerMetrics;
+  origins: AllowedOrigins;
+  startup: StartupGate;
+  /** The first model named, loaded again first if it was unloaded: batch chat lines and the session API run on it. */
+  primaryModel(): Promise<ServedModel>;
+}
+
+async function appState(
+  options: ServeOptions,
+  engine: EngineClient,
+  primaryId: string,
+  log: (line: string) => void,
+  unwind: Unwind,
+): Promise<AppState> {
+  const { registry, pulls, pulling } = engine;
+  const responses = ResponseStore.open(join(options.sessions, "responses"));
+  const files = await FileStore.open(join(options.sessions, "files"), {
+    ...(options.filesMaxBytes === undefined ? {} : { maxBytes: options.filesMaxBytes }),
+    ...(options.filesExpirySec === undefined ? {} : { expirySec: options.filesExpirySec }),
+    sweepSec: options.filesSweepSec,
+  });
+  unwind.defer(() => files.close());
   let counter = 0;
-  const loopback = isLoopbackName(options.host);
-  // The first model named, loaded again first if it was unloaded: batch chat
-  // lines and the session API run on it.
   const primaryModel = async () => {
     const model = await registry.resolve(primaryId);
     if (!model) throw new RequestError(503, `model '${primaryId}' is not served`, "model_not_found");
@@ -514,11 +332,10 @@ async function startServing(
     },
     log,
   });
-  let starting = true;
-  let draining = false;
+  const phase = { starting: true, draining: false };
   const ctx: ServerContext = {
-    starting: () => starting,
-    draining: () => draining,
+    starting: () => phase.starting,
+    draining: () => phase.draining,
     pulling: () => pulls.active(),
     // No fit check for /api/pull: pulling is not loading (the model may be meant for another machine, or loaded
     // later with a smaller window or after another model is unloaded); the load that follows is checked then.
@@ -554,6 +371,10 @@ async function startServing(
     metrics,
   );
   const startup = new StartupGate(app);
+  return { ctx, phase, files, batches, metrics, origins, startup, primaryModel };
+}
+
+async function openListener(options: ServeOptions, startup: StartupGate): Promise<{ listener: Listener; url: string }> {
   let listener: Listener;
   try {
     // The listener starts before any model loads (docs/cli.md#startup-and-shutdown):
@@ -566,91 +387,113 @@ async function startServing(
       replyHeaders: { [REPLICA_HEADER]: options.replicaId },
     });
   } catch (err) {
-    files.close();
-    await registry.close();
-    throw new Error(`cannot listen on ${options.host}:${options.port}: ${(err as Error).message}`);
+    throw new ListenFailure(
+      `cannot listen on ${options.host}:${options.port}: ${(err as Error).message}`,
+      err as Error,
+    );
   }
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
-  const url = `http://${host}:${listener.port}`;
-  try {
-    await seams.listening?.(url, startup);
-    // The window each model gets depends on how many may be loaded, known from the names and the --model-dir
-    // folders before any reference is pulled: the loader exists before the pulls, whose fit check it runs.
-    const namedIds = resolved === "builtin" ? [BUILTIN_MODEL_ID] : resolved.map((m) => m.id);
-    const fromDirs = await modelDirSources(options.modelDirs, new Set(namedIds), log);
-    const several = namedIds.length > 1 || fromDirs.length > 0;
-    const maxContext =
-      options.maxContext ?? (several && options.kvPool === undefined ? SHARED_DEFAULT_CONTEXT : undefined);
-    if (maxContext !== options.maxContext)
-      log(
-        `superfluid: several models may be loaded: each gets a window of ${maxContext} tokens (set --max-context to change it)`,
-      );
-    const builtinPool = resolved === "builtin" && maxContext === undefined && options.kvPool === undefined;
-    if (builtinPool) {
-      log(
-        `superfluid: the built-in model's lanes share one KV pool of its whole window (--kv-pool ${BUILTIN_KV_POOL} unless --max-context or --kv-pool is given): it starts sooner than with a buffer per lane`,
-      );
-    }
-    // The draft model's reference, if one was named, becomes its file before any worker is handed it.
-    const served = await withDraftModelFile(options, pulling, log);
-    loader = new ModelLoader(
+  return { listener, url: `http://${host}:${listener.port}` };
+}
+
+/**
+ * The models named known and loaded, the --model-dir ones known, the aliases set. The window each model gets depends
+ * on how many may be loaded, known from the names and the --model-dir folders before any reference is pulled: the
+ * loader exists before the pulls, whose fit check it runs.
+ */
+async function loadServed(
+  options: ServeOptions,
+  resolved: NamedModel[] | "builtin",
+  primaryId: string,
+  sessions: SessionStore,
+  engine: EngineClient,
+  log: (line: string) => void,
+): Promise<void> {
+  const { registry, pulling } = engine;
+  const namedIds = resolved === "builtin" ? [BUILTIN_MODEL_ID] : resolved.map((m) => m.id);
+  const fromDirs = await modelDirSources(options.modelDirs, new Set(namedIds), log);
+  const several = namedIds.length > 1 || fromDirs.length > 0;
+  const maxContext =
+    options.maxContext ?? (several && options.kvPool === undefined ? SHARED_DEFAULT_CONTEXT : undefined);
+  if (maxContext !== options.maxContext)
+    log(
+      `superfluid: several models may be loaded: each gets a window of ${maxContext} tokens (set --max-context to change it)`,
+    );
+  const builtinPool = resolved === "builtin" && maxContext === undefined && options.kvPool === undefined;
+  if (builtinPool) {
+    log(
+      `superfluid: the built-in model's lanes share one KV pool of its whole window (--kv-pool ${BUILTIN_KV_POOL} unless --max-context or --kv-pool is given): it starts sooner than with a buffer per lane`,
+    );
+  }
+  // The draft model's reference, if one was named, becomes its file before any worker is handed it.
+  const served = await withDraftModelFile(options, pulling, log);
+  engine.useLoader(
+    new ModelLoader(
       builtinPool ? { ...served, kvPool: BUILTIN_KV_POOL } : served,
       sessions,
       primaryId,
       maxContext,
       log,
       pulling,
+    ),
+  );
+  const named: ModelSource[] = [];
+  for (const model of resolved === "builtin" ? [await builtinModel()] : resolved)
+    named.push(await sourceOf("reference" in model ? await fileOfNamed(model, pulling(model.reference, true)) : model));
+  for (const source of [...named, ...fromDirs]) registry.know(source);
+  if (fromDirs.length > 0)
+    log(
+      `superfluid: ${fromDirs.length} more models known from --model-dir, loaded on first use: ${fromDirs.map((s) => s.id).join(", ")}`,
     );
-    const named: ModelSource[] = [];
-    for (const model of resolved === "builtin" ? [await builtinModel()] : resolved)
-      named.push(
-        await sourceOf("reference" in model ? await fileOfNamed(model, pulling(model.reference, true)) : model),
-      );
-    for (const source of [...named, ...fromDirs]) registry.know(source);
-    if (fromDirs.length > 0)
-      log(
-        `superfluid: ${fromDirs.length} more models known from --model-dir, loaded on first use: ${fromDirs.map((s) => s.id).join(", ")}`,
-      );
-    const unserved = options.aliases.find((a) => !registry.known().some((e) => e.id === a.target));
-    if (unserved)
-      throw new Error(
-        `--alias ${unserved.name}=${unserved.target}: no served model has the id '${unserved.target}' (served: ${registry
-          .known()
-          .map((e) => e.id)
-          .join(", ")})`,
-      );
-    for (const alias of options.aliases) registry.alias(alias.name, alias.target);
-    try {
-      // One at a time, so each fit check sees the memory the previous model took.
-      for (const source of named) await registry.resolve(source.id);
-    } catch (err) {
-      throw err instanceof RequestError ? new Error(err.message) : err;
-    }
-    if (options.readyFile !== undefined) writeReadyFile(options.readyFile, url);
+  const unserved = options.aliases.find((a) => !registry.known().some((e) => e.id === a.target));
+  if (unserved)
+    throw new Error(
+      `--alias ${unserved.name}=${unserved.target}: no served model has the id '${unserved.target}' (served: ${registry
+        .known()
+        .map((e) => e.id)
+        .join(", ")})`,
+    );
+  for (const alias of options.aliases) registry.alias(alias.name, alias.target);
+  try {
+    // One at a time, so each fit check sees the memory the previous model took.
+    for (const source of named) await registry.resolve(source.id);
   } catch (err) {
-    // Requests held meanwhile get their answer before the listener closes under them.
-    await startup.failed(err as Error);
-    await listener.close();
-    files.close();
-    await registry.close();
-    throw err;
+    throw err instanceof RequestError ? new Error(err.message) : err;
   }
-  let web: WebListener | undefined;
-  if (options.web) {
-    try {
-      web = startSessionListener(options, options.web, sessions, primaryModel, metrics, log);
-    } catch (err) {
-      await startup.failed(err as Error);
-      await listener.close();
-      files.close();
-      await registry.close();
-      throw new Error(`cannot listen on ${options.web.host}:${options.web.port} (--web): ${(err as Error).message}`);
-    }
+}
+
+function openWebListener(
+  options: ServeOptions,
+  address: { host: string; port: number },
+  sessions: SessionStore,
+  state: AppState,
+  log: (line: string) => void,
+): WebListener {
+  try {
+    return startSessionListener(options, address, sessions, state.primaryModel, state.metrics, log);
+  } catch (err) {
+    throw new ListenFailure(
+      `cannot listen on ${address.host}:${address.port} (--web): ${(err as Error).message}`,
+      err as Error,
+    );
   }
-  starting = false;
-  startup.ready();
-  log(authLine(options, loopback));
-  for (const line of originLines(origins)) log(line);
+}
+
+/** The start done: requests let through, the serving lines logged, and the running server's drain and close. */
+function serving(
+  options: ServeOptions,
+  started: { engine: EngineClient; state: AppState; listener: Listener; url: string; web: WebListener | undefined },
+  sessions: SessionStore,
+  log: (line: string) => void,
+  logger: Logger,
+): RunningServer {
+  const { state, listener, url, web } = started;
+  const { registry } = started.engine;
+  const { batches, files } = state;
+  state.phase.starting = false;
+  state.startup.ready();
+  log(authLine(options, isLoopbackName(options.host)));
+  for (const line of originLines(state.origins)) log(line);
   log(
     `superfluid: serving ${registry
       .all()
@@ -665,7 +508,7 @@ async function startServing(
     sessions,
     logger,
     drain: async (timeoutMs) => {
-      draining = true;
+      state.phase.draining = true;
       const refusal = () =>
         new RequestError(
           503,

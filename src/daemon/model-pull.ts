@@ -22,7 +22,7 @@ export interface PullPolicy {
   signal?: AbortSignal;
   /**
    * Before the first byte of the model: its GGUF header read off the Hub and its weights' bytes, for the fit check
-   * a load runs (ModelLoader.fitBeforePull in src/cli/serve.ts); what it throws (ModelTooLargeError) refuses the
+   * a load runs (ModelLoader.fitBeforePull in src/daemon/model-loader.ts); what it throws (ModelTooLargeError) refuses the
    * pull with nothing downloaded. Absent where a pull does not load (`superfluid pull`, /api/pull).
    */
   beforeDownload?: (header: GgufFile, weightBytes: number) => void | Promise<void>;

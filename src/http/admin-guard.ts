@@ -5,12 +5,7 @@
 import { principalOf } from "./auth/principal.ts";
 import { RequestError } from "../daemon/request-error.ts";
 import { peerAddress } from "./listener.ts";
-import { isLoopbackName } from "./host-names.ts";
-
-/** The TCP peer is loopback (an IPv4 peer on a dual-stack socket reads `::ffff:a.b.c.d`). */
-function isLoopbackPeer(address: string): boolean {
-  return isLoopbackName(address.replace(/^::ffff:/i, ""));
-}
+import { isLoopbackAddress } from "../runtime/loopback.ts";
 
 /** Refuses the request unless it may take admin actions; `action` names what it asked for. */
 export function requireAdmin(request: Request, action: string): void {
@@ -23,7 +18,7 @@ export function requireAdmin(request: Request, action: string): void {
       "admin_required",
     );
   }
-  if (!isLoopbackPeer(peerAddress(request))) {
+  if (!isLoopbackAddress(peerAddress(request))) {
     throw new RequestError(
       403,
       `${action} is an admin action, open only to clients on this machine (loopback) on a server without API keys`,

@@ -7,7 +7,7 @@
 // local desktop shells Ollama lets in by default (Electron and Tauri apps, VS Code
 // webviews). No web site can send those shells' origins: a browser gives a page the
 // origin of the site it came from, so only software already on this machine has them.
-import { isLoopbackName } from "./host-names.ts";
+import { isLoopbackName } from "../runtime/loopback.ts";
 
 /** The origins of local desktop shells, let in by default as Ollama does (OLLAMA_ORIGINS). */
 export const DESKTOP_APP_ORIGINS = [

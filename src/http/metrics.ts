@@ -12,7 +12,7 @@ import type { ServedModel } from "../daemon/served-model.ts";
 import type { EngineSnapshot } from "../engine/jobs.ts";
 import { QOS_NAMES } from "../engine/scheduler.ts";
 import { observeAccess, type AccessEntry } from "./access-log.ts";
-import { registerRouterGauges } from "./router-metrics.ts";
+import { registerRouterGauges, type ModelScrape } from "./router-metrics.ts";
 import type { RequestGate } from "./auth/gate.ts";
 import type { Principal } from "./auth/principal.ts";
 import type { RequestError } from "../daemon/request-error.ts";
@@ -50,12 +50,6 @@ const ENGINE: [string, EngineCounterName, string][] = [
   ["superfluid_spec_accepted_total", "specAccepted", "Speculative draft tokens the model accepted."],
 ];
 
-/** One model as a scrape sees it: its live snapshot, when its worker answered. */
-interface Scraped {
-  model: ServedModel;
-  snapshot?: EngineSnapshot;
-}
-
 /**
  * Calls `handle` with `target` for each event until `target` is collected:
  * the process-wide hooks then drop the subscription on their next event.
@@ -75,7 +69,7 @@ function subscribeWeakly<T extends object, A extends unknown[]>(
 
 export class ServerMetrics {
   readonly registry = new Registry();
-  private scraped: Scraped[] = [];
+  private scraped: ModelScrape[] = [];
   /** Scrapes run one at a time: collectors read `scraped`. */
   private serial: Promise<unknown> = Promise.resolve();
   /** FIM requests refused by the per-client bucket (no model ran them). */
@@ -93,7 +87,7 @@ export class ServerMetrics {
     const metrics = this;
     const registers = [this.registry];
     const m = ["model"] as const;
-    const perModel = (fill: (s: Scraped) => number | undefined) =>
+    const perModel = (fill: (s: ModelScrape) => number | undefined) =>
       function (this: Gauge | Counter) {
         this.reset();
         for (const s of metrics.scraped) {

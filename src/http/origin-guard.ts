@@ -6,7 +6,8 @@ import { isIP } from "node:net";
 import { hostname } from "node:os";
 import { RequestError } from "../daemon/request-error.ts";
 import { AllowedOrigins } from "./allowed-origins.ts";
-import { hostName, isLoopbackName } from "./host-names.ts";
+import { isLoopbackName } from "../runtime/loopback.ts";
+import { hostName } from "./host-names.ts";
 
 export interface HostPolicy {
   /** The address the listener is bound to. */

@@ -8,6 +8,7 @@ import { Gauge, type Registry } from "prom-client";
 import type { ServedModel } from "../daemon/served-model.ts";
 import type { EngineSnapshot } from "../engine/jobs.ts";
 
+/** One model as a scrape sees it: its live snapshot, when its worker answered (metrics.ts fills them). */
 export interface ModelScrape {
   model: ServedModel;
   snapshot?: EngineSnapshot;

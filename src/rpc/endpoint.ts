@@ -1,8 +1,7 @@
 // RPC endpoints (docs/guides/multi-machine.md): `HOST:PORT` as llama.cpp's
 // RPC backend takes them (an IPv4 address or a name; it splits at the first
-// colon, so no IPv6 literals), and whether a listen address stays on this
-// machine.
-import { isIP } from "node:net";
+// colon, so no IPv6 literals). Whether a listen address stays on this machine
+// is src/runtime/loopback.ts.
 
 export interface Endpoint {
   host: string;
@@ -28,9 +27,4 @@ export function parseEndpointList(raw: string): string[] {
   const twice = list.find((e, i) => list.indexOf(e) !== i);
   if (twice !== undefined) throw new Error(`'${twice}' is named twice`);
   return list;
-}
-
-/** Whether a listen host is loopback only (127.0.0.0/8 or localhost). */
-export function isLoopbackHost(host: string): boolean {
-  return host === "localhost" || (isIP(host) === 4 && host.startsWith("127."));
 }

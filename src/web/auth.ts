@@ -13,7 +13,8 @@
 // The listener sends no CORS headers, so other pages can read nothing from it.
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
-import { hostName, isLoopbackName } from "../http/host-names.ts";
+import { hostName } from "../http/host-names.ts";
+import { isLoopbackName } from "../runtime/loopback.ts";
 import { replacePrivateFile } from "../runtime/private-files.ts";
 
 export const TOKEN_FILE = "web-token";

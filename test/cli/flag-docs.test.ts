@@ -3,15 +3,15 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { CLI_DOC, flagTable, regenerate, regions, REGENERATE } from "../../src/cli/flag-docs.ts";
-import { SERVE_FLAGS, SERVE_TABLES } from "../../src/cli/serve-flags.ts";
+import { SERVE_FLAGS, SERVE_SECTIONS } from "../../src/cli/serve-flags.ts";
 
 const doc = readFileSync(CLI_DOC, "utf8");
 
 describe("docs/cli.md flag tables", () => {
-  test("each table has one region, in the order of SERVE_TABLES, and every flag is in one", () => {
-    expect(regions(doc)).toEqual([...SERVE_TABLES]);
-    const tables = new Set<string>(SERVE_TABLES);
-    expect(SERVE_FLAGS.filter((d) => !tables.has(d.table)).map((d) => d.flag)).toEqual([]);
+  test("each section has one region, in the order of SERVE_SECTIONS, and every flag is in one", () => {
+    const ids = SERVE_SECTIONS.map((s) => s.id);
+    expect(regions(doc)).toEqual(ids);
+    expect(SERVE_FLAGS.filter((d) => !(ids as string[]).includes(d.section)).map((d) => d.flag)).toEqual([]);
   });
 
   test("the tables are the ones the declarations generate", () => {
@@ -24,9 +24,9 @@ describe("docs/cli.md flag tables", () => {
 
   test("every flag has a row naming it, and a refused flag's row gives its message", () => {
     for (const d of SERVE_FLAGS) {
-      const table = flagTable(d.table);
+      const table = flagTable(d.section);
       expect(table).toContain(`\`--${d.flag}`);
-      if (d.table === "refused" && "refused" in d) expect(table).toContain(d.refused.message);
+      if (d.section === "refused" && "refused" in d) expect(table).toContain(d.refused.message);
     }
   });
 });

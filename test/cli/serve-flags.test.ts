@@ -5,7 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { helpLines, synopsis } from "../../src/cli/flag-decl.ts";
 import { FlagError, parseFlags } from "../../src/cli/flags.ts";
 import { DERIVED_KEYS, parseServeOptions, serveUsage, type ServeOptions } from "../../src/cli/serve-options.ts";
-import { HELP_FLAGS, SERVE_FLAGS, SERVE_GROUPS } from "../../src/cli/serve-flags.ts";
+import { HELP_FLAGS, SERVE_FLAGS, SERVE_SECTIONS } from "../../src/cli/serve-flags.ts";
 
 const help = serveUsage();
 const helpAll = serveUsage(true);
@@ -72,27 +72,19 @@ describe("serve --help and --help-all", () => {
     expect(parseServeOptions(["--kv-bits", "8", "--help-all"])).toBe("help-all");
   });
 
-  test("the help is grouped under the listed headings, in order", () => {
-    const titles = SERVE_GROUPS.map((g) => g.title);
-    expect(titles).toEqual([
-      "Models",
-      "GPU offload",
-      "Listener",
-      "Scheduling",
-      "Sessions",
-      "Speculation",
-      "Security",
-      "Logging",
-    ]);
-    for (const text of [help, helpAll]) expect([...text.matchAll(/^(\w[\w ]*):$/gm)].map((m) => m[1])).toEqual(titles);
+  test("the help is grouped under the sections' titles, in order; --help leaves out the refused section", () => {
+    const titles = SERVE_SECTIONS.map((s) => s.title);
+    const headings = (text: string) => [...text.matchAll(/^(\w[\w -]*):$/gm)].map((m) => m[1]);
+    expect(headings(helpAll)).toEqual(titles);
+    expect(headings(help)).toEqual(titles.filter((t) => t !== "Refused by this runtime"));
   });
 
-  test("--help-all lists every declared flag under its group's heading", () => {
-    const inGroup = (id: string) => SERVE_FLAGS.filter((d) => d.group === id).map((d) => synopsis(d));
-    expect(listed(helpAll)).toEqual(SERVE_GROUPS.flatMap((g) => inGroup(g.id)));
-    for (const g of SERVE_GROUPS) {
-      const section = helpAll.split(`\n${g.title}:\n`)[1]!.split("\n\n")[0]!;
-      for (const d of SERVE_FLAGS.filter((d) => d.group === g.id)) expect(section).toContain(synopsis(d));
+  test("--help-all lists every declared flag under its section's heading", () => {
+    const inSection = (id: string) => SERVE_FLAGS.filter((d) => d.section === id).map((d) => synopsis(d));
+    expect(listed(helpAll)).toEqual(SERVE_SECTIONS.flatMap((s) => inSection(s.id)));
+    for (const s of SERVE_SECTIONS) {
+      const section = helpAll.split(`\n${s.title}:\n`)[1]!.split("\n\n")[0]!;
+      for (const d of SERVE_FLAGS.filter((d) => d.section === s.id)) expect(section).toContain(synopsis(d));
     }
   });
 
@@ -118,11 +110,11 @@ describe("serve --help and --help-all", () => {
   });
 });
 
-/** Sorts synopses as --help lists them: by group, then declaration order. */
+/** Sorts synopses as --help lists them: by section, then declaration order. */
 function byHelpOrder(a: string, b: string): number {
   const rank = (s: string) => {
     const i = SERVE_FLAGS.findIndex((d) => synopsis(d) === s);
-    return SERVE_GROUPS.findIndex((g) => g.id === SERVE_FLAGS[i]!.group) * 1000 + i;
+    return SERVE_SECTIONS.findIndex((s) => s.id === SERVE_FLAGS[i]!.section) * 1000 + i;
   };
   return rank(a) - rank(b);
 }

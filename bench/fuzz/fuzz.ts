@@ -5,12 +5,12 @@
 // an embedding and a rerank fixture, checking that the server never answers
 // 5xx, never drops a connection without an answer, never hangs, keeps each
 // family's error envelope and gives its memory back once idle (the daemon and
-// each model worker). --auth runs it with API keys on (bench/fuzz-auth.ts).
+// each model worker). --auth runs it with API keys on (bench/fuzz/fuzz-auth.ts).
 //
-//   bun bench/fuzz.ts [--requests 10000] [--parallel 16] [--seed 1] [--deadline 1200]
+//   bun bench/fuzz/fuzz.ts [--requests 10000] [--parallel 16] [--seed 1] [--deadline 1200]
 //                     [--timeout 60] [--hang 30] [--warmup 3000] [--json out.json] [--auth]
 //                     [--serve-arg ARG]... [--skip CATEGORY]... [--only CATEGORY]... [--hold S]
-//   bun bench/fuzz.ts --show N [--seed 1]     print request N of a run (for a reproduction)
+//   bun bench/fuzz/fuzz.ts --show N [--seed 1]     print request N of a run (for a reproduction)
 //
 // Request N is drawn from its own PRNG stream (seed, N), so `--show N` prints
 // exactly what the run sent. Progress goes to stderr, the table to stdout; the
@@ -28,8 +28,8 @@ import {
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { hashSeed, uniform } from "../src/fixtures/prng.ts";
-import { ensureFixture, ensureLoraFixture } from "../src/fixtures/index.ts";
+import { hashSeed, uniform } from "../../src/fixtures/prng.ts";
+import { ensureFixture, ensureLoraFixture } from "../../src/fixtures/index.ts";
 import {
   allOfFanout,
   bigEnum,
@@ -39,7 +39,7 @@ import {
   manyOptional,
   propertyFanout,
   wideToolSchema,
-} from "../test/grammar/hostile.ts";
+} from "../../test/grammar/hostile.ts";
 import { authExpect, authSupported, keyHeader, policyFile, scopeOfKey, withKey, KEYS } from "./fuzz-auth.ts";
 import {
   anthropicAborted,
@@ -97,7 +97,7 @@ import {
 
 // ---------------------------------------------------------------- arguments
 
-const USAGE = `usage: bun bench/fuzz.ts [options]
+const USAGE = `usage: bun bench/fuzz/fuzz.ts [options]
 
   --requests N     requests in the measured run (default 10000)
   --parallel N     requests in flight at most (default 16)
@@ -1419,7 +1419,7 @@ async function startServer() {
   const proc = Bun.spawn(
     [
       process.execPath,
-      join(import.meta.dir, "../src/main.ts"),
+      join(import.meta.dir, "../../src/main.ts"),
       "serve",
       chat,
       "--model",

@@ -1,10 +1,10 @@
-// What the fuzz run (bench/fuzz.ts) checks in a reply: an error in its
+// What the fuzz run (bench/fuzz/fuzz.ts) checks in a reply: an error in its
 // family's envelope (OpenAI's, Anthropic's, Ollama's), a whole 200 in the
 // route's shape, and a stream read to its end as its family ends one
 // (OpenAI SSE's [DONE], Anthropic's message_stop, Responses'
 // response.completed, Ollama's `done: true` record) with no error in it.
 import { CHAT, COMPLETIONS, type Spec } from "./fuzz-kit.ts";
-import { ndjsonLines, sseEvents } from "./sse.ts";
+import { ndjsonLines, sseEvents } from "../sse.ts";
 
 type Family = "openai" | "anthropic" | "ollama";
 

@@ -1,4 +1,4 @@
-// --auth for the fuzz run (bench/fuzz.ts): the server gets a key policy (a
+// --auth for the fuzz run (bench/fuzz/fuzz.ts): the server gets a key policy (a
 // user key with limits, an admin key) and a global --api-key, and each
 // request carries one of no key, a wrong key, the user key, the admin key or
 // the global key, as `Authorization: Bearer` or `X-Api-Key`
@@ -35,7 +35,7 @@ export function policyFile(): string {
 
 /** Whether this checkout's `serve` takes --key-policy (the flags land separately from this bench). */
 export function authSupported(): boolean {
-  const out = spawnSync(process.execPath, [join(import.meta.dir, "../src/main.ts"), "serve", "--help"], {
+  const out = spawnSync(process.execPath, [join(import.meta.dir, "../../src/main.ts"), "serve", "--help"], {
     encoding: "utf8",
     timeout: 60_000,
   });

@@ -1,8 +1,8 @@
-// What the fuzz run's request generators share (bench/fuzz.ts): the request
+// What the fuzz run's request generators share (bench/fuzz/fuzz.ts): the request
 // spec, the seeded helpers, the served model ids and the tables of wrong
 // values. Generators live in fuzz.ts (chat and completions) and the
 // fuzz-*.ts modules (the other routes and families); none imports another.
-import { COMMON_WORDS } from "../src/fixtures/words.ts";
+import { COMMON_WORDS } from "../../src/fixtures/words.ts";
 
 /** The models the fuzz server serves (fuzz.ts starts it with files named so): fixed, so `--show` needs no server. */
 export const SERVED = { chat: "tiny-chat", embed: "tiny-embed", rerank: "tiny-rerank" } as const;

@@ -1,7 +1,7 @@
 // Fuzz generators for the Anthropic (/v1/messages) and Ollama (/api/*)
 // families (docs/api/anthropic.md, docs/api/ollama.md): valid requests,
 // streams the client walks away from, wrong field values, the discovery and
-// the model-store routes. bench/fuzz.ts mixes them in.
+// the model-store routes. bench/fuzz/fuzz.ts mixes them in.
 import {
   BOOL,
   MODEL,
