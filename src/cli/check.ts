@@ -11,8 +11,7 @@ import { loadLlama } from "../../ffi/llama.ts";
 import { noRpcBackend, rpcBackendFile } from "../../ffi/rpc.ts";
 import { parseEndpointList } from "../rpc/endpoint.ts";
 import { usableRpcWorker } from "../rpc/probe.ts";
-import { detectReasoningMarkers } from "../codec/reasoning-markers.ts";
-import { detectToolDialect } from "../codec/tool-dialects/index.ts";
+import { templateWires } from "../daemon/template-wires.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, kvBytesPerToken, readGguf } from "../gguf/index.ts";
 import { formatBytes } from "../runtime/byte-size.ts";
@@ -66,10 +65,7 @@ export async function runCheck(argv: string[]): Promise<number> {
         const info = describeModel(file);
         const perToken = (bits: string) => formatBytes(kvBytesPerToken(file, KV_BITS[bits]));
         console.log(`  KV a token: ${perToken("16")} f16, ${perToken("8")} q8_0, ${perToken("4")} q4_0 (--kv-bits)`);
-        const template = info.toolUseTemplate ?? info.chatTemplate ?? "";
-        const single = (s: string) => model.tokenize(s, { parseSpecial: true }).length === 1;
-        const wire = template ? detectToolDialect(template, single) : undefined;
-        const markers = template ? detectReasoningMarkers(template, single) : undefined;
+        const { toolDialect: wire, reasoningMarkers: markers } = templateWires(info, model);
         console.log(`  tool-call wire: ${wire?.name ?? "none (the template shows no tools)"}`);
         console.log(`  reasoning: ${markers ? `${markers.open} … ${markers.close}` : "none"}`);
       } finally {

@@ -129,10 +129,11 @@ export class ChatTemplate {
       const retry = filled ? { ...input, ...filled } : input;
       // Some templates (Functionary v3.2) concatenate a call's arguments as
       // text: they take the JSON string OpenAI clients send, not an object.
-      const callsArguments = input.messages.some((m) => m.tool_calls?.length);
-      for (const argumentsAs of ["object", "string"] as const) {
-        if (argumentsAs === "object" && !filled) continue;
-        if (argumentsAs === "string" && !callsArguments) continue;
+      const retries: ("object" | "string")[] = [
+        ...(filled ? ["object" as const] : []),
+        ...(input.messages.some((m) => m.tool_calls?.length) ? ["string" as const] : []),
+      ];
+      for (const argumentsAs of retries) {
         try {
           return this.renderAsGiven(retry, argumentsAs);
         } catch {

@@ -40,9 +40,12 @@ export const NL = repeat(lit("\n"), 0, 1);
 /** Lays out one call to `tool` around `args` (the rule matching its arguments). */
 export type CallShape = (tool: ToolSpec, args: Expr) => Expr;
 
-/** `{"name": "<f>", "<argsKey>": <args>}`: the JSON object most wires use. */
+/**
+ * `{"name": "<f>", "<argsKey>": <args>}`: the JSON object most wires use;
+ * `more` are members written after the arguments (Mistral Nemo's `"id"`).
+ */
 export const jsonObjectCall =
-  (argsKey = "arguments"): CallShape =>
+  (argsKey = "arguments", more: Expr[] = []): CallShape =>
   (tool, args) =>
     seq(
       lit('{"name":'),
@@ -53,6 +56,7 @@ export const jsonObjectCall =
       lit(`${JSON.stringify(argsKey)}:`),
       SP,
       args,
+      ...more,
       lit("}"),
     );
 

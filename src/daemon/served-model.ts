@@ -4,8 +4,8 @@
 // tokenizes request text, and the worker process that generates.
 import { releaseLabel } from "../../ffi/abi.ts";
 import { templateReads } from "../codec/index.ts";
-import { detectReasoningMarkers, type ReasoningMarkers } from "../codec/reasoning-markers.ts";
-import { detectToolDialect, type ToolDialect } from "../codec/tool-dialects/index.ts";
+import type { ReasoningMarkers } from "../codec/reasoning-markers.ts";
+import type { ToolDialect } from "../codec/tool-dialects/index.ts";
 import type { Tokenizer } from "../codec/tokenizer.ts";
 import { LlamaModel } from "../engine/model.ts";
 import { describeModel, readGguf, type ModelInfo } from "../gguf/index.ts";
@@ -13,6 +13,7 @@ import type { RequestError } from "./request-error.ts";
 import { SessionJournal } from "../session-log/journal.ts";
 import type { SessionStore } from "../session-log/store.ts";
 import { PromptThread } from "./prompt-thread.ts";
+import { templateWires } from "./template-wires.ts";
 import { WorkerClient, type WorkerOptions } from "./worker-client.ts";
 
 export interface ServedModelOptions extends Omit<WorkerOptions, "journal"> {
@@ -166,16 +167,10 @@ export class ServedModel {
           : (prompts as PromiseRejectedResult).reason;
     }
     worker.value.gatherWhile(() => prompts.value.inHand);
-    const single = (s: string) => tokenizer.tokenize(s, { parseSpecial: true }).length === 1;
     let maxTokenBytes = 1;
     for (let t = 0; t < tokenizer.vocabInfo.size; t++)
       maxTokenBytes = Math.max(maxTokenBytes, tokenizer.tokenBytes(t).length);
-    const templateSource = info.toolUseTemplate ?? info.chatTemplate ?? "";
-    const reasoningMarkers = detectReasoningMarkers(templateSource, single);
-    const toolDialect = templateSource ? detectToolDialect(templateSource, single) : undefined;
-    const callOpenerTokens = (toolDialect?.openers ?? [])
-      .filter(single)
-      .map((s) => tokenizer.tokenize(s, { parseSpecial: true })[0]!);
+    const { reasoningMarkers, toolDialect, callOpenerTokens } = templateWires(info, tokenizer);
     return new ServedModel(
       opts.id,
       opts.model,

@@ -94,7 +94,7 @@ export class LlamaContext {
       : `${opts.sequences} x ${opts.cellsPerSequence} cells`;
     // llama.cpp refuses a quantized V when flash attention is off for this model and backend.
     const why = isQuantized(types.v)
-      ? `out of memory, or no flash attention here for a ${types.v} V cache (use --cache-type-v f16)`
+      ? `out of memory, or no flash attention here for a ${types.v} V cache (an f16 V cache needs none)`
       : "out of memory?";
     this.handle = handle(ctx, `context of ${layout}, KV ${describeKvTypes(types)} (${why})`);
     this.kvTypes = types;
@@ -229,7 +229,7 @@ function refuseSplitHeads(model: LlamaModel, types: KvTypes): void {
     if (head > 0 && head % block !== 0)
       throw new Error(
         `the KV type ${t} stores values in blocks of ${block}, and this model's attention heads hold ${head}: ` +
-          "it needs an f16 KV cache (--kv-bits 0)",
+          "it needs an f16 KV cache",
       );
   }
 }

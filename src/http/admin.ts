@@ -87,6 +87,7 @@ export async function props(
       );
   }
   const d = effectiveDefaults(operator, model.info.sampling);
+  const dialect = model.dialect();
   return {
     model_alias: model.id,
     // The file name only: a reply never maps this machine's folders.
@@ -111,8 +112,9 @@ export async function props(
     eos_token: model.info.specialTokens.eos ?? null,
     kv_cache: kvCache(model),
     capabilities: capabilitiesOf(model),
-    tool_call_wire: model.toolDialect?.name ?? null,
-    reasoning_markers: model.reasoningMarkers ?? null,
+    // As /v1/models says them (capabilities.dialect).
+    tool_call_wire: dialect.tool_call_wire,
+    reasoning_markers: dialect.reasoning_markers,
     build_info: `superfluid (${model.runtime.version})`,
     // Where the weights went and the devices there are (docs/api/openai.md#models: runtime).
     offload: model.runtime.offload,

@@ -11,6 +11,7 @@ import { ChoiceSet } from "./choice-set.ts";
 import type { ChoiceOptions } from "./choice-stream.ts";
 import { afterReasoning } from "../codec/tool-grammar.ts";
 import { constraintGrammar } from "./constraint.ts";
+import { contentKey, Lru } from "./lru.ts";
 import { checkContext, fitWindow, generateRequest, type GenerationDefaults } from "./engine-request.ts";
 import { breakpointPins } from "./prefix-pins.ts";
 import { toolPlan } from "./tool-plan.ts";
@@ -34,6 +35,23 @@ function withoutCalls(parser: ToolCallParser): ToolCallParser {
   return { push: (text) => keep(parser.push(text)), flush: () => keep(parser.flush()) };
 }
 
+/**
+ * Held grammars behind an open reasoning block, by grammar and closing marker:
+ * an agent on a thinking model forces the same tools every turn, and the
+ * wrapped grammar is parsed and printed again otherwise.
+ */
+const afterReasoningGrammars = new Lru<string>(32);
+
+function grammarAfterReasoning(grammar: string, close: string): string {
+  const key = contentKey([grammar, close]);
+  let wrapped = afterReasoningGrammars.get(key);
+  if (wrapped === undefined) {
+    wrapped = afterReasoning(grammar, close);
+    afterReasoningGrammars.set(key, wrapped);
+  }
+  return wrapped;
+}
+
 export async function prepareChat(
   defaults: GenerationDefaults,
   model: ServedModel,
@@ -55,7 +73,7 @@ export async function prepareChat(
   // block, holds it from the block's end: the model reasons first.
   const reasonsFirst = grammar !== undefined && grammarTrigger === undefined && startsInReasoning;
   const markers = !grammar || grammarTrigger !== undefined || reasonsFirst ? model.reasoningMarkers : undefined;
-  const held = reasonsFirst && markers ? afterReasoning(grammar!, markers.close) : grammar;
+  const held = reasonsFirst && markers ? grammarAfterReasoning(grammar!, markers.close) : grammar;
   const request = generateRequest(defaults, model, prompt, {
     sampling: job.sampling,
     maxTokens: job.maxTokens,

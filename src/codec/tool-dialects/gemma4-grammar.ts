@@ -11,6 +11,7 @@
 // refuses the rest with the schema compiler's SchemaError. Numbers and
 // integers are the same text in both syntaxes: their subschemas go to the
 // JSON-schema compiler, bounds and all.
+import { ANNOTATIONS as SCHEMA_ANNOTATIONS } from "../../../grammar/schema/keywords.ts";
 import { type CompileBudget, compileJsonSchema, namespaceGrammar, SchemaError } from "../../../grammar/index.ts";
 import { alt, cls, EMPTY, lit, opt, ref, repeat, seq, star, type Expr, type Rule } from "../../../grammar/gbnf/ast.ts";
 import { callsGrammar, type ToolSpec } from "../tool-grammar.ts";
@@ -44,21 +45,8 @@ export function formatGemmaValue(value: unknown): string {
 // ---------------------------------------------------------------------------
 // Schema → grammar.
 
-/** Keywords with no effect on the values (as the JSON-schema compiler lists them). */
-const ANNOTATIONS = new Set([
-  "title",
-  "description",
-  "examples",
-  "default",
-  "$schema",
-  "$id",
-  "$comment",
-  "deprecated",
-  "readOnly",
-  "writeOnly",
-  "$defs",
-  "definitions",
-]);
+/** Keywords with no effect on the values: the JSON-schema compiler's, and the definitions a `$ref` reads. */
+const ANNOTATIONS = new Set([...SCHEMA_ANNOTATIONS, "$defs", "definitions"]);
 /** Keywords enforced here; any other keyword is refused. */
 const ENFORCED = new Set([
   "type",

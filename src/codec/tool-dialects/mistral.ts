@@ -16,7 +16,17 @@
 // becomes content: a cut or malformed call is dropped or ends as written.
 import { jsonStringValue, jsonValueEnd, skipWs } from "../json-scan.ts";
 import { seekMarker } from "../holdback.ts";
-import { callArray, forcedCallGrammar, lit, oneOrMore, repeat, seq, SP, type CallShape } from "../tool-grammar.ts";
+import {
+  callArray,
+  forcedCallGrammar,
+  jsonObjectCall,
+  lit,
+  oneOrMore,
+  repeat,
+  seq,
+  SP,
+  type CallShape,
+} from "../tool-grammar.ts";
 import { CallWriter, type OpenCall as StartedCall } from "./call-writer.ts";
 import { ContentGap } from "./events.ts";
 import { randomAlnum } from "./ids.ts";
@@ -289,24 +299,15 @@ const CALL_ID_CHARS = repeat(
 );
 
 /** `{"name": "<f>", "arguments": <args>, "id": "<9 alphanumerics>"}` (the Nemo template appends the id). */
-const arrayElementCall: CallShape = (tool, args) =>
-  seq(
-    lit('{"name":'),
-    SP,
-    lit(JSON.stringify(tool.name)),
-    lit(","),
-    SP,
-    lit('"arguments":'),
-    SP,
-    args,
-    lit(","),
-    SP,
-    lit('"id":'),
-    SP,
-    lit('"'),
-    CALL_ID_CHARS,
-    lit('"}'),
-  );
+const arrayElementCall: CallShape = jsonObjectCall("arguments", [
+  lit(","),
+  SP,
+  lit('"id":'),
+  SP,
+  lit('"'),
+  CALL_ID_CHARS,
+  lit('"'),
+]);
 
 /** `f[ARGS]<args>`, or `f[CALL_ID]<id>[ARGS]<args>` where the template writes call ids. */
 const namedCall =
