@@ -52,11 +52,15 @@ describe.skipIf(!present)("forced calls through real templates and tokenizers", 
   for (const c of CASES) {
     test(`${c.name}: required and named calls finish and validate, streamed equal to whole`, async () => {
       const { server, model } = await serveRealTemplate(c, cleanups);
+      // The prompt warm first: every request below then prefills only its
+      // last token, so each whole reply and its stream see the same batches.
+      const messages = [{ role: "user", content: "What is the weather in Oslo?" }];
+      await (await postChat(server.url, { model, messages, tools, max_tokens: 1 })).json();
       for (const choice of ["required", { type: "function", function: { name: "get_weather" } }]) {
         for (const seed of [1, 2, 3]) {
           const body = {
             model,
-            messages: [{ role: "user", content: "What is the weather in Oslo?" }],
+            messages,
             tools,
             tool_choice: choice,
             parallel_tool_calls: false,
